@@ -35,6 +35,10 @@ SCALARS = {
 }
 
 
+# `const char *` results that point at bytes, not NUL-terminated text: keep the raw address.
+RAW_POINTER_RESULTS = {"LLVMGetBufferStart", "LLVMGetSectionContents", "LLVMGetAsString"}
+
+
 def strip_comments(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
@@ -118,8 +122,8 @@ class Parser:
         stars = tokens.count("*")
         base = " ".join(t for t in tokens if t != "*")
         if base == "char" and stars == 1:
-            # Returned `char *` must be freed by the caller: keep the raw pointer.
-            return "c_char_p" if (const_pointee or not result) else "c_void_p"
+            # A non-const `char *` is owned by LLVM's allocator (freed with LLVMDisposeMessage).
+            return "c_char_p" if const_pointee else "c_void_p"
         if base == "char" and stars == 2:
             return "POINTER(c_void_p)"
         if base == "void" and stars >= 1:
@@ -195,7 +199,7 @@ def emit(p: Parser, version: str) -> str:
     for name, (ret, params) in sorted(p.functions.items()):
         try:
             args = [p.ctype(x) for x in params]
-            rt = p.ctype(ret, result=True)
+            rt = "c_void_p" if name in RAW_POINTER_RESULTS else p.ctype(ret, result=True)
         except KeyError as exc:
             p.skipped[name] = f"unknown type {exc}"
             continue

@@ -1,0 +1,201 @@
+"""The IR builder: positioning, arithmetic, memory, casts, calls, control flow and phis."""
+
+from __future__ import annotations
+
+from . import capi
+from ._base import Owner
+from .capi import lib
+from .types import Type
+from .values import BasicBlock, Instruction, PHINode, Value
+
+ICMP_PREDICATES = {
+    "eq": capi.LLVMIntEQ, "ne": capi.LLVMIntNE,
+    "ugt": capi.LLVMIntUGT, "uge": capi.LLVMIntUGE, "ult": capi.LLVMIntULT, "ule": capi.LLVMIntULE,
+    "sgt": capi.LLVMIntSGT, "sge": capi.LLVMIntSGE, "slt": capi.LLVMIntSLT, "sle": capi.LLVMIntSLE,
+}
+FCMP_PREDICATES = {
+    "false": capi.LLVMRealPredicateFalse, "true": capi.LLVMRealPredicateTrue,
+    "oeq": capi.LLVMRealOEQ, "ogt": capi.LLVMRealOGT, "oge": capi.LLVMRealOGE, "olt": capi.LLVMRealOLT,
+    "ole": capi.LLVMRealOLE, "one": capi.LLVMRealONE, "ord": capi.LLVMRealORD, "uno": capi.LLVMRealUNO,
+    "ueq": capi.LLVMRealUEQ, "ugt": capi.LLVMRealUGT, "uge": capi.LLVMRealUGE, "ult": capi.LLVMRealULT,
+    "ule": capi.LLVMRealULE, "une": capi.LLVMRealUNE,
+}
+
+# method name -> LLVM-C builder function, for the uniform (lhs, rhs, name) binary operations
+_BINARY = {
+    "add": "LLVMBuildAdd", "nsw_add": "LLVMBuildNSWAdd", "nuw_add": "LLVMBuildNUWAdd",
+    "sub": "LLVMBuildSub", "nsw_sub": "LLVMBuildNSWSub", "mul": "LLVMBuildMul", "nsw_mul": "LLVMBuildNSWMul",
+    "sdiv": "LLVMBuildSDiv", "udiv": "LLVMBuildUDiv", "exact_sdiv": "LLVMBuildExactSDiv",
+    "srem": "LLVMBuildSRem", "urem": "LLVMBuildURem",
+    "fadd": "LLVMBuildFAdd", "fsub": "LLVMBuildFSub", "fmul": "LLVMBuildFMul",
+    "fdiv": "LLVMBuildFDiv", "frem": "LLVMBuildFRem",
+    "shl": "LLVMBuildShl", "lshr": "LLVMBuildLShr", "ashr": "LLVMBuildAShr",
+    "and_": "LLVMBuildAnd", "or_": "LLVMBuildOr", "xor": "LLVMBuildXor",
+}
+_UNARY = {"neg": "LLVMBuildNeg", "fneg": "LLVMBuildFNeg", "not_": "LLVMBuildNot", "freeze": "LLVMBuildFreeze"}
+_CASTS = {
+    "trunc": "LLVMBuildTrunc", "zext": "LLVMBuildZExt", "sext": "LLVMBuildSExt",
+    "fptrunc": "LLVMBuildFPTrunc", "fpext": "LLVMBuildFPExt",
+    "fptosi": "LLVMBuildFPToSI", "fptoui": "LLVMBuildFPToUI",
+    "sitofp": "LLVMBuildSIToFP", "uitofp": "LLVMBuildUIToFP",
+    "ptrtoint": "LLVMBuildPtrToInt", "inttoptr": "LLVMBuildIntToPtr",
+    "bitcast": "LLVMBuildBitCast", "addrspacecast": "LLVMBuildAddrSpaceCast",
+}
+
+
+def _values(seq) -> "ctypes.Array":
+    return (capi.LLVMValueRef * len(seq))(*[v.ref for v in seq])
+
+
+class Builder(Owner):
+    """An IRBuilder. Position it, then each method appends one instruction and returns it."""
+
+    __slots__ = ()
+
+    def __init__(self, context) -> None:
+        super().__init__(lib.LLVMCreateBuilderInContext(context))
+
+    def _dispose(self) -> None:
+        lib.LLVMDisposeBuilder(self._ref)
+
+    # -- positioning ---------------------------------------------------------------------
+    def position_at_end(self, block: BasicBlock) -> "Builder":
+        lib.LLVMPositionBuilderAtEnd(self, block)
+        return self
+
+    def position_before(self, inst: Instruction) -> "Builder":
+        lib.LLVMPositionBuilderBefore(self, inst)
+        return self
+
+    def position_after(self, inst: Instruction) -> "Builder":
+        nxt = inst.next
+        if nxt is None:
+            return self.position_at_end(inst.parent)
+        return self.position_before(nxt)
+
+    @property
+    def block(self) -> BasicBlock | None:
+        ref = lib.LLVMGetInsertBlock(self)
+        return BasicBlock(ref) if ref else None
+
+    def insert(self, inst: Instruction, name: str = "") -> Instruction:
+        """Insert an unparented instruction (from `clone()` or `remove()`) at the position."""
+        lib.LLVMInsertIntoBuilderWithName(self, inst, name.encode())
+        return inst
+
+    # -- generic helpers -----------------------------------------------------------------
+    def _binary(self, fn: str, lhs: Value, rhs: Value, name: str) -> Value:
+        if lhs.type != rhs.type:
+            raise TypeError(f"{fn[9:].lower()}: operand types differ ({lhs.type} vs {rhs.type})")
+        return Value.from_ref(getattr(lib, fn)(self, lhs, rhs, name.encode()))
+
+    def __getattr__(self, attr: str):
+        # Arithmetic, unary and cast methods are generated from the tables above.
+        if attr in _BINARY:
+            fn = _BINARY[attr]
+            return lambda lhs, rhs, name="": self._binary(fn, lhs, rhs, name)
+        if attr in _UNARY:
+            fn = _UNARY[attr]
+            return lambda value, name="": Value.from_ref(getattr(lib, fn)(self, value, name.encode()))
+        if attr in _CASTS:
+            fn = _CASTS[attr]
+            return lambda value, ty, name="": Value.from_ref(getattr(lib, fn)(self, value, ty, name.encode()))
+        raise AttributeError(attr)
+
+    # -- comparisons and selection -------------------------------------------------------
+    def icmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+        if predicate not in ICMP_PREDICATES:
+            raise ValueError(f"unknown icmp predicate {predicate!r}; use one of {sorted(ICMP_PREDICATES)}")
+        return Value.from_ref(lib.LLVMBuildICmp(self, ICMP_PREDICATES[predicate], lhs, rhs, name.encode()))
+
+    def fcmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+        if predicate not in FCMP_PREDICATES:
+            raise ValueError(f"unknown fcmp predicate {predicate!r}; use one of {sorted(FCMP_PREDICATES)}")
+        return Value.from_ref(lib.LLVMBuildFCmp(self, FCMP_PREDICATES[predicate], lhs, rhs, name.encode()))
+
+    def select(self, cond: Value, then: Value, otherwise: Value, name: str = "") -> Value:
+        return Value.from_ref(lib.LLVMBuildSelect(self, cond, then, otherwise, name.encode()))
+
+    # -- memory --------------------------------------------------------------------------
+    def alloca(self, ty: Type, name: str = "") -> Value:
+        return Value.from_ref(lib.LLVMBuildAlloca(self, ty, name.encode()))
+
+    def load(self, ty: Type, ptr: Value, name: str = "", *, align: int | None = None) -> Value:
+        inst = Value.from_ref(lib.LLVMBuildLoad2(self, ty, ptr, name.encode()))
+        if align:
+            lib.LLVMSetAlignment(inst, align)
+        return inst
+
+    def store(self, value: Value, ptr: Value, *, align: int | None = None) -> Value:
+        inst = Value.from_ref(lib.LLVMBuildStore(self, value, ptr))
+        if align:
+            lib.LLVMSetAlignment(inst, align)
+        return inst
+
+    def gep(self, ty: Type, ptr: Value, indices, name: str = "", *, inbounds: bool = True) -> Value:
+        idx = list(indices)
+        fn = lib.LLVMBuildInBoundsGEP2 if inbounds else lib.LLVMBuildGEP2
+        return Value.from_ref(fn(self, ty, ptr, _values(idx), len(idx), name.encode()))
+
+    def struct_gep(self, ty: Type, ptr: Value, index: int, name: str = "") -> Value:
+        return Value.from_ref(lib.LLVMBuildStructGEP2(self, ty, ptr, index, name.encode()))
+
+    def extract_value(self, agg: Value, index: int, name: str = "") -> Value:
+        return Value.from_ref(lib.LLVMBuildExtractValue(self, agg, index, name.encode()))
+
+    def insert_value(self, agg: Value, value: Value, index: int, name: str = "") -> Value:
+        return Value.from_ref(lib.LLVMBuildInsertValue(self, agg, value, index, name.encode()))
+
+    def extract_element(self, vec: Value, index: Value, name: str = "") -> Value:
+        return Value.from_ref(lib.LLVMBuildExtractElement(self, vec, index, name.encode()))
+
+    def insert_element(self, vec: Value, value: Value, index: Value, name: str = "") -> Value:
+        return Value.from_ref(lib.LLVMBuildInsertElement(self, vec, value, index, name.encode()))
+
+    def atomic_rmw(self, op: int, ptr: Value, value: Value, *,
+                   ordering: int = capi.LLVMAtomicOrderingMonotonic) -> Value:
+        return Value.from_ref(lib.LLVMBuildAtomicRMW(self, op, ptr, value, ordering, 0))
+
+    # -- calls and control flow ----------------------------------------------------------
+    def call(self, fn: Value, args=(), name: str = "", *, fnty=None) -> Value:
+        """Call `fn` (a Function, or any pointer when `fnty` is given)."""
+        from .globals import Function
+        if fnty is None:
+            if not isinstance(fn, Function):
+                raise TypeError("calling a non-function pointer needs fnty=")
+            fnty = fn.function_type
+        args = list(args)
+        params = fnty.params
+        if len(args) != len(params) and not fnty.is_vararg:
+            raise TypeError(f"call: {len(args)} argument(s) given, the callee takes {len(params)}")
+        for i, (arg, ty) in enumerate(zip(args, params)):
+            if arg.type != ty:
+                raise TypeError(f"call: argument {i} has type {arg.type}, the callee expects {ty}")
+        if fnty.return_type.kind == capi.LLVMVoidTypeKind:
+            name = ""
+        return Value.from_ref(lib.LLVMBuildCall2(self, fnty, fn, _values(args), len(args), name.encode()))
+
+    def ret(self, value: Value | None = None) -> Value:
+        return Value.from_ref(lib.LLVMBuildRetVoid(self) if value is None else lib.LLVMBuildRet(self, value))
+
+    def br(self, dest: BasicBlock) -> Value:
+        return Value.from_ref(lib.LLVMBuildBr(self, dest))
+
+    def cond_br(self, cond: Value, then: BasicBlock, otherwise: BasicBlock) -> Value:
+        return Value.from_ref(lib.LLVMBuildCondBr(self, cond, then, otherwise))
+
+    def switch(self, value: Value, default: BasicBlock, cases=()) -> Value:
+        cases = list(cases)
+        inst = Value.from_ref(lib.LLVMBuildSwitch(self, value, default, len(cases)))
+        for const, block in cases:
+            lib.LLVMAddCase(inst, const, block)
+        return inst
+
+    def unreachable(self) -> Value:
+        return Value.from_ref(lib.LLVMBuildUnreachable(self))
+
+    def phi(self, ty: Type, incoming=(), name: str = "") -> PHINode:
+        node = Value.from_ref(lib.LLVMBuildPhi(self, ty, name.encode()))
+        for value, block in incoming:
+            node.add_incoming(value, block)
+        return node

@@ -1,0 +1,97 @@
+"""LLVM contexts: the owner of types and constants, one per compilation."""
+
+from __future__ import annotations
+
+import ctypes
+
+from . import capi
+from ._base import Owner
+from .capi import lib
+
+
+class Context(Owner):
+    """An LLVMContext. Modules created in it keep it alive; dispose it after them."""
+
+    __slots__ = ("_diagnostics", "_handler")
+
+    def __init__(self, ref=None, *, owned: bool = True) -> None:
+        super().__init__(ref if ref is not None else lib.LLVMContextCreate(), owned=owned)
+        self._diagnostics: list[str] = []
+        self._handler = None
+        if owned:
+            self._install_diagnostic_handler()
+
+    def _install_diagnostic_handler(self) -> None:
+        # Without a handler LLVM prints errors and exits the process; collect them instead.
+        diagnostics = self._diagnostics
+
+        def handler(info, _opaque) -> None:
+            severity = lib.LLVMGetDiagInfoSeverity(info)
+            text = capi.take_message(ctypes.c_void_p(lib.LLVMGetDiagInfoDescription(info)))
+            label = {capi.LLVMDSError: "error", capi.LLVMDSWarning: "warning"}.get(severity, "note")
+            diagnostics.append(f"{label}: {text}")
+
+        self._handler = capi.LLVMDiagnosticHandler(handler)
+        lib.LLVMContextSetDiagnosticHandler(self, self._handler, None)
+
+    def take_diagnostics(self) -> list[str]:
+        """Diagnostics LLVM reported since the last call (linker, bitcode reader, backends)."""
+        out = list(self._diagnostics)
+        self._diagnostics.clear()
+        return out
+
+    def _dispose(self) -> None:
+        lib.LLVMContextDispose(self)
+
+    # -- types ---------------------------------------------------------------------------
+    def int_type(self, bits: int):
+        from .types import Type
+        return Type.from_ref(lib.LLVMIntTypeInContext(self, bits))
+
+    @property
+    def i1(self):
+        return self.int_type(1)
+
+    @property
+    def i8(self):
+        return self.int_type(8)
+
+    @property
+    def i32(self):
+        return self.int_type(32)
+
+    @property
+    def i64(self):
+        return self.int_type(64)
+
+    @property
+    def half(self):
+        from .types import Type
+        return Type.from_ref(lib.LLVMHalfTypeInContext(self))
+
+    @property
+    def float(self):
+        from .types import Type
+        return Type.from_ref(lib.LLVMFloatTypeInContext(self))
+
+    @property
+    def double(self):
+        from .types import Type
+        return Type.from_ref(lib.LLVMDoubleTypeInContext(self))
+
+    @property
+    def void(self):
+        from .types import Type
+        return Type.from_ref(lib.LLVMVoidTypeInContext(self))
+
+    def ptr(self, address_space: int = 0):
+        from .types import Type
+        return Type.from_ref(lib.LLVMPointerTypeInContext(self, address_space))
+
+    def struct_type(self, elements, *, packed: bool = False, name: str | None = None):
+        from .types import StructType
+        return StructType.create(self, elements, packed=packed, name=name)
+
+    def md_kind_id(self, name: str) -> int:
+        data = name.encode()
+        return lib.LLVMGetMDKindIDInContext(self, data, len(data))

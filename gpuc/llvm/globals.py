@@ -1,0 +1,269 @@
+"""Global values: functions, global variables and aliases, with linkage and attributes."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from . import capi
+from .capi import lib
+from .types import FunctionType, Type
+from .values import Argument, BasicBlock, Constant, Value
+
+LINKAGES = {
+    "external": capi.LLVMExternalLinkage,
+    "available_externally": capi.LLVMAvailableExternallyLinkage,
+    "linkonce": capi.LLVMLinkOnceAnyLinkage,
+    "linkonce_odr": capi.LLVMLinkOnceODRLinkage,
+    "weak": capi.LLVMWeakAnyLinkage,
+    "weak_odr": capi.LLVMWeakODRLinkage,
+    "appending": capi.LLVMAppendingLinkage,
+    "internal": capi.LLVMInternalLinkage,
+    "private": capi.LLVMPrivateLinkage,
+    "extern_weak": capi.LLVMExternalWeakLinkage,
+    "common": capi.LLVMCommonLinkage,
+}
+_LINKAGE_NAMES = {v: k for k, v in LINKAGES.items()}
+
+CALLING_CONVENTIONS = {
+    "c": capi.LLVMCCallConv,
+    "fast": capi.LLVMFastCallConv,
+    "cold": capi.LLVMColdCallConv,
+    "ptx_kernel": capi.LLVMPTXKernelCallConv,
+    "ptx_device": capi.LLVMPTXDeviceCallConv,
+    "amdgpu_kernel": capi.LLVMAMDGPUKERNELCallConv,
+    "spir_kernel": capi.LLVMSPIRKERNELCallConv,
+    "spir_func": capi.LLVMSPIRFUNCCallConv,
+}
+_CC_NAMES = {v: k for k, v in CALLING_CONVENTIONS.items()}
+
+FUNCTION_INDEX = 0xFFFFFFFF  # LLVMAttributeFunctionIndex
+RETURN_INDEX = 0
+
+
+class GlobalValue(Constant):
+    __slots__ = ()
+
+    @property
+    def linkage(self) -> str:
+        return _LINKAGE_NAMES.get(lib.LLVMGetLinkage(self), "external")
+
+    @linkage.setter
+    def linkage(self, name: str) -> None:
+        try:
+            lib.LLVMSetLinkage(self, LINKAGES[name])
+        except KeyError:
+            raise ValueError(f"unknown linkage {name!r}; use one of {sorted(LINKAGES)}") from None
+
+    @property
+    def is_declaration(self) -> bool:
+        return bool(lib.LLVMIsDeclaration(self))
+
+    @property
+    def value_type(self) -> Type:
+        return Type.from_ref(lib.LLVMGlobalGetValueType(self))
+
+    @property
+    def parent(self):
+        from .module import Module
+        return Module._borrowed(lib.LLVMGetGlobalParent(self))
+
+    @property
+    def section(self) -> str:
+        raw = lib.LLVMGetSection(self)
+        return raw.decode() if raw else ""
+
+    @section.setter
+    def section(self, name: str) -> None:
+        lib.LLVMSetSection(self, name.encode())
+
+    @property
+    def alignment(self) -> int:
+        return lib.LLVMGetAlignment(self)
+
+    @alignment.setter
+    def alignment(self, value: int) -> None:
+        lib.LLVMSetAlignment(self, value)
+
+
+class Attributes:
+    """The attributes at one index of a function (the function itself, its return, a parameter).
+
+    Enum attributes are given by name (`"noinline"`, `"alwaysinline"`), optionally with an
+    integer value; string attributes are `("key", "value")` pairs.
+    """
+
+    __slots__ = ("_fn", "_index")
+
+    def __init__(self, fn: "Function", index: int) -> None:
+        self._fn, self._index = fn, index
+
+    @staticmethod
+    def _kind(name: str) -> int:
+        data = name.encode()
+        kind = lib.LLVMGetEnumAttributeKindForName(data, len(data))
+        if kind == 0:
+            raise ValueError(f"unknown LLVM attribute {name!r}")
+        return kind
+
+    def add(self, name: str, value: int | str = 0) -> None:
+        ctx = self._fn.type.context
+        if isinstance(value, str):
+            k, v = name.encode(), value.encode()
+            attr = lib.LLVMCreateStringAttribute(ctx, k, len(k), v, len(v))
+        else:
+            attr = lib.LLVMCreateEnumAttribute(ctx, self._kind(name), value)
+        lib.LLVMAddAttributeAtIndex(self._fn, self._index, attr)
+
+    def remove(self, name: str) -> None:
+        data = name.encode()
+        kind = lib.LLVMGetEnumAttributeKindForName(data, len(data))
+        if kind:
+            lib.LLVMRemoveEnumAttributeAtIndex(self._fn, self._index, kind)
+        else:
+            lib.LLVMRemoveStringAttributeAtIndex(self._fn, self._index, data, len(data))
+
+    def __contains__(self, name: str) -> bool:
+        data = name.encode()
+        kind = lib.LLVMGetEnumAttributeKindForName(data, len(data))
+        if kind:
+            return bool(lib.LLVMGetEnumAttributeAtIndex(self._fn, self._index, kind))
+        return bool(lib.LLVMGetStringAttributeAtIndex(self._fn, self._index, data, len(data)))
+
+    def __len__(self) -> int:
+        return lib.LLVMGetAttributeCountAtIndex(self._fn, self._index)
+
+
+class Function(GlobalValue):
+    __slots__ = ()
+    kinds = (capi.LLVMFunctionValueKind,)
+
+    @property
+    def function_type(self) -> FunctionType:
+        return FunctionType(lib.LLVMGlobalGetValueType(self))
+
+    @property
+    def return_type(self) -> Type:
+        return self.function_type.return_type
+
+    @property
+    def args(self) -> list[Argument]:
+        return [Argument(lib.LLVMGetParam(self, i)) for i in range(lib.LLVMCountParams(self))]
+
+    @property
+    def blocks(self) -> "BlockList":
+        return BlockList(self)
+
+    @property
+    def entry_block(self) -> BasicBlock | None:
+        ref = lib.LLVMGetFirstBasicBlock(self) if lib.LLVMCountBasicBlocks(self) else None
+        return BasicBlock(ref) if ref else None
+
+    def append_block(self, name: str = "") -> BasicBlock:
+        return BasicBlock(lib.LLVMAppendBasicBlockInContext(self.type.context, self, name.encode()))
+
+    def instructions(self) -> Iterator:
+        """All instructions, block by block (take `list(...)` before erasing any)."""
+        for block in self.blocks:
+            yield from block.instructions
+
+    @property
+    def calling_convention(self) -> str:
+        cc = lib.LLVMGetFunctionCallConv(self)
+        return _CC_NAMES.get(cc, f"cc{cc}")
+
+    @calling_convention.setter
+    def calling_convention(self, cc: str | int) -> None:
+        if isinstance(cc, str):
+            if cc not in CALLING_CONVENTIONS:
+                raise ValueError(f"unknown calling convention {cc!r}; use one of {sorted(CALLING_CONVENTIONS)}")
+            cc = CALLING_CONVENTIONS[cc]
+        lib.LLVMSetFunctionCallConv(self, cc)
+
+    @property
+    def attributes(self) -> Attributes:
+        return Attributes(self, FUNCTION_INDEX)
+
+    @property
+    def return_attributes(self) -> Attributes:
+        return Attributes(self, RETURN_INDEX)
+
+    def param_attributes(self, i: int) -> Attributes:
+        return Attributes(self, i + 1)
+
+    @property
+    def intrinsic_id(self) -> int:
+        return lib.LLVMGetIntrinsicID(self)
+
+    def erase(self) -> None:
+        """Delete the function. It must have no uses left."""
+        if self.uses:
+            raise ValueError(f"cannot erase function @{self.name}: it still has {len(self.uses)} use(s)")
+        lib.LLVMDeleteFunction(self)
+
+    def delete_body(self) -> None:
+        """Turn a definition into a declaration."""
+        for block in list(self.blocks):
+            for inst in list(block.instructions):
+                if inst.uses:
+                    inst.replace_all_uses_with(Constant.poison(inst.type))
+        for block in reversed(list(self.blocks)):
+            block.erase()
+
+    def verify(self) -> bool:
+        return not lib.LLVMVerifyFunction(self, capi.LLVMReturnStatusAction)
+
+
+class BlockList:
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Function) -> None:
+        self._fn = fn
+
+    def __iter__(self) -> Iterator[BasicBlock]:
+        ref = lib.LLVMGetFirstBasicBlock(self._fn)
+        while ref:
+            yield BasicBlock(ref)
+            ref = lib.LLVMGetNextBasicBlock(ref)
+
+    def __len__(self) -> int:
+        return lib.LLVMCountBasicBlocks(self._fn)
+
+    def __getitem__(self, i: int) -> BasicBlock:
+        blocks = list(self)
+        return blocks[i]
+
+
+class GlobalVariable(GlobalValue):
+    __slots__ = ()
+    kinds = (capi.LLVMGlobalVariableValueKind,)
+
+    @property
+    def initializer(self) -> Value | None:
+        ref = lib.LLVMGetInitializer(self)
+        return Value.from_ref(ref) if ref else None
+
+    @initializer.setter
+    def initializer(self, value: Value | None) -> None:
+        lib.LLVMSetInitializer(self, value.ref if value is not None else None)
+
+    @property
+    def is_global_constant(self) -> bool:
+        return bool(lib.LLVMIsGlobalConstant(self))
+
+    @is_global_constant.setter
+    def is_global_constant(self, flag: bool) -> None:
+        lib.LLVMSetGlobalConstant(self, int(flag))
+
+    @property
+    def thread_local(self) -> bool:
+        return bool(lib.LLVMIsThreadLocal(self))
+
+    def erase(self) -> None:
+        if self.uses:
+            raise ValueError(f"cannot erase global @{self.name}: it still has {len(self.uses)} use(s)")
+        lib.LLVMDeleteGlobal(self)
+
+
+class GlobalAlias(GlobalValue):
+    __slots__ = ()
+    kinds = (capi.LLVMGlobalAliasValueKind, capi.LLVMGlobalIFuncValueKind)

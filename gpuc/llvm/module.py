@@ -1,0 +1,232 @@
+"""LLVM modules: parsing, printing, verification, cloning, linking and symbol tables."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Iterator
+
+from . import capi
+from ._base import Owner
+from .capi import lib
+from .context import Context
+from .globals import Function, GlobalVariable
+from .types import FunctionType, Type
+from .values import Value
+
+
+class LLVMError(Exception):
+    """LLVM rejected an operation (parse error, verifier failure, link conflict, ...)."""
+
+
+class MemoryBuffer(Owner):
+    __slots__ = ()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str = "<buffer>") -> "MemoryBuffer":
+        return cls(lib.LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len(data), name.encode()))
+
+    def to_bytes(self) -> bytes:
+        return ctypes.string_at(lib.LLVMGetBufferStart(self), lib.LLVMGetBufferSize(self))
+
+    def _dispose(self) -> None:
+        lib.LLVMDisposeMemoryBuffer(self)
+
+
+class Module(Owner):
+    """An LLVM module. It keeps its Context alive; `close()` (or `with`) frees it."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, name_or_ref: "str | object" = "gpuc", context: Context | None = None, *,
+                 owned: bool = True) -> None:
+        if context is None:
+            context = Context()
+        if isinstance(name_or_ref, str):
+            ref = lib.LLVMModuleCreateWithNameInContext(name_or_ref.encode(), context)
+        else:
+            ref = name_or_ref
+        super().__init__(ref, owned=owned)
+        self.context = context
+
+    @classmethod
+    def _borrowed(cls, ref) -> "Module":
+        return cls(ref, Context(lib.LLVMGetModuleContext(ref), owned=False), owned=False)
+
+    def _dispose(self) -> None:
+        lib.LLVMDisposeModule(self._ref)
+
+    # -- I/O -----------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, source: "str | bytes", context: Context | None = None, *, name: str = "<string>") -> "Module":
+        """Parse LLVM IR text or bitcode. Raises LLVMError with the parser's message."""
+        context = context if context is not None else Context()
+        data = source.encode() if isinstance(source, str) else bytes(source)
+        buf = lib.LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len(data), name.encode())
+        out = capi.LLVMModuleRef()
+        msg = capi.ErrorMessage()
+        failed = lib.LLVMParseIRInContext(context, buf, ctypes.byref(out), msg.ref)  # takes `buf`
+        text = msg.take()
+        diags = context.take_diagnostics()
+        if failed:
+            raise LLVMError(f"{name}: {text or '; '.join(diags) or 'invalid IR'}")
+        return cls(out, context)
+
+    def __str__(self) -> str:
+        return capi.take_message(ctypes.c_void_p(lib.LLVMPrintModuleToString(self)))
+
+    def to_bitcode(self) -> bytes:
+        buf = MemoryBuffer(lib.LLVMWriteBitcodeToMemoryBuffer(self))
+        with buf:
+            return buf.to_bytes()
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        size = ctypes.c_size_t()
+        raw = lib.LLVMGetModuleIdentifier(self, ctypes.byref(size))
+        return raw.decode() if raw else ""
+
+    @property
+    def triple(self) -> str:
+        raw = lib.LLVMGetTarget(self)
+        return raw.decode() if raw else ""
+
+    @triple.setter
+    def triple(self, value: str) -> None:
+        lib.LLVMSetTarget(self, value.encode())
+
+    @property
+    def data_layout(self) -> str:
+        raw = lib.LLVMGetDataLayoutStr(self)
+        return raw.decode() if raw else ""
+
+    @data_layout.setter
+    def data_layout(self, value: str) -> None:
+        lib.LLVMSetDataLayout(self, value.encode())
+
+    # -- operations ----------------------------------------------------------------------
+    def verify(self) -> None:
+        """Raise LLVMError with the verifier's full message when the module is invalid."""
+        msg = capi.ErrorMessage()
+        failed = lib.LLVMVerifyModule(self, capi.LLVMReturnStatusAction, msg.ref)
+        text = msg.take()
+        if failed:
+            raise LLVMError(text.strip() or "module failed verification")
+
+    def is_valid(self) -> bool:
+        try:
+            self.verify()
+        except LLVMError:
+            return False
+        return True
+
+    def clone(self) -> "Module":
+        """A deep copy in the same context."""
+        return Module(lib.LLVMCloneModule(self), self.context)
+
+    def link(self, other: "Module") -> None:
+        """Link `other` into this module. Ownership of `other` transfers: it is consumed."""
+        if other.context != self.context:
+            raise ValueError("cannot link modules from different contexts")
+        ref = other._release()
+        failed = lib.LLVMLinkModules2(self, ref)
+        diags = self.context.take_diagnostics()
+        if failed:
+            raise LLVMError("linking failed: " + ("; ".join(diags) or "unknown error"))
+
+    @property
+    def functions(self) -> "FunctionList":
+        return FunctionList(self)
+
+    @property
+    def globals(self) -> "GlobalList":
+        return GlobalList(self)
+
+    def add_function(self, name: str, fnty: FunctionType) -> Function:
+        if lib.LLVMGetNamedFunction(self, name.encode()):
+            raise ValueError(f"function @{name} already exists in the module")
+        return Function(lib.LLVMAddFunction(self, name.encode(), fnty))
+
+    def get_or_insert_function(self, name: str, fnty: FunctionType) -> Function:
+        ref = lib.LLVMGetNamedFunction(self, name.encode())
+        if ref:
+            fn = Function(ref)
+            if fn.function_type != fnty:
+                raise TypeError(f"@{name} exists with type {fn.function_type}, not {fnty}")
+            return fn
+        return self.add_function(name, fnty)
+
+    def add_global(self, ty: Type, name: str, address_space: int = 0) -> GlobalVariable:
+        return GlobalVariable(lib.LLVMAddGlobalInAddressSpace(self, ty, name.encode(), address_space))
+
+    def get_type(self, name: str) -> Type | None:
+        ref = lib.LLVMGetTypeByName2(self.context, name.encode())
+        return Type.from_ref(ref) if ref else None
+
+    def add_flag(self, key: str, value: int, behavior: int = capi.LLVMModuleFlagBehaviorWarning) -> None:
+        i32 = self.context.i32
+        md = lib.LLVMValueAsMetadata(lib.LLVMConstInt(i32, value, 0))
+        data = key.encode()
+        lib.LLVMAddModuleFlag(self, behavior, data, len(data), md)
+
+
+class FunctionList:
+    """The functions of a module: iteration, `len`, `name in`, lookup by name."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def __iter__(self) -> Iterator[Function]:
+        ref = lib.LLVMGetFirstFunction(self._module)
+        while ref:
+            yield Function(ref)
+            ref = lib.LLVMGetNextFunction(ref)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def get(self, name: str) -> Function | None:
+        ref = lib.LLVMGetNamedFunction(self._module, name.encode())
+        return Function(ref) if ref else None
+
+    def __getitem__(self, name: str) -> Function:
+        fn = self.get(name)
+        if fn is None:
+            raise KeyError(name)
+        return fn
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None
+
+
+class GlobalList:
+    """The global variables of a module: iteration, `len`, `name in`, lookup by name."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def __iter__(self) -> Iterator[GlobalVariable]:
+        ref = lib.LLVMGetFirstGlobal(self._module)
+        while ref:
+            yield Value.from_ref(ref)
+            ref = lib.LLVMGetNextGlobal(ref)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def get(self, name: str) -> GlobalVariable | None:
+        ref = lib.LLVMGetNamedGlobal(self._module, name.encode())
+        return GlobalVariable(ref) if ref else None
+
+    def __getitem__(self, name: str) -> GlobalVariable:
+        g = self.get(name)
+        if g is None:
+            raise KeyError(name)
+        return g
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None

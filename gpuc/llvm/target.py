@@ -1,0 +1,139 @@
+"""Targets and target machines: host description, data layouts, emitting assembly and objects."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from . import capi
+from ._base import Owner
+from .capi import lib
+from .module import LLVMError, MemoryBuffer, Module
+
+# LLVM target name -> the component initializers that exist for it in libLLVM.
+_TARGETS = {
+    "X86": ("TargetInfo", "Target", "TargetMC", "AsmPrinter", "AsmParser"),
+    "AArch64": ("TargetInfo", "Target", "TargetMC", "AsmPrinter", "AsmParser"),
+    "NVPTX": ("TargetInfo", "Target", "TargetMC", "AsmPrinter"),
+    "AMDGPU": ("TargetInfo", "Target", "TargetMC", "AsmPrinter", "AsmParser"),
+    "SPIRV": ("TargetInfo", "Target", "TargetMC", "AsmPrinter"),
+}
+_initialized: set[str] = set()
+_init_lock = threading.Lock()
+
+CODEGEN_LEVELS = {0: capi.LLVMCodeGenLevelNone, 1: capi.LLVMCodeGenLevelLess,
+                  2: capi.LLVMCodeGenLevelDefault, 3: capi.LLVMCodeGenLevelAggressive}
+FILE_TYPES = {"asm": capi.LLVMAssemblyFile, "obj": capi.LLVMObjectFile}
+
+
+def initialize(name: str) -> None:
+    """Register one LLVM target (e.g. "X86", "NVPTX"); idempotent and thread-safe."""
+    with _init_lock:
+        if name in _initialized:
+            return
+        components = _TARGETS.get(name)
+        if components is None:
+            raise ValueError(f"gpuc does not support LLVM target {name!r}; known: {sorted(_TARGETS)}")
+        for component in components:
+            try:
+                getattr(lib, f"LLVMInitialize{name}{component}")()
+            except AttributeError as exc:
+                raise LLVMError(f"this libLLVM was built without the {name} target") from exc
+        _initialized.add(name)
+
+
+def host_triple() -> str:
+    return capi.take_message(ctypes.c_void_p(lib.LLVMGetDefaultTargetTriple()))
+
+
+def host_cpu() -> str:
+    return capi.take_message(ctypes.c_void_p(lib.LLVMGetHostCPUName()))
+
+
+def host_features() -> str:
+    return capi.take_message(ctypes.c_void_p(lib.LLVMGetHostCPUFeatures()))
+
+
+class Target:
+    """A registered LLVM target, looked up by triple."""
+
+    __slots__ = ("_ref", "triple")
+
+    def __init__(self, ref, triple: str) -> None:
+        self._ref, self.triple = ref, triple
+
+    @classmethod
+    def from_triple(cls, triple: str) -> "Target":
+        out = capi.LLVMTargetRef()
+        msg = capi.ErrorMessage()
+        if lib.LLVMGetTargetFromTriple(triple.encode(), ctypes.byref(out), msg.ref):
+            raise LLVMError(f"no LLVM target for triple {triple!r}: {msg.take()}")
+        msg.take()
+        return cls(out, triple)
+
+    @property
+    def name(self) -> str:
+        return lib.LLVMGetTargetName(self._ref).decode()
+
+    def machine(self, cpu: str = "", features: str = "", *, opt_level: int = 2,
+                reloc: int = capi.LLVMRelocDefault, code_model: int = capi.LLVMCodeModelDefault) -> "TargetMachine":
+        ref = lib.LLVMCreateTargetMachine(self._ref, self.triple.encode(), cpu.encode(), features.encode(),
+                                          CODEGEN_LEVELS[opt_level], reloc, code_model)
+        if not ref:
+            raise LLVMError(f"could not create a target machine for {self.triple} cpu={cpu!r}")
+        return TargetMachine(ref, self.triple, cpu, features)
+
+
+class TargetData(Owner):
+    __slots__ = ()
+
+    def _dispose(self) -> None:
+        lib.LLVMDisposeTargetData(self._ref)
+
+    def __str__(self) -> str:
+        return capi.take_message(ctypes.c_void_p(lib.LLVMCopyStringRepOfTargetData(self)))
+
+    def size_of(self, ty) -> int:
+        return lib.LLVMABISizeOfType(self, ty)
+
+    def abi_alignment(self, ty) -> int:
+        return lib.LLVMABIAlignmentOfType(self, ty)
+
+    @property
+    def pointer_size(self) -> int:
+        return lib.LLVMPointerSize(self)
+
+
+class TargetMachine(Owner):
+    """A configured code generator for one triple, CPU and feature set."""
+
+    __slots__ = ("triple", "cpu", "features")
+
+    def __init__(self, ref, triple: str, cpu: str, features: str) -> None:
+        super().__init__(ref)
+        self.triple, self.cpu, self.features = triple, cpu, features
+
+    def _dispose(self) -> None:
+        lib.LLVMDisposeTargetMachine(self._ref)
+
+    @property
+    def data_layout(self) -> str:
+        with TargetData(lib.LLVMCreateTargetDataLayout(self)) as td:
+            return str(td)
+
+    def target_data(self) -> TargetData:
+        return TargetData(lib.LLVMCreateTargetDataLayout(self))
+
+    def emit(self, module: Module, kind: str = "obj") -> bytes:
+        """Generate assembly ("asm") or an object file ("obj") for `module`."""
+        if kind not in FILE_TYPES:
+            raise ValueError(f"emit kind must be one of {sorted(FILE_TYPES)}, not {kind!r}")
+        out = capi.LLVMMemoryBufferRef()
+        msg = capi.ErrorMessage()
+        failed = lib.LLVMTargetMachineEmitToMemoryBuffer(self, module, FILE_TYPES[kind], msg.ref, ctypes.byref(out))
+        text = msg.take()
+        diags = module.context.take_diagnostics()
+        if failed:
+            raise LLVMError(f"code generation for {self.triple} failed: {text or '; '.join(diags)}")
+        with MemoryBuffer(out) as buf:
+            return buf.to_bytes()

@@ -1,0 +1,173 @@
+"""LLVM types, as borrowed views; concrete classes are chosen by type kind."""
+
+from __future__ import annotations
+
+import ctypes
+
+from . import capi
+from ._base import Handle
+from .capi import lib
+
+
+class Type(Handle):
+    """An LLVM type. `Type.from_ref` picks the subclass registered for the type's kind."""
+
+    __slots__ = ()
+    _by_kind: dict[int, type["Type"]] = {}
+    kinds: tuple[int, ...] = ()
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        for kind in cls.__dict__.get("kinds", ()):
+            Type._by_kind[kind] = cls
+
+    @staticmethod
+    def from_ref(ref) -> "Type":
+        return Type._by_kind.get(lib.LLVMGetTypeKind(ref), Type)(ref)
+
+    @property
+    def kind(self) -> int:
+        return lib.LLVMGetTypeKind(self)
+
+    @property
+    def context(self):
+        from .context import Context
+        return Context(lib.LLVMGetTypeContext(self), owned=False)
+
+    @property
+    def is_sized(self) -> bool:
+        return bool(lib.LLVMTypeIsSized(self))
+
+    def __str__(self) -> str:
+        return capi.take_message(ctypes.c_void_p(lib.LLVMPrintTypeToString(self)))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+
+class VoidType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMVoidTypeKind,)
+
+
+class IntegerType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMIntegerTypeKind,)
+
+    @property
+    def width(self) -> int:
+        return lib.LLVMGetIntTypeWidth(self)
+
+
+class FloatingType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMHalfTypeKind, capi.LLVMBFloatTypeKind, capi.LLVMFloatTypeKind,
+             capi.LLVMDoubleTypeKind, capi.LLVMX86_FP80TypeKind, capi.LLVMFP128TypeKind)
+
+
+class PointerType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMPointerTypeKind,)
+
+    @property
+    def address_space(self) -> int:
+        return lib.LLVMGetPointerAddressSpace(self)
+
+
+class FunctionType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMFunctionTypeKind,)
+
+    @staticmethod
+    def get(return_type: Type, params=(), *, vararg: bool = False) -> "FunctionType":
+        params = list(params)
+        arr = (capi.LLVMTypeRef * len(params))(*[p.ref for p in params])
+        return FunctionType(lib.LLVMFunctionType(return_type, arr, len(params), int(vararg)))
+
+    @property
+    def return_type(self) -> Type:
+        return Type.from_ref(lib.LLVMGetReturnType(self))
+
+    @property
+    def params(self) -> list[Type]:
+        n = lib.LLVMCountParamTypes(self)
+        arr = (capi.LLVMTypeRef * n)()
+        lib.LLVMGetParamTypes(self, arr)
+        return [Type.from_ref(arr[i]) for i in range(n)]
+
+    @property
+    def is_vararg(self) -> bool:
+        return bool(lib.LLVMIsFunctionVarArg(self))
+
+
+class _Sequential(Type):
+    __slots__ = ()
+
+    @property
+    def element_type(self) -> Type:
+        return Type.from_ref(lib.LLVMGetElementType(self))
+
+
+class ArrayType(_Sequential):
+    __slots__ = ()
+    kinds = (capi.LLVMArrayTypeKind,)
+
+    @staticmethod
+    def get(element: Type, count: int) -> "ArrayType":
+        return ArrayType(lib.LLVMArrayType2(element, count))
+
+    @property
+    def count(self) -> int:
+        return lib.LLVMGetArrayLength2(self)
+
+
+class VectorType(_Sequential):
+    __slots__ = ()
+    kinds = (capi.LLVMVectorTypeKind, capi.LLVMScalableVectorTypeKind)
+
+    @staticmethod
+    def get(element: Type, count: int) -> "VectorType":
+        return VectorType(lib.LLVMVectorType(element, count))
+
+    @property
+    def count(self) -> int:
+        return lib.LLVMGetVectorSize(self)
+
+
+class StructType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMStructTypeKind,)
+
+    @staticmethod
+    def create(context, elements, *, packed: bool = False, name: str | None = None) -> "StructType":
+        elements = list(elements)
+        arr = (capi.LLVMTypeRef * len(elements))(*[e.ref for e in elements])
+        if name is None:
+            return StructType(lib.LLVMStructTypeInContext(context, arr, len(elements), int(packed)))
+        ty = StructType(lib.LLVMStructCreateNamed(context, name.encode()))
+        lib.LLVMStructSetBody(ty, arr, len(elements), int(packed))
+        return ty
+
+    @property
+    def name(self) -> str | None:
+        raw = lib.LLVMGetStructName(self)
+        return raw.decode() if raw else None
+
+    @property
+    def elements(self) -> list[Type]:
+        n = lib.LLVMCountStructElementTypes(self)
+        return [Type.from_ref(lib.LLVMStructGetTypeAtIndex(self, i)) for i in range(n)]
+
+    @property
+    def is_packed(self) -> bool:
+        return bool(lib.LLVMIsPackedStruct(self))
+
+
+class LabelType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMLabelTypeKind,)
+
+
+class MetadataType(Type):
+    __slots__ = ()
+    kinds = (capi.LLVMMetadataTypeKind,)

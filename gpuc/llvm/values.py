@@ -1,0 +1,589 @@
+"""LLVM values as borrowed views: Value, Use, User, constants, instructions, basic blocks.
+
+Concrete classes come from registries keyed by value kind and, for instructions, by opcode
+(`Value.from_ref`).  Editing contract: while iterating a use list (`value.uses`) or an
+instruction list (`block.instructions`), erasing *the current item* is not allowed; iterate
+over `list(...)` of the view instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Iterator
+
+from . import capi
+from ._base import Handle
+from .capi import lib
+from .types import Type
+
+
+def _text(raw) -> str:
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def _as_value_ref(v):
+    return lib.LLVMBasicBlockAsValue(v) if isinstance(v, BasicBlock) else v.ref
+
+
+class Value(Handle):
+    """Any LLVM value. Equality and hashing are by identity of the underlying object."""
+
+    __slots__ = ()
+    _by_kind: dict[int, type["Value"]] = {}
+    kinds: tuple[int, ...] = ()
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        for kind in cls.__dict__.get("kinds", ()):
+            Value._by_kind[kind] = cls
+
+    @staticmethod
+    def from_ref(ref) -> "Value | BasicBlock":
+        kind = lib.LLVMGetValueKind(ref)
+        if kind == capi.LLVMBasicBlockValueKind:
+            return BasicBlock(lib.LLVMValueAsBasicBlock(ref))
+        if kind == capi.LLVMInstructionValueKind:
+            return Instruction._by_opcode.get(lib.LLVMGetInstructionOpcode(ref), Instruction)(ref)
+        return Value._by_kind.get(kind, Value)(ref)
+
+    @property
+    def value_kind(self) -> int:
+        return lib.LLVMGetValueKind(self)
+
+    @property
+    def name(self) -> str:
+        size = ctypes.c_size_t()
+        return _text(lib.LLVMGetValueName2(self, ctypes.byref(size)))
+
+    @name.setter
+    def name(self, new: str) -> None:
+        data = new.encode()
+        lib.LLVMSetValueName2(self, data, len(data))
+
+    @property
+    def type(self) -> Type:
+        return Type.from_ref(lib.LLVMTypeOf(self))
+
+    @property
+    def context(self):
+        return self.type.context
+
+    @property
+    def uses(self) -> "UseList":
+        return UseList(self)
+
+    @property
+    def users(self) -> list["User"]:
+        return [u.user for u in self.uses]
+
+    def replace_all_uses_with(self, new: "Value") -> None:
+        if new.type != self.type:
+            raise TypeError(f"replace_all_uses_with: type {new.type} does not match {self.type}")
+        if new == self:
+            raise ValueError("replace_all_uses_with: a value cannot replace itself")
+        lib.LLVMReplaceAllUsesWith(self, new)
+
+    @property
+    def is_constant(self) -> bool:
+        return bool(lib.LLVMIsConstant(self))
+
+    def __str__(self) -> str:
+        return capi.take_message(ctypes.c_void_p(lib.LLVMPrintValueToString(self)))
+
+    def __repr__(self) -> str:
+        name = self.name
+        return f"<{type(self).__name__} {'%' + name if name else str(self).strip()[:60]!s}>"
+
+
+class Use(Handle):
+    """One use of a value: the `value` used and the `user` using it."""
+
+    __slots__ = ()
+
+    @property
+    def user(self) -> "User":
+        return Value.from_ref(lib.LLVMGetUser(self))
+
+    @property
+    def value(self) -> Value:
+        return Value.from_ref(lib.LLVMGetUsedValue(self))
+
+    def __repr__(self) -> str:
+        return f"<Use of {self.value!r} by {self.user!r}>"
+
+
+class UseList:
+    """The uses of a value (see the module doc for the editing contract)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Value) -> None:
+        self._value = value
+
+    def __iter__(self) -> Iterator[Use]:
+        use = lib.LLVMGetFirstUse(self._value)
+        while use:
+            nxt = lib.LLVMGetNextUse(use)
+            yield Use(use)
+            use = nxt
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return bool(lib.LLVMGetFirstUse(self._value))
+
+
+class Operands:
+    """The operands of a user; `ops[i] = value` sets one."""
+
+    __slots__ = ("_user",)
+
+    def __init__(self, user: "User") -> None:
+        self._user = user
+
+    def __len__(self) -> int:
+        return lib.LLVMGetNumOperands(self._user)
+
+    def _index(self, i: int) -> int:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"operand index {i} out of range for {n} operands")
+        return i
+
+    def __getitem__(self, i: int) -> Value:
+        return Value.from_ref(lib.LLVMGetOperand(self._user, self._index(i)))
+
+    def __setitem__(self, i: int, value: Value) -> None:
+        lib.LLVMSetOperand(self._user, self._index(i), _as_value_ref(value))
+
+    def __iter__(self) -> Iterator[Value]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+class User(Value):
+    __slots__ = ()
+
+    @property
+    def operands(self) -> Operands:
+        return Operands(self)
+
+    @operands.setter
+    def operands(self, values) -> None:
+        values = list(values)
+        ops = self.operands
+        if len(values) != len(ops):
+            raise ValueError(f"expected {len(ops)} operands, got {len(values)}")
+        for i, v in enumerate(values):
+            ops[i] = v
+
+
+# -- constants -------------------------------------------------------------------------------
+
+class Constant(User):
+    __slots__ = ()
+    kinds = (capi.LLVMConstantArrayValueKind, capi.LLVMConstantStructValueKind,
+             capi.LLVMConstantVectorValueKind, capi.LLVMConstantAggregateZeroValueKind,
+             capi.LLVMConstantDataArrayValueKind, capi.LLVMConstantDataVectorValueKind,
+             capi.LLVMConstantPointerNullValueKind, capi.LLVMConstantTokenNoneValueKind,
+             capi.LLVMBlockAddressValueKind, capi.LLVMConstantTargetNoneValueKind)
+
+    @staticmethod
+    def null(ty: Type) -> "Constant":
+        return Value.from_ref(lib.LLVMConstNull(ty))
+
+    @staticmethod
+    def all_ones(ty: Type) -> "Constant":
+        return Value.from_ref(lib.LLVMConstAllOnes(ty))
+
+    @staticmethod
+    def undef(ty: Type) -> "Constant":
+        return Value.from_ref(lib.LLVMGetUndef(ty))
+
+    @staticmethod
+    def poison(ty: Type) -> "Constant":
+        return Value.from_ref(lib.LLVMGetPoison(ty))
+
+    @staticmethod
+    def struct(context, values, *, packed: bool = False) -> "Constant":
+        arr = (capi.LLVMValueRef * len(values))(*[v.ref for v in values])
+        return Value.from_ref(lib.LLVMConstStructInContext(context, arr, len(values), int(packed)))
+
+    @staticmethod
+    def array(element_type: Type, values) -> "Constant":
+        arr = (capi.LLVMValueRef * len(values))(*[v.ref for v in values])
+        return Value.from_ref(lib.LLVMConstArray2(element_type, arr, len(values)))
+
+    @staticmethod
+    def string(context, text: str | bytes, *, null_terminate: bool = True) -> "Constant":
+        data = text.encode() if isinstance(text, str) else text
+        return Value.from_ref(lib.LLVMConstStringInContext2(context, data, len(data), int(not null_terminate)))
+
+    @property
+    def is_null(self) -> bool:
+        return bool(lib.LLVMIsNull(self))
+
+
+class UndefValue(Constant):
+    __slots__ = ()
+    kinds = (capi.LLVMUndefValueValueKind,)
+
+
+class PoisonValue(Constant):
+    __slots__ = ()
+    kinds = (capi.LLVMPoisonValueValueKind,)
+
+
+class ConstantInt(Constant):
+    __slots__ = ()
+    kinds = (capi.LLVMConstantIntValueKind,)
+
+    @staticmethod
+    def get(ty: Type, value: int, *, signed: bool = True) -> "ConstantInt":
+        width = lib.LLVMGetIntTypeWidth(ty)
+        if width > 64:
+            raise ValueError("integer constants wider than 64 bits are not supported")
+        return ConstantInt(lib.LLVMConstInt(ty, value & ((1 << 64) - 1), int(signed)))
+
+    @property
+    def value(self) -> int:
+        """The value as a signed integer (i1 true is -1 in two's complement; see `zext_value`)."""
+        return lib.LLVMConstIntGetSExtValue(self)
+
+    @property
+    def zext_value(self) -> int:
+        return lib.LLVMConstIntGetZExtValue(self)
+
+
+class ConstantFP(Constant):
+    __slots__ = ()
+    kinds = (capi.LLVMConstantFPValueKind,)
+
+    @staticmethod
+    def get(ty: Type, value: float) -> "ConstantFP":
+        return ConstantFP(lib.LLVMConstReal(ty, value))
+
+    @property
+    def value(self) -> float:
+        lost = ctypes.c_int()
+        return lib.LLVMConstRealGetDouble(self, ctypes.byref(lost))
+
+
+class ConstantExpr(Constant):
+    __slots__ = ()
+    kinds = (capi.LLVMConstantExprValueKind,)
+
+    @property
+    def opcode(self) -> int:
+        return lib.LLVMGetConstOpcode(self)
+
+
+class InlineAsm(Value):
+    __slots__ = ()
+    kinds = (capi.LLVMInlineAsmValueKind,)
+
+
+class MetadataAsValue(Value):
+    __slots__ = ()
+    kinds = (capi.LLVMMetadataAsValueValueKind,)
+
+
+class Argument(Value):
+    __slots__ = ()
+    kinds = (capi.LLVMArgumentValueKind,)
+
+    @property
+    def parent(self):
+        return Value.from_ref(lib.LLVMGetParamParent(self))
+
+
+# -- basic blocks and instructions --------------------------------------------------------------
+
+class BasicBlock(Handle):
+    """A basic block; `as_value()` gives it as an LLVM value (e.g. a branch operand)."""
+
+    __slots__ = ()
+
+    def as_value(self) -> Value:
+        return Value(lib.LLVMBasicBlockAsValue(self))
+
+    @property
+    def name(self) -> str:
+        return _text(lib.LLVMGetBasicBlockName(self))
+
+    @name.setter
+    def name(self, new: str) -> None:
+        self.as_value().name = new
+
+    @property
+    def parent(self):
+        return Value.from_ref(lib.LLVMGetBasicBlockParent(self))
+
+    @property
+    def instructions(self) -> "InstructionList":
+        return InstructionList(self)
+
+    @property
+    def terminator(self) -> "Instruction | None":
+        ref = lib.LLVMGetBasicBlockTerminator(self)
+        return Value.from_ref(ref) if ref else None
+
+    @property
+    def uses(self) -> UseList:
+        return self.as_value().uses
+
+    def erase(self) -> None:
+        """Unlink and delete the block (with its instructions)."""
+        lib.LLVMDeleteBasicBlock(self)
+
+    def remove(self) -> None:
+        """Unlink the block from its function without deleting it."""
+        lib.LLVMRemoveBasicBlockFromParent(self)
+
+    def move_after(self, other: "BasicBlock") -> None:
+        lib.LLVMMoveBasicBlockAfter(self, other)
+
+    def __str__(self) -> str:
+        return str(self.as_value())
+
+    def __repr__(self) -> str:
+        return f"<BasicBlock {self.name or '(unnamed)'}>"
+
+
+class InstructionList:
+    """The instructions of a block (see the module doc for the editing contract)."""
+
+    __slots__ = ("_block",)
+
+    def __init__(self, block: BasicBlock) -> None:
+        self._block = block
+
+    def __iter__(self) -> Iterator["Instruction"]:
+        ref = lib.LLVMGetFirstInstruction(self._block)
+        while ref:
+            yield Value.from_ref(ref)
+            ref = lib.LLVMGetNextInstruction(ref)
+
+    def __reversed__(self) -> Iterator["Instruction"]:
+        ref = lib.LLVMGetLastInstruction(self._block)
+        while ref:
+            yield Value.from_ref(ref)
+            ref = lib.LLVMGetPreviousInstruction(ref)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    @property
+    def first(self) -> "Instruction | None":
+        ref = lib.LLVMGetFirstInstruction(self._block)
+        return Value.from_ref(ref) if ref else None
+
+    @property
+    def last(self) -> "Instruction | None":
+        ref = lib.LLVMGetLastInstruction(self._block)
+        return Value.from_ref(ref) if ref else None
+
+
+
+
+class Instruction(User):
+    """An instruction. `Value.from_ref` picks a subclass registered for its opcode."""
+
+    __slots__ = ()
+    _by_opcode: dict[int, type["Instruction"]] = {}
+    opcodes: tuple[int, ...] = ()
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        for op in cls.__dict__.get("opcodes", ()):
+            Instruction._by_opcode[op] = cls
+
+    @property
+    def opcode(self) -> int:
+        return lib.LLVMGetInstructionOpcode(self)
+
+    @property
+    def opcode_name(self) -> str:
+        return opcode_name(self.opcode)
+
+    @property
+    def parent(self) -> BasicBlock | None:
+        ref = lib.LLVMGetInstructionParent(self)
+        return BasicBlock(ref) if ref else None
+
+    @property
+    def function(self):
+        block = self.parent
+        return block.parent if block is not None else None
+
+    @property
+    def next(self) -> "Instruction | None":
+        ref = lib.LLVMGetNextInstruction(self)
+        return Value.from_ref(ref) if ref else None
+
+    @property
+    def previous(self) -> "Instruction | None":
+        ref = lib.LLVMGetPreviousInstruction(self)
+        return Value.from_ref(ref) if ref else None
+
+    @property
+    def is_terminator(self) -> bool:
+        return bool(lib.LLVMIsATerminatorInst(self))
+
+    def clone(self) -> "Instruction":
+        """An unparented copy; insert it with `Builder.insert`."""
+        return Value.from_ref(lib.LLVMInstructionClone(self))
+
+    def erase(self) -> None:
+        """Unlink and delete. The instruction must have no uses left (replace them first)."""
+        if self.uses:
+            raise ValueError(f"cannot erase {str(self).strip()!r}: it still has {len(self.uses)} use(s); "
+                             "call replace_all_uses_with first")
+        lib.LLVMInstructionEraseFromParent(self)
+
+    def remove(self) -> None:
+        """Unlink from the block without deleting (insert it again with `Builder.insert`)."""
+        lib.LLVMInstructionRemoveFromParent(self)
+
+    def get_metadata(self, kind: int):
+        return lib.LLVMGetMetadata(self, kind)
+
+
+class CallInst(Instruction):
+    __slots__ = ()
+    opcodes = (capi.LLVMCall,)
+
+    @property
+    def callee(self) -> Value:
+        """The called operand: a Function for direct calls, any pointer value otherwise."""
+        return Value.from_ref(lib.LLVMGetCalledValue(self))
+
+    @callee.setter
+    def callee(self, fn: Value) -> None:
+        self.operands[len(self.operands) - 1] = fn
+
+    @property
+    def called_function_type(self):
+        return Type.from_ref(lib.LLVMGetCalledFunctionType(self))
+
+    @property
+    def args(self) -> list[Value]:
+        n = lib.LLVMGetNumArgOperands(self)
+        return [Value.from_ref(lib.LLVMGetOperand(self, i)) for i in range(n)]
+
+    @property
+    def calling_convention(self) -> int:
+        return lib.LLVMGetInstructionCallConv(self)
+
+    @calling_convention.setter
+    def calling_convention(self, cc: int) -> None:
+        lib.LLVMSetInstructionCallConv(self, cc)
+
+    @property
+    def is_tail_call(self) -> bool:
+        return bool(lib.LLVMIsTailCall(self))
+
+
+class PHINode(Instruction):
+    __slots__ = ()
+    opcodes = (capi.LLVMPHI,)
+
+    def add_incoming(self, value: Value, block: BasicBlock) -> None:
+        vals = (capi.LLVMValueRef * 1)(value.ref)
+        blocks = (capi.LLVMBasicBlockRef * 1)(block.ref)
+        lib.LLVMAddIncoming(self, vals, blocks, 1)
+
+    @property
+    def incoming(self) -> list[tuple[Value, BasicBlock]]:
+        return [(Value.from_ref(lib.LLVMGetIncomingValue(self, i)), BasicBlock(lib.LLVMGetIncomingBlock(self, i)))
+                for i in range(lib.LLVMCountIncoming(self))]
+
+
+class BranchInst(Instruction):
+    __slots__ = ()
+    opcodes = (capi.LLVMBr,)
+
+    @property
+    def is_conditional(self) -> bool:
+        return bool(lib.LLVMIsConditional(self))
+
+    @property
+    def condition(self) -> Value | None:
+        return Value.from_ref(lib.LLVMGetCondition(self)) if self.is_conditional else None
+
+    @property
+    def successors(self) -> list[BasicBlock]:
+        return [BasicBlock(lib.LLVMGetSuccessor(self, i)) for i in range(lib.LLVMGetNumSuccessors(self))]
+
+
+class CompareInst(Instruction):
+    __slots__ = ()
+    opcodes = (capi.LLVMICmp, capi.LLVMFCmp)
+
+    @property
+    def predicate(self) -> int:
+        if self.opcode == capi.LLVMICmp:
+            return lib.LLVMGetICmpPredicate(self)
+        return lib.LLVMGetFCmpPredicate(self)
+
+
+class AllocaInst(Instruction):
+    __slots__ = ()
+    opcodes = (capi.LLVMAlloca,)
+
+    @property
+    def allocated_type(self) -> Type:
+        return Type.from_ref(lib.LLVMGetAllocatedType(self))
+
+
+class MemoryInst(Instruction):
+    __slots__ = ()
+    opcodes = (capi.LLVMLoad, capi.LLVMStore)
+
+    @property
+    def is_volatile(self) -> bool:
+        return bool(lib.LLVMGetVolatile(self))
+
+    @property
+    def alignment(self) -> int:
+        return lib.LLVMGetAlignment(self)
+
+
+class GetElementPtrInst(Instruction):
+    __slots__ = ()
+    opcodes = (capi.LLVMGetElementPtr,)
+
+    @property
+    def source_element_type(self) -> Type:
+        return Type.from_ref(lib.LLVMGetGEPSourceElementType(self))
+
+
+_OPCODE_NAMES: dict[int, str] = {}
+
+
+def opcode_name(opcode: int) -> str:
+    """The IR spelling of an opcode number ("call", "phi", ...)."""
+    if not _OPCODE_NAMES:
+        for name, value in vars(capi._decls).items():
+            if name.startswith("LLVM") and isinstance(value, int) and name in _OPCODE_CONSTANTS:
+                _OPCODE_NAMES[value] = name[4:].lower()
+    return _OPCODE_NAMES.get(opcode, f"opcode{opcode}")
+
+
+_OPCODE_CONSTANTS = {
+    "LLVMRet", "LLVMBr", "LLVMSwitch", "LLVMIndirectBr", "LLVMInvoke", "LLVMUnreachable",
+    "LLVMCallBr", "LLVMFNeg", "LLVMAdd", "LLVMFAdd", "LLVMSub", "LLVMFSub", "LLVMMul", "LLVMFMul",
+    "LLVMUDiv", "LLVMSDiv", "LLVMFDiv", "LLVMURem", "LLVMSRem", "LLVMFRem", "LLVMShl", "LLVMLShr",
+    "LLVMAShr", "LLVMAnd", "LLVMOr", "LLVMXor", "LLVMAlloca", "LLVMLoad", "LLVMStore",
+    "LLVMGetElementPtr", "LLVMTrunc", "LLVMZExt", "LLVMSExt", "LLVMFPToUI", "LLVMFPToSI",
+    "LLVMUIToFP", "LLVMSIToFP", "LLVMFPTrunc", "LLVMFPExt", "LLVMPtrToInt", "LLVMIntToPtr",
+    "LLVMBitCast", "LLVMAddrSpaceCast", "LLVMICmp", "LLVMFCmp", "LLVMPHI", "LLVMCall",
+    "LLVMSelect", "LLVMUserOp1", "LLVMUserOp2", "LLVMVAArg", "LLVMExtractElement",
+    "LLVMInsertElement", "LLVMShuffleVector", "LLVMExtractValue", "LLVMInsertValue",
+    "LLVMFreeze", "LLVMFence", "LLVMAtomicCmpXchg", "LLVMAtomicRMW", "LLVMResume",
+    "LLVMLandingPad", "LLVMCleanupRet", "LLVMCatchRet", "LLVMCatchPad", "LLVMCleanupPad",
+    "LLVMCatchSwitch",
+}

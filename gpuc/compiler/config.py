@@ -1,0 +1,165 @@
+"""What to compile and how: IRSource, CompilerConfig (immutable, hashable) and CompilerJob."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field, replace
+
+from ..llvm import Context, LLVMError, Module
+from .errors import CompilationError, SourceLocation
+from .plugins import REGISTRY, Plugin, ordered
+
+
+@dataclass(frozen=True)
+class CompiledFunction:
+    """Where an LLVM function came from: its source object and argument-type signature."""
+
+    source: object
+    signature: tuple | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class IRSource:
+    """LLVM IR (text or bitcode) with a named entry function: how non-Python frontends plug in."""
+
+    text: str | bytes
+    entry: str
+    filename: str = "<ir>"
+    _digest: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, (str, bytes)):
+            raise TypeError("IRSource text must be LLVM IR text (str) or bitcode (bytes)")
+        if not isinstance(self.entry, str) or not self.entry:
+            raise TypeError("IRSource needs the entry function's name, e.g. IRSource(text, entry='kernel')")
+        data = self.text.encode() if isinstance(self.text, str) else self.text
+        object.__setattr__(self, "_digest", hashlib.sha256(data).hexdigest())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, IRSource) and (self._digest, self.entry) == (other._digest, other.entry)
+
+    def __hash__(self) -> int:
+        return hash((self._digest, self.entry))
+
+    @property
+    def entry_name(self) -> str:
+        return self.entry
+
+    def describe(self) -> str:
+        return f"IRSource({self.filename}, entry=@{self.entry})"
+
+    def lower(self, job: "CompilerJob", context: Context) -> tuple[Module, dict[str, CompiledFunction]]:
+        try:
+            module = Module.parse(self.text, context, name=self.filename)
+        except LLVMError as exc:
+            raise _ir_syntax_error(str(exc), self) from None
+        entry = module.functions.get(self.entry)
+        if entry is None or entry.is_declaration:
+            defined = sorted(f.name for f in module.functions if not f.is_declaration)
+            raise CompilationError(
+                f"the entry function @{self.entry} is not defined in {self.filename}",
+                hint=f"define it, or pick one of the defined functions: {', '.join(defined) or '(none)'}")
+        compiled = {f.name: CompiledFunction(self, None) for f in module.functions if not f.is_declaration}
+        return module, compiled
+
+
+def _ir_syntax_error(message: str, source: IRSource) -> CompilationError:
+    # LLVM's parser says "<name>:LINE:COL: error: MESSAGE"; turn that into a located error.
+    m = re.search(r":(\d+):(\d+): error: (.*)", message)
+    if m is None or not isinstance(source.text, str):
+        return CompilationError(f"{source.filename}: invalid LLVM IR: {message}",
+                                hint="check the IR with `llvm-as`, or pass text that LLVM 22 accepts")
+    line, col = int(m.group(1)), int(m.group(2))
+    lines = source.text.splitlines()
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return CompilationError(f"invalid LLVM IR: {m.group(3).strip()}",
+                            SourceLocation(source.filename, line, col, text),
+                            hint="fix the IR at this position (LLVM 22 syntax, opaque pointers)")
+
+
+def _resolve_plugins(plugins) -> tuple[Plugin, ...]:
+    if plugins is None:
+        return REGISTRY.snapshot()
+    resolved = []
+    for p in plugins:
+        if isinstance(p, Plugin):
+            resolved.append(p)
+        elif isinstance(p, str):
+            found = REGISTRY.get(p)
+            if found is None:
+                raise ValueError(f"CompilerConfig(plugins=...): no registered plugin named {p!r}")
+            resolved.append(found)
+        else:
+            raise TypeError(f"CompilerConfig(plugins=...) takes Plugin objects or names, not {type(p).__name__}")
+    names = [p.name for p in resolved]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"CompilerConfig(plugins=...) names {', '.join(dupes)} more than once")
+    return ordered(resolved)
+
+
+@dataclass(frozen=True)
+class CompilerConfig:
+    """How to compile: target, optimization, validation and the plugin set (captured at creation).
+
+    `plugins=None` captures the globally registered plugins *now*; a sequence of Plugin objects
+    (from `make_plugin`/`register_plugin`) or registered names scopes the set to this config.
+    """
+
+    target: object
+    kernel: bool = False
+    name: str | None = None
+    opt_level: int = 2
+    optimize: bool = True
+    validate: bool = True
+    verify_plugins: bool = True
+    plugins: tuple[Plugin, ...] | None = None
+    fixpoint_rounds: int = 16
+
+    def __init__(self, target, *, kernel: bool = False, name: str | None = None, opt_level: int = 2,
+                 optimize: bool = True, validate: bool = True, verify_plugins: bool = True,
+                 plugins=None, fixpoint_rounds: int = 16) -> None:
+        from ..targets.interface import Target
+
+        if not isinstance(target, Target):
+            raise TypeError(f"CompilerConfig needs a gpuc target (NativeTarget(), PTXTarget(), ...), "
+                            f"not {type(target).__name__}")
+        if opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {opt_level!r}")
+        if name is not None and not re.fullmatch(r"[A-Za-z_.$][\w.$]*", name):
+            raise ValueError(f"name {name!r} is not a valid symbol name")
+        if not isinstance(fixpoint_rounds, int) or fixpoint_rounds < 1:
+            raise ValueError("fixpoint_rounds must be a positive int")
+        for attr, value in (("target", target), ("kernel", bool(kernel)), ("name", name),
+                            ("opt_level", opt_level), ("optimize", bool(optimize)), ("validate", bool(validate)),
+                            ("verify_plugins", bool(verify_plugins)), ("plugins", _resolve_plugins(plugins)),
+                            ("fixpoint_rounds", fixpoint_rounds)):
+            object.__setattr__(self, attr, value)
+
+    def replace(self, **changes) -> "CompilerConfig":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class CompilerJob:
+    """A source plus a config: the unit `compile()` works on and the cache key of its result."""
+
+    source: object
+    config: CompilerConfig
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, CompilerConfig):
+            raise TypeError(f"CompilerJob needs a CompilerConfig, not {type(self.config).__name__}")
+        if not hasattr(self.source, "lower"):
+            raise TypeError(f"CompilerJob cannot compile a {type(self.source).__name__}; "
+                            "pass an IRSource (or a Python function once a frontend handles it)")
+
+    @property
+    def target(self):
+        return self.config.target
+
+    def describe(self) -> str:
+        source = self.source.describe() if hasattr(self.source, "describe") else repr(self.source)
+        kind = "kernel" if self.config.kernel else "function"
+        return f"{source} as {kind} for {self.config.target!r}, O{self.config.opt_level}"

@@ -1,0 +1,179 @@
+"""`compile()`: the fixed sequence of named, timed stages from a job to LLVM IR, assembly or an object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..llvm import Context, LLVMError, Module, run_passes
+from .config import CompilerJob
+from .errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
+from .pipeline import run_pipeline
+from .trace import Trace
+from .validate import collect_issues
+
+OUTPUTS = ("llvm", "bc", "asm", "obj")
+STAGES = ("irgen", "link", "finalize_module", "optimize", "validate", "finish", "codegen")
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    output: str | bytes
+    entry: str
+    trace: Trace
+    job: CompilerJob
+
+
+class ModuleResult:
+    """A finished module (before codegen) that the caller owns; `close()` frees it and its context."""
+
+    def __init__(self, module: Module, entry: str, trace: Trace, job: CompilerJob) -> None:
+        self.module, self.entry, self.trace, self.job = module, entry, trace, job
+
+    def close(self) -> None:
+        context = self.module.context
+        self.module.close()
+        context.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
+    """Compile `job` to "llvm" (IR text), "bc" (bitcode), "asm" or "obj" (bytes; SPIR-V binary)."""
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, not {output!r}")
+    _check_job(job)
+    with _guard(job):
+        with job.config.target.target_machine(job.config.opt_level) as tm:
+            with _build(job, tm) as built:
+                with built.trace.stage("codegen"):
+                    data = _codegen(job, built.module, tm, output)
+                return CompileResult(data, built.entry, built.trace, job)
+
+
+def compile_module(job: CompilerJob) -> ModuleResult:
+    """Run every stage but codegen; the caller owns the returned module (e.g. to hand it to a JIT)."""
+    _check_job(job)
+    with _guard(job):
+        with job.config.target.target_machine(job.config.opt_level) as tm:
+            return _build(job, tm)
+
+
+def code_llvm(job: CompilerJob, *, optimize: bool = True) -> str:
+    """The LLVM IR `job` compiles to; `optimize=False` skips optimization and validation."""
+    config = job.config.replace(optimize=optimize, validate=job.config.validate and optimize)
+    return compile(CompilerJob(job.source, config), "llvm").output
+
+
+def code_native(job: CompilerJob) -> str:
+    """The target assembly (x86, PTX, GCN or SPIR-V text) `job` compiles to."""
+    return compile(job, "asm").output
+
+
+def _check_job(job) -> None:
+    if not isinstance(job, CompilerJob):
+        raise TypeError(f"compile() takes a CompilerJob, not {type(job).__name__}")
+
+
+class _guard:
+    """Turn anything that is not a CompilerError into an InternalCompilerError naming the job."""
+
+    def __init__(self, job) -> None:
+        self.job = job
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None or isinstance(exc, (CompilerError, KeyboardInterrupt, MemoryError)):
+            return False
+        raise InternalCompilerError(f"{type(exc).__name__}: {exc}", self.job) from exc
+
+
+def _build(job: CompilerJob, tm) -> ModuleResult:
+    config, target, trace = job.config, job.config.target, Trace()
+    context = Context()
+    module = None
+    try:
+        with trace.stage("irgen"):
+            module, compiled = job.source.lower(job, context)
+            target.prepare_module(job, module, tm)
+            entry = job.source.entry_name
+        with trace.stage("link"):
+            trace.libraries += target.link_libraries(job, module)
+        with trace.stage("finalize_module"):
+            _finalize(job, compiled, module)
+        if config.optimize:
+            with trace.stage("optimize"):
+                run_pipeline(job, module, tm, trace)
+        if config.validate and config.optimize:
+            with trace.stage("validate"):
+                issues = collect_issues(job, module, entry)
+                if issues:
+                    raise ValidationError(issues, job)
+        with trace.stage("finish"):
+            entry = _finish(job, module, entry, tm)
+        return ModuleResult(module, entry, trace, job)
+    except BaseException:
+        if module is not None:
+            module.close()
+        context.close()
+        raise
+
+
+def _finalize(job, compiled, module: Module) -> None:
+    for plugin in job.config.plugins:
+        if plugin.finalize_module is None:
+            continue
+        try:
+            plugin.finalize_module(job, compiled, module)
+        except CompilationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a PluginError
+            raise PluginError(f"finalize_module raised {type(exc).__name__}: {exc}", plugin=plugin.name,
+                              marker=None, point="finalize_module", job=job) from exc
+        if job.config.verify_plugins:
+            try:
+                module.verify()
+            except LLVMError as exc:
+                raise PluginError(f"finalize_module left invalid IR:\n{exc}", plugin=plugin.name, marker=None,
+                                  point="finalize_module", job=job) from None
+
+
+def _finish(job, module: Module, entry_name: str, tm) -> str:
+    config, target = job.config, job.config.target
+    entry = module.functions[entry_name]
+    if config.name and config.name != entry_name:
+        if config.name in module.functions:
+            raise CompilationError(f"cannot name the entry point {config.name!r}: the module already has a "
+                                   "function of that name", hint="choose another CompilerConfig(name=...)")
+        entry.name = config.name
+    entry.linkage = "external"
+    for fn in module.functions:
+        if not fn.is_declaration and fn != entry and not fn.name.startswith("llvm."):
+            fn.linkage = "internal"
+    for gv in module.globals:
+        if not gv.is_declaration and not gv.name.startswith("llvm."):
+            gv.linkage = "internal"
+    if config.kernel:
+        target.mark_kernel(job, entry, module)
+    target.finish_module(job, module, tm)
+    run_passes(module, "globaldce", tm)
+    return entry.name
+
+
+def _codegen(job, module: Module, tm, output: str) -> str | bytes:
+    try:
+        module.verify()
+    except LLVMError as exc:
+        if not job.config.verify_plugins:
+            raise ValidationError([], job) from exc
+        raise InternalCompilerError(f"the module is invalid before codegen:\n{exc}", job) from None
+    if output == "llvm":
+        return str(module)
+    if output == "bc":
+        return module.to_bitcode()
+    return job.config.target.emit(job, module, tm, output)

@@ -1,0 +1,92 @@
+"""The compiler's error types: user errors, plugin failures, IR validation and internal bugs."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+
+class CompilerError(Exception):
+    """Base of every error gpuc raises while compiling."""
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    file: str
+    line: int
+    col: int
+    text: str = ""  # the source line
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def excerpt(self) -> str:
+        if not self.text:
+            return ""
+        return f"    {self.text.rstrip()}\n    {' ' * max(self.col - 1, 0)}^"
+
+
+class CompilationError(CompilerError):
+    """The user's source is at fault: says where (file:line:col, with the line and a caret) and what to do."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None, hint: str | None = None) -> None:
+        self.message, self.location, self.hint = message, location, hint
+        parts = [f"{location}: {message}" if location else message]
+        if location and location.excerpt():
+            parts.append(location.excerpt())
+        if hint:
+            parts.append(f"hint: {hint}")
+        super().__init__("\n".join(parts))
+
+
+class PluginError(CompilerError):
+    """A plugin failed: its callback raised, left invalid IR, or never reached a fixpoint."""
+
+    def __init__(self, message: str, *, plugin: str, marker: str | None, point: str, job=None) -> None:
+        self.plugin, self.marker, self.point, self.job = plugin, marker, point, job
+        where = f"plugin {plugin!r}" + (f" (marker @{marker})" if marker else "") + f" at point {point!r}"
+        job_text = f"\n  job: {job.describe()}" if job is not None else ""
+        super().__init__(f"{where}: {message}{job_text}")
+
+
+@dataclass(frozen=True)
+class IRIssue:
+    """One problem found by validation."""
+
+    kind: str          # "unresolved-marker", "undefined-external", "unsupported-type", "invalid-kernel"
+    message: str
+    function: str | None = None
+    symbol: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ValidationError(CompilerError):
+    """All IR problems found after optimization (not just the first)."""
+
+    def __init__(self, issues: list[IRIssue], job=None) -> None:
+        self.issues, self.job = list(issues), job
+        lines = [f"{len(self.issues)} problem(s) in the optimized IR"
+                 + (f" of {job.describe()}" if job is not None else "") + ":"]
+        lines += [f"  - {issue}" for issue in self.issues]
+        super().__init__("\n".join(lines))
+
+
+class InternalCompilerError(CompilerError):
+    """A bug in gpuc. The message carries the versions and the job, for a bug report."""
+
+    def __init__(self, message: str, job=None) -> None:
+        from .. import __version__
+        from ..llvm import version as llvm_version
+
+        try:
+            llvm = ".".join(map(str, llvm_version()))
+        except Exception:  # noqa: BLE001 - reporting must not fail
+            llvm = "unknown"
+        self.job = job
+        super().__init__(
+            f"internal compiler error: {message}\n"
+            f"  gpuc {__version__}, LLVM {llvm}, Python {platform.python_version()}\n"
+            f"  job: {job.describe() if job is not None else '(none)'}\n"
+            "  This is a bug in gpuc; please report it with the lines above.")

@@ -1,0 +1,109 @@
+"""The optimization pipeline: LLVM pass segments with plugin callback points between them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..llvm import LLVMError, Module, TargetMachine, run_passes
+from ._pipelines import SEGMENTS
+from .errors import CompilationError, CompilerError, PluginError
+from .trace import CallbackRecord, SegmentRecord
+
+# Run after a round in which a callback changed the module, before the point repeats.
+CLEANUP = "always-inline,function(instcombine<max-iterations=1>,simplifycfg)"
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # "passes" or "point"
+    name: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """An ordered list of pass segments and callback points; `str()` shows it."""
+
+    steps: tuple[Step, ...]
+
+    def __str__(self) -> str:
+        return "\n".join(f"[{s.name}]" if s.kind == "point" else f"{s.name}: {s.text}" for s in self.steps)
+
+    @property
+    def points(self) -> list[str]:
+        return [s.name for s in self.steps if s.kind == "point"]
+
+
+def build_pipeline(target, opt_level: int) -> Pipeline:
+    """The default<O`opt_level`> pipeline of `target`, split at the four callback points."""
+    if opt_level == 0:
+        segments = {"simplify": "always-inline", "optimize": "", "cleanup": ""}
+    else:
+        segments = SEGMENTS[target.pipeline_key()][opt_level]
+    steps = [Step("point", "early"), Step("passes", "simplify", segments["simplify"]),
+             Step("point", "simplified"), Step("passes", "optimize", segments["optimize"]),
+             Step("point", "optimized"), Step("passes", "cleanup", segments["cleanup"]),
+             Step("point", "last")]
+    return Pipeline(tuple(s for s in steps if s.kind == "point" or s.text))
+
+
+def run_pipeline(job, module: Module, tm: TargetMachine, trace, pipeline: Pipeline | None = None) -> None:
+    pipeline = pipeline or build_pipeline(job.config.target, job.config.opt_level)
+    for step in pipeline.steps:
+        if step.kind == "point":
+            run_point(job, module, tm, step.name, trace)
+        else:
+            start = time.perf_counter()
+            run_passes(module, step.text, tm)
+            trace.segments.append(SegmentRecord(step.name, time.perf_counter() - start))
+
+
+def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None:
+    """Fire the callbacks registered for `point` whose markers the module has, to a fixpoint."""
+    plugins = [p for p in job.config.plugins if p.callback(point) is not None]
+    if not plugins:
+        return
+    rounds = job.config.fixpoint_rounds
+    for round_no in range(1, rounds + 1):
+        changed_by: list[tuple[str, str]] = []
+        for plugin in plugins:
+            for marker in plugin.markers:
+                fn = module.functions.get(marker)
+                if fn is not None and _invoke(job, plugin, point, marker, fn, module, trace, round_no):
+                    changed_by.append((plugin.name, marker))
+        if not changed_by:
+            return
+        start = time.perf_counter()
+        run_passes(module, CLEANUP, tm)
+        trace.segments.append(SegmentRecord(f"fixpoint@{point}", time.perf_counter() - start))
+    name, marker = changed_by[0]
+    raise PluginError(f"no fixpoint after {rounds} rounds: the callback reported a change in every round "
+                      "(return False when there is nothing left to do)", plugin=name, marker=marker,
+                      point=point, job=job)
+
+
+def _invoke(job, plugin, point: str, marker: str, fn, module: Module, trace, round_no: int) -> bool:
+    start = time.perf_counter()
+    try:
+        changed = plugin.callback(point)(job, fn, module)
+    except CompilationError:
+        raise  # a plugin reporting a fault in the user's source, with its location
+    except CompilerError as exc:
+        raise PluginError(f"{type(exc).__name__}: {exc}", plugin=plugin.name, marker=marker,
+                          point=point, job=job) from exc
+    except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a PluginError
+        raise PluginError(f"the callback raised {type(exc).__name__}: {exc}", plugin=plugin.name,
+                          marker=marker, point=point, job=job) from exc
+    if not isinstance(changed, bool):
+        raise PluginError(f"the callback returned {changed!r}; it must return True (module changed) or False",
+                          plugin=plugin.name, marker=marker, point=point, job=job)
+    trace.callbacks.append(CallbackRecord(plugin.name, marker, point, round_no, changed,
+                                          time.perf_counter() - start))
+    if changed and job.config.verify_plugins:
+        try:
+            module.verify()
+        except LLVMError as exc:
+            raise PluginError(f"the callback left invalid IR:\n{exc}", plugin=plugin.name, marker=marker,
+                              point=point, job=job) from None
+    return changed

@@ -1,0 +1,75 @@
+"""The record of one compile: stages with durations, pipeline segments, and plugin callbacks."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """One uninterrupted LLVMRunPasses call inside the optimize stage."""
+
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CallbackRecord:
+    plugin: str
+    marker: str
+    point: str
+    round: int
+    changed: bool
+    seconds: float
+
+
+@dataclass
+class Trace:
+    stages: list[StageRecord] = field(default_factory=list)
+    segments: list[SegmentRecord] = field(default_factory=list)
+    callbacks: list[CallbackRecord] = field(default_factory=list)
+    libraries: list[str] = field(default_factory=list)
+
+    @contextmanager
+    def stage(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages.append(StageRecord(name, time.perf_counter() - start))
+
+    @property
+    def stage_names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+    def fired(self, point: str | None = None) -> list[CallbackRecord]:
+        return [c for c in self.callbacks if point is None or c.point == point]
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(s.seconds for s in self.stages)
+
+    def __str__(self) -> str:
+        lines = ["stage            time"]
+        for s in self.stages:
+            lines.append(f"  {s.name:<16} {s.seconds * 1e3:8.2f} ms")
+            if s.name == "optimize":
+                lines += [f"    | {seg.name:<20} {seg.seconds * 1e3:8.2f} ms" for seg in self.segments]
+            if s.name == "link" and self.libraries:
+                lines.append(f"    | linked: {', '.join(self.libraries)}")
+        lines.append(f"  {'total':<16} {self.total_seconds * 1e3:8.2f} ms")
+        if self.callbacks:
+            lines.append("callbacks (point, round, plugin, marker, changed)")
+            lines += [f"  {c.point:<11} {c.round:>2}  {c.plugin} @{c.marker}  "
+                      f"{'changed' if c.changed else 'unchanged'}  {c.seconds * 1e3:.2f} ms" for c in self.callbacks]
+        else:
+            lines.append("callbacks: none fired")
+        return "\n".join(lines)

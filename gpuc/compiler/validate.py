@@ -1,0 +1,88 @@
+"""Validation: collect every IR problem after optimization (markers, externals, types, kernels)."""
+
+from __future__ import annotations
+
+from .. import llvm
+from ..llvm import Module
+from ..llvm.capi import LLVMFP128TypeKind, LLVMPPC_FP128TypeKind, LLVMX86_FP80TypeKind
+from .errors import IRIssue
+from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
+
+_WIDE_FLOAT_KINDS = frozenset({LLVMX86_FP80TypeKind, LLVMFP128TypeKind, LLVMPPC_FP128TypeKind})
+
+
+def _callers(fn) -> list[str]:
+    names = set()
+    for use in fn.uses:
+        user = use.user
+        if isinstance(user, llvm.Instruction) and user.function is not None:
+            names.add(user.function.name)
+    return sorted(names)
+
+
+def _marker_issue(job, name: str, callers: list[str]) -> IRIssue:
+    claimed = [p.name for p in job.config.plugins if name in p.markers]
+    where = ", ".join(f"@{c}" for c in callers) or "a constant or global initializer"
+    if claimed:
+        why = (f"plugin(s) {', '.join(claimed)} are registered for it but did not resolve it "
+               "(a pipeline_callback fires after optimization; to resolve before validation with "
+               "optimize=False, use an early_callback)")
+    else:
+        elsewhere = REGISTRY.get(name) or next((p for p in REGISTRY.snapshot() if name in p.markers), None)
+        why = "no plugin is registered for it"
+        if elsewhere is not None:
+            why += (f" in this config (plugin {elsewhere.name!r} is registered globally but was not when the "
+                    "config was created, or the config names its own plugins)")
+        else:
+            why += "; register one with gpuc.register_plugin(...) or pass it in CompilerConfig(plugins=...)"
+    return IRIssue("unresolved-marker", f"unresolved marker @{name} called from {where}: {why}",
+                   function=callers[0] if callers else None, symbol=name)
+
+
+def _external_issue(target, name: str, callers: list[str]) -> IRIssue:
+    where = ", ".join(f"@{c}" for c in callers)
+    hint = "GPU code can only call functions compiled with it, LLVM intrinsics and the target's runtime"
+    if name.startswith("__nv_"):
+        hint = ("libdevice was not found; install NVIDIA's nvidia-cuda-nvcc-cu12 wheel or set GPUC_LIBDEVICE "
+                "to libdevice.10.bc")
+    return IRIssue("undefined-external",
+                   f"call to undefined external function @{name} from {where} on {target!r}: {hint}",
+                   function=callers[0] if callers else None, symbol=name)
+
+
+def collect_issues(job, module: Module, entry_name: str) -> list[IRIssue]:
+    target = job.config.target
+    markers = {m for p in job.config.plugins for m in p.markers}
+    issues: list[IRIssue] = []
+    for fn in module.functions:
+        if not fn.is_declaration or not fn.uses:
+            continue
+        name = fn.name
+        if name in markers or name.startswith(RESERVED_MARKER_PREFIXES):
+            issues.append(_marker_issue(job, name, _callers(fn)))
+        elif not target.allows_external(name):
+            issues.append(_external_issue(target, name, _callers(fn)))
+    if target.is_gpu:
+        issues += _type_issues(target, module)
+    entry = module.functions.get(entry_name)
+    if job.config.kernel and entry is not None and str(entry.return_type) != "void":
+        issues.append(IRIssue("invalid-kernel", f"kernel @{entry_name} returns {entry.return_type}; "
+                              "kernels must return void (write results through a pointer argument)",
+                              function=entry_name))
+    return issues
+
+
+def _type_issues(target, module: Module) -> list[IRIssue]:
+    issues = []
+    for fn in module.functions:
+        if fn.is_declaration:
+            continue
+        for inst in fn.instructions():
+            ty = inst.type
+            if ty.kind in _WIDE_FLOAT_KINDS:
+                reason = target.unsupported_type(str(ty))
+                if reason:
+                    issues.append(IRIssue("unsupported-type", f"@{fn.name} uses type {ty} "
+                                          f"({str(inst).strip()}): {reason}", function=fn.name))
+                    break
+    return issues

@@ -1,0 +1,97 @@
+"""NVIDIA PTX: nvptx64, `ptx_kernel` entry points, libdevice for math functions."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..llvm import Module
+from .interface import Target
+
+# Lowest PTX ISA version that supports each compute capability (by sm number).
+_PTX_FOR_SM = ((100, 86), (90, 80), (89, 78), (87, 74), (86, 71), (80, 70), (75, 63), (72, 61), (70, 60), (0, 60))
+# Functions the CUDA driver provides to PTX.
+_DRIVER_FUNCTIONS = frozenset({"vprintf", "malloc", "free", "__assertfail", "__nvvm_reflect"})
+
+
+def _default_ptx_version(cap: str) -> int:
+    sm = int(re.match(r"sm_(\d+)", cap).group(1))
+    return next(ptx for floor, ptx in _PTX_FOR_SM if sm >= floor)
+
+
+@lru_cache(maxsize=None)
+def find_libdevice() -> Path | None:
+    """libdevice.10.bc: GPUC_LIBDEVICE, NVIDIA's pip wheel (nvidia-cuda-nvcc-cu12), or a CUDA install."""
+    env = os.environ.get("GPUC_LIBDEVICE")
+    if env:
+        return Path(env) if Path(env).exists() else None
+    candidates = []
+    try:
+        import nvidia.cuda_nvcc as wheel  # type: ignore[import-not-found]
+
+        candidates += [Path(p) / "nvvm/libdevice/libdevice.10.bc" for p in wheel.__path__]
+    except ImportError:
+        pass
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            candidates.append(Path(root) / "nvvm/libdevice/libdevice.10.bc")
+    return next((p for p in candidates if p.exists()), None)
+
+
+@dataclass(frozen=True, repr=False)
+class PTXTarget(Target):
+    """PTX for compute capability `cap` ("sm_90"); `ptx_version` defaults to the lowest that supports it."""
+
+    cap: str = "sm_90"
+    ptx_version: int | None = None
+
+    name = "ptx"
+    llvm_target = "NVPTX"
+    kernel_calling_convention = "ptx_kernel"
+    is_gpu = True
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"sm_\d+[af]?", self.cap):
+            raise ValueError(f"PTXTarget cap must look like 'sm_90', not {self.cap!r}")
+        if self.ptx_version is None:
+            object.__setattr__(self, "ptx_version", _default_ptx_version(self.cap))
+
+    def triple(self) -> str:
+        return "nvptx64-nvidia-cuda"
+
+    def cpu(self) -> str:
+        return self.cap
+
+    def features(self) -> str:
+        return f"+ptx{self.ptx_version}"
+
+    def allows_external(self, name: str) -> bool:
+        return name.startswith("llvm.") or name in _DRIVER_FUNCTIONS
+
+    def unsupported_type(self, type_text: str) -> str | None:
+        if "x86_fp80" in type_text or "fp128" in type_text or "ppc_fp128" in type_text:
+            return "NVPTX has no 80- or 128-bit floating point"
+        return None
+
+    def link_libraries(self, job, module: Module) -> list[str]:
+        wanted = [f for f in module.functions if f.is_declaration and f.name.startswith("__nv_")]
+        if not wanted:
+            return []
+        path = find_libdevice()
+        if path is None:
+            return []  # validation reports the undefined __nv_* functions with a hint
+        lib = Module.parse(path.read_bytes(), module.context, name=str(path))
+        lib.triple, lib.data_layout = module.triple, module.data_layout
+        provided = {f.name for f in lib.functions if not f.is_declaration}
+        module.link(lib)
+        for name in provided:  # keep only what the module uses: unused definitions are dropped by DCE
+            fn = module.functions.get(name)
+            if fn is not None and not fn.is_declaration:
+                fn.linkage = "internal"
+        return ["libdevice"]
+
+    def __repr__(self) -> str:
+        return f"PTXTarget(cap={self.cap!r})"

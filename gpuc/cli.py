@@ -1,0 +1,148 @@
+"""The `gpuc` command: compile LLVM IR for a target with plugins, list targets, print versions."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import platform
+import sys
+from pathlib import Path
+
+from . import __version__
+from .compiler import CompilerConfig, CompilerError, CompilerJob, IRSource, Plugin, compile, registered_plugins
+from .targets import TARGETS, GCNTarget, NativeTarget, PTXTarget, SPIRVTarget
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported on stderr with exit status 2."""
+
+
+def _load_plugins(spec: str) -> list[Plugin]:
+    """MODULE:CALLABLE (or path/to/file.py:CALLABLE) naming a Plugin, plugins, or a factory of them."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"--plugin {spec!r}: expected MODULE:CALLABLE, e.g. myplugins:make_plugin")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if loader_spec is None or not path.exists():
+                raise UsageError(f"--plugin {spec!r}: no such file {module_name}")
+            module = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--plugin {spec!r}: cannot import {module_name}: {exc}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise UsageError(f"--plugin {spec!r}: {module_name} has no attribute {attr!r}") from None
+    if callable(obj) and not isinstance(obj, Plugin):
+        obj = obj()
+    if obj is None:
+        return []  # the factory registered its plugins globally
+    items = [obj] if isinstance(obj, Plugin) else list(obj)
+    bad = [x for x in items if not isinstance(x, Plugin)]
+    if bad:
+        raise UsageError(f"--plugin {spec!r} gave {type(bad[0]).__name__}; it must give gpuc Plugin objects "
+                         "(from gpuc.make_plugin) or register them with gpuc.register_plugin")
+    return items
+
+
+def _target(args):
+    if args.target == "native":
+        return NativeTarget()
+    if args.target == "ptx":
+        return PTXTarget(cap=args.cap)
+    if args.target == "gcn":
+        return GCNTarget(arch=args.arch)
+    return SPIRVTarget()
+
+
+def _compile(args) -> int:
+    path = Path(args.file)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    text: str | bytes = data if data[:2] == b"BC" else data.decode("utf-8", "replace")
+    plugins = list(registered_plugins())
+    for spec in args.plugin:
+        plugins += _load_plugins(spec)
+    plugins += [p for p in registered_plugins() if p not in plugins]  # those a factory registered
+    try:
+        config = CompilerConfig(_target(args), kernel=args.kernel, opt_level=args.O, optimize=not args.no_opt,
+                                validate=not args.no_opt, plugins=plugins)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    result = compile(CompilerJob(IRSource(text, entry=args.entry, filename=str(path)), config), args.emit)
+    out = result.output
+    if args.output and args.output != "-":
+        Path(args.output).write_bytes(out if isinstance(out, bytes) else out.encode())
+    elif isinstance(out, bytes):
+        if sys.stdout.isatty():
+            raise UsageError(f"--emit {args.emit} produces binary output; write it to a file with -o")
+        sys.stdout.buffer.write(out)
+    else:
+        sys.stdout.write(out)
+    if args.trace:
+        print(result.trace, file=sys.stderr)
+    return 0
+
+
+def _targets(_args) -> int:
+    rows = [("native", NativeTarget()), ("ptx", PTXTarget()), ("gcn", GCNTarget()), ("spirv", SPIRVTarget())]
+    for name, target in rows:
+        print(f"{name:<7} {target.triple():<26} cpu={target.cpu() or '-':<10} kernels: "
+              f"{target.kernel_calling_convention or 'plain functions'}")
+    return 0
+
+
+def _version(_args) -> int:
+    from .llvm import version
+
+    print(f"gpuc {__version__}")
+    print(f"LLVM {'.'.join(map(str, version()))}")
+    print(f"Python {platform.python_version()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpuc", description="gpuc: compile LLVM IR for CPUs and GPUs, with plugins")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="compile an LLVM IR file (.ll or .bc)")
+    c.add_argument("file")
+    c.add_argument("--entry", required=True, help="the entry function's name")
+    c.add_argument("--target", choices=sorted(TARGETS), default="native")
+    c.add_argument("--cap", default="sm_90", help="PTX compute capability (default sm_90)")
+    c.add_argument("--arch", default="gfx90a", help="GCN architecture (default gfx90a)")
+    c.add_argument("--emit", choices=("llvm", "bc", "asm", "obj"), default="llvm")
+    c.add_argument("--kernel", action="store_true", help="compile the entry as a kernel")
+    c.add_argument("-O", type=int, choices=(0, 1, 2, 3), default=2, help="optimization level (default 2)")
+    c.add_argument("--no-opt", action="store_true", help="skip optimization (and validation)")
+    c.add_argument("--plugin", action="append", default=[], metavar="MODULE:CALLABLE",
+                   help="load plugins: a Plugin, a list of them, or a factory (repeatable)")
+    c.add_argument("-o", "--output", help="output file (default stdout)")
+    c.add_argument("--trace", action="store_true", help="print the stage/plugin trace to stderr")
+    c.set_defaults(run=_compile)
+    sub.add_parser("targets", help="list the targets").set_defaults(run=_targets)
+    sub.add_parser("version", help="print gpuc, LLVM and Python versions").set_defaults(run=_version)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        print(f"gpuc: error: {exc}", file=sys.stderr)
+        return 2
+    except CompilerError as exc:
+        print(f"gpuc: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -43,7 +43,12 @@ def _load_plugins(spec: str) -> list[Plugin]:
         obj = obj()
     if obj is None:
         return []  # the factory registered its plugins globally
-    items = [obj] if isinstance(obj, Plugin) else list(obj)
+    if isinstance(obj, Plugin):
+        items = [obj]
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        items = list(obj)
+    else:
+        items = [obj]
     bad = [x for x in items if not isinstance(x, Plugin)]
     if bad:
         raise UsageError(f"--plugin {spec!r} gave {type(bad[0]).__name__}; it must give gpuc Plugin objects "

@@ -57,9 +57,16 @@ class IRSource:
         entry = module.functions.get(self.entry)
         if entry is None or entry.is_declaration:
             defined = sorted(f.name for f in module.functions if not f.is_declaration)
+            module.close()
             raise CompilationError(
                 f"the entry function @{self.entry} is not defined in {self.filename}",
                 hint=f"define it, or pick one of the defined functions: {', '.join(defined) or '(none)'}")
+        try:
+            module.verify()  # the parser does not verify; invalid input is the user's fault, not an ICE
+        except LLVMError as exc:
+            module.close()
+            raise CompilationError(f"{self.filename}: the LLVM IR parses but is invalid:\n{exc}",
+                                   hint="check it with `opt -passes=verify`") from None
         compiled = {f.name: CompiledFunction(self, None) for f in module.functions if not f.is_declaration}
         return module, compiled
 
@@ -151,9 +158,10 @@ class CompilerJob:
     def __post_init__(self) -> None:
         if not isinstance(self.config, CompilerConfig):
             raise TypeError(f"CompilerJob needs a CompilerConfig, not {type(self.config).__name__}")
-        if not hasattr(self.source, "lower"):
+        # str has a .lower() too: test for it first, so IR text gets a pointer to IRSource.
+        if isinstance(self.source, (str, bytes)) or not hasattr(self.source, "lower"):
             raise TypeError(f"CompilerJob cannot compile a {type(self.source).__name__}; "
-                            "pass an IRSource (or a Python function once a frontend handles it)")
+                            "pass an IRSource(text, entry=name) (or a Python function once a frontend handles it)")
 
     @property
     def target(self):

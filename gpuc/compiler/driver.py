@@ -9,7 +9,7 @@ from .config import CompilerJob
 from .errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
 from .pipeline import run_pipeline
 from .trace import Trace
-from .validate import collect_issues
+from .validate import collect_issues, kernel_issue
 
 OUTPUTS = ("llvm", "bc", "asm", "obj")
 STAGES = ("irgen", "link", "finalize_module", "optimize", "validate", "finish", "codegen")
@@ -46,6 +46,10 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, not {output!r}")
     _check_job(job)
+    target = job.config.target
+    if output in ("asm", "obj") and output not in target.emit_kinds:
+        raise ValueError(f"{target!r} cannot emit {output!r}; it emits {', '.join(target.emit_kinds)}, "
+                         "\"llvm\" or \"bc\"")
     with _guard(job):
         with job.config.target.target_machine(job.config.opt_level) as tm:
             with _build(job, tm) as built:
@@ -159,6 +163,9 @@ def _finish(job, module: Module, entry_name: str, tm) -> str:
         if not gv.is_declaration and not gv.name.startswith("llvm."):
             gv.linkage = "internal"
     if config.kernel:
+        issue = kernel_issue(entry)
+        if issue is not None:  # validation was skipped (optimize=False or validate=False)
+            raise ValidationError([issue], job)
         target.mark_kernel(job, entry, module)
     target.finish_module(job, module, tm)
     run_passes(module, "globaldce", tm)

@@ -65,11 +65,19 @@ def collect_issues(job, module: Module, entry_name: str) -> list[IRIssue]:
     if target.is_gpu:
         issues += _type_issues(target, module)
     entry = module.functions.get(entry_name)
-    if job.config.kernel and entry is not None and str(entry.return_type) != "void":
-        issues.append(IRIssue("invalid-kernel", f"kernel @{entry_name} returns {entry.return_type}; "
-                              "kernels must return void (write results through a pointer argument)",
-                              function=entry_name))
+    issue = kernel_issue(entry) if job.config.kernel and entry is not None else None
+    if issue is not None:
+        issues.append(issue)
     return issues
+
+
+def kernel_issue(entry) -> IRIssue | None:
+    """Why `entry` cannot be a kernel, or None. The driver checks this even without validation:
+    the verifier rejects a kernel calling convention on a non-void function."""
+    if str(entry.return_type) == "void":
+        return None
+    return IRIssue("invalid-kernel", f"kernel @{entry.name} returns {entry.return_type}; "
+                   "kernels must return void (write results through a pointer argument)", function=entry.name)
 
 
 def _type_issues(target, module: Module) -> list[IRIssue]:

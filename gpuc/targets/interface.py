@@ -18,6 +18,7 @@ class Target:
     name = "abstract"           # short name: "native", "ptx", "gcn", "spirv"
     llvm_target = ""            # LLVM target to initialize: "X86", "NVPTX", ...
     kernel_calling_convention = None  # e.g. "ptx_kernel"; a class attribute, not a field
+    emit_kinds = ("asm", "obj")  # what `emit` can produce; the driver rejects the others up front
     is_gpu = False
 
     # -- description ---------------------------------------------------------------------

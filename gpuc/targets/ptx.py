@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..compiler.errors import CompilationError
 from ..llvm import Module
 from .interface import Target
 
@@ -51,6 +52,7 @@ class PTXTarget(Target):
     name = "ptx"
     llvm_target = "NVPTX"
     kernel_calling_convention = "ptx_kernel"
+    emit_kinds = ("asm",)  # NVPTX has no object emitter: ptxas turns PTX into a cubin
     is_gpu = True
 
     def __post_init__(self) -> None:
@@ -86,6 +88,11 @@ class PTXTarget(Target):
         lib = Module.parse(path.read_bytes(), module.context, name=str(path))
         lib.triple, lib.data_layout = module.triple, module.data_layout
         provided = {f.name for f in lib.functions if not f.is_declaration}
+        clashes = sorted(f.name for f in module.functions if not f.is_declaration and f.name in provided)
+        if clashes:  # linking would fail with "symbol multiply defined"
+            lib.close()
+            raise CompilationError(f"the module defines {', '.join('@' + n for n in clashes)}, which libdevice "
+                                   "also defines", hint="rename them: the __nv_ prefix belongs to libdevice")
         module.link(lib)
         for name in provided:  # keep only what the module uses: unused definitions are dropped by DCE
             fn = module.functions.get(name)

@@ -1,0 +1,162 @@
+"""The plugin registry: ordering, unique names, unregistering, and configs that scope their plugin set."""
+
+import pytest
+
+import gpuc
+from compiler_support import SEED_IR, erase_unused_calls
+from gpuc.compiler.plugins import REGISTRY
+
+
+def recording(log, label, result=False):
+    def callback(job, marker, module):
+        log.append(label)
+        return result
+    return callback
+
+
+def test_priority_then_registration_order(make_job):
+    log = []
+    for name, priority in (("a", 0), ("b", 5), ("c", 0), ("d", -1), ("e", 5)):
+        gpuc.register_plugin(name, markers="gpucompiler.mark", priority=priority,
+                             early_callback=recording(log, name))
+    gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    gpuc.compile(make_job(SEED_IR))
+    assert log == ["b", "e", "a", "c", "d"]
+    mine = {"a", "b", "c", "d", "e", "gpucompiler.mark"}
+    names = [p.name for p in gpuc.registered_plugins() if p.name in mine]
+    assert names == ["b", "e", "a", "c", "gpucompiler.mark", "d"]
+
+
+def test_order_is_deterministic_across_compiles(make_job):
+    log = []
+    for name in ("x", "y", "z"):
+        gpuc.register_plugin(name, markers="gpucompiler.mark", pipeline_callback=recording(log, name))
+    gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls, priority=-10)
+    for _ in range(3):
+        gpuc.compile(make_job(SEED_IR))
+    # each compile: x, y, z, then the eraser changes the module, the point repeats: x, y, z again
+    assert log == ["x", "y", "z"] * 6
+
+
+def test_scoped_plugins_keep_priority_order(make_job):
+    log = []
+    low = gpuc.make_plugin("low", markers="gpucompiler.mark", early_callback=recording(log, "low"))
+    high = gpuc.make_plugin("high", markers="gpucompiler.mark", early_callback=recording(log, "high"),
+                            priority=1)
+    eraser = gpuc.make_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    gpuc.compile(make_job(SEED_IR, plugins=[eraser, low, high]))
+    assert log == ["high", "low"]
+
+
+def test_duplicate_name_raises_unless_replace():
+    first = gpuc.register_plugin("dup.plugin", pipeline_callback=erase_unused_calls)
+    with pytest.raises(ValueError, match="dup.plugin.*already registered"):
+        gpuc.register_plugin("dup.plugin", early_callback=erase_unused_calls)
+    assert REGISTRY.get("dup.plugin") is first
+    second = gpuc.register_plugin("dup.plugin", early_callback=erase_unused_calls, replace=True)
+    assert second is not first and REGISTRY.get("dup.plugin") is second
+    assert second.callback("early") is erase_unused_calls and second.callback("optimized") is None
+
+
+def test_replaced_plugin_is_the_one_that_runs(make_job):
+    log = []
+    gpuc.register_plugin("gpucompiler.mark", pipeline_callback=recording(log, "old"))
+    gpuc.register_plugin("gpucompiler.mark", replace=True,
+                         pipeline_callback=lambda *a: log.append("new") or erase_unused_calls(*a))
+    gpuc.compile(make_job(SEED_IR))
+    assert "old" not in log and log[0] == "new"
+
+
+def test_unregister(make_job):
+    plugin = gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    assert "gpucompiler.mark" in REGISTRY
+    assert gpuc.unregister_plugin("gpucompiler.mark") is plugin
+    assert "gpucompiler.mark" not in REGISTRY
+    assert plugin not in gpuc.registered_plugins()
+    with pytest.raises(gpuc.ValidationError, match="no plugin is registered"):
+        gpuc.compile(make_job(SEED_IR))
+    with pytest.raises(KeyError, match="gpucompiler.mark"):
+        gpuc.unregister_plugin("gpucompiler.mark")
+
+
+def test_unregister_unknown_name_is_keyerror():
+    with pytest.raises(KeyError, match="no plugin named 'never.registered'"):
+        gpuc.unregister_plugin("never.registered")
+
+
+def test_config_scopes_plugins_without_touching_registry(make_job, filecheck):
+    before = dict(REGISTRY._plugins)
+    plugin = gpuc.make_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    job = make_job(SEED_IR, plugins=[plugin])
+    assert REGISTRY._plugins == before
+    assert job.config.plugins == (plugin,)
+    result = gpuc.compile(job)
+    filecheck(result.output, "CHECK-NOT: gpucompiler.mark\nCHECK: define void @kernel\n")
+    assert REGISTRY._plugins == before
+    assert [c.plugin for c in result.trace.callbacks] == ["gpucompiler.mark"] * 2
+
+
+def test_scoped_set_ignores_global_plugins(make_job):
+    log = []
+    gpuc.register_plugin("global.watcher", markers="gpucompiler.mark",
+                         pipeline_callback=recording(log, "global"))
+    scoped = gpuc.make_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    job = make_job(SEED_IR, plugins=[scoped])
+    gpuc.compile(job)
+    assert log == []
+
+
+def test_empty_scoped_set(make_job):
+    gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    assert make_job(SEED_IR, plugins=[]).config.plugins == ()
+    with pytest.raises(gpuc.ValidationError):
+        gpuc.compile(make_job(SEED_IR, plugins=[]))
+
+
+def test_config_plugins_by_registered_name(make_job):
+    plugin = gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    assert make_job(SEED_IR, plugins=["gpucompiler.mark"]).config.plugins == (plugin,)
+    with pytest.raises(ValueError, match="no registered plugin named 'nope'"):
+        make_job(SEED_IR, plugins=["nope"])
+    with pytest.raises(ValueError, match="more than once"):
+        make_job(SEED_IR, plugins=[plugin, "gpucompiler.mark"])
+    with pytest.raises(TypeError):
+        make_job(SEED_IR, plugins=[42])
+
+
+def test_config_created_before_registration_does_not_see_it(make_job):
+    early_job = make_job(SEED_IR)
+    gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    late_job = make_job(SEED_IR)
+    assert "gpucompiler.mark" not in gpuc.compile(late_job).output
+    with pytest.raises(gpuc.ValidationError, match="registered globally but was not when the config was"):
+        gpuc.compile(early_job)
+
+
+def test_config_created_before_unregistration_keeps_its_snapshot(make_job):
+    gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    job = make_job(SEED_IR)
+    gpuc.unregister_plugin("gpucompiler.mark")
+    assert "gpucompiler.mark" not in gpuc.compile(job).output
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(name=""), ValueError),
+    (dict(name="p", markers=[""]), ValueError),
+    (dict(name="p", markers=[3]), ValueError),
+    (dict(name="p", pipeline_callback="not callable"), TypeError),
+    (dict(name="p", finalize_module=1), TypeError),
+    (dict(name="p", priority="high"), TypeError),
+])
+def test_make_plugin_rejects_bad_arguments(kwargs, error):
+    with pytest.raises(error):
+        gpuc.make_plugin(**kwargs)
+    with pytest.raises(error):
+        gpuc.register_plugin(**kwargs)
+    assert "p" not in REGISTRY
+
+
+def test_plugin_markers_default_to_name():
+    assert gpuc.make_plugin("a.b").markers == ("a.b",)
+    assert gpuc.make_plugin("a.b", markers="c").markers == ("c",)
+    assert gpuc.make_plugin("a.b", markers=["c", "d"]).markers == ("c", "d")

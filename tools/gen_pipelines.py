@@ -30,6 +30,9 @@ TRIPLES = {
     "gcn": "amdgcn-amd-amdhsa",
     "spirv": "spirv64-unknown-unknown",
 }
+# A representative CPU per target: without one NVPTX registers no subtarget passes (nvvm-reflect).
+# The printed pipelines are the same for every sm_XX / gfxNNN tried (sm_70..sm_100, gfx90a/gfx942).
+CPUS = {"ptx": "sm_90", "gcn": "gfx90a"}
 LEVELS = (1, 2, 3)
 
 
@@ -84,7 +87,8 @@ def main() -> int:
             table[name] = {}
             for level in LEVELS:
                 text = subprocess.check_output(
-                    [args.opt, f"-mtriple={triple}", f"-passes=default<O{level}>", "-print-pipeline-passes",
+                    [args.opt, f"-mtriple={triple}", f"-mcpu={CPUS.get(name, '')}" if name in CPUS else "-mcpu=generic",
+                     f"-passes=default<O{level}>", "-print-pipeline-passes",
                      "-disable-output", f.name], text=True).strip()
                 table[name][level] = segments(text)
     body = pprint.pformat(table, width=110)

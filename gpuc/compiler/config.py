@@ -49,11 +49,16 @@ class IRSource:
     def describe(self) -> str:
         return f"IRSource({self.filename}, entry=@{self.entry})"
 
-    def lower(self, job: "CompilerJob", context: Context) -> tuple[Module, dict[str, CompiledFunction]]:
+    def lower(self, job: "CompilerJob", context: Context, tm=None) -> tuple[Module, dict[str, CompiledFunction]]:
+        """Parse into `context`. Text without a data layout gets the target's (from `tm`) before
+        parsing, so loads and stores without explicit alignment get the target's ABI alignment."""
+        text, offset = self.text, 0
+        if tm is not None and isinstance(text, str) and "target datalayout" not in text:
+            text, offset = f'target datalayout = "{tm.data_layout}"\n' + text, 1
         try:
-            module = Module.parse(self.text, context, name=self.filename)
+            module = Module.parse(text, context, name=self.filename)
         except LLVMError as exc:
-            raise _ir_syntax_error(str(exc), self) from None
+            raise _ir_syntax_error(str(exc), self, offset) from None
         entry = module.functions.get(self.entry)
         if entry is None or entry.is_declaration:
             defined = sorted(f.name for f in module.functions if not f.is_declaration)
@@ -71,13 +76,13 @@ class IRSource:
         return module, compiled
 
 
-def _ir_syntax_error(message: str, source: IRSource) -> CompilationError:
+def _ir_syntax_error(message: str, source: IRSource, offset: int = 0) -> CompilationError:
     # LLVM's parser says "<name>:LINE:COL: error: MESSAGE"; turn that into a located error.
     m = re.search(r":(\d+):(\d+): error: (.*)", message)
     if m is None or not isinstance(source.text, str):
         return CompilationError(f"{source.filename}: invalid LLVM IR: {message}",
                                 hint="check the IR with `llvm-as`, or pass text that LLVM 22 accepts")
-    line, col = int(m.group(1)), int(m.group(2))
+    line, col = int(m.group(1)) - offset, int(m.group(2))
     lines = source.text.splitlines()
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     return CompilationError(f"invalid LLVM IR: {m.group(3).strip()}",
@@ -132,11 +137,11 @@ class CompilerConfig:
         if not isinstance(target, Target):
             raise TypeError(f"CompilerConfig needs a gpuc target (NativeTarget(), PTXTarget(), ...), "
                             f"not {type(target).__name__}")
-        if opt_level not in (0, 1, 2, 3):
+        if type(opt_level) is not int or opt_level not in (0, 1, 2, 3):
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {opt_level!r}")
         if name is not None and not re.fullmatch(r"[A-Za-z_.$][\w.$]*", name):
             raise ValueError(f"name {name!r} is not a valid symbol name")
-        if not isinstance(fixpoint_rounds, int) or fixpoint_rounds < 1:
+        if type(fixpoint_rounds) is not int or fixpoint_rounds < 1:
             raise ValueError("fixpoint_rounds must be a positive int")
         for attr, value in (("target", target), ("kernel", bool(kernel)), ("name", name),
                             ("opt_level", opt_level), ("optimize", bool(optimize)), ("validate", bool(validate)),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerJob
 from .errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
-from .pipeline import run_pipeline
+from .pipeline import early_only_pipeline, invalid_ir_issue, run_pipeline
 from .trace import Trace
 from .validate import collect_issues, kernel_issue
 
@@ -103,7 +103,7 @@ def _build(job: CompilerJob, tm) -> ModuleResult:
     module = None
     try:
         with trace.stage("irgen"):
-            module, compiled = job.source.lower(job, context)
+            module, compiled = job.source.lower(job, context, tm)
             target.prepare_module(job, module, tm)
             entry = job.source.entry_name
         with trace.stage("link"):
@@ -113,7 +113,10 @@ def _build(job: CompilerJob, tm) -> ModuleResult:
         if config.optimize:
             with trace.stage("optimize"):
                 run_pipeline(job, module, tm, trace)
-        if config.validate and config.optimize:
+        elif any(p.callback("early") for p in config.plugins):
+            with trace.stage("early"):  # without optimization only the early point runs
+                run_pipeline(job, module, tm, trace, early_only_pipeline())
+        if config.validate:
             with trace.stage("validate"):
                 issues = collect_issues(job, module, entry)
                 if issues:
@@ -177,7 +180,7 @@ def _codegen(job, module: Module, tm, output: str) -> str | bytes:
         module.verify()
     except LLVMError as exc:
         if not job.config.verify_plugins:
-            raise ValidationError([], job) from exc
+            raise ValidationError([invalid_ir_issue(str(exc))], job) from None
         raise InternalCompilerError(f"the module is invalid before codegen:\n{exc}", job) from None
     if output == "llvm":
         return str(module)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..llvm import LLVMError, Module, TargetMachine, run_passes
 from ._pipelines import SEGMENTS
-from .errors import CompilationError, CompilerError, PluginError
+from .errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
 from .trace import CallbackRecord, SegmentRecord
 
 # Run after a round in which a callback changed the module, before the point repeats.
@@ -48,15 +48,30 @@ def build_pipeline(target, opt_level: int) -> Pipeline:
     return Pipeline(tuple(s for s in steps if s.kind == "point" or s.text))
 
 
+def early_only_pipeline() -> Pipeline:
+    """What runs when optimization is off: the early callback point, so markers can be resolved."""
+    return Pipeline((Step("point", "early"),))
+
+
+def invalid_ir_issue(message: str) -> IRIssue:
+    return IRIssue("invalid-ir", "the module became invalid after plugin callbacks (verify_plugins=False, so "
+                   f"the culprit was not identified; enable it to name the plugin):\n{message}")
+
+
 def run_pipeline(job, module: Module, tm: TargetMachine, trace, pipeline: Pipeline | None = None) -> None:
     pipeline = pipeline or build_pipeline(job.config.target, job.config.opt_level)
     for step in pipeline.steps:
         if step.kind == "point":
             run_point(job, module, tm, step.name, trace)
-        else:
-            start = time.perf_counter()
+            continue
+        start = time.perf_counter()
+        try:
             run_passes(module, step.text, tm)
-            trace.segments.append(SegmentRecord(step.name, time.perf_counter() - start))
+        except LLVMError as exc:
+            if job.config.verify_plugins or not any(c.changed for c in trace.callbacks):
+                raise
+            raise ValidationError([invalid_ir_issue(str(exc))], job) from None
+        trace.segments.append(SegmentRecord(step.name, time.perf_counter() - start))
 
 
 def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None:
@@ -100,6 +115,10 @@ def _invoke(job, plugin, point: str, marker: str, fn, module: Module, trace, rou
                           plugin=plugin.name, marker=marker, point=point, job=job)
     trace.callbacks.append(CallbackRecord(plugin.name, marker, point, round_no, changed,
                                           time.perf_counter() - start))
+    entry = module.functions.get(job.source.entry_name)
+    if entry is None or entry.is_declaration:
+        raise PluginError(f"the callback deleted the entry function @{job.source.entry_name} (or its body)",
+                          plugin=plugin.name, marker=marker, point=point, job=job)
     if changed and job.config.verify_plugins:
         try:
             module.verify()

@@ -79,6 +79,15 @@ def test_ptx_links_libdevice(make_job, ptxas, filecheck):
     ir = gpuc.compile(make_job(SINF_KERNEL, target=gpuc.PTXTarget(), kernel=True)).output
     filecheck(ir, "CHECK-NOT: define {{.*}}@__nv_\nCHECK: define ptx_kernel void @kernel(\n"
                   "CHECK-NOT: define {{.*}}@__nv_\n")
+    # the PTX pipeline runs nvvm-reflect: libdevice's __nvvm_reflect queries are folded away
+    assert "__nvvm_reflect" not in ir and "__CUDA_FTZ" not in result.output
+
+
+def test_ir_without_data_layout_gets_the_targets_alignment(make_job, filecheck):
+    # Regression: IR text without a datalayout was parsed with LLVM's default (i64 align 4),
+    # so NVPTX split an i64 store into two 32-bit stores.
+    ptx = asm(make_job, SEED_IR.replace("call void @helper(i64 %x)\n", ""), gpuc.PTXTarget(), kernel=True)
+    filecheck(ptx, "CHECK: st.global.b64\n")
 
 
 # -- AMD GCN -----------------------------------------------------------------------------------

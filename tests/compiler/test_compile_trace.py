@@ -31,9 +31,24 @@ def test_stage_names_in_order(target, output, make_job):
 
 
 def test_unoptimized_compile_skips_optimize_and_validate(make_job):
-    trace = gpuc.compile(make_job(SEED_IR, optimize=False)).trace
+    trace = gpuc.compile(make_job(SEED_IR, optimize=False, validate=False)).trace
     assert trace.stage_names == ["irgen", "link", "finalize_module", "finish", "codegen"]
     assert trace.callbacks == [] and trace.segments == []
+
+
+def test_unoptimized_compile_still_validates(make_job):
+    # Without optimization the marker survives, and validation (still on) reports it.
+    with pytest.raises(gpuc.ValidationError, match="unresolved marker @gpucompiler.mark called from @helper"):
+        gpuc.compile(make_job(SEED_IR, optimize=False))
+
+
+def test_unoptimized_compile_runs_the_early_point(make_job):
+    # Plugins that must resolve markers before validation use an early callback; it runs even at optimize=False.
+    gpuc.register_plugin("gpucompiler.mark", early_callback=erase_unused_calls)
+    result = gpuc.compile(make_job(SEED_IR, optimize=False))
+    assert result.trace.stage_names == ["irgen", "link", "finalize_module", "early", "validate", "finish", "codegen"]
+    assert [(c.point, c.changed) for c in result.trace.callbacks] == [("early", True), ("early", False)]
+    assert "gpucompiler.mark" not in result.output
 
 
 def test_callbacks_are_recorded(make_job):

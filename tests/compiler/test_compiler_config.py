@@ -105,3 +105,9 @@ def test_pipeline_has_the_four_points_in_order(opt_level):
         assert text.startswith("[early]") and text.endswith("[last]")
         if opt_level:
             assert "simplify: " in text and "optimize: " in text and "cleanup: " in text
+
+
+@pytest.mark.parametrize("kwargs", [{"opt_level": True}, {"opt_level": 2.0}, {"fixpoint_rounds": True}])
+def test_config_rejects_non_int_levels(kwargs):
+    with pytest.raises(ValueError):
+        gpuc.CompilerConfig(gpuc.NativeTarget(), **kwargs)

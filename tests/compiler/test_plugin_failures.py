@@ -163,3 +163,16 @@ def test_many_failures_in_a_row_leave_no_state(make_job, filecheck):
         with pytest.raises(gpuc.PluginError):
             compile_with(make_job, "pipeline_callback", callback)
     assert_process_still_compiles(make_job, filecheck)
+
+
+def test_callback_deleting_the_entry_is_a_plugin_error(make_job):
+    def delete_entry(job, marker, module):
+        for use in list(marker.uses):
+            use.user.erase()
+        module.functions["kernel"].delete_body()
+        return True
+
+    gpuc.register_plugin("gpucompiler.mark", pipeline_callback=delete_entry)
+    with pytest.raises(gpuc.PluginError, match="deleted the entry function @kernel") as info:
+        gpuc.compile(make_job(SEED_IR))
+    assert info.value.plugin == "gpucompiler.mark" and info.value.point == "optimized"

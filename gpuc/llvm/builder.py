@@ -43,6 +43,11 @@ _CASTS = {
 }
 
 
+def _same_type(what: str, lhs: Value, rhs: Value) -> None:
+    if lhs.type != rhs.type:
+        raise TypeError(f"{what}: operand types differ ({lhs.type} vs {rhs.type})")
+
+
 def _values(seq) -> "ctypes.Array":
     return (capi.LLVMValueRef * len(seq))(*[v.ref for v in seq])
 
@@ -78,15 +83,20 @@ class Builder(Owner):
         ref = lib.LLVMGetInsertBlock(self)
         return BasicBlock(ref) if ref else None
 
-    def insert(self, inst: Instruction, name: str = "") -> Instruction:
-        """Insert an unparented instruction (from `clone()` or `remove()`) at the position."""
-        lib.LLVMInsertIntoBuilderWithName(self, inst, name.encode())
+    def insert(self, inst: Instruction, name: str | None = None) -> Instruction:
+        """Insert an unparented instruction (from `clone()` or `remove()`) at the position.
+
+        The instruction keeps its name unless `name` is given.
+        """
+        if inst.parent is not None:
+            raise ValueError(f"{str(inst).strip()!r} is already in a block; remove() it first")
+        # LLVM's insert always renames (to "" when no name is given): pass the current name.
+        lib.LLVMInsertIntoBuilderWithName(self, inst, (inst.name if name is None else name).encode())
         return inst
 
     # -- generic helpers -----------------------------------------------------------------
     def _binary(self, fn: str, lhs: Value, rhs: Value, name: str) -> Value:
-        if lhs.type != rhs.type:
-            raise TypeError(f"{fn[9:].lower()}: operand types differ ({lhs.type} vs {rhs.type})")
+        _same_type(fn[9:].lower(), lhs, rhs)
         return Value.from_ref(getattr(lib, fn)(self, lhs, rhs, name.encode()))
 
     def __getattr__(self, attr: str):
@@ -104,11 +114,13 @@ class Builder(Owner):
 
     # -- comparisons and selection -------------------------------------------------------
     def icmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+        _same_type("icmp", lhs, rhs)
         if predicate not in ICMP_PREDICATES:
             raise ValueError(f"unknown icmp predicate {predicate!r}; use one of {sorted(ICMP_PREDICATES)}")
         return Value.from_ref(lib.LLVMBuildICmp(self, ICMP_PREDICATES[predicate], lhs, rhs, name.encode()))
 
     def fcmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+        _same_type("fcmp", lhs, rhs)
         if predicate not in FCMP_PREDICATES:
             raise ValueError(f"unknown fcmp predicate {predicate!r}; use one of {sorted(FCMP_PREDICATES)}")
         return Value.from_ref(lib.LLVMBuildFCmp(self, FCMP_PREDICATES[predicate], lhs, rhs, name.encode()))
@@ -166,8 +178,9 @@ class Builder(Owner):
             fnty = fn.function_type
         args = list(args)
         params = fnty.params
-        if len(args) != len(params) and not fnty.is_vararg:
-            raise TypeError(f"call: {len(args)} argument(s) given, the callee takes {len(params)}")
+        if len(args) < len(params) or (len(args) > len(params) and not fnty.is_vararg):
+            at_least = "at least " if fnty.is_vararg else ""
+            raise TypeError(f"call: {len(args)} argument(s) given, the callee takes {at_least}{len(params)}")
         for i, (arg, ty) in enumerate(zip(args, params)):
             if arg.type != ty:
                 raise TypeError(f"call: argument {i} has type {arg.type}, the callee expects {ty}")

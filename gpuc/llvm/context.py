@@ -9,6 +9,15 @@ from ._base import Owner
 from .capi import lib
 
 
+_SEVERITY = {capi.LLVMDSError: "error", capi.LLVMDSWarning: "warning", capi.LLVMDSRemark: "remark",
+             capi.LLVMDSNote: "note"}
+
+
+def errors_in(diagnostics: list[str]) -> list[str]:
+    """The error-severity entries of a list from `Context.take_diagnostics()`."""
+    return [d for d in diagnostics if d.startswith("error: ")]
+
+
 class Context(Owner):
     """An LLVMContext. Modules created in it keep it alive; dispose it after them."""
 
@@ -28,14 +37,17 @@ class Context(Owner):
         def handler(info, _opaque) -> None:
             severity = lib.LLVMGetDiagInfoSeverity(info)
             text = capi.take_message(ctypes.c_void_p(lib.LLVMGetDiagInfoDescription(info)))
-            label = {capi.LLVMDSError: "error", capi.LLVMDSWarning: "warning"}.get(severity, "note")
+            label = _SEVERITY.get(severity, "note")
             diagnostics.append(f"{label}: {text}")
 
         self._handler = capi.LLVMDiagnosticHandler(handler)
         lib.LLVMContextSetDiagnosticHandler(self, self._handler, None)
 
     def take_diagnostics(self) -> list[str]:
-        """Diagnostics LLVM reported since the last call (linker, bitcode reader, backends)."""
+        """Diagnostics LLVM reported since the last call (linker, bitcode reader, backends).
+
+        Each is a string starting with its severity: "error: ", "warning: ", "remark: ", "note: ".
+        """
         out = list(self._diagnostics)
         self._diagnostics.clear()
         return out
@@ -46,6 +58,8 @@ class Context(Owner):
     # -- types ---------------------------------------------------------------------------
     def int_type(self, bits: int):
         from .types import Type
+        if not 1 <= bits <= (1 << 23):
+            raise ValueError(f"integer types have 1 to 2**23 bits, not {bits}")
         return Type.from_ref(lib.LLVMIntTypeInContext(self, bits))
 
     @property

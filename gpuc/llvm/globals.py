@@ -36,6 +36,9 @@ CALLING_CONVENTIONS = {
 }
 _CC_NAMES = {v: k for k, v in CALLING_CONVENTIONS.items()}
 
+# Attributes whose value is a type (`byval(%T)`), created with LLVMCreateTypeAttribute.
+TYPE_ATTRIBUTES = frozenset({"byval", "byref", "sret", "inalloca", "preallocated", "elementtype"})
+
 FUNCTION_INDEX = 0xFFFFFFFF  # LLVMAttributeFunctionIndex
 RETURN_INDEX = 0
 
@@ -89,7 +92,8 @@ class Attributes:
     """The attributes at one index of a function (the function itself, its return, a parameter).
 
     Enum attributes are given by name (`"noinline"`, `"alwaysinline"`), optionally with an
-    integer value; string attributes are `("key", "value")` pairs.
+    integer value (`"align", 16`) or, for type attributes, a type (`"byval", struct_ty`); string
+    attributes are `("key", "value")` pairs.
     """
 
     __slots__ = ("_fn", "_index")
@@ -105,11 +109,18 @@ class Attributes:
             raise ValueError(f"unknown LLVM attribute {name!r}")
         return kind
 
-    def add(self, name: str, value: int | str = 0) -> None:
+    def add(self, name: str, value: "int | str | Type" = 0) -> None:
         ctx = self._fn.type.context
         if isinstance(value, str):
             k, v = name.encode(), value.encode()
             attr = lib.LLVMCreateStringAttribute(ctx, k, len(k), v, len(v))
+        elif isinstance(value, Type):
+            if name not in TYPE_ATTRIBUTES:
+                raise ValueError(f"{name!r} does not take a type; type attributes: {sorted(TYPE_ATTRIBUTES)}")
+            attr = lib.LLVMCreateTypeAttribute(ctx, self._kind(name), value)
+        elif name in TYPE_ATTRIBUTES:
+            # An enum attribute of a type kind prints as IR that LLVM cannot parse back.
+            raise ValueError(f"attribute {name!r} needs a type: add({name!r}, some_type)")
         else:
             attr = lib.LLVMCreateEnumAttribute(ctx, self._kind(name), value)
         lib.LLVMAddAttributeAtIndex(self._fn, self._index, attr)
@@ -202,11 +213,16 @@ class Function(GlobalValue):
 
     def delete_body(self) -> None:
         """Turn a definition into a declaration."""
-        for block in list(self.blocks):
-            for inst in list(block.instructions):
+        blocks = list(self.blocks)
+        for block in blocks:
+            for inst in block.instructions:
                 if inst.uses:
                     inst.replace_all_uses_with(Constant.poison(inst.type))
-        for block in reversed(list(self.blocks)):
+        # Empty every block before deleting any, so no branch is left naming a deleted block.
+        for block in blocks:
+            for inst in reversed(list(block.instructions)):
+                inst.erase()
+        for block in blocks:
             block.erase()
 
     def verify(self) -> bool:

@@ -52,8 +52,20 @@ class Module(Owner):
     def _borrowed(cls, ref) -> "Module":
         return cls(ref, Context(lib.LLVMGetModuleContext(ref), owned=False), owned=False)
 
+    @property
+    def _as_parameter_(self):
+        if self.context._closed and not self._closed:
+            raise ValueError("the Module's Context was disposed (or given to the JIT), which freed the module")
+        return Owner._as_parameter_.fget(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self.context._closed
+
     def _dispose(self) -> None:
-        lib.LLVMDisposeModule(self._ref)
+        # Disposing a context frees the modules still in it; never free one twice.
+        if not self.context._closed:
+            lib.LLVMDisposeModule(self._ref)
 
     # -- I/O -----------------------------------------------------------------------------
     @classmethod
@@ -68,7 +80,8 @@ class Module(Owner):
         text = msg.take()
         diags = context.take_diagnostics()
         if failed:
-            raise LLVMError(f"{name}: {text or '; '.join(diags) or 'invalid IR'}")
+            text = text.strip() or "; ".join(diags) or "invalid IR"
+            raise LLVMError(text if text.startswith(name) else f"{name}: {text}")
         return cls(out, context)
 
     def __str__(self) -> str:
@@ -126,6 +139,8 @@ class Module(Owner):
 
     def link(self, other: "Module") -> None:
         """Link `other` into this module. Ownership of `other` transfers: it is consumed."""
+        if other is self:
+            raise ValueError("cannot link a module into itself")
         if other.context != self.context:
             raise ValueError("cannot link modules from different contexts")
         ref = other._release()

@@ -7,12 +7,16 @@ from .capi import lib
 from .module import LLVMError, Module
 
 
-def run_passes(module: Module, pipeline: str, target_machine=None, *, verify_each: bool = False,
-               debug_logging: bool = False) -> None:
+def run_passes(module: Module, pipeline: str, target_machine=None, *, verify: bool = True,
+               verify_each: bool = False, debug_logging: bool = False) -> None:
     """Run a pipeline string such as "default<O2>" or "function(sroa,instcombine)" on `module`.
 
     A malformed pipeline raises LLVMError with LLVM's message; the module is then unchanged.
+    The module is verified first (passes may crash the process on invalid IR); pass
+    `verify=False` only when it was just verified.
     """
+    if verify:
+        module.verify()
     options = lib.LLVMCreatePassBuilderOptions()
     try:
         lib.LLVMPassBuilderOptionsSetVerifyEach(options, int(verify_each))

@@ -8,6 +8,7 @@ import threading
 from . import capi
 from ._base import Owner
 from .capi import lib
+from .context import errors_in
 from .module import LLVMError, MemoryBuffer, Module
 
 # LLVM target name -> the component initializers that exist for it in libLLVM.
@@ -67,7 +68,8 @@ class Target:
         out = capi.LLVMTargetRef()
         msg = capi.ErrorMessage()
         if lib.LLVMGetTargetFromTriple(triple.encode(), ctypes.byref(out), msg.ref):
-            raise LLVMError(f"no LLVM target for triple {triple!r}: {msg.take()}")
+            raise LLVMError(f"no LLVM target for triple {triple!r}: {msg.take()} (registered with "
+                            f"initialize(): {sorted(_initialized) or 'none'})")
         msg.take()
         return cls(out, triple)
 
@@ -81,7 +83,8 @@ class Target:
                                           CODEGEN_LEVELS[opt_level], reloc, code_model)
         if not ref:
             raise LLVMError(f"could not create a target machine for {self.triple} cpu={cpu!r}")
-        return TargetMachine(ref, self.triple, cpu, features)
+        remake = lambda: self.machine(cpu, features, opt_level=opt_level, reloc=reloc, code_model=code_model)  # noqa: E731
+        return TargetMachine(ref, self.triple, cpu, features, remake=remake)
 
 
 class TargetData(Owner):
@@ -104,14 +107,22 @@ class TargetData(Owner):
         return lib.LLVMPointerSize(self)
 
 
+# LLVM 22's SPIR-V backend caches IR pointers in state owned by the target machine
+# (llvm/llvm-project#223774; fixed after 22 by #196058 and #196050): a second emission with one
+# machine can crash the process. Such machines emit through a fresh copy after their first use.
+_SINGLE_USE_TRIPLES = ("spirv",)
+
+
 class TargetMachine(Owner):
     """A configured code generator for one triple, CPU and feature set."""
 
-    __slots__ = ("triple", "cpu", "features")
+    __slots__ = ("triple", "cpu", "features", "_remake", "_emitted")
 
-    def __init__(self, ref, triple: str, cpu: str, features: str) -> None:
+    def __init__(self, ref, triple: str, cpu: str, features: str, *, remake=None) -> None:
         super().__init__(ref)
         self.triple, self.cpu, self.features = triple, cpu, features
+        self._remake = remake  # builds an identical machine (see _SINGLE_USE_TRIPLES)
+        self._emitted = False
 
     def _dispose(self) -> None:
         lib.LLVMDisposeTargetMachine(self._ref)
@@ -124,16 +135,30 @@ class TargetMachine(Owner):
     def target_data(self) -> TargetData:
         return TargetData(lib.LLVMCreateTargetDataLayout(self))
 
-    def emit(self, module: Module, kind: str = "obj") -> bytes:
-        """Generate assembly ("asm") or an object file ("obj") for `module`."""
+    def emit(self, module: Module, kind: str = "obj", *, verify: bool = True) -> bytes:
+        """Generate assembly ("asm") or an object file ("obj") for `module`, which is left unchanged.
+
+        The module is verified first unless `verify=False` (code generation does not verify, and
+        may crash the process on invalid IR).
+        """
         if kind not in FILE_TYPES:
             raise ValueError(f"emit kind must be one of {sorted(FILE_TYPES)}, not {kind!r}")
-        out = capi.LLVMMemoryBufferRef()
-        msg = capi.ErrorMessage()
-        failed = lib.LLVMTargetMachineEmitToMemoryBuffer(self, module, FILE_TYPES[kind], msg.ref, ctypes.byref(out))
-        text = msg.take()
-        diags = module.context.take_diagnostics()
-        if failed:
-            raise LLVMError(f"code generation for {self.triple} failed: {text or '; '.join(diags)}")
+        if verify:
+            module.verify()
+        if self._emitted and self._remake is not None and self.triple.startswith(_SINGLE_USE_TRIPLES):
+            with self._remake() as fresh:
+                return fresh.emit(module, kind, verify=False)
+        self._emitted = True
+        # Code generation rewrites the IR it is given (the SPIR-V backend inserts its intrinsics,
+        # CodeGenPrepare sinks addresses, ...): emit from a copy.
+        with module.clone() as work:
+            out = capi.LLVMMemoryBufferRef()
+            msg = capi.ErrorMessage()
+            failed = lib.LLVMTargetMachineEmitToMemoryBuffer(self, work, FILE_TYPES[kind], msg.ref, ctypes.byref(out))
+            text = msg.take()
+        # Some failures (e.g. invalid inline assembly) are only reported as error diagnostics.
+        errors = errors_in(module.context.take_diagnostics())
+        if failed or errors:
+            raise LLVMError(f"code generation for {self.triple} failed: {text or '; '.join(errors)}")
         with MemoryBuffer(out) as buf:
             return buf.to_bytes()

@@ -45,6 +45,22 @@ class Type(Handle):
         return f"<{type(self).__name__} {self}>"
 
 
+# What LLVM accepts where (its asserts, which a release libLLVM skips: the IR would be invalid).
+_NOT_RETURNABLE = {capi.LLVMFunctionTypeKind, capi.LLVMLabelTypeKind, capi.LLVMMetadataTypeKind}
+_NOT_PARAM = {capi.LLVMVoidTypeKind, capi.LLVMFunctionTypeKind}
+_NOT_ELEMENT = {capi.LLVMVoidTypeKind, capi.LLVMLabelTypeKind, capi.LLVMMetadataTypeKind, capi.LLVMFunctionTypeKind,
+                capi.LLVMTokenTypeKind, capi.LLVMX86_AMXTypeKind}
+_VECTOR_ELEMENT = {capi.LLVMIntegerTypeKind, capi.LLVMPointerTypeKind, capi.LLVMHalfTypeKind, capi.LLVMBFloatTypeKind,
+                   capi.LLVMFloatTypeKind, capi.LLVMDoubleTypeKind, capi.LLVMX86_FP80TypeKind, capi.LLVMFP128TypeKind,
+                   capi.LLVMPPC_FP128TypeKind}
+
+
+def _check_kind(ty: Type, rejected=None, allowed=None, *, what: str) -> None:
+    kind = ty.kind
+    if (rejected is not None and kind in rejected) or (allowed is not None and kind not in allowed):
+        raise TypeError(f"{ty} cannot be {what}")
+
+
 class VoidType(Type):
     __slots__ = ()
     kinds = (capi.LLVMVoidTypeKind,)
@@ -81,6 +97,9 @@ class FunctionType(Type):
     @staticmethod
     def get(return_type: Type, params=(), *, vararg: bool = False) -> "FunctionType":
         params = list(params)
+        _check_kind(return_type, _NOT_RETURNABLE, what="a function's return type")
+        for p in params:
+            _check_kind(p, _NOT_PARAM, what="a function parameter type")
         arr = (capi.LLVMTypeRef * len(params))(*[p.ref for p in params])
         return FunctionType(lib.LLVMFunctionType(return_type, arr, len(params), int(vararg)))
 
@@ -114,6 +133,9 @@ class ArrayType(_Sequential):
 
     @staticmethod
     def get(element: Type, count: int) -> "ArrayType":
+        _check_kind(element, _NOT_ELEMENT | {capi.LLVMScalableVectorTypeKind}, what="an array element type")
+        if count < 0:
+            raise ValueError(f"array length must not be negative, got {count}")
         return ArrayType(lib.LLVMArrayType2(element, count))
 
     @property
@@ -127,6 +149,9 @@ class VectorType(_Sequential):
 
     @staticmethod
     def get(element: Type, count: int) -> "VectorType":
+        _check_kind(element, allowed=_VECTOR_ELEMENT, what="a vector element type")
+        if count < 1:
+            raise ValueError(f"a vector needs at least one element, got {count}")
         return VectorType(lib.LLVMVectorType(element, count))
 
     @property
@@ -141,6 +166,8 @@ class StructType(Type):
     @staticmethod
     def create(context, elements, *, packed: bool = False, name: str | None = None) -> "StructType":
         elements = list(elements)
+        for e in elements:
+            _check_kind(e, _NOT_ELEMENT | {capi.LLVMScalableVectorTypeKind}, what="a struct element type")
         arr = (capi.LLVMTypeRef * len(elements))(*[e.ref for e in elements])
         if name is None:
             return StructType(lib.LLVMStructTypeInContext(context, arr, len(elements), int(packed)))

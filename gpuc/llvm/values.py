@@ -57,6 +57,8 @@ class Value(Handle):
 
     @name.setter
     def name(self, new: str) -> None:
+        if new and lib.LLVMGetTypeKind(lib.LLVMTypeOf(self)) == capi.LLVMVoidTypeKind:
+            raise ValueError(f"a value of type void cannot be named: {str(self).strip()!r}")
         data = new.encode()
         lib.LLVMSetValueName2(self, data, len(data))
 
@@ -92,7 +94,14 @@ class Value(Handle):
 
     def __repr__(self) -> str:
         name = self.name
-        return f"<{type(self).__name__} {'%' + name if name else str(self).strip()[:60]!s}>"
+        if name:
+            sigil = "@" if self.value_kind in _GLOBAL_KINDS else "%"
+            return f"<{type(self).__name__} {sigil}{name}>"
+        return f"<{type(self).__name__} {str(self).strip()[:60]}>"
+
+
+_GLOBAL_KINDS = frozenset((capi.LLVMFunctionValueKind, capi.LLVMGlobalVariableValueKind,
+                           capi.LLVMGlobalAliasValueKind, capi.LLVMGlobalIFuncValueKind))
 
 
 class Use(Handle):
@@ -183,6 +192,15 @@ class User(Value):
 
 # -- constants -------------------------------------------------------------------------------
 
+# Type kinds for the checks LLVM leaves to asserts (a release libLLVM would build garbage or crash).
+_FP_KINDS = frozenset((capi.LLVMHalfTypeKind, capi.LLVMBFloatTypeKind, capi.LLVMFloatTypeKind,
+                       capi.LLVMDoubleTypeKind, capi.LLVMX86_FP80TypeKind, capi.LLVMFP128TypeKind,
+                       capi.LLVMPPC_FP128TypeKind))
+_INT_OR_FP_KINDS = _FP_KINDS | {capi.LLVMIntegerTypeKind}
+_VECTOR_KINDS = frozenset((capi.LLVMVectorTypeKind, capi.LLVMScalableVectorTypeKind))
+_NO_NULL_KINDS = frozenset((capi.LLVMVoidTypeKind, capi.LLVMLabelTypeKind, capi.LLVMMetadataTypeKind,
+                            capi.LLVMFunctionTypeKind))
+
 class Constant(User):
     __slots__ = ()
     kinds = (capi.LLVMConstantArrayValueKind, capi.LLVMConstantStructValueKind,
@@ -193,10 +211,15 @@ class Constant(User):
 
     @staticmethod
     def null(ty: Type) -> "Constant":
+        if ty.kind in _NO_NULL_KINDS:
+            raise TypeError(f"type {ty} has no null value")
         return Value.from_ref(lib.LLVMConstNull(ty))
 
     @staticmethod
     def all_ones(ty: Type) -> "Constant":
+        scalar = lib.LLVMGetElementType(ty) if ty.kind in _VECTOR_KINDS else ty.ref
+        if lib.LLVMGetTypeKind(scalar) not in _INT_OR_FP_KINDS:
+            raise TypeError(f"all_ones needs an integer or floating-point type (or a vector of one), not {ty}")
         return Value.from_ref(lib.LLVMConstAllOnes(ty))
 
     @staticmethod
@@ -214,6 +237,10 @@ class Constant(User):
 
     @staticmethod
     def array(element_type: Type, values) -> "Constant":
+        values = list(values)
+        for i, v in enumerate(values):
+            if v.type != element_type:
+                raise TypeError(f"array element {i} has type {v.type}, not {element_type}")
         arr = (capi.LLVMValueRef * len(values))(*[v.ref for v in values])
         return Value.from_ref(lib.LLVMConstArray2(element_type, arr, len(values)))
 
@@ -243,18 +270,43 @@ class ConstantInt(Constant):
 
     @staticmethod
     def get(ty: Type, value: int, *, signed: bool = True) -> "ConstantInt":
+        """The constant `value` of integer type `ty`, of any width.
+
+        `value` may be written signed or unsigned (`get(i8, -1)` is `get(i8, 255)`: the bits are
+        the same, so `signed` only documents the caller's reading); one that fits neither range
+        raises ValueError, where LLVM would silently truncate it.
+        """
+        if ty.kind != capi.LLVMIntegerTypeKind:
+            raise TypeError(f"ConstantInt needs an integer type, not {ty}")
         width = lib.LLVMGetIntTypeWidth(ty)
-        if width > 64:
-            raise ValueError("integer constants wider than 64 bits are not supported")
-        return ConstantInt(lib.LLVMConstInt(ty, value & ((1 << 64) - 1), int(signed)))
+        value = int(value)
+        if not -(1 << (width - 1)) <= value < (1 << width):
+            raise ValueError(f"{value} does not fit in i{width} (signed range [{-(1 << (width - 1))}, "
+                             f"{(1 << (width - 1)) - 1}], unsigned range [0, {(1 << width) - 1}])")
+        bits = value & ((1 << width) - 1)
+        if width <= 64:
+            return ConstantInt(lib.LLVMConstInt(ty, bits, 0))
+        nwords = (width + 63) // 64
+        words = (ctypes.c_uint64 * nwords)(*[(bits >> (64 * i)) & ((1 << 64) - 1) for i in range(nwords)])
+        return ConstantInt(lib.LLVMConstIntOfArbitraryPrecision(ty, nwords, words))
+
+    @property
+    def width(self) -> int:
+        return lib.LLVMGetIntTypeWidth(lib.LLVMTypeOf(self))
 
     @property
     def value(self) -> int:
         """The value as a signed integer (i1 true is -1 in two's complement; see `zext_value`)."""
+        if self.width > 64:
+            return int(str(self).split()[1])  # the C API reads at most 64 bits; the printer is exact
         return lib.LLVMConstIntGetSExtValue(self)
 
     @property
     def zext_value(self) -> int:
+        """The value as an unsigned integer."""
+        width = self.width
+        if width > 64:
+            return self.value & ((1 << width) - 1)
         return lib.LLVMConstIntGetZExtValue(self)
 
 
@@ -264,6 +316,8 @@ class ConstantFP(Constant):
 
     @staticmethod
     def get(ty: Type, value: float) -> "ConstantFP":
+        if ty.kind not in _FP_KINDS:
+            raise TypeError(f"ConstantFP needs a floating-point type, not {ty}")
         return ConstantFP(lib.LLVMConstReal(ty, value))
 
     @property
@@ -320,7 +374,9 @@ class BasicBlock(Handle):
 
     @property
     def parent(self):
-        return Value.from_ref(lib.LLVMGetBasicBlockParent(self))
+        """The function holding the block; None after `remove()`."""
+        ref = lib.LLVMGetBasicBlockParent(self)
+        return Value.from_ref(ref) if ref else None
 
     @property
     def instructions(self) -> "InstructionList":
@@ -336,11 +392,18 @@ class BasicBlock(Handle):
         return self.as_value().uses
 
     def erase(self) -> None:
-        """Unlink and delete the block (with its instructions)."""
+        """Unlink and delete the block (with its instructions). Nothing may branch to it any more."""
+        if not lib.LLVMGetBasicBlockParent(self):
+            raise ValueError(f"cannot erase block {self.name!r}: it is not in a function")
+        if self.uses:
+            raise ValueError(f"cannot erase block {self.name!r}: it still has {len(self.uses)} use(s) "
+                             "(branches or phis that name it)")
         lib.LLVMDeleteBasicBlock(self)
 
     def remove(self) -> None:
         """Unlink the block from its function without deleting it."""
+        if not lib.LLVMGetBasicBlockParent(self):
+            raise ValueError(f"cannot remove block {self.name!r}: it is not in a function")
         lib.LLVMRemoveBasicBlockFromParent(self)
 
     def move_after(self, other: "BasicBlock") -> None:
@@ -438,14 +501,19 @@ class Instruction(User):
         return Value.from_ref(lib.LLVMInstructionClone(self))
 
     def erase(self) -> None:
-        """Unlink and delete. The instruction must have no uses left (replace them first)."""
+        """Unlink (if linked) and delete. The instruction must have no uses left (replace them first)."""
         if self.uses:
             raise ValueError(f"cannot erase {str(self).strip()!r}: it still has {len(self.uses)} use(s); "
                              "call replace_all_uses_with first")
-        lib.LLVMInstructionEraseFromParent(self)
+        if lib.LLVMGetInstructionParent(self):
+            lib.LLVMInstructionEraseFromParent(self)
+        else:
+            lib.LLVMDeleteInstruction(self)  # a clone() or remove()d instruction
 
     def remove(self) -> None:
         """Unlink from the block without deleting (insert it again with `Builder.insert`)."""
+        if not lib.LLVMGetInstructionParent(self):
+            raise ValueError(f"cannot remove {str(self).strip()!r}: it is not in a block")
         lib.LLVMInstructionRemoveFromParent(self)
 
     def get_metadata(self, kind: int):

@@ -92,8 +92,20 @@ class _Library:
                 raise AttributeError(f"{name} is not an LLVM-C function known to gpuc")
         fn = getattr(self.dll, name)
         fn.restype, fn.argtypes = proto[0], proto[1]
-        setattr(self, name, fn)
-        return fn
+
+        def call(*args):
+            try:
+                return fn(*args)
+            except ctypes.ArgumentError:
+                # ctypes reports a handle's own refusal (a disposed or transferred owner raises
+                # ValueError from `_as_parameter_`) as ArgumentError; raise the original instead.
+                for arg in args:
+                    getattr(arg, "_as_parameter_", None)
+                raise
+
+        call.__name__ = name
+        setattr(self, name, call)
+        return call
 
 
 lib = _Library()

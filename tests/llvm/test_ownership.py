@@ -1,0 +1,179 @@
+"""Ownership: disposal, context managers, use after transfer, leak tracking, and memory growth."""
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import psutil
+import pytest
+
+import gpuc.llvm as llvm
+
+SRC = """
+define i32 @f(i32 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %i2, %loop ]
+  %a = phi i32 [ 0, %entry ], [ %a2, %loop ]
+  %a2 = add i32 %a, %i
+  %i2 = add i32 %i, 1
+  %c = icmp slt i32 %i2, %n
+  br i1 %c, label %loop, label %done
+done:
+  ret i32 %a2
+}
+"""
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def owners(ctx):
+    llvm.initialize("X86")
+    return [
+        llvm.Module("m", ctx),
+        llvm.Builder(ctx),
+        llvm.MemoryBuffer.from_bytes(b"data"),
+        llvm.Target.from_triple(llvm.host_triple()).machine(),
+    ]
+
+
+def test_close_is_idempotent(ctx):
+    for owner in owners(ctx) + [llvm.Context()]:
+        assert not owner.closed
+        owner.close()
+        owner.close()
+        assert owner.closed
+
+
+def test_context_manager_closes(ctx):
+    for owner in owners(ctx):
+        with owner as same:
+            assert same is owner
+        assert owner.closed
+
+
+def test_context_manager_closes_on_exception():
+    with pytest.raises(RuntimeError):
+        with llvm.Context() as ctx:
+            raise RuntimeError("boom")
+    assert ctx.closed
+
+
+def test_use_after_close_raises_value_error(ctx):
+    m, b, buf, tm = owners(ctx)
+    for owner in (m, b, buf, tm):
+        owner.close()
+    for use in (lambda: str(m), lambda: m.functions.get("f"), lambda: m.verify(), lambda: b.block,
+                lambda: buf.to_bytes(), lambda: tm.data_layout, lambda: tm.emit(llvm.Module("x", ctx))):
+        with pytest.raises(ValueError, match="disposed or transferred"):
+            use()
+    assert not ctx.closed and llvm.Module("still-fine", ctx).name == "still-fine"
+
+
+def test_closed_context_refuses_new_objects():
+    ctx = llvm.Context()
+    ctx.close()
+    with pytest.raises(ValueError, match="Context was disposed"):
+        llvm.Module("m", ctx)
+    with pytest.raises(ValueError):
+        llvm.Module.parse(SRC, ctx)
+    with pytest.raises(ValueError):
+        ctx.int_type(32)
+
+
+def test_disposing_context_before_its_module_is_safe():
+    # Regression: disposing the context freed the module, and the Module's finalizer freed it again.
+    with llvm.Context() as ctx:
+        m = llvm.Module.parse(SRC, ctx)
+        b = llvm.Builder(ctx)
+    assert m.closed
+    with pytest.raises(ValueError, match="Context was disposed"):
+        str(m)
+    m.close()
+    del m, b
+    gc.collect()
+
+
+def test_borrowed_owners_are_not_disposed(ctx):
+    m = llvm.Module.parse(SRC, ctx)
+    parent = m.functions["f"].parent
+    assert parent == m and parent is not m
+    parent.close()  # a borrowed view: closing it does not free the module
+    assert "define i32 @f" in str(m)
+    borrowed_ctx = m.functions["f"].type.context
+    borrowed_ctx.close()
+    assert not ctx.closed and m.functions["f"].verify()
+    with pytest.raises(ValueError, match="borrowed"):
+        m.link(m.functions["f"].parent)
+
+
+def test_live_owners_tracks_undisposed_owners():
+    code = textwrap.dedent("""
+        import gpuc.llvm as llvm
+        ctx = llvm.Context()
+        kept = llvm.Module.parse("define void @f() {\\n ret void\\n}", ctx)
+        with llvm.Module("closed", ctx):
+            pass
+        linked = llvm.Module.parse("define void @g() {\\n ret void\\n}", ctx)
+        kept.link(linked)
+        kept.functions["f"].parent   # borrowed views are not owners
+        live = llvm.live_owners()
+        print(sorted(name for name, _ in live))
+        print(all("<string>" in origin for _, origin in live))
+        kept.close(); ctx.close()
+        print(llvm.live_owners())
+    """)
+    env = dict(os.environ, GPUC_TRACK_LEAKS="1", PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["['Context', 'Module']", "True", "[]"]
+
+
+def test_live_owners_is_empty_without_tracking():
+    if os.environ.get("GPUC_TRACK_LEAKS") == "1":
+        pytest.skip("tracking is on in this process")
+    with llvm.Context():
+        assert llvm.live_owners() == []
+
+
+def test_no_memory_growth_over_many_compilations(host_machine):
+    """1,000 rounds of context + parse + default<O2> + object emission must not grow RSS."""
+    target = llvm.Target.from_triple(llvm.host_triple())
+
+    def once():
+        with llvm.Context() as ctx, llvm.Module.parse(SRC, ctx) as m, target.machine() as tm:
+            m.triple, m.data_layout = tm.triple, tm.data_layout
+            llvm.run_passes(m, "default<O2>", tm)
+            assert tm.emit(m, "obj")[:4] == b"\x7fELF"
+
+    proc = psutil.Process()
+    for _ in range(100):
+        once()
+    gc.collect()
+    before = proc.memory_info().rss
+    for _ in range(1000):
+        once()
+    gc.collect()
+    growth = proc.memory_info().rss - before
+    assert growth < 30 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over 1,000 compilations"
+
+
+def test_no_memory_growth_when_relying_on_garbage_collection():
+    """Owners dropped without close() are freed by their finalizers."""
+    def once():
+        m = llvm.Module.parse(SRC)
+        m.clone()
+        llvm.run_passes(m, "function(instcombine)")
+        llvm.Builder(m.context)
+
+    proc = psutil.Process()
+    for _ in range(100):
+        once()
+    gc.collect()
+    before = proc.memory_info().rss
+    for _ in range(1000):
+        once()
+    gc.collect()
+    assert proc.memory_info().rss - before < 30 * 2**20

@@ -171,7 +171,7 @@ def _finish(job, module: Module, entry_name: str, tm) -> str:
             raise ValidationError([issue], job)
         target.mark_kernel(job, entry, module)
     target.finish_module(job, module, tm)
-    run_passes(module, "globaldce", tm)
+    run_passes(module, "globaldce", tm, verify=not config.verify_plugins)
     return entry.name
 
 

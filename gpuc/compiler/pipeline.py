@@ -66,7 +66,9 @@ def run_pipeline(job, module: Module, tm: TargetMachine, trace, pipeline: Pipeli
             continue
         start = time.perf_counter()
         try:
-            run_passes(module, step.text, tm)
+            # With verify_plugins every change was verified already; otherwise verify here, since
+            # passes may crash the process on invalid IR.
+            run_passes(module, step.text, tm, verify=not job.config.verify_plugins)
         except LLVMError as exc:
             if job.config.verify_plugins or not any(c.changed for c in trace.callbacks):
                 raise
@@ -90,7 +92,7 @@ def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None
         if not changed_by:
             return
         start = time.perf_counter()
-        run_passes(module, CLEANUP, tm)
+        run_passes(module, CLEANUP, tm, verify=not job.config.verify_plugins)
         trace.segments.append(SegmentRecord(f"fixpoint@{point}", time.perf_counter() - start))
     name, marker = changed_by[0]
     raise PluginError(f"no fixpoint after {rounds} rounds: the callback reported a change in every round "

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import select
+import signal
 import threading
+import time
+import warnings
 
 from . import capi
 from ._base import Owner
@@ -107,10 +112,56 @@ class TargetData(Owner):
         return lib.LLVMPointerSize(self)
 
 
-# LLVM 22's SPIR-V backend caches IR pointers in state owned by the target machine
-# (llvm/llvm-project#223774; fixed after 22 by #196058 and #196050): a second emission with one
-# machine can crash the process. Such machines emit through a fresh copy after their first use.
-_SINGLE_USE_TRIPLES = ("spirv",)
+# LLVM 22's SPIR-V backend keeps state between emissions: in the target machine (a second
+# emission with one machine can crash the process, llvm/llvm-project#223774) and in process-wide
+# caches keyed by IR addresses (a later module whose objects reuse freed addresses gets duplicate
+# ids, i.e. invalid SPIR-V, llvm/llvm-project#160613).  Emitting in a forked child leaves the
+# parent's state untouched, so every emission starts clean.  Without fork, machines of these
+# triples at least emit through a fresh copy after their first use.
+_ISOLATED_TRIPLES = ("spirv",)
+_CHILD_TIMEOUT_S = 600
+
+
+def _emit_in_child(tm: "TargetMachine", module: Module, kind: str) -> bytes:
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns about fork in threaded processes; the child only runs LLVM codegen
+        # on memory no other thread touches, then leaves with os._exit.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child: never return into the caller's Python code
+        status = 1
+        try:
+            os.close(read_fd)
+            try:
+                payload = b"\0" + tm._emit_raw(module, kind)
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                payload = b"\1" + f"{exc}".encode()
+            with os.fdopen(write_fd, "wb") as out:
+                out.write(payload)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    chunks, deadline = [], time.monotonic() + _CHILD_TIMEOUT_S
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise LLVMError(f"code generation for {tm.triple} did not finish in {_CHILD_TIMEOUT_S} s")
+            chunk = pipe.read(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    payload = b"".join(chunks)
+    if not payload:
+        raise LLVMError(f"code generation for {tm.triple} crashed (child status {status})")
+    if payload[:1] == b"\1":
+        raise LLVMError(payload[1:].decode("utf-8", "replace"))
+    return payload[1:]
 
 
 class TargetMachine(Owner):
@@ -121,7 +172,7 @@ class TargetMachine(Owner):
     def __init__(self, ref, triple: str, cpu: str, features: str, *, remake=None) -> None:
         super().__init__(ref)
         self.triple, self.cpu, self.features = triple, cpu, features
-        self._remake = remake  # builds an identical machine (see _SINGLE_USE_TRIPLES)
+        self._remake = remake  # builds an identical machine (see _ISOLATED_TRIPLES)
         self._emitted = False
 
     def _dispose(self) -> None:
@@ -135,30 +186,40 @@ class TargetMachine(Owner):
     def target_data(self) -> TargetData:
         return TargetData(lib.LLVMCreateTargetDataLayout(self))
 
-    def emit(self, module: Module, kind: str = "obj", *, verify: bool = True) -> bytes:
-        """Generate assembly ("asm") or an object file ("obj") for `module`, which is left unchanged.
+    def emit(self, module: Module, kind: str = "obj", *, verify: bool = True, preserve: bool = True) -> bytes:
+        """Generate assembly ("asm") or an object file ("obj") for `module`.
 
         The module is verified first unless `verify=False` (code generation does not verify, and
-        may crash the process on invalid IR).
+        may crash the process on invalid IR).  Code generation rewrites the IR it is given (the
+        SPIR-V backend inserts intrinsics, CodeGenPrepare sinks addresses), so it works on a copy
+        unless `preserve=False` says the module may be changed.
         """
         if kind not in FILE_TYPES:
             raise ValueError(f"emit kind must be one of {sorted(FILE_TYPES)}, not {kind!r}")
         if verify:
             module.verify()
-        if self._emitted and self._remake is not None and self.triple.startswith(_SINGLE_USE_TRIPLES):
-            with self._remake() as fresh:
-                return fresh.emit(module, kind, verify=False)
+        if self.triple.startswith(_ISOLATED_TRIPLES):
+            if hasattr(os, "fork"):
+                return _emit_in_child(self, module, kind)  # the child's changes never reach us
+            if self._emitted and self._remake is not None:
+                with self._remake() as fresh:
+                    return fresh.emit(module, kind, verify=False, preserve=preserve)
         self._emitted = True
-        # Code generation rewrites the IR it is given (the SPIR-V backend inserts its intrinsics,
-        # CodeGenPrepare sinks addresses, ...): emit from a copy.
+        if not preserve:
+            return self._emit_raw(module, kind)
         with module.clone() as work:
-            out = capi.LLVMMemoryBufferRef()
-            msg = capi.ErrorMessage()
-            failed = lib.LLVMTargetMachineEmitToMemoryBuffer(self, work, FILE_TYPES[kind], msg.ref, ctypes.byref(out))
-            text = msg.take()
+            return self._emit_raw(work, kind)
+
+    def _emit_raw(self, module: Module, kind: str) -> bytes:
+        out = capi.LLVMMemoryBufferRef()
+        msg = capi.ErrorMessage()
+        failed = lib.LLVMTargetMachineEmitToMemoryBuffer(self, module, FILE_TYPES[kind], msg.ref, ctypes.byref(out))
+        text = msg.take()
         # Some failures (e.g. invalid inline assembly) are only reported as error diagnostics.
         errors = errors_in(module.context.take_diagnostics())
         if failed or errors:
+            if out:
+                lib.LLVMDisposeMemoryBuffer(out)
             raise LLVMError(f"code generation for {self.triple} failed: {text or '; '.join(errors)}")
         with MemoryBuffer(out) as buf:
             return buf.to_bytes()

@@ -70,8 +70,9 @@ class Target:
         """finish: last target-specific rewrite before code generation."""
 
     def emit(self, job, module: Module, tm: TargetMachine, output: str) -> str | bytes:
-        """codegen: "asm" gives text, "obj" gives bytes."""
-        data = tm.emit(module, output)
+        """codegen: "asm" gives text, "obj" gives bytes. The driver has verified the module and
+        discards it afterwards, so code generation may work on it in place."""
+        data = tm.emit(module, output, verify=False, preserve=False)
         return data.decode() if output == "asm" else data
 
     def __repr__(self) -> str:

@@ -131,6 +131,16 @@ def test_spirv_assembly(make_job, filecheck):
               "CHECK: define spir_kernel void @kernel(\n")
 
 
+def test_spirv_many_compiles_in_one_process_stay_valid(make_job, spirv_val):
+    # Regression: LLVM 22's SPIR-V backend caches IR addresses process-wide, so a later module whose
+    # objects reused freed addresses got duplicate ids ("Id N is defined more than once"), in a few
+    # percent of compiles. gpuc emits SPIR-V in a forked child, leaving the parent's state clean.
+    jobs = [make_job(SAXPY, target=gpuc.SPIRVTarget(), kernel=True),
+            make_job(STORE_KERNEL_IR, target=gpuc.SPIRVTarget(), kernel=True)]
+    for i in range(60):
+        spirv_val(gpuc.compile(jobs[i % 2], "obj").output)
+
+
 def test_spirv_seed_kernel(make_job, spirv_val):
     gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
     seed = SEED_IR.replace("ptr %p", "ptr addrspace(1) %p")

@@ -152,6 +152,14 @@ class CompilerConfig:
     def replace(self, **changes) -> "CompilerConfig":
         return replace(self, **changes)
 
+    def markers_at(self, point: str) -> tuple[tuple[Plugin, str, bytes], ...]:
+        """(plugin, marker, encoded marker) for each plugin with a callback at `point`, in order."""
+        cache = self.__dict__.setdefault("_markers_at", {})  # derived data, not a field
+        if point not in cache:
+            cache[point] = tuple((p, m, m.encode()) for p in self.plugins if p.callback(point) is not None
+                                 for m in p.markers)
+        return cache[point]
+
 
 @dataclass(frozen=True)
 class CompilerJob:

@@ -51,19 +51,18 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
         raise ValueError(f"{target!r} cannot emit {output!r}; it emits {', '.join(target.emit_kinds)}, "
                          "\"llvm\" or \"bc\"")
     with _guard(job):
-        with job.config.target.target_machine(job.config.opt_level) as tm:
-            with _build(job, tm) as built:
-                with built.trace.stage("codegen"):
-                    data = _codegen(job, built.module, tm, output)
-                return CompileResult(data, built.entry, built.trace, job)
+        tm = job.config.target.cached_target_machine(job.config.opt_level)
+        with _build(job, tm) as built:
+            with built.trace.stage("codegen"):
+                data = _codegen(job, built.module, tm, output)
+            return CompileResult(data, built.entry, built.trace, job)
 
 
 def compile_module(job: CompilerJob) -> ModuleResult:
     """Run every stage but codegen; the caller owns the returned module (e.g. to hand it to a JIT)."""
     _check_job(job)
     with _guard(job):
-        with job.config.target.target_machine(job.config.opt_level) as tm:
-            return _build(job, tm)
+        return _build(job, job.config.target.cached_target_machine(job.config.opt_level))
 
 
 def code_llvm(job: CompilerJob, *, optimize: bool = True) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..llvm import LLVMError, Module, TargetMachine, run_passes
+from ..llvm import Function, LLVMError, Module, TargetMachine, run_passes
+from ..llvm.capi import lib
 from ._pipelines import SEGMENTS
 from .errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
 from .trace import CallbackRecord, SegmentRecord
@@ -78,17 +79,16 @@ def run_pipeline(job, module: Module, tm: TargetMachine, trace, pipeline: Pipeli
 
 def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None:
     """Fire the callbacks registered for `point` whose markers the module has, to a fixpoint."""
-    plugins = [p for p in job.config.plugins if p.callback(point) is not None]
-    if not plugins:
+    watched = job.config.markers_at(point)
+    if not watched:
         return
     rounds = job.config.fixpoint_rounds
     for round_no in range(1, rounds + 1):
         changed_by: list[tuple[str, str]] = []
-        for plugin in plugins:
-            for marker in plugin.markers:
-                fn = module.functions.get(marker)
-                if fn is not None and _invoke(job, plugin, point, marker, fn, module, trace, round_no):
-                    changed_by.append((plugin.name, marker))
+        for plugin, marker, raw_name in watched:
+            ref = lib.LLVMGetNamedFunction(module, raw_name)  # hot: most markers are absent
+            if ref and _invoke(job, plugin, point, marker, Function(ref), module, trace, round_no):
+                changed_by.append((plugin.name, marker))
         if not changed_by:
             return
         start = time.perf_counter()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from .. import llvm
 from ..llvm import Module
-from ..llvm.capi import LLVMFP128TypeKind, LLVMPPC_FP128TypeKind, LLVMX86_FP80TypeKind
 from .errors import IRIssue
 from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
 
-_WIDE_FLOAT_KINDS = frozenset({LLVMX86_FP80TypeKind, LLVMFP128TypeKind, LLVMPPC_FP128TypeKind})
+# The type keywords, not identifiers that contain them (@to_fp128, %fp128.addr).
+_WIDE_FLOAT = re.compile(r"(?<![\w.$@%\"-])(x86_fp80|ppc_fp128|fp128)(?![\w.$])")
 
 
 def _callers(fn) -> list[str]:
@@ -81,16 +83,23 @@ def kernel_issue(entry) -> IRIssue | None:
 
 
 def _type_issues(target, module: Module) -> list[IRIssue]:
+    # Wide floats make GPU backends abort the process. Searching the printed module is complete
+    # (signatures, constants, globals, every instruction) and several times cheaper than walking
+    # instructions from Python; only a hit pays for locating the offending function.
+    if not _WIDE_FLOAT.search(str(module)):
+        return []
     issues = []
     for fn in module.functions:
-        if fn.is_declaration:
-            continue
-        for inst in fn.instructions():
-            ty = inst.type
-            if ty.kind in _WIDE_FLOAT_KINDS:
-                reason = target.unsupported_type(str(ty))
-                if reason:
-                    issues.append(IRIssue("unsupported-type", f"@{fn.name} uses type {ty} "
-                                          f"({str(inst).strip()}): {reason}", function=fn.name))
-                    break
+        for line in str(fn).splitlines():
+            m = _WIDE_FLOAT.search(line)
+            reason = target.unsupported_type(m.group(1)) if m else None
+            if reason:
+                issues.append(IRIssue("unsupported-type", f"@{fn.name} uses type {m.group(1)} ({line.strip()}): "
+                                      f"{reason}", function=fn.name))
+                break
+    for gv in module.globals:
+        m = _WIDE_FLOAT.search(str(gv))
+        reason = target.unsupported_type(m.group(1)) if m else None
+        if reason:
+            issues.append(IRIssue("unsupported-type", f"global @{gv.name} uses type {m.group(1)}: {reason}"))
     return issues

@@ -167,21 +167,24 @@ def _emit_in_child(tm: "TargetMachine", module: Module, kind: str) -> bytes:
 class TargetMachine(Owner):
     """A configured code generator for one triple, CPU and feature set."""
 
-    __slots__ = ("triple", "cpu", "features", "_remake", "_emitted")
+    __slots__ = ("triple", "cpu", "features", "_remake", "_emitted", "_data_layout")
 
     def __init__(self, ref, triple: str, cpu: str, features: str, *, remake=None) -> None:
         super().__init__(ref)
         self.triple, self.cpu, self.features = triple, cpu, features
         self._remake = remake  # builds an identical machine (see _ISOLATED_TRIPLES)
         self._emitted = False
+        self._data_layout: str | None = None
 
     def _dispose(self) -> None:
         lib.LLVMDisposeTargetMachine(self._ref)
 
     @property
     def data_layout(self) -> str:
-        with TargetData(lib.LLVMCreateTargetDataLayout(self)) as td:
-            return str(td)
+        if self._data_layout is None:
+            with TargetData(lib.LLVMCreateTargetDataLayout(self)) as td:
+                self._data_layout = str(td)
+        return self._data_layout
 
     def target_data(self) -> TargetData:
         return TargetData(lib.LLVMCreateTargetDataLayout(self))

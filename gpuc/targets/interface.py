@@ -6,9 +6,13 @@ the hooks it needs.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from ..llvm import Function, Module, Target as LLVMTarget, TargetMachine, initialize
+
+
+_per_thread = threading.local()
 
 
 @dataclass(frozen=True)
@@ -39,9 +43,21 @@ class Target:
         initialize(self.llvm_target)
         return LLVMTarget.from_triple(self.triple()).machine(self.cpu(), self.features(), opt_level=opt_level)
 
+    def cached_target_machine(self, opt_level: int = 2) -> TargetMachine:
+        """A machine reused by every compile for this target and level on the calling thread.
+
+        Creating a machine costs about a millisecond; LLVM machines are not thread-safe, so
+        each thread keeps its own. Never close the returned machine.
+        """
+        machines = _per_thread.__dict__.setdefault("machines", {})
+        key = (self, opt_level)
+        tm = machines.get(key)
+        if tm is None:
+            tm = machines[key] = self.target_machine(opt_level)
+        return tm
+
     def data_layout(self) -> str:
-        with self.target_machine() as tm:
-            return tm.data_layout
+        return self.cached_target_machine().data_layout
 
     # -- hooks called by the driver, in stage order ----------------------------------------
     def prepare_module(self, job, module: Module, tm: TargetMachine) -> None:

@@ -168,6 +168,24 @@ def test_unsupported_type_on_gpu(make_job):
     assert "x86_fp80" in str(info.value) and "@kernel" in str(info.value)
 
 
+@pytest.mark.parametrize("target", [gpuc.PTXTarget(), gpuc.GCNTarget(), gpuc.SPIRVTarget()])
+def test_wide_float_constant_store_is_caught(make_job, target):
+    # Regression: only instruction result types were checked; a store of an fp128 constant has
+    # none, and the NVPTX backend then aborted the whole process ("unsupported library call").
+    ir = ("define void @kernel(ptr addrspace(1) %p) {\n"
+          "  store fp128 0xL00000000000000003FFF000000000000, ptr addrspace(1) %p\n  ret void\n}\n")
+    with pytest.raises(gpuc.ValidationError, match="@kernel uses type fp128") as info:
+        gpuc.compile(make_job(ir, target=target, kernel=True))
+    assert [i.kind for i in info.value.issues] == ["unsupported-type"]
+
+
+def test_names_containing_wide_float_words_are_fine(make_job):
+    ir = ("define internal float @to_fp128(float %x) {\n  %fp128.v = fadd float %x, 1.0\n  ret float %fp128.v\n}\n"
+          "define void @kernel(ptr addrspace(1) %p, float %x) {\n  %y = call float @to_fp128(float %x)\n"
+          "  store float %y, ptr addrspace(1) %p\n  ret void\n}\n")
+    assert ".entry kernel" in gpuc.compile(make_job(ir, target=gpuc.PTXTarget(), kernel=True, opt_level=0), "asm").output
+
+
 def test_validate_false_skips_validation(make_job):
     out = gpuc.compile(make_job(SEED_IR, validate=False)).output
     assert "call void @gpucompiler.mark" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import time
 from dataclasses import dataclass
 
@@ -85,8 +86,11 @@ def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None
     rounds = job.config.fixpoint_rounds
     for round_no in range(1, rounds + 1):
         changed_by: list[tuple[str, str]] = []
+        present = _function_names(module) if len(watched) > _DIRECT_LOOKUPS else None
         for plugin, marker, raw_name in watched:
-            ref = lib.LLVMGetNamedFunction(module, raw_name)  # hot: most markers are absent
+            if present is not None and raw_name not in present:
+                continue  # the common case: the module knows nothing of this plugin
+            ref = lib.LLVMGetNamedFunction(module, raw_name)  # an earlier callback may have removed it
             if ref and _invoke(job, plugin, point, marker, Function(ref), module, trace, round_no):
                 changed_by.append((plugin.name, marker))
         if not changed_by:
@@ -98,6 +102,20 @@ def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None
     raise PluginError(f"no fixpoint after {rounds} rounds: the callback reported a change in every round "
                       "(return False when there is nothing left to do)", plugin=name, marker=marker,
                       point=point, job=job)
+
+
+# Up to this many markers are looked up one by one; beyond, one walk over the module's function
+# names is cheaper (plugin sets are large, modules declare few functions).
+_DIRECT_LOOKUPS = 8
+
+
+def _function_names(module: Module) -> set[bytes]:
+    names, size = set(), ctypes.c_size_t()
+    ref = lib.LLVMGetFirstFunction(module)
+    while ref:
+        names.add(lib.LLVMGetValueName2(ref, ctypes.byref(size)))
+        ref = lib.LLVMGetNextFunction(ref)
+    return names
 
 
 def _invoke(job, plugin, point: str, marker: str, fn, module: Module, trace, round_no: int) -> bool:

@@ -185,63 +185,68 @@ class Module(Owner):
         lib.LLVMAddModuleFlag(self, behavior, data, len(data), md)
 
 
-class FunctionList:
-    """The functions of a module: iteration, `len`, `name in`, lookup by name."""
+class SymbolList:
+    """A module's functions or global variables: iteration, `len`, `name in`, lookup by name.
+
+    Iterating while erasing the current item is not allowed; iterate over `list(...)` instead.
+    """
 
     __slots__ = ("_module",)
+    _walkers = ("", "", "")  # the LLVM-C first / next / named lookups, per subclass
+    _wrap = staticmethod(Value.from_ref)
 
     def __init__(self, module: Module) -> None:
         self._module = module
+
+    def __iter__(self):
+        first, nxt, _ = (getattr(lib, name) for name in self._walkers)
+        ref = first(self._module)
+        while ref:
+            yield self._wrap(ref)
+            ref = nxt(ref)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def _lookup(self, name: str):
+        return getattr(lib, self._walkers[2])(self._module, name.encode())
+
+    def get(self, name: str):
+        ref = self._lookup(name)
+        return self._wrap(ref) if ref else None
+
+    def __getitem__(self, name: str):
+        ref = self._lookup(name)
+        if not ref:
+            raise KeyError(name)
+        return self._wrap(ref)
+
+    def __contains__(self, name: str) -> bool:
+        return bool(self._lookup(name))
+
+
+class FunctionList(SymbolList):
+    """The functions of a module (see SymbolList)."""
+
+    __slots__ = ()
+    _walkers = ("LLVMGetFirstFunction", "LLVMGetNextFunction", "LLVMGetNamedFunction")
+    _wrap = staticmethod(Function)
 
     def __iter__(self) -> Iterator[Function]:
-        ref = lib.LLVMGetFirstFunction(self._module)
-        while ref:
-            yield Function(ref)
-            ref = lib.LLVMGetNextFunction(ref)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+        return super().__iter__()
 
     def get(self, name: str) -> Function | None:
-        ref = lib.LLVMGetNamedFunction(self._module, name.encode())
-        return Function(ref) if ref else None
-
-    def __getitem__(self, name: str) -> Function:
-        fn = self.get(name)
-        if fn is None:
-            raise KeyError(name)
-        return fn
-
-    def __contains__(self, name: str) -> bool:
-        return self.get(name) is not None
+        return super().get(name)
 
 
-class GlobalList:
-    """The global variables of a module: iteration, `len`, `name in`, lookup by name."""
+class GlobalList(SymbolList):
+    """The global variables of a module (see SymbolList)."""
 
-    __slots__ = ("_module",)
-
-    def __init__(self, module: Module) -> None:
-        self._module = module
+    __slots__ = ()
+    _walkers = ("LLVMGetFirstGlobal", "LLVMGetNextGlobal", "LLVMGetNamedGlobal")
 
     def __iter__(self) -> Iterator[GlobalVariable]:
-        ref = lib.LLVMGetFirstGlobal(self._module)
-        while ref:
-            yield Value.from_ref(ref)
-            ref = lib.LLVMGetNextGlobal(ref)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+        return super().__iter__()
 
     def get(self, name: str) -> GlobalVariable | None:
-        ref = lib.LLVMGetNamedGlobal(self._module, name.encode())
-        return GlobalVariable(ref) if ref else None
-
-    def __getitem__(self, name: str) -> GlobalVariable:
-        g = self.get(name)
-        if g is None:
-            raise KeyError(name)
-        return g
-
-    def __contains__(self, name: str) -> bool:
-        return self.get(name) is not None
+        return super().get(name)

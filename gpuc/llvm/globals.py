@@ -143,6 +143,14 @@ class Attributes:
     def __len__(self) -> int:
         return lib.LLVMGetAttributeCountAtIndex(self._fn, self._index)
 
+    def copy_from(self, other: "Attributes") -> None:
+        """Add every attribute `other` holds (e.g. when rebuilding a function with a new type)."""
+        n = lib.LLVMGetAttributeCountAtIndex(other._fn, other._index)
+        attrs = (capi.LLVMAttributeRef * n)()
+        lib.LLVMGetAttributesAtIndex(other._fn, other._index, attrs)
+        for attr in attrs:
+            lib.LLVMAddAttributeAtIndex(self._fn, self._index, attr)
+
 
 class Function(GlobalValue):
     __slots__ = ()
@@ -171,6 +179,17 @@ class Function(GlobalValue):
 
     def append_block(self, name: str = "") -> BasicBlock:
         return BasicBlock(lib.LLVMAppendBasicBlockInContext(self.type.context, self, name.encode()))
+
+    def append_existing_block(self, block: BasicBlock) -> BasicBlock:
+        """Move `block` (from any function, or unlinked by `remove()`) to the end of this function.
+
+        Its instructions move with it, uses and all: moving every block of `f` into `g` moves
+        `f`'s body (replace `f`'s arguments with `g`'s first).
+        """
+        if lib.LLVMGetBasicBlockParent(block):
+            lib.LLVMRemoveBasicBlockFromParent(block)
+        lib.LLVMAppendExistingBasicBlock(self, block)
+        return block
 
     def instructions(self) -> Iterator:
         """All instructions, block by block (take `list(...)` before erasing any)."""

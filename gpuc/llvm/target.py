@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import select
-import signal
 import threading
-import time
-import warnings
 
 from . import capi
 from ._base import Owner
@@ -89,7 +85,7 @@ class Target:
         if not ref:
             raise LLVMError(f"could not create a target machine for {self.triple} cpu={cpu!r}")
         remake = lambda: self.machine(cpu, features, opt_level=opt_level, reloc=reloc, code_model=code_model)  # noqa: E731
-        return TargetMachine(ref, self.triple, cpu, features, remake=remake)
+        return TargetMachine(ref, self.triple, cpu, features, opt_level=opt_level, remake=remake)
 
 
 class TargetData(Owner):
@@ -112,66 +108,30 @@ class TargetData(Owner):
         return lib.LLVMPointerSize(self)
 
 
-# LLVM 22's SPIR-V backend keeps state between emissions: in the target machine (a second
-# emission with one machine can crash the process, llvm/llvm-project#223774) and in process-wide
-# caches keyed by IR addresses (a later module whose objects reuse freed addresses gets duplicate
-# ids, i.e. invalid SPIR-V, llvm/llvm-project#160613).  Emitting in a forked child leaves the
-# parent's state untouched, so every emission starts clean.  Without fork, machines of these
-# triples at least emit through a fresh copy after their first use.
+# Triples whose backend keeps state between emissions: emitted in a helper process (see
+# gpuc/llvm/isolated.py); without os.fork, such machines emit through a fresh copy after their
+# first use, which avoids the crash but not the process-wide caches.
 _ISOLATED_TRIPLES = ("spirv",)
-_CHILD_TIMEOUT_S = 600
+
+# triple prefix -> LLVM target name (for initialize())
+_TRIPLE_TARGETS = {"x86_64": "X86", "aarch64": "AArch64", "nvptx": "NVPTX", "amdgcn": "AMDGPU", "spirv": "SPIRV"}
 
 
-def _emit_in_child(tm: "TargetMachine", module: Module, kind: str) -> bytes:
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns about fork in threaded processes; the child only runs LLVM codegen
-        # on memory no other thread touches, then leaves with os._exit.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # child: never return into the caller's Python code
-        status = 1
-        try:
-            os.close(read_fd)
-            try:
-                payload = b"\0" + tm._emit_raw(module, kind)
-            except BaseException as exc:  # noqa: BLE001 - reported to the parent
-                payload = b"\1" + f"{exc}".encode()
-            with os.fdopen(write_fd, "wb") as out:
-                out.write(payload)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_fd)
-    chunks, deadline = [], time.monotonic() + _CHILD_TIMEOUT_S
-    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
-        while True:
-            ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                raise LLVMError(f"code generation for {tm.triple} did not finish in {_CHILD_TIMEOUT_S} s")
-            chunk = pipe.read(1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    _, status = os.waitpid(pid, 0)
-    payload = b"".join(chunks)
-    if not payload:
-        raise LLVMError(f"code generation for {tm.triple} crashed (child status {status})")
-    if payload[:1] == b"\1":
-        raise LLVMError(payload[1:].decode("utf-8", "replace"))
-    return payload[1:]
+def target_name_for_triple(triple: str) -> str:
+    for prefix, name in _TRIPLE_TARGETS.items():
+        if triple.startswith(prefix):
+            return name
+    raise ValueError(f"gpuc does not support the triple {triple!r}")
 
 
 class TargetMachine(Owner):
     """A configured code generator for one triple, CPU and feature set."""
 
-    __slots__ = ("triple", "cpu", "features", "_remake", "_emitted", "_data_layout")
+    __slots__ = ("triple", "cpu", "features", "opt_level", "_remake", "_emitted", "_data_layout")
 
-    def __init__(self, ref, triple: str, cpu: str, features: str, *, remake=None) -> None:
+    def __init__(self, ref, triple: str, cpu: str, features: str, *, opt_level: int = 2, remake=None) -> None:
         super().__init__(ref)
-        self.triple, self.cpu, self.features = triple, cpu, features
+        self.triple, self.cpu, self.features, self.opt_level = triple, cpu, features, opt_level
         self._remake = remake  # builds an identical machine (see _ISOLATED_TRIPLES)
         self._emitted = False
         self._data_layout: str | None = None
@@ -203,7 +163,9 @@ class TargetMachine(Owner):
             module.verify()
         if self.triple.startswith(_ISOLATED_TRIPLES):
             if hasattr(os, "fork"):
-                return _emit_in_child(self, module, kind)  # the child's changes never reach us
+                from .isolated import isolated_emit
+
+                return isolated_emit(module.to_bitcode(), self.triple, self.cpu, self.features, self.opt_level, kind)
             if self._emitted and self._remake is not None:
                 with self._remake() as fresh:
                     return fresh.emit(module, kind, verify=False, preserve=preserve)

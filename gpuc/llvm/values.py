@@ -409,6 +409,10 @@ class BasicBlock(Handle):
     def move_after(self, other: "BasicBlock") -> None:
         lib.LLVMMoveBasicBlockAfter(self, other)
 
+    def move_before(self, other: "BasicBlock") -> None:
+        """Move this block before `other` (in `other`'s function), e.g. to make it the entry block."""
+        lib.LLVMMoveBasicBlockBefore(self, other)
+
     def __str__(self) -> str:
         return str(self.as_value())
 

@@ -7,6 +7,10 @@ from .compiler import (  # noqa: E402
     IRSource, InternalCompilerError, Plugin, PluginError, ValidationError, build_pipeline, code_llvm,
     code_native, compile, compile_module, make_plugin, register_plugin, registered_plugins, unregister_plugin)
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
+from .frontend import (Array, atomic_add, bool_, boolean, float32, float64, fma, func, index,  # noqa: E402
+                       int32, int64, kernel, marker, ndrange, uint32, uint64)
+from . import plugins  # noqa: E402,F401  - registers the built-in plugins
+from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 
 __all__ = [
     "CompilationError", "CompileResult", "CompiledFunction", "CompilerConfig", "CompilerError", "CompilerJob",
@@ -14,4 +18,7 @@ __all__ = [
     "PluginError", "SPIRVTarget", "Target", "ValidationError", "__version__", "build_pipeline", "code_llvm",
     "code_native", "compile", "compile_module", "make_plugin", "register_plugin", "registered_plugins",
     "unregister_plugin",
+    # the Python frontend
+    "Array", "atomic_add", "bool_", "boolean", "float32", "float64", "fma", "func", "index", "int32", "int64",
+    "kernel", "marker", "ndrange", "uint32", "uint64",
 ]

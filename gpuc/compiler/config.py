@@ -171,10 +171,15 @@ class CompilerJob:
     def __post_init__(self) -> None:
         if not isinstance(self.config, CompilerConfig):
             raise TypeError(f"CompilerJob needs a CompilerConfig, not {type(self.config).__name__}")
+        if isinstance(self.source, tuple):  # (fn, argtypes): a Python function for the frontend
+            from ..frontend.source import as_source
+            object.__setattr__(self, "source", as_source(self.source))
+        if getattr(getattr(self.source, "function", None), "is_kernel", False) and not self.config.kernel:
+            object.__setattr__(self, "config", self.config.replace(kernel=True))  # a @gpuc.kernel is a kernel
         # str has a .lower() too: test for it first, so IR text gets a pointer to IRSource.
         if isinstance(self.source, (str, bytes)) or not hasattr(self.source, "lower"):
             raise TypeError(f"CompilerJob cannot compile a {type(self.source).__name__}; "
-                            "pass an IRSource(text, entry=name) (or a Python function once a frontend handles it)")
+                            "pass an IRSource(text, entry=name) or (fn, argtypes) for a @gpuc.func / @gpuc.kernel")
 
     @property
     def target(self):

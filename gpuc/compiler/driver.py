@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..llvm import Context, LLVMError, Module, run_passes
-from .config import CompilerJob
+from .config import CompilerConfig, CompilerJob
 from .errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
 from .pipeline import early_only_pipeline, invalid_ir_issue, run_pipeline
 from .trace import Trace
@@ -65,15 +65,30 @@ def compile_module(job: CompilerJob) -> ModuleResult:
         return _build(job, job.config.target.cached_target_machine(job.config.opt_level))
 
 
-def code_llvm(job: CompilerJob, *, optimize: bool = True) -> str:
-    """The LLVM IR `job` compiles to; `optimize=False` skips optimization and validation."""
+def code_llvm(job, argtypes=None, *, target=None, optimize: bool = True) -> str:
+    """The LLVM IR `job` compiles to; `optimize=False` skips optimization and validation.
+
+    Also `code_llvm(fn, argtypes, target=..., optimize=...)` for a @gpuc.func or @gpuc.kernel.
+    """
+    job = _as_job(job, argtypes, target)
     config = job.config.replace(optimize=optimize, validate=job.config.validate and optimize)
     return compile(CompilerJob(job.source, config), "llvm").output
 
 
-def code_native(job: CompilerJob) -> str:
-    """The target assembly (x86, PTX, GCN or SPIR-V text) `job` compiles to."""
-    return compile(job, "asm").output
+def code_native(job, argtypes=None, *, target=None) -> str:
+    """The target assembly (x86, PTX, GCN or SPIR-V text) `job` (or `fn` for `argtypes`) compiles to."""
+    return compile(_as_job(job, argtypes, target), "asm").output
+
+
+def _as_job(job, argtypes, target) -> CompilerJob:
+    if isinstance(job, CompilerJob):
+        if argtypes is not None or target is not None:
+            raise TypeError("pass either a CompilerJob, or a function with argtypes (and target=...)")
+        return job
+    if argtypes is None:
+        raise TypeError(f"compile a CompilerJob, or a @gpuc.func/@gpuc.kernel with argtypes, not {job!r} alone")
+    from ..targets import NativeTarget
+    return CompilerJob((job, argtypes), CompilerConfig(target if target is not None else NativeTarget()))
 
 
 def _check_job(job) -> None:
@@ -112,8 +127,8 @@ def _build(job: CompilerJob, tm) -> ModuleResult:
         if config.optimize:
             with trace.stage("optimize"):
                 run_pipeline(job, module, tm, trace)
-        elif any(p.callback("early") for p in config.plugins):
-            with trace.stage("early"):  # without optimization only the early point runs
+        elif any(name in module.functions for _, name, _ in config.markers_at("early")):
+            with trace.stage("early"):  # without optimization only the early point runs, if it has work
                 run_pipeline(job, module, tm, trace, early_only_pipeline())
         if config.validate:
             with trace.stage("validate"):

@@ -13,7 +13,7 @@ from .errors import CompilationError, CompilerError, IRIssue, PluginError, Valid
 from .trace import CallbackRecord, SegmentRecord
 
 # Run after a round in which a callback changed the module, before the point repeats.
-CLEANUP = "always-inline,function(instcombine<max-iterations=1>,simplifycfg)"
+CLEANUP = "always-inline,function(instcombine<max-iterations=1;no-verify-fixpoint>,simplifycfg)"
 
 
 @dataclass(frozen=True)

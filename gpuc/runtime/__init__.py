@@ -1,5 +1,10 @@
-"""Running compiled code: the CPU through the ORC JIT (and, later, CUDA through the driver API)."""
+"""Running compiled code: the CPU through the ORC JIT, NVIDIA GPUs through the CUDA driver API
+(`gpuc.runtime.cuda`, imported on first use), and the launcher behind `kernel[n](*args)`."""
 
-from .cpu import JITModule, load
+from ..frontend.source import Kernel as _FrontendKernel
+from . import dispatch
+from .cpu import JITModule, Kernel, KernelSignature, default_threads, launch, load
 
-__all__ = ["JITModule", "load"]
+_FrontendKernel.launcher = dispatch.launch
+
+__all__ = ["JITModule", "Kernel", "KernelSignature", "default_threads", "dispatch", "launch", "load"]

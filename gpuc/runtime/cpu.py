@@ -1,23 +1,71 @@
-"""The CPU runtime: compile a job for the host and run it in-process through the ORC LLJIT."""
+"""The CPU runtime: compile a job for the host, run it through the ORC LLJIT, launch kernels on threads.
+
+A kernel job (`CompilerConfig(kernel=True)`, or any entry the context plugin gave a `ptr %gpuc.ctx`)
+gets a generated wrapper in its module, before the module goes to the JIT:
+
+    void @<entry>.range(ptr %argv, i64 %begin, i64 %end, ptr %ndrange)
+
+It runs work items `begin <= i < end` of the index space `ndrange` (3 x i64). A linear index
+maps to (index0, index1, index2) in row-major order with dimension 0 fastest:
+`i = index0 + n0 * (index1 + n1 * index2)`, so consecutive items walk dimension 0 and a chunk
+of linear indices is a run of rows. `argv` holds one 8-byte slot per LLVM parameter of the
+kernel (docs/kernel-abi.md flattening: an array is its data pointer, shapes and strides), the
+value itself in the slot's low bytes (`i1` as a byte 0/1). The wrapper loads them once, then loops
+over rows and, within a row, over index0 calling the kernel, which is marked `alwaysinline` so
+that LLVM inlines it, promotes the context to registers and can vectorize the inner loop.
+
+`launch` splits `[0, total)` into one chunk per thread and calls the wrapper from a thread pool;
+ctypes releases the GIL during foreign calls, so chunks run in parallel.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import operator
+import os
+import struct
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
 
 from ..compiler import CompilerJob, compile_module
-from ..llvm import LLJIT
+from ..llvm import LLJIT, Builder, ConstantInt, Function, FunctionType, Module, run_passes
+from ..plugins.context import context_type, has_context_param
 from ..targets import NativeTarget
 
 
 class JITModule:
-    """A compiled job loaded into its own JIT; symbols stay valid until `close()`."""
+    """A compiled job loaded into its own JIT; symbols stay valid until `close()`.
 
-    def __init__(self, job: CompilerJob) -> None:
+    `signature` (a KernelSignature) is the default for `launch`.
+    """
+
+    def __init__(self, job: CompilerJob, signature: "KernelSignature | None" = None) -> None:
         if not isinstance(job.config.target, NativeTarget):
             raise ValueError(f"only NativeTarget jobs can run on the CPU, not {job.config.target!r}")
         self.job = job
+        self.signature = _as_signature(signature) if signature is not None else None
+        self._launchers: dict = {}
         built = compile_module(job)
         self.entry, self.trace = built.entry, built.trace
+        try:
+            entry = built.module.functions[self.entry]
+            self.has_context = has_context_param(entry)
+            params = [str(t) for t in entry.function_type.params]
+            #: The LLVM types of the kernel's parameters (without the context), i.e. the argv slots.
+            self.params = tuple(params[:-1] if self.has_context else params)
+            self.range_name = None
+            if (job.config.kernel or self.has_context) and str(entry.return_type) == "void" \
+                    and all(p in _SLOT_FORMATS for p in self.params):
+                tm = job.config.target.cached_target_machine(job.config.opt_level)
+                self.range_name = add_range_wrapper(built.module, entry, self.has_context)
+                pipeline = f"default<O{job.config.opt_level}>" if job.config.opt_level else "always-inline"
+                run_passes(built.module, pipeline, tm)
+        except BaseException:
+            built.close()
+            raise
         self._jit = LLJIT()
         try:
             self._jit.add_module(built.module)  # consumes the module and its context
@@ -36,7 +84,19 @@ class JITModule:
         fn._gpuc_owner = self  # keep the JIT (and the code) alive as long as the callable
         return fn
 
+    def kernel(self, signature=None) -> "Kernel":
+        """The launcher for `signature` (default: the module's), built once and cached."""
+        signature = _as_signature(signature) if signature is not None else self.signature
+        if signature is None:
+            raise TypeError(f"launching @{self.entry} needs its KernelSignature: pass signature=... to launch() "
+                            "or to JITModule()")
+        launcher = self._launchers.get(signature)
+        if launcher is None:
+            launcher = self._launchers[signature] = Kernel(self, signature)
+        return launcher
+
     def close(self) -> None:
+        self._launchers.clear()
         self._jit.close()
 
     def __enter__(self):
@@ -46,6 +106,253 @@ class JITModule:
         self.close()
 
 
-def load(job: CompilerJob) -> JITModule:
+def load(job: CompilerJob, signature=None) -> JITModule:
     """Compile `job` (a NativeTarget job) and load it into a fresh JIT."""
-    return JITModule(job)
+    return JITModule(job, signature)
+
+
+# -- the range wrapper -------------------------------------------------------------------------
+
+def add_range_wrapper(module: Module, kernel: Function, with_context: bool) -> str:
+    """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %ndrange)` (see the module doc)."""
+    llctx = module.context
+    i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
+    name = f"{kernel.name}.range"
+    fn = module.add_function(name, FunctionType.get(llctx.void, [ptr, i64, i64, ptr]))
+    argv, begin, end, ndrange = fn.args
+    for arg, arg_name in zip(fn.args, ("argv", "begin", "end", "ndrange")):
+        arg.name = arg_name
+    fn.attributes.add("nounwind")
+    if "noinline" not in kernel.attributes:
+        kernel.attributes.add("alwaysinline")
+    ctx_ty = context_type(module)
+    blocks = {b: fn.append_block(b) for b in ("entry", "rows", "row", "items", "done")}
+
+    def const(v, ty=i64):
+        return ConstantInt.get(ty, v)
+
+    def ctx_field(b, field, dim):
+        return b.gep(ctx_ty, ctx, [const(0, i32), const(field, i32), const(dim, i32)])
+
+    with Builder(llctx) as b:
+        b.position_at_end(blocks["entry"])
+        ctx = b.alloca(ctx_ty, "ctx")
+        args = [_load_slot(b, llctx, argv, i, ty) for i, ty in enumerate(kernel.function_type.params)
+                if not (with_context and i == len(kernel.function_type.params) - 1)]
+        n = [b.load(i64, b.gep(i64, ndrange, [const(d)]), f"n{d}", align=8) for d in range(3)]
+        for d in range(3):
+            b.store(n[d], ctx_field(b, 1, d), align=8)
+        b.br(blocks["rows"])
+
+        b.position_at_end(blocks["rows"])  # one row: a run of index0 at fixed (index1, index2)
+        linear = b.phi(i64, [(begin, blocks["entry"])], "linear")
+        b.cond_br(b.icmp("ult", linear, end), blocks["row"], blocks["done"])
+
+        b.position_at_end(blocks["row"])
+        first = b.urem(linear, n[0], "first0")
+        rest = b.udiv(linear, n[0])
+        b.store(b.urem(rest, n[1], "index1"), ctx_field(b, 0, 1), align=8)
+        b.store(b.udiv(rest, n[1], "index2"), ctx_field(b, 0, 2), align=8)
+        row_end = b.add(b.sub(linear, first), n[0])
+        limit = b.select(b.icmp("ult", row_end, end), row_end, end, "limit")
+        stop = b.add(first, b.sub(limit, linear), "stop0")
+        b.br(blocks["items"])
+
+        b.position_at_end(blocks["items"])
+        index0 = b.phi(i64, [(first, blocks["row"])], "index0")
+        b.store(index0, ctx_field(b, 0, 0), align=8)
+        b.call(kernel, [*args, ctx] if with_context else args)
+        following = b.nuw_add(index0, const(1))
+        index0.add_incoming(following, blocks["items"])
+        b.cond_br(b.icmp("ult", following, stop), blocks["items"], blocks["rows"])
+        linear.add_incoming(limit, blocks["items"])
+
+        b.position_at_end(blocks["done"])
+        b.ret()
+    return name
+
+
+def _load_slot(b: Builder, llctx, argv, i: int, ty):
+    slot = b.gep(llctx.i8, argv, [ConstantInt.get(llctx.i64, 8 * i)], f"slot{i}")
+    if str(ty) == "i1":
+        return b.icmp("ne", b.load(llctx.i8, slot, align=8), ConstantInt.get(llctx.i8, 0), f"arg{i}")
+    return b.load(ty, slot, f"arg{i}", align=8)
+
+
+# -- signatures and marshalling ----------------------------------------------------------------
+
+# struct format of one 8-byte argv slot per LLVM parameter type
+_SLOT_FORMATS = {"i1": "?7x", "i32": "i4x", "i64": "q", "float": "f4x", "double": "d", "ptr": "Q"}
+_INT_BITS = {"i32": 32, "i64": 64}
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """What a kernel's parameters are, in order: `("scalar", llvm_type)` with llvm_type one of i1, i32,
+    i64, float, double, ptr; or `("array", dtype, ndim)` (ndim 1-3), flattened per docs/kernel-abi.md."""
+
+    params: tuple
+
+    def __init__(self, params) -> None:
+        object.__setattr__(self, "params", tuple(_param(p) for p in params))
+
+    def llvm_types(self) -> tuple[str, ...]:
+        """The flattened LLVM parameter types: the argv slots."""
+        out: list[str] = []
+        for p in self.params:
+            out += [p[1]] if p[0] == "scalar" else ["ptr"] + ["i64"] * (2 * p[2])
+        return tuple(out)
+
+
+def _param(p) -> tuple:
+    kind = p[0] if isinstance(p, tuple) and p else None
+    if kind == "scalar" and len(p) == 2 and p[1] in _SLOT_FORMATS:
+        return p
+    if kind == "array" and len(p) == 3 and p[2] in (1, 2, 3):
+        return ("array", np.dtype(p[1]), p[2])
+    raise ValueError(f"bad kernel parameter {p!r}: use ('scalar', T) with T in {', '.join(_SLOT_FORMATS)}, "
+                     "or ('array', dtype, ndim) with ndim 1, 2 or 3")
+
+
+def _as_signature(sig) -> KernelSignature:
+    return sig if isinstance(sig, KernelSignature) else KernelSignature(sig)
+
+
+def _scalar(ty: str):
+    if ty in _INT_BITS:
+        bits = _INT_BITS[ty]
+        low, high, wrap = -(1 << (bits - 1)), 1 << bits, 1 << bits
+
+        def to_int(x):  # signed or unsigned: the bits are the same (docs/kernel-abi.md)
+            v = operator.index(x)
+            if not low <= v < high:
+                raise OverflowError(f"{v} does not fit in {ty}")
+            return v - wrap if v >= high >> 1 else v
+        return to_int
+    return {"i1": bool, "float": float, "double": float, "ptr": operator.index}[ty]
+
+
+class Kernel:
+    """A launcher: `kernel(n, args, threads=None)` with marshalling precomputed for one signature."""
+
+    def __init__(self, module: JITModule, signature: KernelSignature) -> None:
+        if module.range_name is None:
+            raise TypeError(f"@{module.entry} cannot be launched: only void kernels (CompilerConfig(kernel=True)) "
+                            "with scalar and pointer parameters get a launch wrapper")
+        if signature.llvm_types() != module.params:
+            raise TypeError(f"the signature {signature.params} flattens to ({', '.join(signature.llvm_types())}) "
+                            f"but @{module.entry} takes ({', '.join(module.params)})")
+        self.module, self.signature = module, signature
+        self._fn = module.function(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p,
+                                   name=module.range_name)
+        self._pack = struct.Struct("<" + "".join(_SLOT_FORMATS[t] for t in module.params)).pack
+        self._converters = [(p[0] == "array", p[1] if p[0] == "array" else _scalar(p[1]),
+                             p[2] if p[0] == "array" else 0) for p in signature.params]
+
+    def marshal(self, args) -> bytes:
+        """The argv buffer for `args` (checked against the signature)."""
+        if len(args) != len(self._converters):
+            raise TypeError(f"@{self.module.entry} takes {len(self._converters)} argument(s), got {len(args)}")
+        values: list = []
+        for i, (arg, (is_array, how, ndim)) in enumerate(zip(args, self._converters)):
+            if not is_array:
+                values.append(how(arg))
+                continue
+            if not isinstance(arg, np.ndarray) or arg.dtype != how or arg.ndim != ndim:
+                got = f"{arg.dtype}[{arg.ndim}-d]" if isinstance(arg, np.ndarray) else type(arg).__name__
+                raise TypeError(f"argument {i} of @{self.module.entry} must be a {ndim}-d numpy array of {how}, "
+                                f"not {got}")
+            size = how.itemsize
+            strides = arg.strides
+            if any(s % size for s in strides):
+                raise ValueError(f"argument {i}: strides {strides} are not multiples of the item size {size}")
+            values.append(arg.ctypes.data)
+            values += arg.shape
+            values += [s // size for s in strides]
+        return self._pack(*values)
+
+    def __call__(self, n, args, threads: int | None = None) -> None:
+        launch_marshalled(self._fn, self.marshal(args), n, threads)
+
+
+def launch(module: JITModule, n, args, threads: int | None = None, *, signature=None) -> None:
+    """Run the kernel of `module` for every index in `n` (an int or a tuple of up to 3 ints).
+
+    `args` are the kernel's arguments (numpy arrays for array parameters); `signature` (default:
+    the module's) says what they are. `threads` defaults to `GPUC_NUM_THREADS`, else `os.cpu_count()`.
+    """
+    module.kernel(signature)(n, args, threads)
+
+
+# -- the thread pool ---------------------------------------------------------------------------
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def default_threads() -> int:
+    env = os.environ.get("GPUC_NUM_THREADS")
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"GPUC_NUM_THREADS must be a positive integer, not {env!r}")
+        return value
+    return os.cpu_count() or 1
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < workers:
+            old, _pool, _pool_size = _pool, ThreadPoolExecutor(workers, thread_name_prefix="gpuc-cpu"), workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def ndrange(n) -> tuple[int, int, int]:
+    """`n` (an int or up to 3 ints) as (n0, n1, n2), padded with 1."""
+    dims = (n,) if not isinstance(n, (tuple, list)) else tuple(n)
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"an index space has 1 to 3 dimensions, not {len(dims)}: {n!r}")
+    dims = tuple(operator.index(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"index space sizes must not be negative: {n!r}")
+    return dims + (1,) * (3 - len(dims))
+
+
+#: With the default thread count, each thread gets at least this many work items.
+MIN_ITEMS_PER_THREAD = 4096
+
+
+def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
+    """Call a range wrapper `fn` over `n` in `threads` chunks (the calling thread runs the first)."""
+    n0, n1, n2 = ndrange(n)
+    total = n0 * n1 * n2
+    if total == 0:
+        return
+    sizes = struct.pack("<3q", n0, n1, n2)
+    if threads is None:
+        # Handing a chunk to a pool thread costs tens of microseconds: by default, small index
+        # spaces run on the calling thread (an explicit `threads=` is always honoured).
+        chunks = max(1, min(default_threads(), total // MIN_ITEMS_PER_THREAD))
+    else:
+        threads = operator.index(threads)
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads}")
+        chunks = min(threads, total)
+    if chunks == 1:
+        fn(argv, 0, total, sizes)
+        return
+    bounds = [total * k // chunks for k in range(chunks + 1)]
+    pool = _executor(chunks - 1)
+    futures = [pool.submit(fn, argv, bounds[k], bounds[k + 1], sizes) for k in range(1, chunks)]
+    try:
+        fn(argv, bounds[0], bounds[1], sizes)
+    finally:
+        for f in futures:
+            f.result()

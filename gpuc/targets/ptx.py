@@ -100,5 +100,13 @@ class PTXTarget(Target):
                 fn.linkage = "internal"
         return ["libdevice"]
 
+    def finish_module(self, job, module: Module, tm) -> None:
+        # PTX identifiers cannot contain "." (gpuc's symbols, e.g. `axpy.f32.f32.f32`, do). LLVM's
+        # nvptx-assign-valid-global-names renames only local symbols; rename the exported ones the
+        # same way ("." -> "_$_"), so the entry stays valid and result.entry names it.
+        for fn in module.functions:
+            if "." in fn.name and not fn.is_declaration and fn.linkage != "internal":
+                fn.name = fn.name.replace(".", "_$_")
+
     def __repr__(self) -> str:
         return f"PTXTarget(cap={self.cap!r})"

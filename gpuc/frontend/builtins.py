@@ -1,0 +1,582 @@
+"""Operator and builtin tables: how each operator, builtin, math function and intrinsic is typed and lowered.
+
+Typing produces a *plan* (the operand and result types); the lowering follows the plan, so the two
+passes cannot disagree about conversions.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins as _py
+import math
+import types as _pytypes
+from dataclasses import dataclass
+
+from ..llvm import ConstantFP, ConstantInt
+from ..llvm import capi
+from .errors import UserError
+from .types import (ArrayType, GType, ScalarType, TupleType, boolean, check_scalar, common_type, float64,
+                    int64, none, promote)
+
+# -- constants ------------------------------------------------------------------------------
+
+
+def constant_type(value) -> ScalarType | None:
+    """The type of a compile-time constant: Python bool/int/float (weak) or a NumPy scalar (strong)."""
+    if isinstance(value, bool):
+        return boolean
+    if isinstance(value, int):
+        if not -(1 << 63) <= value < (1 << 64):
+            raise UserError(f"the integer {value} does not fit in 64 bits")
+        return int64
+    if isinstance(value, float):
+        return float64
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return None
+    if isinstance(value, np.generic):
+        from .types import as_type
+        try:
+            return as_type(value.dtype)
+        except TypeError:
+            return None
+    return None
+
+
+def strong(t: GType, weak: bool) -> GType:
+    """A literal's type once it is stored or passed: weak literals already carry their default type."""
+    return t
+
+
+def _check_literal_fits(value, t: ScalarType) -> None:
+    if type(value) is int and t.is_int:
+        lo, hi = (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1) if t.signed else (0, (1 << t.bits) - 1)
+        if not lo <= value <= hi:
+            raise UserError(f"the literal {value} does not fit in {t}",
+                            hint=f"convert the other operand first, e.g. int(x) or gpuc.int64(x)")
+
+
+# -- operator plans -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BinPlan:
+    op: str
+    operand: ScalarType      # both sides are converted to this type (the exponent of "powi" excepted)
+    result: ScalarType
+    kind: str = ""           # "powi" when a float is raised to an integer power
+
+
+def binary_plan(op: str, lt, rt, lw: bool, rw: bool, rconst=None, lconst=None) -> BinPlan:
+    lt, rt = check_scalar(lt, f"the left operand of {op}"), check_scalar(rt, f"the right operand of {op}")
+    operand = promote(lt, rt, lw, rw)
+    if lw and not rw:
+        _check_literal_fits(lconst, operand)
+    if rw and not lw:
+        _check_literal_fits(rconst, operand)
+    if op in "&|^" or op in ("<<", ">>"):
+        if operand.is_float:
+            raise UserError(f"operator {op} needs integers or bools, not {lt} and {rt}")
+        if op in ("<<", ">>") and operand.is_bool:
+            operand = int64
+        return BinPlan(op, operand, operand)
+    if operand.is_bool:
+        operand = int64  # Python: True + True == 2
+    if op == "/":
+        result = operand if operand.is_float else float64
+        return BinPlan(op, result, result)
+    if op == "**":
+        if rt.is_int or rt.is_bool:
+            if type(rconst) is int and rconst < 0 and operand.is_int:
+                raise UserError("integers cannot be raised to a negative power",
+                                hint="make the base a float: float(x) ** -n")
+            if operand.is_float:
+                return BinPlan(op, operand, operand, "powi")
+    return BinPlan(op, operand, operand)
+
+
+@dataclass(frozen=True)
+class UnaryPlan:
+    op: str
+    operand: ScalarType
+    result: ScalarType
+
+
+def unary_plan(op: str, t) -> UnaryPlan:
+    names = {"USub": "-", "UAdd": "+", "Not": "not", "Invert": "~"}
+    t = check_scalar(t, f"the operand of {names.get(op, op)}")
+    if op == "Not":
+        return UnaryPlan(op, t, boolean)
+    if op == "Invert":
+        if t.is_float:
+            raise UserError(f"operator ~ needs an integer or a bool, not {t}")
+        return UnaryPlan(op, t, t)  # ~ on bool is logical not, as in NumPy
+    if op in ("USub", "UAdd"):
+        operand = int64 if t.is_bool else t
+        return UnaryPlan(op, operand, operand)
+    raise UserError(f"unary operator {op} is not supported")
+
+
+@dataclass(frozen=True)
+class ComparePlan:
+    op: str
+    operand: ScalarType
+
+
+def compare_plan(op: str, lt, rt, lw: bool, rw: bool) -> ComparePlan:
+    lt, rt = check_scalar(lt, "a compared value"), check_scalar(rt, "a compared value")
+    return ComparePlan(op, promote(lt, rt, lw, rw))
+
+
+ICMP = {("<", True): "slt", ("<=", True): "sle", (">", True): "sgt", (">=", True): "sge",
+        ("<", False): "ult", ("<=", False): "ule", (">", False): "ugt", (">=", False): "uge",
+        ("==", True): "eq", ("!=", True): "ne", ("==", False): "eq", ("!=", False): "ne"}
+FCMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}  # NaN != NaN is True
+
+
+# -- lowering of arithmetic (shared by binary operators and augmented assignment) --------------
+
+
+def _int_floordiv(lw, a, b, t):
+    bld = lw.b
+    if not t.signed:
+        return bld.udiv(a, b)
+    q, r = bld.sdiv(a, b), bld.srem(a, b)
+    zero = ConstantInt.get(a.type, 0)
+    adjust = bld.and_(bld.icmp("ne", r, zero), bld.icmp("slt", bld.xor(r, b), zero))
+    return bld.sub(q, bld.zext(adjust, a.type))
+
+
+def _int_mod(lw, a, b, t):
+    bld = lw.b
+    if not t.signed:
+        return bld.urem(a, b)
+    r = bld.srem(a, b)
+    zero = ConstantInt.get(a.type, 0)
+    adjust = bld.and_(bld.icmp("ne", r, zero), bld.icmp("slt", bld.xor(r, b), zero))
+    return bld.select(adjust, bld.add(r, b), r)
+
+
+def _float_divmod(lw, a, b, t):
+    """CPython's float_divmod: (floor quotient, remainder with the divisor's sign)."""
+    bld = lw.b
+    zero, one, half = (ConstantFP.get(a.type, v) for v in (0.0, 1.0, 0.5))
+    mod = bld.frem(a, b)
+    div = bld.fdiv(bld.fsub(a, mod), b)
+    mod_nonzero = bld.fcmp("une", mod, zero)
+    fix = bld.and_(mod_nonzero, bld.xor(bld.fcmp("olt", b, zero), bld.fcmp("olt", mod, zero)))
+    mod = bld.select(fix, bld.fadd(mod, b), mod)
+    div = bld.select(fix, bld.fsub(div, one), div)
+    mod = bld.select(mod_nonzero, mod, lw.math("copysign", t, [zero, b]))
+    floordiv = lw.math("floor", t, [div])
+    floordiv = bld.select(bld.fcmp("ogt", bld.fsub(div, floordiv), half), bld.fadd(floordiv, one), floordiv)
+    floordiv = bld.select(bld.fcmp("une", div, zero), floordiv, lw.math("copysign", t, [zero, bld.fdiv(a, b)]))
+    return floordiv, mod
+
+
+def _int_pow(lw, a, b, t):
+    """Exponentiation by squaring in a loop; a negative exponent gives 1 (documented)."""
+    bld, fn = lw.b, lw.fn
+    ty = a.type
+    zero, one = ConstantInt.get(ty, 0), ConstantInt.get(ty, 1)
+    before = bld.block
+    head, body, done = fn.append_block("pow.head"), fn.append_block("pow.body"), fn.append_block("pow.done")
+    bld.br(head)
+    bld.position_at_end(head)
+    result = bld.phi(ty, name="pow.result")
+    base = bld.phi(ty, name="pow.base")
+    exp = bld.phi(ty, name="pow.exp")
+    cmp = "sgt" if t.signed else "ugt"
+    bld.cond_br(bld.icmp(cmp, exp, zero), body, done)
+    bld.position_at_end(body)
+    odd = bld.icmp("ne", bld.and_(exp, one), zero)
+    new_result = bld.select(odd, bld.mul(result, base), result)
+    new_base, new_exp = bld.mul(base, base), bld.lshr(exp, one)
+    bld.br(head)
+    result.add_incoming(one, before), result.add_incoming(new_result, body)
+    base.add_incoming(a, before), base.add_incoming(new_base, body)
+    exp.add_incoming(b, before), exp.add_incoming(new_exp, body)
+    bld.position_at_end(done)
+    return result
+
+
+def _float_pow_int(lw, a, b, plan, exponent_type, exponent_const):
+    """float ** int: multiply out constant exponents (exact like powi); otherwise pow(x, float(n))."""
+    t = plan.operand
+    if type(exponent_const) is int and abs(exponent_const) <= 64:
+        n, result, square = abs(exponent_const), ConstantFP.get(a.type, 1.0), a
+        while n:
+            if n & 1:
+                result = lw.b.fmul(result, square) if not _is_one(result) else square
+            n >>= 1
+            if n:
+                square = lw.b.fmul(square, square)
+        return lw.b.fdiv(ConstantFP.get(a.type, 1.0), result) if exponent_const < 0 else result
+    return lw.math("pow", t, [a, lw.convert(b, exponent_type, t)])
+
+
+def _is_one(v) -> bool:
+    return isinstance(v, ConstantFP) and v.value == 1.0
+
+
+def lower_binary(lw, plan: BinPlan, left, lt, right, rt, rconst=None):
+    t, op, bld = plan.operand, plan.op, lw.b
+    a = lw.convert(left, lt, t)
+    if plan.kind == "powi":
+        return _float_pow_int(lw, a, right, plan, rt, rconst)
+    b = lw.convert(right, rt, t)
+    if t.is_float:
+        simple = {"+": bld.fadd, "-": bld.fsub, "*": bld.fmul, "/": bld.fdiv}
+        if op in simple:
+            return simple[op](a, b)
+        if op == "//":
+            return _float_divmod(lw, a, b, t)[0]
+        if op == "%":
+            return _float_divmod(lw, a, b, t)[1]
+        if op == "**":
+            return lw.math("pow", t, [a, b])
+    simple = {"+": bld.add, "-": bld.sub, "*": bld.mul, "&": bld.and_, "|": bld.or_, "^": bld.xor,
+              "<<": bld.shl, ">>": bld.ashr if t.signed else bld.lshr}
+    if op in simple:
+        return simple[op](a, b)
+    if op == "//":
+        return _int_floordiv(lw, a, b, t)
+    if op == "%":
+        return _int_mod(lw, a, b, t)
+    if op == "**":
+        return _int_pow(lw, a, b, t)
+    raise AssertionError(f"no lowering for {op} on {t}")
+
+
+def lower_unary(lw, plan: UnaryPlan, value, t):
+    bld = lw.b
+    if plan.op == "Not":
+        return bld.not_(lw.truth(value, t))
+    if plan.op == "Invert":
+        return bld.not_(value)
+    v = lw.convert(value, t, plan.operand)
+    if plan.op == "UAdd":
+        return v
+    return bld.fneg(v) if plan.operand.is_float else bld.sub(ConstantInt.get(v.type, 0), v)
+
+
+def lower_compare(lw, plan: ComparePlan, left, lt, right, rt):
+    t = plan.operand
+    a, b = lw.convert(left, lt, t), lw.convert(right, rt, t)
+    if t.is_float:
+        return lw.b.fcmp(FCMP[plan.op], a, b)
+    return lw.b.icmp(ICMP[(plan.op, t.signed)], a, b)
+
+
+# -- calls: builtins, math, intrinsics ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    result: GType
+    args: tuple = ()     # argument types
+    extra: object = None
+
+
+class Handler:
+    """A callable known to the frontend: `type` checks a call and makes a plan, `lower` emits it."""
+
+    name = "?"
+    keywords = False
+
+    def args(self, typer, node: ast.Call, low: int, high: int | None = None) -> list:
+        n = len(node.args)
+        high = low if high is None else high
+        if not low <= n <= high:
+            count = f"{low}" if low == high else (f"at least {low}" if high > 99 else f"{low} to {high}")
+            raise UserError(f"{self.name}() takes {count} argument(s), but {n} were given")
+        return [typer.value_expr(a, f"an argument of {self.name}()") for a in node.args]
+
+    def scalars(self, typer, node, low, high=None) -> list[ScalarType]:
+        types = self.args(typer, node, low, high)
+        for a, t in zip(node.args, types):
+            if not isinstance(t, ScalarType):
+                raise UserError(f"{self.name}() needs numbers, not a {t}", node=a)
+        return types
+
+    def type(self, typer, node):
+        raise NotImplementedError
+
+    def lower(self, lw, node, plan):
+        raise NotImplementedError
+
+
+class Convert(Handler):
+    """int(x), float(x), bool(x), gpuc.float32(x), ...: NumPy-style conversion (floats truncate to ints)."""
+
+    def __init__(self, name: str, target: ScalarType) -> None:
+        self.name, self.target = name, target
+
+    def type(self, typer, node):
+        (t,) = self.scalars(typer, node, 1)
+        return CallPlan(self.target, (t,))
+
+    def lower(self, lw, node, plan):
+        return lw.convert(lw.expr(node.args[0]), plan.args[0], self.target)
+
+
+class Abs(Handler):
+    name = "abs"
+
+    def type(self, typer, node):
+        (t,) = self.scalars(typer, node, 1)
+        result = int64 if t.is_bool else t
+        return CallPlan(result, (t,))
+
+    def lower(self, lw, node, plan):
+        t = plan.result
+        v = lw.convert(lw.expr(node.args[0]), plan.args[0], t)
+        if t.is_float:
+            return lw.math("fabs", t, [v])
+        if not t.signed:
+            return v
+        neg = lw.b.icmp("slt", v, ConstantInt.get(v.type, 0))
+        return lw.b.select(neg, lw.b.sub(ConstantInt.get(v.type, 0), v), v)
+
+
+class MinMax(Handler):
+    """min/max of two or more numbers with Python's rule: the first of equal (or NaN-unordered) items wins."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def type(self, typer, node):
+        if len(node.args) == 1:
+            raise UserError(f"{self.name}() of an iterable is not supported; pass the numbers: "
+                            f"{self.name}(a, b, ...)")
+        types = self.scalars(typer, node, 2, 1000)
+        result = common_type(types, [typer.is_weak(a) for a in node.args])
+        return CallPlan(result, tuple(types))
+
+    def lower(self, lw, node, plan):
+        t = plan.result
+        values = [lw.convert(lw.expr(a), at, t) for a, at in zip(node.args, plan.args)]
+        pred = "<" if self.name == "min" else ">"
+        current = values[0]
+        for v in values[1:]:
+            better = lower_compare(lw, ComparePlan(pred, t), v, t, current, t)
+            current = lw.b.select(better, v, current)
+        return current
+
+
+class Len(Handler):
+    name = "len"
+
+    def type(self, typer, node):
+        (t,) = self.args(typer, node, 1)
+        if not isinstance(t, (ArrayType, TupleType)):
+            raise UserError(f"len() needs an array or a tuple, not a {t}")
+        return CallPlan(int64, (t,))
+
+    def lower(self, lw, node, plan):
+        (t,) = plan.args
+        if isinstance(t, TupleType):
+            return ConstantInt.get(lw.ctx.i64, len(t.elements))
+        return lw.b.extract_value(lw.expr(node.args[0]), 1)
+
+
+# Math functions: name -> (arity, result rule). Rules: "float" (same float type as the promoted
+# arguments, float64 for integers), "int" (math.floor/ceil return Python ints), "bool".
+MATH = {
+    "sqrt": (1, "float"), "exp": (1, "float"), "log": (1, "float"), "log2": (1, "float"), "log10": (1, "float"),
+    "sin": (1, "float"), "cos": (1, "float"), "tan": (1, "float"), "tanh": (1, "float"), "pow": (2, "float"),
+    "floor": (1, "int"), "ceil": (1, "int"), "fabs": (1, "float"), "copysign": (2, "float"),
+    "fma": (3, "float"), "isnan": (1, "bool"), "isinf": (1, "bool"),
+}
+# Which math functions lower to an LLVM intrinsic on each target; the rest become calls to the
+# target's math library (libm on the CPU, libdevice's __nv_* on PTX).
+_ALL_INTRINSICS = frozenset({"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "floor",
+                             "ceil", "fabs", "copysign", "fma"})
+_BASIC_INTRINSICS = frozenset({"sqrt", "floor", "ceil", "fabs", "copysign", "fma"})
+INTRINSICS_BY_TARGET = {"native": _ALL_INTRINSICS, "ptx": _BASIC_INTRINSICS, "gcn": _ALL_INTRINSICS,
+                        "spirv": _ALL_INTRINSICS}
+
+
+# What a target cannot compute at all: gpuc links no device math library for AMD GPUs (yet), and
+# the AMDGPU backend expands only these intrinsics itself (the others fail or crash in isel).
+UNAVAILABLE = {("gcn", 64): frozenset({"exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow"}),
+               ("gcn", 32): frozenset({"tan", "tanh"})}
+
+
+def math_symbol(name: str, t: ScalarType, target: str) -> str:
+    """The function a math operation calls on `target`: an LLVM intrinsic, libdevice or libm."""
+    if name in UNAVAILABLE.get((target, t.bits), ()):
+        raise UserError(f"{name} on {t} is not available on the {target} target (no device math library is "
+                        "linked for it)", hint="compute in float32 where that works, or target ptx/spirv/native")
+    suffix = "f32" if t.bits == 32 else "f64"
+    if name in INTRINSICS_BY_TARGET.get(target, _ALL_INTRINSICS):
+        return f"llvm.{name}.{suffix}"
+    if target == "ptx":
+        return f"__nv_{name}f" if t.bits == 32 else f"__nv_{name}"
+    return f"{name}f" if t.bits == 32 else name
+
+
+class MathFunction(Handler):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.arity, self.rule = MATH[name]
+
+    def type(self, typer, node):
+        types = self.scalars(typer, node, self.arity)
+        t = common_type(types, [typer.is_weak(a) for a in node.args])
+        if self.rule == "bool":
+            return CallPlan(boolean, tuple(types), t)
+        ft = t if t.is_float else float64
+        return CallPlan(int64 if self.rule == "int" else ft, tuple(types), ft)
+
+    def lower(self, lw, node, plan):
+        args = [lw.expr(a) for a in node.args]
+        if self.rule == "bool":
+            t = plan.extra
+            if not t.is_float:
+                return ConstantInt.get(lw.ctx.i1, 0)
+            (x,) = [lw.convert(args[0], plan.args[0], t)]
+            if self.name == "isnan":
+                return lw.b.fcmp("uno", x, x)
+            inf = ConstantFP.get(x.type, math.inf)
+            return lw.b.fcmp("oeq", lw.math("fabs", t, [x]), inf)
+        ft = plan.extra
+        values = [lw.convert(v, at, ft) for v, at in zip(args, plan.args)]
+        result = lw.math(self.name, ft, values)
+        if self.rule == "int":
+            return lw.convert(result, ft, int64)
+        return result
+
+
+class ContextIntrinsic(Handler):
+    """gpuc.index(dim=0) / gpuc.ndrange(dim=0): calls of the gpuc.ctx.* markers (docs/kernel-abi.md)."""
+
+    keywords = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def type(self, typer, node):
+        if len(node.args) + len(node.keywords) > 1 or any(k.arg != "dim" for k in node.keywords):
+            raise UserError(f"gpuc.{self.name}() takes one argument, dim (0, 1 or 2)")
+        arg = node.args[0] if node.args else (node.keywords[0].value if node.keywords else None)
+        dim = 0
+        if arg is not None:
+            typer.expr(arg)
+            dim = typer.typed.consts.get(id(arg))
+            if type(dim) is not int or dim not in (0, 1, 2):
+                raise UserError(f"gpuc.{self.name}(dim) needs a constant dim of 0, 1 or 2", node=arg)
+        return CallPlan(int64, (), dim)
+
+    def lower(self, lw, node, plan):
+        fn = lw.declare(f"gpuc.ctx.{self.name}", lw.ctx.i64, [lw.ctx.i32])
+        return lw.b.call(fn, [ConstantInt.get(lw.ctx.i32, plan.extra)])
+
+
+class AtomicAdd(Handler):
+    """gpuc.atomic_add(a, i, v): a[i] += v atomically (monotonic); returns the old value."""
+
+    name = "atomic_add"
+
+    def type(self, typer, node):
+        a, i, v = self.args(typer, node, 3)
+        if not isinstance(a, ArrayType):
+            raise UserError(f"atomic_add needs an array as its first argument, not a {a}", node=node.args[0])
+        if a.dtype.is_bool:
+            raise UserError("atomic_add does not work on bool arrays")
+        indices = i.elements if isinstance(i, TupleType) else (i,)
+        if len(indices) != a.ndim or not all(isinstance(t, ScalarType) and not t.is_float for t in indices):
+            raise UserError(f"atomic_add on a {a.ndim}-dimensional array needs {a.ndim} integer index(es)",
+                            hint="pass a[i, j]'s indices as a tuple: atomic_add(a, (i, j), v)", node=node.args[1])
+        if not isinstance(v, ScalarType):
+            raise UserError(f"atomic_add adds a number, not a {v}", node=node.args[2])
+        if a.dtype.is_float and typer.session.target_name == "spirv":
+            raise UserError("atomic_add on floats needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, "
+                            "which gpuc's spirv target does not enable", hint="accumulate integers, or target "
+                            "native/ptx/gcn")
+        return CallPlan(a.dtype, (a, i, v))
+
+    def lower(self, lw, node, plan):
+        at, it, vt = plan.args
+        array, index = lw.expr(node.args[0]), lw.expr(node.args[1])
+        if isinstance(it, TupleType):
+            pairs = [(lw.b.extract_value(index, k), t) for k, t in enumerate(it.elements)]
+        else:
+            pairs = [(index, it)]
+        ptr = lw.element_ptr(array, at, pairs)
+        value = lw.convert(lw.expr(node.args[2]), vt, at.dtype)
+        op = capi.LLVMAtomicRMWBinOpFAdd if at.dtype.is_float else capi.LLVMAtomicRMWBinOpAdd
+        return lw.b.atomic_rmw(op, ptr, value)
+
+
+class MarkerCall(Handler):
+    """A gpuc.marker(...) object: each call emits `call <restype> @<name>(<args>)`."""
+
+    def __init__(self, marker) -> None:
+        self.marker, self.name = marker, marker.name
+
+    def type(self, typer, node):
+        want = self.marker.argtypes
+        got = self.args(typer, node, len(want))
+        for a, g, w in zip(node.args, got, want):
+            if g != w and not (isinstance(g, ScalarType) and isinstance(w, ScalarType)):
+                raise UserError(f"marker {self.name} takes a {w} here, not a {g}", node=a)
+        return CallPlan(self.marker.restype, tuple(got))
+
+    def lower(self, lw, node, plan):
+        want = self.marker.argtypes
+        args = []
+        for a, g, w in zip(node.args, plan.args, want):
+            args += lw.flatten(lw.convert(lw.expr(a), g, w) if isinstance(w, ScalarType) else lw.expr(a), w)
+        params = [p for w in want for p in lw.abi_params(w)]
+        fn = lw.declare(self.name, lw.ltype(plan.result), params)
+        call = lw.b.call(fn, args)
+        return None if plan.result == none else call
+
+
+def _calls() -> dict:
+    from . import intrinsics
+    from .types import SCALARS
+
+    table = {int: Convert("int", int64), float: Convert("float", float64), bool: Convert("bool", boolean),
+             _py.abs: Abs(), _py.min: MinMax("min"), _py.max: MinMax("max"), _py.len: Len(),
+             intrinsics.index: ContextIntrinsic("index"), intrinsics.ndrange: ContextIntrinsic("ndrange"),
+             intrinsics.atomic_add: AtomicAdd(), intrinsics.fma: MathFunction("fma")}
+    for t in SCALARS:
+        table[t] = Convert(t.name, t)
+    for name in MATH:
+        if hasattr(math, name):
+            table[getattr(math, name)] = MathFunction(name)
+    return table
+
+
+_CALLS: dict | None = None
+
+
+def lookup_call(obj) -> Handler | None:
+    global _CALLS
+    if _CALLS is None:
+        _CALLS = _calls()
+    from .intrinsics import Marker
+    if isinstance(obj, Marker):
+        return MarkerCall(obj)
+    try:
+        return _CALLS.get(obj)
+    except TypeError:  # unhashable
+        return None
+
+
+def takes_keywords(obj) -> bool:
+    handler = lookup_call(obj)
+    return handler is not None and handler.keywords
+
+
+def is_known_object(value) -> bool:
+    from .source import GpucFunction
+    return (isinstance(value, (_pytypes.ModuleType, GpucFunction)) or value is range
+            or lookup_call(value) is not None)
+
+
+def array_attribute(t: ArrayType, attr: str) -> GType | None:
+    return {"shape": TupleType((int64,) * t.ndim), "ndim": int64, "size": int64}.get(attr)

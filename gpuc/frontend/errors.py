@@ -1,0 +1,23 @@
+"""User errors raised while typing and lowering Python functions, located at an AST node."""
+
+from __future__ import annotations
+
+import ast
+
+from ..compiler.errors import CompilationError
+
+
+class UserError(Exception):
+    """The user's code is at fault. Raised anywhere; the visitor attaches the node it was visiting."""
+
+    def __init__(self, message: str, hint: str | None = None, node: ast.AST | None = None) -> None:
+        super().__init__(message)
+        self.message, self.hint, self.node = message, hint, node
+
+
+def located(error: UserError, info) -> CompilationError:
+    """A CompilationError pointing at `error.node` in the function described by `info` (a SourceInfo)."""
+    node = error.node
+    location = info.location(node) if node is not None and hasattr(node, "lineno") else None
+    return CompilationError(error.message, location, error.hint)
+

@@ -1,0 +1,509 @@
+"""Lowering: typed Python ASTs to one LLVM module (entry plus every reachable callee), per docs/kernel-abi.md."""
+
+from __future__ import annotations
+
+import ast
+
+from ..compiler.config import CompiledFunction
+from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
+from . import builtins as B
+from .errors import UserError, located
+from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
+                    llvm_type, memory_type, none)
+from .typing import PyObject, TypedFunction, Typing
+
+
+def lower_program(source, job, context, tm=None):
+    """Type the entry and its callees, then emit them into a module for the job's target."""
+    target = job.config.target
+    session = Typing(target.name)
+    session.function(source.function, source.signature)
+    module = Module(source.entry_name, context)
+    module.triple = target.triple()
+    if tm is not None:
+        module.data_layout = tm.data_layout
+    try:
+        program = Program(session, module, target.name)
+        functions = program.declare_all(source.entry_name)
+        for typed in session.functions.values():
+            try:
+                Lowerer(program, typed, functions[typed.symbol]).run()
+            except UserError as exc:
+                raise located(exc, typed.info) from None
+    except BaseException:
+        module.close()
+        raise
+    compiled = {t.symbol: CompiledFunction(t.function.py_func, t.signature) for t in session.functions.values()}
+    return module, compiled
+
+
+class Program:
+    """What all functions of one module share: the module, the target, the declared functions."""
+
+    def __init__(self, session: Typing, module: Module, target_name: str) -> None:
+        self.session, self.module, self.target_name = session, module, target_name
+        self.ctx = module.context
+        self.addrspace = address_space(target_name)
+        self.functions = {}
+
+    def ltype(self, t: GType):
+        return llvm_type(t, self.ctx, self.addrspace)
+
+    def declare_all(self, entry: str) -> dict:
+        taken = {}
+        for typed in self.session.functions.values():
+            if typed.symbol in taken and taken[typed.symbol] is not typed.function:
+                typed.symbol = f"{typed.symbol}.{len(taken)}"  # two functions with one qualname
+            taken[typed.symbol] = typed.function
+            params = [p for t in typed.signature for p in abi_params(t, self.ctx, self.addrspace)]
+            fn = self.module.add_function(typed.symbol, FunctionType.get(self.ltype(typed.return_type), params))
+            if typed.symbol != entry:
+                fn.linkage = "internal"
+            self._abi_attributes(fn, typed)
+            self.functions[typed.symbol] = fn
+        return self.functions
+
+    def _abi_attributes(self, fn, typed: TypedFunction) -> None:
+        i = 0
+        for t in typed.signature:
+            if isinstance(t, ArrayType):
+                fn.param_attributes(i).add("noundef")
+                i += 1 + 2 * t.ndim
+                continue
+            if t == B.boolean:
+                fn.param_attributes(i).add("zeroext")
+            i += 1
+        if typed.return_type == B.boolean:
+            fn.return_attributes.add("zeroext")
+
+
+class Lowerer(ast.NodeVisitor):
+    """Emits one typed function. Variables live in entry-block allocas (SROA turns them into SSA)."""
+
+    def __init__(self, program: Program, typed: TypedFunction, fn) -> None:
+        self.program, self.typed, self.fn = program, typed, fn
+        self.ctx = program.ctx
+        self.target_name = program.target_name
+        self.slots = {}
+        self.loops = []  # (continue block, break block)
+        self.b = None
+
+    # -- services used by the builtin tables --------------------------------------------------
+    def ltype(self, t: GType):
+        return self.program.ltype(t)
+
+    def abi_params(self, t: GType) -> list:
+        return abi_params(t, self.ctx, self.program.addrspace)
+
+    def declare(self, name: str, ret, params):
+        return self.program.module.get_or_insert_function(name, FunctionType.get(ret, params))
+
+    def math(self, name: str, t: ScalarType, args):
+        symbol = B.math_symbol(name, t, self.target_name)
+        ft = self.ltype(t)
+        return self.b.call(self.declare(symbol, ft, [ft] * len(args)), args)
+
+    def const(self, t: ScalarType, value):
+        ty = self.ltype(t)
+        if t.is_float:
+            return ConstantFP.get(ty, float(value))
+        value = int(value)
+        if t.is_int:  # wrap like a NumPy conversion would
+            value &= (1 << t.bits) - 1
+        return ConstantInt.get(ty, value)
+
+    def truth(self, v, t: ScalarType):
+        if t.is_bool:
+            return v
+        if t.is_float:
+            return self.b.fcmp("une", v, ConstantFP.get(v.type, 0.0))  # NaN is true, as in Python
+        return self.b.icmp("ne", v, ConstantInt.get(v.type, 0))
+
+    def convert(self, v, src: GType, dst: GType):
+        if src == dst or isinstance(dst, (TupleType, ArrayType, NoneType)):
+            return v
+        if dst.is_bool:
+            return self.truth(v, src)
+        ty, b = self.ltype(dst), self.b
+        if src.is_bool:
+            return b.uitofp(v, ty) if dst.is_float else b.zext(v, ty)
+        if src.is_float:
+            if dst.is_float:
+                return b.fpext(v, ty) if dst.bits > src.bits else b.fptrunc(v, ty)
+            return b.fptosi(v, ty) if dst.signed else b.fptoui(v, ty)
+        if dst.is_float:
+            return b.sitofp(v, ty) if src.signed else b.uitofp(v, ty)
+        if dst.bits == src.bits:
+            return v
+        if dst.bits < src.bits:
+            return b.trunc(v, ty)
+        return b.sext(v, ty) if src.signed else b.zext(v, ty)
+
+    def flatten(self, v, t: GType) -> list:
+        if isinstance(t, ArrayType):
+            return [self.b.extract_value(v, k) for k in range(1 + 2 * t.ndim)]
+        return [v]
+
+    def element_ptr(self, array, t: ArrayType, indices):
+        """&a[i, j, ...] for (value, type) index pairs; negative indices count from the end, as in Python."""
+        i64 = self.ctx.i64
+        offset = None
+        for k, (index, it) in enumerate(indices):
+            index = self.convert(index, it, int64) if it != int64 else index
+            if it.signed and not (isinstance(index, ConstantInt) and index.value >= 0):
+                extent = self.b.extract_value(array, 1 + k)
+                negative = self.b.icmp("slt", index, ConstantInt.get(i64, 0))
+                index = self.b.select(negative, self.b.add(index, extent), index)
+            term = self.b.mul(index, self.b.extract_value(array, 1 + t.ndim + k))
+            offset = term if offset is None else self.b.add(offset, term)
+        data = self.b.extract_value(array, 0)
+        return self.b.gep(memory_type(t.dtype, self.ctx), data, [offset])
+
+    # -- function ---------------------------------------------------------------------------
+    def run(self) -> None:
+        from ..llvm import Builder
+        tree = self.typed.info.tree
+        self.alloca_block = self.fn.append_block("entry")
+        body = self.fn.append_block("body")
+        with Builder(self.ctx) as self.alloca_builder, Builder(self.ctx) as self.b:
+            self.alloca_builder.position_at_end(self.alloca_block)
+            self.b.position_at_end(body)
+            self._bind_params(tree)
+            self.body(tree.body)
+            if self.b.block.terminator is None:
+                if isinstance(self.typed.return_type, NoneType):
+                    self.b.ret()
+                else:
+                    self.b.unreachable()
+            self.alloca_builder.br(body)
+
+    def _bind_params(self, tree: ast.FunctionDef) -> None:
+        self._name_params(tree)
+        params, i = self.fn.args, 0
+        for arg, t in zip(tree.args.args, self.typed.signature):
+            if isinstance(t, ArrayType):
+                n = 1 + 2 * t.ndim
+                value = Constant.poison(self.ltype(t))
+                for k in range(n):
+                    value = self.b.insert_value(value, params[i + k], k)
+                i += n
+            else:
+                value = params[i]
+                i += 1
+            self.store_var(arg.arg, t, value)
+
+    def _name_params(self, tree) -> None:
+        params, i = self.fn.args, 0
+        for arg, t in zip(tree.args.args, self.typed.signature):
+            if isinstance(t, ArrayType):
+                names = [f"{arg.arg}.data"] + [f"{arg.arg}.shape{k}" for k in range(t.ndim)] + \
+                        [f"{arg.arg}.stride{k}" for k in range(t.ndim)]
+                for k, name in enumerate(names):
+                    params[i + k].name = name
+                i += len(names)
+            else:
+                params[i].name = arg.arg
+                i += 1
+
+    def slot(self, name: str, t: GType):
+        key = (name, t)  # name is a variable's name, or ("range", id) for a loop's hidden counter
+        ptr = self.slots.get(key)
+        if ptr is None:
+            ty = self.ltype(t)
+            ptr = self.slots[key] = self.alloca_builder.alloca(ty, name if isinstance(name, str) else "range.i")
+            self.alloca_builder.store(Constant.null(ty), ptr)  # a variable unassigned on some path reads 0
+        return ptr
+
+    def store_var(self, name: str, t: GType, value) -> None:
+        self.b.store(value, self.slot(name, t))
+
+    # -- visiting ---------------------------------------------------------------------------
+    def visit(self, node: ast.AST):
+        try:
+            return super().visit(node)
+        except UserError as exc:
+            if exc.node is None:
+                exc.node = node
+            raise
+
+    def generic_visit(self, node):
+        raise AssertionError(f"the typer accepted {type(node).__name__}, which the lowering does not handle")
+
+    def body(self, stmts) -> None:
+        for stmt in stmts:
+            if id(stmt) not in self.typed.reached or self.b.block.terminator is not None:
+                return
+            self.visit(stmt)
+
+    def type_of(self, node) -> GType:
+        return self.typed.types[id(node)]
+
+    def expr(self, node):
+        return self.visit(node)
+
+    # -- statements -------------------------------------------------------------------------
+    def visit_Expr(self, node) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return
+        self.expr(node.value)
+
+    def visit_Pass(self, node) -> None:
+        pass
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign(target, value, self.type_of(node.value))
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        want = self.typed.types[id(node)]
+        value = self.convert(self.expr(node.value), self.type_of(node.value), want)
+        self.assign(node.target, value, want)
+
+    def assign(self, target, value, t: GType) -> None:
+        if isinstance(target, ast.Name):
+            name, slot_t = self.typed.slots[id(target)]
+            self.store_var(name, slot_t, value)
+        elif isinstance(target, ast.Tuple):
+            for k, (elt, et) in enumerate(zip(target.elts, t.elements)):
+                self.assign(elt, self.b.extract_value(value, k), et)
+        else:  # array element
+            array_t = self.type_of(target.value)
+            ptr = self.subscript_ptr(target)
+            self.store_element(ptr, self.convert(value, t, array_t.dtype), array_t.dtype)
+
+    def store_element(self, ptr, value, dtype: ScalarType) -> None:
+        if dtype.is_bool:
+            value = self.b.zext(value, self.ctx.i8)
+        self.b.store(value, ptr)
+
+    def load_element(self, ptr, dtype: ScalarType):
+        value = self.b.load(memory_type(dtype, self.ctx), ptr)
+        return self.b.trunc(value, self.ctx.i1) if dtype.is_bool else value
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        plan = self.typed.calls[id(node)]
+        rt = self.type_of(node.value)
+        if isinstance(node.target, ast.Name):
+            load = node._gpuc_load
+            current, lt = self.expr(load), self.type_of(load)
+            result = B.lower_binary(self, plan, current, lt, self.expr(node.value), rt,
+                                    self.typed.consts.get(id(node.value)))
+            name, slot_t = self.typed.slots[id(node.target)]
+            self.store_var(name, slot_t, result)
+            return
+        dtype = self.type_of(node.target)
+        ptr = self.subscript_ptr(node.target)
+        current = self.load_element(ptr, dtype)
+        result = B.lower_binary(self, plan, current, dtype, self.expr(node.value), rt,
+                                self.typed.consts.get(id(node.value)))
+        self.store_element(ptr, self.convert(result, plan.result, dtype), dtype)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        rt = self.typed.return_type
+        if node.value is None or isinstance(rt, NoneType):
+            if node.value is not None:
+                self.expr(node.value)
+            self.b.ret()
+            return
+        self.b.ret(self.convert(self.expr(node.value), self.type_of(node.value), rt))
+
+    def visit_If(self, node: ast.If) -> None:
+        cond = self.condition(node.test)
+        then, other, done = (self.fn.append_block(n) for n in ("if.then", "if.else", "if.end"))
+        self.b.cond_br(cond, then, other)
+        for block, stmts in ((then, node.body), (other, node.orelse)):
+            self.b.position_at_end(block)
+            self.body(stmts)
+            if self.b.block.terminator is None:
+                self.b.br(done)
+        self.b.position_at_end(done)
+
+    def condition(self, node):
+        return self.truth(self.expr(node), self.type_of(node))
+
+    def visit_While(self, node: ast.While) -> None:
+        head, body, done = (self.fn.append_block(n) for n in ("while.cond", "while.body", "while.end"))
+        self.b.br(head)
+        self.b.position_at_end(head)
+        self.b.cond_br(self.condition(node.test), body, done)
+        self._loop_body(body, head, done, node.body)
+
+    def _loop_body(self, body, latch, done, stmts) -> None:
+        self.b.position_at_end(body)
+        self.loops.append((latch, done))
+        self.body(stmts)
+        self.loops.pop()
+        if self.b.block.terminator is None:
+            self.b.br(latch)
+        self.b.position_at_end(done)
+
+    def visit_For(self, node: ast.For) -> None:
+        it, t = node.iter, self.type_of(node.iter)
+        values = [self.convert(self.expr(a), self.type_of(a), t) for a in it.args]
+        ty = self.ltype(t)
+        if len(values) == 1:
+            start, stop, step = ConstantInt.get(ty, 0), values[0], ConstantInt.get(ty, 1)
+        else:
+            start, stop = values[:2]
+            step = values[2] if len(values) == 3 else ConstantInt.get(ty, 1)
+        counter = self.slot(("range", id(node)), t)
+        self.b.store(start, counter)
+        head, body, latch, done = (self.fn.append_block(n) for n in ("for.cond", "for.body", "for.inc", "for.end"))
+        self.b.br(head)
+        self.b.position_at_end(head)
+        i = self.b.load(ty, counter)
+        self.b.cond_br(self._range_test(i, stop, step, t), body, done)
+        self.b.position_at_end(body)
+        name, slot_t = self.typed.slots[id(node.target)]
+        self.store_var(name, slot_t, i)
+        self.b.position_at_end(latch)
+        self.b.store(self.b.add(self.b.load(ty, counter), step), counter)
+        self.b.br(head)
+        self._loop_body(body, latch, done, node.body)
+
+    def _range_test(self, i, stop, step, t: ScalarType):
+        lt, gt = ("slt", "sgt") if t.signed else ("ult", "ugt")
+        if isinstance(step, ConstantInt):
+            return self.b.icmp(lt if step.value > 0 or not t.signed else gt, i, stop)
+        zero = ConstantInt.get(step.type, 0)
+        up = self.b.and_(self.b.icmp("sgt" if t.signed else "ugt", step, zero), self.b.icmp(lt, i, stop))
+        if not t.signed:
+            return up
+        down = self.b.and_(self.b.icmp("slt", step, zero), self.b.icmp(gt, i, stop))
+        return self.b.or_(up, down)
+
+    def visit_Break(self, node) -> None:
+        self.b.br(self.loops[-1][1])
+
+    def visit_Continue(self, node) -> None:
+        self.b.br(self.loops[-1][0])
+
+    # -- expressions ------------------------------------------------------------------------
+    def _constant_or_none(self, node):
+        t = self.type_of(node)
+        if isinstance(t, PyObject):
+            return None
+        return self.const(t, self.typed.consts[id(node)])
+
+    def visit_Constant(self, node):
+        return self._constant_or_none(node)
+
+    def visit_Name(self, node: ast.Name):
+        slot = self.typed.slots.get(id(node))
+        if slot is None:  # a global: a constant or a compile-time object
+            return self._constant_or_none(node)
+        name, t = slot
+        return self.b.load(self.ltype(t), self.slot(name, t), name)
+
+    def visit_Attribute(self, node: ast.Attribute):
+        base_t = self.type_of(node.value)
+        if isinstance(base_t, PyObject):
+            return self._constant_or_none(node)
+        array = self.expr(node.value)
+        i64 = self.ctx.i64
+        if node.attr == "ndim":
+            return ConstantInt.get(i64, base_t.ndim)
+        shapes = [self.b.extract_value(array, 1 + k) for k in range(base_t.ndim)]
+        if node.attr == "size":
+            size = shapes[0]
+            for s in shapes[1:]:
+                size = self.b.mul(size, s)
+            return size
+        return self.make_tuple(shapes, self.type_of(node))
+
+    def make_tuple(self, values, t: TupleType):
+        agg = Constant.poison(self.ltype(t))
+        for k, v in enumerate(values):
+            agg = self.b.insert_value(agg, v, k)
+        return agg
+
+    def visit_Tuple(self, node: ast.Tuple):
+        t = self.type_of(node)
+        values = [self.convert(self.expr(e), self.type_of(e), et) for e, et in zip(node.elts, t.elements)]
+        return self.make_tuple(values, t)
+
+    def visit_UnaryOp(self, node):
+        return B.lower_unary(self, self.typed.calls[id(node)], self.expr(node.operand), self.type_of(node.operand))
+
+    def visit_BinOp(self, node):
+        plan = self.typed.calls[id(node)]
+        left, right = self.expr(node.left), self.expr(node.right)
+        return B.lower_binary(self, plan, left, self.type_of(node.left), right, self.type_of(node.right),
+                              self.typed.consts.get(id(node.right)))
+
+    def _branches(self, first, rest, on_true: bool, t: GType, produce):
+        """Short-circuit: `first` is (value, truth); evaluate `rest` only when truth == on_true."""
+        value, truth = first
+        start = self.b.block
+        more, done = self.fn.append_block("sc.rhs"), self.fn.append_block("sc.end")
+        self.b.cond_br(truth, more, done) if on_true else self.b.cond_br(truth, done, more)
+        self.b.position_at_end(more)
+        other = produce(rest)
+        end = self.b.block
+        self.b.br(done)
+        self.b.position_at_end(done)
+        return self.b.phi(self.ltype(t), [(value, start), (other, end)])
+
+    def visit_BoolOp(self, node: ast.BoolOp):
+        t = self.type_of(node)
+        on_true = isinstance(node.op, ast.And)
+
+        def produce(values):
+            v = self.convert(self.expr(values[0]), self.type_of(values[0]), t)
+            if len(values) == 1:
+                return v
+            return self._branches((v, self.truth(v, t)), values[1:], on_true, t, produce)
+        return produce(node.values)
+
+    def visit_Compare(self, node: ast.Compare):
+        plans = self.typed.calls[id(node)]
+        operands = [node.left] + list(node.comparators)
+
+        def produce(k, left):
+            right = self.expr(operands[k + 1])
+            result = B.lower_compare(self, plans[k], left, self.type_of(operands[k]), right,
+                                     self.type_of(operands[k + 1]))
+            if k + 1 == len(plans):
+                return result
+            return self._branches((result, result), k + 1, True, B.boolean, lambda j: produce(j, right))
+        return produce(0, self.expr(node.left))
+
+    def visit_IfExp(self, node: ast.IfExp):
+        t = self.type_of(node)
+        cond = self.condition(node.test)
+        then, other, done = (self.fn.append_block(n) for n in ("ifexp.then", "ifexp.else", "ifexp.end"))
+        self.b.cond_br(cond, then, other)
+        incoming = []
+        for block, branch in ((then, node.body), (other, node.orelse)):
+            self.b.position_at_end(block)
+            value = self.convert(self.expr(branch), self.type_of(branch), t)
+            incoming.append((value, self.b.block))
+            self.b.br(done)
+        self.b.position_at_end(done)
+        return self.b.phi(self.ltype(t), incoming)
+
+    def subscript_ptr(self, node: ast.Subscript):
+        array = self.expr(node.value)
+        t = self.type_of(node.value)
+        indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return self.element_ptr(array, t, [(self.expr(i), self.type_of(i)) for i in indices])
+
+    def visit_Subscript(self, node: ast.Subscript):
+        base_t = self.type_of(node.value)
+        if isinstance(base_t, TupleType):
+            return self.b.extract_value(self.expr(node.value), self.typed.consts[id(node.slice)])
+        return self.load_element(self.subscript_ptr(node), base_t.dtype)
+
+    def visit_Call(self, node: ast.Call):
+        handler, plan = self.typed.calls[id(node)]
+        if isinstance(handler, TypedFunction):
+            return self.call_function(node, handler)
+        return handler.lower(self, node, plan)
+
+    def call_function(self, node: ast.Call, callee: TypedFunction):
+        args = []
+        for a, t in zip(node.args, callee.signature):
+            args += self.flatten(self.expr(a), t)
+        result = self.b.call(self.program.functions[callee.symbol], args)
+        return None if callee.return_type == none else result

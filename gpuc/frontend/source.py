@@ -1,0 +1,180 @@
+"""Python functions as compiler input: @gpuc.func / @gpuc.kernel wrappers, their parsed source, job sources."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import inspect
+import re
+import textwrap
+from dataclasses import dataclass, field
+
+from ..compiler.errors import CompilationError, SourceLocation
+from .types import GType, as_type, mangle
+
+_NOT_FOUND = object()
+
+
+class SourceInfo:
+    """A function's AST plus what is needed to point at its lines: file, line offset, indentation."""
+
+    def __init__(self, pyfunc) -> None:
+        try:
+            lines, first_line = inspect.getsourcelines(pyfunc)
+        except (OSError, TypeError) as exc:
+            raise CompilationError(f"cannot read the source of {pyfunc.__qualname__}: {exc}",
+                                   hint="define gpuc functions in a file (or a notebook cell), not with exec/eval") \
+                from None
+        text = "".join(lines)
+        self.indent = len(text) - len(text.lstrip(" \t")) if text.strip() else 0
+        self.filename = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
+        self.first_line = first_line
+        self.lines = lines
+        tree = ast.parse(textwrap.dedent(text))
+        self.tree = tree.body[0]
+        if not isinstance(self.tree, ast.FunctionDef):
+            raise CompilationError(f"{pyfunc.__qualname__} is not defined with `def`",
+                                   hint="gpuc compiles functions defined with def (lambdas are not supported)")
+
+    def location(self, node: ast.AST) -> SourceLocation:
+        index = node.lineno - 1
+        text = self.lines[index].rstrip("\n") if 0 <= index < len(self.lines) else ""
+        return SourceLocation(self.filename, self.first_line + index, node.col_offset + self.indent + 1, text)
+
+
+class GpucFunction:
+    """What @gpuc.func and @gpuc.kernel return: the Python function plus its compilation state."""
+
+    is_kernel = False
+
+    def __init__(self, pyfunc) -> None:
+        if not inspect.isfunction(pyfunc):
+            raise TypeError(f"@gpuc.{'kernel' if self.is_kernel else 'func'} decorates a Python function, "
+                            f"not {type(pyfunc).__name__}")
+        functools.update_wrapper(self, pyfunc)
+        self.py_func = pyfunc
+        self._info = None
+
+    @property
+    def source_info(self) -> SourceInfo:
+        if self._info is None:
+            self._info = SourceInfo(self.py_func)
+        return self._info
+
+    @property
+    def symbol_base(self) -> str:
+        """The qualname without `<locals>` parts, usable in an LLVM symbol."""
+        name = re.sub(r"<locals>\.", "", self.__qualname__)
+        return re.sub(r"[^\w.$]", "_", name)
+
+    def resolve(self, name: str):
+        """The object a free name refers to: closure cell, global, then builtin; _NOT_FOUND if none."""
+        code = self.py_func.__code__
+        if name in code.co_freevars and self.py_func.__closure__:
+            cell = self.py_func.__closure__[code.co_freevars.index(name)]
+            try:
+                return cell.cell_contents
+            except ValueError:
+                return _NOT_FOUND
+        if name in self.py_func.__globals__:
+            return self.py_func.__globals__[name]
+        return getattr(builtins, name, _NOT_FOUND)
+
+    def __repr__(self) -> str:
+        kind = "kernel" if self.is_kernel else "func"
+        return f"<gpuc.{kind} {self.__qualname__}>"
+
+
+class Func(GpucFunction):
+    """A device function: callable from kernels and other funcs; calling it in Python runs the Python code."""
+
+    def __call__(self, *args, **kwargs):
+        return self.py_func(*args, **kwargs)
+
+
+class Kernel(GpucFunction):
+    """An entry point: returns nothing. `kernel[n](*args)` or `kernel.launch(n, *args, device=, threads=)`
+    runs it over the index space `n` (an int or a tuple of up to 3 ints)."""
+
+    is_kernel = True
+    #: Set by gpuc.runtime at import (the runtime sits below the frontend in the layering).
+    launcher = None
+
+    def launch(self, n, *args, device: str | None = None, threads: int | None = None) -> None:
+        if Kernel.launcher is None:
+            raise RuntimeError("no kernel launcher is installed; import gpuc (or gpuc.runtime) first")
+        Kernel.launcher(self, n, args, device=device, threads=threads)
+
+    def __getitem__(self, n):
+        return _Bound(self, n)
+
+
+class _Bound:
+    """`kernel[n]`: call it with the kernel's arguments."""
+
+    __slots__ = ("kernel", "n")
+
+    def __init__(self, kernel: Kernel, n) -> None:
+        self.kernel, self.n = kernel, n
+
+    def __call__(self, *args, device: str | None = None, threads: int | None = None) -> None:
+        self.kernel.launch(self.n, *args, device=device, threads=threads)
+
+
+def func(pyfunc=None):
+    """Decorator: a device function, compiled per argument-type signature."""
+    if pyfunc is None:
+        return func
+    return Func(pyfunc)
+
+
+def kernel(pyfunc=None):
+    """Decorator: a kernel entry point (returns nothing), compiled per argument-type signature."""
+    if pyfunc is None:
+        return kernel
+    return Kernel(pyfunc)
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """A gpuc function and an argument-type signature: a job source (see IRSource for the protocol)."""
+
+    function: GpucFunction
+    signature: tuple
+    _symbol: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.function, GpucFunction):
+            raise TypeError(f"compile a @gpuc.func or @gpuc.kernel, not {self.function!r}; decorate it first")
+        sig = self.signature if isinstance(self.signature, (tuple, list)) else (self.signature,)
+        object.__setattr__(self, "signature", tuple(as_type(t) for t in sig))
+        object.__setattr__(self, "_symbol", symbol_name(self.function, self.signature))
+
+    @property
+    def entry_name(self) -> str:
+        return self._symbol
+
+    def describe(self) -> str:
+        kind = "kernel" if self.function.is_kernel else "func"
+        return f"{kind} {self.function.__qualname__}({', '.join(map(str, self.signature))})"
+
+    def lower(self, job, context, tm=None):
+        from .lowering import lower_program
+        return lower_program(self, job, context, tm)
+
+
+def symbol_name(function: GpucFunction, signature: tuple[GType, ...]) -> str:
+    mangled = mangle(signature)
+    return f"{function.symbol_base}.{mangled}" if mangled else function.symbol_base
+
+
+def as_source(obj):
+    """Turn `(fn, argtypes)` into a FunctionSource; anything else is returned unchanged."""
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], GpucFunction):
+        return FunctionSource(obj[0], obj[1])
+    if isinstance(obj, tuple) and len(obj) == 2 and inspect.isfunction(obj[0]):
+        raise TypeError(f"{obj[0].__qualname__} is a plain Python function; decorate it with @gpuc.func or "
+                        "@gpuc.kernel to compile it")
+    return obj
+

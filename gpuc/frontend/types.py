@@ -1,0 +1,267 @@
+"""The frontend's value types (scalars, arrays, tuples), NumPy 2 promotion, mangling and LLVM mapping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UserError
+
+
+class GType:
+    """Base of gpuc value types. Instances are immutable, hashable and compare by value."""
+
+    __slots__ = ()
+
+    @property
+    def is_scalar(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class ScalarType(GType):
+    """bool, a signed or unsigned integer, or a float; `kind` is "b", "i", "u" or "f"."""
+
+    name: str
+    kind: str
+    bits: int
+
+    def __repr__(self) -> str:
+        return f"gpuc.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_scalar(self) -> bool:
+        return True
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iu"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    @property
+    def signed(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def mangled(self) -> str:
+        return {"b": "b", "i": f"i{self.bits}", "u": f"u{self.bits}", "f": f"f{self.bits}"}[self.kind]
+
+    def __call__(self, value):
+        """In Python: convert like NumPy would (used when a func runs in the interpreter)."""
+        import numpy as np
+        return np.dtype(_NUMPY_NAMES[self.name]).type(value)
+
+
+boolean = ScalarType("bool", "b", 1)
+int32 = ScalarType("int32", "i", 32)
+int64 = ScalarType("int64", "i", 64)
+uint32 = ScalarType("uint32", "u", 32)
+uint64 = ScalarType("uint64", "u", 64)
+float32 = ScalarType("float32", "f", 32)
+float64 = ScalarType("float64", "f", 64)
+SCALARS = (boolean, int32, int64, uint32, uint64, float32, float64)
+_NUMPY_NAMES = {"bool": "bool", "int32": "int32", "int64": "int64", "uint32": "uint32", "uint64": "uint64",
+                "float32": "float32", "float64": "float64"}
+
+
+@dataclass(frozen=True)
+class ArrayType(GType):
+    """`Array[dtype, ndim]`: a strided view (data pointer, shapes, element strides)."""
+
+    dtype: ScalarType
+    ndim: int
+
+    def __repr__(self) -> str:
+        return f"gpuc.Array[{self.dtype!r}, {self.ndim}]"
+
+    def __str__(self) -> str:
+        return f"Array[{self.dtype}, {self.ndim}]"
+
+    @property
+    def mangled(self) -> str:
+        return f"A{self.ndim}{self.dtype.mangled}"
+
+
+@dataclass(frozen=True)
+class TupleType(GType):
+    elements: tuple
+
+    def __repr__(self) -> str:
+        return "(" + ", ".join(map(repr, self.elements)) + ("," if len(self.elements) == 1 else "") + ")"
+
+    def __str__(self) -> str:
+        return "tuple[" + ", ".join(map(str, self.elements)) + "]"
+
+    @property
+    def mangled(self) -> str:
+        return f"T{len(self.elements)}" + "".join(e.mangled for e in self.elements) + "E"
+
+
+@dataclass(frozen=True)
+class NoneType(GType):
+    """What a function without a return value returns."""
+
+    def __str__(self) -> str:
+        return "None"
+
+
+none = NoneType()
+
+
+class _ArrayFactory:
+    """`gpuc.Array[dtype, ndim]` builds an ArrayType; `isinstance(t, gpuc.Array)` tests for one."""
+
+    def __getitem__(self, key) -> ArrayType:
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise TypeError("write Array[dtype, ndim], for example gpuc.Array[gpuc.float32, 2]")
+        dtype, ndim = key
+        dtype = as_type(dtype)
+        if not isinstance(dtype, ScalarType):
+            raise TypeError(f"array elements must be scalars (bool, int32, ..., float64), not {dtype}")
+        if type(ndim) is not int or not 1 <= ndim <= 3:
+            raise TypeError(f"arrays have 1 to 3 dimensions, not {ndim!r}")
+        return ArrayType(dtype, ndim)
+
+    def __instancecheck__(self, obj) -> bool:
+        return isinstance(obj, ArrayType)
+
+    def __repr__(self) -> str:
+        return "gpuc.Array"
+
+
+Array = _ArrayFactory()
+
+
+def as_type(obj) -> GType:
+    """A gpuc type from what users write: gpuc types, Python's bool/int/float, tuples of these."""
+    if isinstance(obj, GType):
+        return obj
+    if obj is bool:
+        return boolean
+    if obj is int:
+        return int64
+    if obj is float:
+        return float64
+    if obj is None:
+        return none
+    if isinstance(obj, tuple):
+        elements = tuple(as_type(e) for e in obj)
+        for e in elements:
+            if not isinstance(e, (ScalarType, TupleType)):
+                raise TypeError(f"tuple elements must be scalars or tuples, not {e}")
+        return TupleType(elements)
+    try:
+        import numpy as np
+        dt = np.dtype(obj)
+        for s in SCALARS:
+            if _NUMPY_NAMES[s.name] == dt.name:
+                return s
+    except Exception:  # noqa: BLE001 - not a NumPy dtype either: report below
+        pass
+    raise TypeError(f"{obj!r} is not a gpuc type; use gpuc.int32, gpuc.int64, gpuc.uint32, gpuc.uint64, "
+                    "gpuc.float32, gpuc.float64, gpuc.boolean (or bool/int/float), gpuc.Array[dtype, ndim] "
+                    "or a tuple of these")
+
+
+def mangle(signature: tuple) -> str:
+    return ".".join(t.mangled for t in signature)
+
+
+# -- NumPy 2 promotion ----------------------------------------------------------------------
+
+def _int_of(kind: str, bits: int) -> ScalarType:
+    return {("i", 32): int32, ("i", 64): int64, ("u", 32): uint32, ("u", 64): uint64}[(kind, bits)]
+
+
+def promote(a: ScalarType, b: ScalarType, weak_a: bool = False, weak_b: bool = False) -> ScalarType:
+    """The common type of `a` and `b` under NumPy 2's rules; a weak side is a Python literal (NEP 50)."""
+    if weak_a and not weak_b:
+        return _promote_weak(a, b)
+    if weak_b and not weak_a:
+        return _promote_weak(b, a)
+    if a == b:
+        return a
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            return float64 if 64 in (a.bits, b.bits) else float32
+        return float64  # every int32/int64 with any float: float64 (NumPy: int32 + float32 -> float64)
+    if a.kind == b.kind:
+        return a if a.bits >= b.bits else b
+    signed, unsigned = (a, b) if a.signed else (b, a)
+    if signed.bits > unsigned.bits:
+        return signed
+    if unsigned.bits * 2 <= 64:
+        return _int_of("i", unsigned.bits * 2)
+    return float64  # int64 with uint64: no integer holds both
+
+
+def _promote_weak(weak: ScalarType, strong: ScalarType) -> ScalarType:
+    if weak.is_bool:
+        return strong
+    if weak.is_int:
+        return int64 if strong.is_bool else strong
+    return strong if strong.is_float else float64
+
+
+def common_type(types, weak=None) -> ScalarType:
+    weak = list(weak) if weak is not None else [False] * len(types)
+    result, result_weak = types[0], weak[0]
+    for t, w in zip(types[1:], weak[1:]):
+        result, result_weak = promote(result, t, result_weak, w), result_weak and w
+    return result
+
+
+def check_scalar(t: GType, what: str) -> ScalarType:
+    if not isinstance(t, ScalarType):
+        raise UserError(f"{what} must be a number or bool, not {t}",
+                        hint="index arrays to get their elements; tuples must be unpacked")
+    return t
+
+
+# -- LLVM mapping ------------------------------------------------------------------------
+
+def address_space(target_name: str) -> int:
+    """Where array data lives (docs/kernel-abi.md): global (1) on SPIR-V and GCN, generic (0) elsewhere."""
+    return 1 if target_name in ("spirv", "gcn") else 0
+
+
+def llvm_type(t: GType, context, addrspace: int = 0):
+    """The LLVM value type of `t`. Inside a function an array is a struct {ptr, i64 x ndim, i64 x ndim}."""
+    if isinstance(t, ScalarType):
+        if t.is_bool:
+            return context.i1
+        if t.is_int:
+            return context.int_type(t.bits)
+        return context.float if t.bits == 32 else context.double
+    if isinstance(t, ArrayType):
+        return context.struct_type([context.ptr(addrspace)] + [context.i64] * (2 * t.ndim))
+    if isinstance(t, TupleType):
+        return context.struct_type([llvm_type(e, context, addrspace) for e in t.elements])
+    if isinstance(t, NoneType):
+        return context.void
+    raise TypeError(f"no LLVM type for {t!r}")
+
+
+def memory_type(t: ScalarType, context):
+    """How an array element is stored: bool is a byte (0 or 1), like NumPy's bool_."""
+    return context.i8 if t.is_bool else llvm_type(t, context)
+
+
+def abi_params(t: GType, context, addrspace: int = 0) -> list:
+    """The flattened parameters of an argument of type `t` (arrays: data, shapes, strides)."""
+    if isinstance(t, ArrayType):
+        return [context.ptr(addrspace)] + [context.i64] * (2 * t.ndim)
+    return [llvm_type(t, context, addrspace)]

@@ -1,0 +1,626 @@
+"""Type inference: walk a function's AST for one signature, give every expression and variable a type.
+
+Variables may be rebound to a value of another type (each (name, type) pair gets its own storage),
+but where paths join (after if/else, at loop headers) a variable must have one type: a variable
+with different types on joining paths is an error where it is next read.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass, field
+
+from .errors import UserError, located
+from .source import _NOT_FOUND, GpucFunction, symbol_name
+from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, as_type, boolean, common_type, int64, none,
+                    promote)
+from . import builtins as B
+
+
+@dataclass(frozen=True, eq=False)
+class PyObject(GType):
+    """A compile-time Python object (a module, a function, a gpuc type, ...): no runtime value."""
+
+    value: object
+
+    def __str__(self) -> str:
+        return f"the Python object {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A variable whose type differs between joining paths: (type, line) of two of its assignments."""
+
+    first: tuple
+    second: tuple
+
+
+def merge(envs):
+    """Join variable environments (None = unreachable); differing types become a Conflict."""
+    envs = [e for e in envs if e is not None]
+    if not envs:
+        return None
+    out = {}
+    for env in envs:
+        for name, info in env.items():
+            old = out.get(name)
+            if old is None or old == info:
+                out[name] = info
+            elif isinstance(old, Conflict):
+                continue
+            elif isinstance(info, Conflict) or old[0] != info[0]:
+                out[name] = info if isinstance(info, Conflict) else Conflict(old, info)
+    return out
+
+
+def _types_of(env):
+    return None if env is None else {k: (v if isinstance(v, Conflict) else v[0]) for k, v in env.items()}
+
+
+@dataclass
+class TypedFunction:
+    """The typing result for one function and signature, read by the lowering."""
+
+    function: GpucFunction
+    signature: tuple
+    symbol: str
+    types: dict = field(default_factory=dict)        # id(expr) -> GType
+    weak: set = field(default_factory=set)           # id(expr) of Python-literal (NEP 50 "weak") values
+    consts: dict = field(default_factory=dict)       # id(expr) -> Python constant value
+    calls: dict = field(default_factory=dict)        # id(Call) -> (handler, plan)
+    slots: dict = field(default_factory=dict)        # id(Name) -> (name, type)
+    reached: set = field(default_factory=set)        # id(stmt) of statements that are typed (reachable)
+    returns: list = field(default_factory=list)      # (type, weak, node)
+    return_type: GType | None = None
+    done: bool = False
+    provisional_used: GType | None = None
+
+    @property
+    def info(self):
+        return self.function.source_info
+
+
+class Typing:
+    """One compilation's typing session: the cache of typed functions and the target."""
+
+    def __init__(self, target_name: str) -> None:
+        self.target_name = target_name
+        self.functions: dict[tuple, TypedFunction] = {}
+
+    def function(self, function: GpucFunction, signature: tuple) -> TypedFunction:
+        key = (function, signature)
+        typed = self.functions.get(key)
+        if typed is not None:
+            return typed
+        typed = self.functions[key] = TypedFunction(function, signature, symbol_name(function, signature))
+        try:
+            Typer(self, typed).run()
+        except UserError as exc:
+            raise located(exc, typed.info) from None
+        return typed
+
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+           ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_UNSUPPORTED_HINTS = {
+    "List": "lists are not supported; use an array argument (gpuc.Array) or a tuple",
+    "ListComp": "comprehensions are not supported; write a for loop over range(...)",
+    "Dict": "dicts are not supported", "Set": "sets are not supported",
+    "Lambda": "lambdas are not supported; define a @gpuc.func",
+    "With": "with-statements are not supported", "Try": "try/except is not supported; errors cannot be raised",
+    "Raise": "raise is not supported in gpuc functions", "Global": "global is not supported; pass values as arguments",
+    "Nonlocal": "nonlocal is not supported", "FunctionDef": "nested functions are not supported; define a @gpuc.func",
+    "Slice": "slicing is not supported; index with integers (a[i], a[i, j])",
+    "JoinedStr": "f-strings are not supported", "Assert": "assert is not supported in gpuc functions",
+    "Delete": "del is not supported", "Import": "import outside the function; use the module inside it",
+    "ImportFrom": "import outside the function", "Yield": "generators are not supported",
+    "Starred": "star-unpacking is not supported", "NamedExpr": "the walrus operator is not supported",
+    "Match": "match is not supported; use if/elif", "ClassDef": "classes are not supported",
+}
+
+
+def _assigned_names(fn: ast.FunctionDef) -> set[str]:
+    names = {a.arg for a in fn.args.args}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+class Typer(ast.NodeVisitor):
+    """Types one function body. `visit` attaches the node being visited to any UserError."""
+
+    def __init__(self, session: Typing, typed: TypedFunction) -> None:
+        self.session, self.typed = session, typed
+        self.tree = typed.info.tree
+        self.env: dict | None = {}
+        self.loops: list[tuple[list, list]] = []   # (break envs, continue envs)
+        self.locals = _assigned_names(self.tree)
+
+    # -- entry -------------------------------------------------------------------------------
+    def run(self) -> None:
+        fn, typed = self.tree, self.typed
+        self._check_signature(fn)
+        for arg, t in zip(fn.args.args, typed.signature):
+            self.env[arg.arg] = (t, arg.lineno)
+        self.visit_body(fn.body)
+        typed.return_type = self._resolve_returns(final=True)
+        if self.env is not None and not isinstance(typed.return_type, NoneType):
+            raise UserError(f"{fn.name} can reach its end without returning a value (it returns "
+                            f"{typed.return_type} elsewhere)", hint="add a return statement at the end",
+                            node=fn.body[-1])
+        if typed.provisional_used is not None and typed.provisional_used != typed.return_type:
+            raise UserError(f"the recursive calls of {fn.name} assumed it returns {typed.provisional_used}, but it "
+                            f"returns {typed.return_type}", hint="annotate the return type", node=fn)
+        typed.done = True
+
+    def _check_signature(self, fn: ast.FunctionDef) -> None:
+        args = fn.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            raise UserError("gpuc functions take plain positional parameters only (no *args, **kwargs, "
+                            "keyword-only or default values)", node=fn)
+        if len(args.args) != len(self.typed.signature):
+            raise UserError(f"{fn.name} takes {len(args.args)} argument(s), but the signature has "
+                            f"{len(self.typed.signature)}: ({', '.join(map(str, self.typed.signature))})", node=fn)
+        for arg, t in zip(args.args, self.typed.signature):
+            if arg.annotation is not None:
+                want = self._annotation(arg.annotation)
+                if want != t:
+                    raise UserError(f"parameter {arg.arg} is annotated {want}, but the argument type is {t}",
+                                    hint="pass a matching argument type, or remove the annotation",
+                                    node=arg.annotation)
+        if self.typed.function.is_kernel and fn.returns is not None:
+            if self._annotation(fn.returns) != none:
+                raise UserError("kernels return nothing; write results into an array argument", node=fn.returns)
+
+    def _annotation(self, node: ast.AST) -> GType:
+        try:
+            value = eval(compile(ast.Expression(node), "<annotation>", "eval"),  # noqa: S307
+                         self.typed.function.py_func.__globals__)
+            if isinstance(value, str):
+                value = eval(value, self.typed.function.py_func.__globals__)  # noqa: S307
+            return as_type(value)
+        except Exception as exc:  # noqa: BLE001 - any failure is a bad annotation
+            raise UserError(f"cannot use this annotation: {exc}",
+                            hint="annotate with gpuc types: gpuc.float64, int, gpuc.Array[gpuc.float32, 1], ...",
+                            node=node) from None
+
+    def _resolve_returns(self, final: bool) -> GType | None:
+        rets = self.typed.returns
+        annotated = self._annotation(self.tree.returns) if self.tree.returns is not None else None
+        if not rets:
+            return annotated if annotated is not None else (none if final else None)
+        strong = {t for t, w, _ in rets if not w}
+        if len(strong) > 1:
+            first = next(r for r in rets if not r[1])
+            other = next(r for r in rets if not r[1] and r[0] != first[0])
+            raise UserError(f"{self.tree.name} returns {first[0]} (line {first[2].lineno}) and {other[0]} here",
+                            hint="return the same type everywhere, converting with float(...)/int(...)",
+                            node=other[2])
+        if strong:
+            result = next(iter(strong))
+            for t, w, node in rets:
+                if w and not (isinstance(result, ScalarType) and promote(result, t, False, True) == result):
+                    raise UserError(f"returns the literal of type {t} in a function that returns {result}",
+                                    node=node)
+        else:
+            result = common_type([t for t, _, _ in rets], [True] * len(rets))
+        if annotated is not None and annotated != result:
+            raise UserError(f"{self.tree.name} is annotated to return {annotated} but returns {result}",
+                            node=self.tree.returns)
+        return result
+
+    # -- visiting ----------------------------------------------------------------------------
+    def visit(self, node: ast.AST):
+        try:
+            return super().visit(node)
+        except UserError as exc:
+            if exc.node is None:
+                exc.node = node
+            raise
+
+    def generic_visit(self, node: ast.AST):
+        kind = type(node).__name__
+        hint = _UNSUPPORTED_HINTS.get(kind, "see docs/frontend.md for the supported subset of Python")
+        raise UserError(f"{kind} is not supported in gpuc functions", hint=hint)
+
+    def visit_body(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if self.env is None:
+                return  # unreachable statements are neither typed nor lowered
+            self.typed.reached.add(id(stmt))
+            self.visit(stmt)
+
+    def expr(self, node: ast.expr) -> GType:
+        t = self.visit(node)
+        self.typed.types[id(node)] = t
+        return t
+
+    def value_expr(self, node: ast.expr, what: str = "this value") -> GType:
+        t = self.expr(node)
+        if isinstance(t, PyObject):
+            raise UserError(f"{what} is {t}, not a value gpuc can compute with", node=node)
+        if isinstance(t, NoneType):
+            raise UserError(f"{what} is None (the call returns nothing)", node=node)
+        return t
+
+    def is_weak(self, node) -> bool:
+        return id(node) in self.typed.weak
+
+    # -- statements ----------------------------------------------------------------------------
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.expr(node.value)
+
+    def visit_Pass(self, node) -> None:
+        pass
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        t = self.value_expr(node.value, "the assigned value")
+        for target in node.targets:
+            self.assign(target, t, node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is None or not isinstance(node.target, ast.Name):
+            raise UserError("annotated assignment needs a variable and a value (x: gpuc.float32 = ...)")
+        want = self._annotation(node.annotation)
+        t = self.value_expr(node.value, "the assigned value")
+        if t != want and not (isinstance(t, ScalarType) and isinstance(want, ScalarType)):
+            raise UserError(f"cannot assign a {t} to a variable annotated {want}", node=node.value)
+        self.typed.types[id(node)] = want  # the lowering converts the value
+        self.assign(node.target, want, node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        target = node.target
+        if isinstance(target, ast.Name):
+            if not hasattr(node, "_gpuc_load"):  # one read node per statement, shared by all signatures
+                node._gpuc_load = ast.copy_location(ast.Name(id=target.id, ctx=ast.Load()), target)
+            lt = self.value_expr(node._gpuc_load)
+        elif isinstance(target, ast.Subscript):
+            lt = self.subscript(target, store=True)
+        else:
+            raise UserError("augmented assignment needs a variable or an array element", node=target)
+        rt = self.value_expr(node.value)
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise UserError(f"operator {type(node.op).__name__} is not supported")
+        plan = B.binary_plan(op, lt, rt, False, self.is_weak(node.value), self.typed.consts.get(id(node.value)))
+        self.typed.calls[id(node)] = plan
+        if isinstance(target, ast.Name):
+            self.bind(target, plan.result)
+        else:
+            self.typed.types[id(target)] = lt
+
+    def assign(self, target: ast.expr, t: GType, value_node) -> None:
+        if isinstance(target, ast.Name):
+            self.bind(target, t)
+        elif isinstance(target, ast.Tuple):
+            if not isinstance(t, TupleType):
+                raise UserError(f"cannot unpack a {t}", hint="only tuples can be unpacked", node=target)
+            if len(target.elts) != len(t.elements):
+                raise UserError(f"cannot unpack {len(t.elements)} values into {len(target.elts)} targets",
+                                node=target)
+            self.typed.types[id(target)] = t
+            for elt, et in zip(target.elts, t.elements):
+                self.assign(elt, et, None)
+        elif isinstance(target, ast.Subscript):
+            elem = self.subscript(target, store=True)
+            if not isinstance(t, ScalarType):
+                raise UserError(f"cannot store a {t} into an array of {elem}", node=target)
+        else:
+            raise UserError(f"cannot assign to {type(target).__name__}",
+                            hint="assign to variables, tuples of variables or array elements (a[i] = ...)",
+                            node=target)
+
+    def bind(self, target: ast.Name, t: GType) -> None:
+        if isinstance(t, PyObject):
+            raise UserError(f"cannot store {t} in a variable", hint="use it directly where needed", node=target)
+        self.env[target.id] = (t, target.lineno)
+        self.typed.slots[id(target)] = (target.id, t)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if node.value is None:
+            t, weak = none, False
+        else:
+            t = self.value_expr(node.value, "the returned value")
+            weak = self.is_weak(node.value)
+            if isinstance(t, ArrayType):
+                raise UserError("functions cannot return arrays", hint="write into an array argument instead")
+            if isinstance(t, TupleType) and any(not isinstance(e, (ScalarType, TupleType)) for e in t.elements):
+                raise UserError("returned tuples may hold numbers and bools only")
+        if self.typed.function.is_kernel and t != none:
+            raise UserError("kernels return nothing; write results into an array argument")
+        if self.typed.returns and (t == none) != (self.typed.returns[0][0] == none):
+            raise UserError("this function returns a value on some paths and nothing on others",
+                            hint="return a value everywhere (or nowhere)")
+        self.typed.returns.append((t, weak, node))
+        self.env = None
+
+    def visit_If(self, node: ast.If) -> None:
+        self.condition(node.test)
+        before = self.env
+        self.visit_body(node.body)
+        after_then, self.env = self.env, dict(before)
+        self.visit_body(node.orelse)
+        self.env = merge([after_then, self.env])
+
+    def condition(self, node: ast.expr) -> None:
+        t = self.value_expr(node, "a condition")
+        if not isinstance(t, ScalarType):
+            raise UserError(f"a {t} cannot be used as a condition", hint="compare it, e.g. len(a) > 0", node=node)
+
+    def _loop(self, header_env, body, test=None, target=None, forever=False) -> None:
+        entry = header_env
+        for _ in range(8):  # types only move towards Conflict: this settles in a few rounds
+            self.env = dict(entry)
+            if test is not None:
+                self.condition(test)
+            if target is not None:
+                self.bind(target[0], target[1])
+            self.loops.append(([], []))
+            self.visit_body(body)
+            breaks, continues = self.loops.pop()
+            back = merge([self.env] + continues)
+            new_entry = merge([header_env, back])
+            if _types_of(new_entry) == _types_of(entry):
+                break
+            entry = new_entry
+        self.env = merge(([] if forever else [entry]) + breaks)
+
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise UserError("while/else is not supported", hint="use a flag variable")
+        forever = isinstance(node.test, ast.Constant) and bool(node.test.value) is True
+        self._loop(self.env, node.body, test=node.test, forever=forever)
+
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise UserError("for/else is not supported", hint="use a flag variable")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and self._global(it.func.id, it.func) is range):
+            raise UserError("for loops iterate over range(...) only",
+                            hint="write `for i in range(len(a)):` and index the array", node=it)
+        if not isinstance(node.target, ast.Name):
+            raise UserError("the loop variable must be a single name", node=node.target)
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            raise UserError(f"range takes 1 to 3 positional arguments, not {len(it.args) + len(it.keywords)}",
+                            node=it)
+        types = [self.value_expr(a, "a range argument") for a in it.args]
+        for a, t in zip(it.args, types):
+            if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)):
+                raise UserError(f"range arguments must be integers, not {t}", hint="convert with int(...)", node=a)
+        loop_t = common_type(types, [self.is_weak(a) for a in it.args])
+        loop_t = int64 if loop_t.is_bool else loop_t
+        self.typed.types[id(it)] = loop_t
+        self._loop(self.env, node.body, target=(node.target, loop_t))
+
+    def visit_Break(self, node) -> None:
+        self._jump(node, 0)
+
+    def visit_Continue(self, node) -> None:
+        self._jump(node, 1)
+
+    def _jump(self, node, which: int) -> None:
+        if not self.loops:
+            raise UserError(f"{type(node).__name__.lower()} outside a loop")
+        self.loops[-1][which].append(self.env)
+        self.env = None
+
+    # -- expressions ---------------------------------------------------------------------------
+    def visit_Constant(self, node: ast.Constant) -> GType:
+        value = node.value
+        t = B.constant_type(value)
+        if t is None:
+            raise UserError(f"constants of type {type(value).__name__} are not supported",
+                            hint="use numbers and bools (strings only as docstrings)")
+        self.typed.weak.add(id(node))
+        self.typed.consts[id(node)] = value
+        return t
+
+    def visit_Name(self, node: ast.Name) -> GType:
+        info = self.env.get(node.id)
+        if info is not None:
+            if isinstance(info, Conflict):
+                (t1, l1), (t2, l2) = info.first, info.second
+                raise UserError(f"variable {node.id!r} has different types on different paths to here: {t1} "
+                                f"(assigned at line {l1}) and {t2} (line {l2})",
+                                hint=f"give {node.id} the same type on every path, e.g. with float(...) or int(...)")
+            self.typed.slots[id(node)] = (node.id, info[0])
+            return info[0]
+        if node.id in self.locals:
+            raise UserError(f"variable {node.id!r} is used before it is assigned",
+                            hint="assign it on every path before this line")
+        return self._global_value(node.id, node)
+
+    def _global(self, name: str, node):
+        value = self.typed.function.resolve(name)
+        if value is _NOT_FOUND:
+            raise UserError(f"name {name!r} is not defined", node=node)
+        return value
+
+    def _global_value(self, name: str, node) -> GType:
+        return self.object_type(self._global(name, node), node)
+
+    def object_type(self, value, node) -> GType:
+        """The type of a compile-time Python object: constants become weak literals."""
+        t = B.constant_type(value)
+        if t is not None:
+            if type(value) in (bool, int, float):
+                self.typed.weak.add(id(node))
+            self.typed.consts[id(node)] = value
+            return t
+        if B.is_known_object(value) or callable(value):
+            return PyObject(value)  # an unknown callable is reported where it is called
+        raise UserError(f"{type(value).__name__} object {value!r} cannot be used in gpuc functions",
+                        hint="use numbers, @gpuc.func functions, math functions, gpuc types and intrinsics")
+
+    def visit_Attribute(self, node: ast.Attribute) -> GType:
+        base = self.expr(node.value)
+        if isinstance(base, PyObject):
+            value = getattr(base.value, node.attr, _NOT_FOUND)
+            if value is _NOT_FOUND:
+                raise UserError(f"{base.value!r} has no attribute {node.attr!r}")
+            return self.object_type(value, node)
+        if isinstance(base, ArrayType):
+            t = B.array_attribute(base, node.attr)
+            if t is None:
+                raise UserError(f"arrays have no attribute {node.attr!r} in gpuc functions",
+                                hint="use a.shape, a.ndim, a.size or len(a)")
+            return t
+        raise UserError(f"a {base} has no attribute {node.attr!r}")
+
+    def visit_Tuple(self, node: ast.Tuple) -> GType:
+        elements = tuple(B.strong(self.value_expr(e), self.is_weak(e)) for e in node.elts)
+        return TupleType(elements)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> GType:
+        t = self.value_expr(node.operand)
+        weak = self.is_weak(node.operand)
+        plan = B.unary_plan(type(node.op).__name__, t)
+        self.typed.calls[id(node)] = plan
+        if weak and isinstance(node.op, (ast.USub, ast.UAdd)) and id(node.operand) in self.typed.consts:
+            self.typed.weak.add(id(node))
+            value = self.typed.consts[id(node.operand)]
+            self.typed.consts[id(node)] = -value if isinstance(node.op, ast.USub) else +value
+        return plan.result
+
+    def visit_BinOp(self, node: ast.BinOp) -> GType:
+        lt, rt = self.value_expr(node.left), self.value_expr(node.right)
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise UserError(f"operator {type(node.op).__name__} is not supported", hint="use + - * / // % ** & | ^")
+        lw, rw = self.is_weak(node.left), self.is_weak(node.right)
+        consts = self.typed.consts
+        plan = B.binary_plan(op, lt, rt, lw, rw, consts.get(id(node.right)), consts.get(id(node.left)))
+        self.typed.calls[id(node)] = plan
+        if lw and rw:
+            self.typed.weak.add(id(node))
+        return plan.result
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> GType:
+        types = [self.value_expr(v, "an operand of and/or") for v in node.values]
+        for v, t in zip(node.values, types):
+            if not isinstance(t, ScalarType):
+                raise UserError(f"and/or need numbers or bools, not {t}", node=v)
+        result = common_type(types, [self.is_weak(v) for v in node.values])
+        if all(self.is_weak(v) for v in node.values):
+            self.typed.weak.add(id(node))
+        return result
+
+    def visit_Compare(self, node: ast.Compare) -> GType:
+        operands = [node.left] + list(node.comparators)
+        for op in node.ops:
+            if type(op) not in _CMPOPS:
+                raise UserError(f"comparison {type(op).__name__} is not supported",
+                                hint="use < <= > >= == != (is / in are not supported)")
+        types = [self.value_expr(o, "a compared value") for o in operands]
+        plans = []
+        for i, op in enumerate(node.ops):
+            name = _CMPOPS[type(op)]
+            plans.append(B.compare_plan(name, types[i], types[i + 1], self.is_weak(operands[i]),
+                                        self.is_weak(operands[i + 1])))
+        self.typed.calls[id(node)] = plans
+        return boolean
+
+    def visit_IfExp(self, node: ast.IfExp) -> GType:
+        self.condition(node.test)
+        bt, ot = self.value_expr(node.body), self.value_expr(node.orelse)
+        if bt == ot:
+            return bt
+        if isinstance(bt, ScalarType) and isinstance(ot, ScalarType):
+            return promote(bt, ot, self.is_weak(node.body), self.is_weak(node.orelse))
+        raise UserError(f"the two branches of this conditional expression have types {bt} and {ot}",
+                        hint="make both branches the same type")
+
+    def visit_Subscript(self, node: ast.Subscript) -> GType:
+        return self.subscript(node, store=False)
+
+    def subscript(self, node: ast.Subscript, store: bool) -> GType:
+        base = self.value_expr(node.value, "the indexed value")
+        index = node.slice
+        if isinstance(base, TupleType):
+            if store:
+                raise UserError("tuples are immutable; build a new tuple instead")
+            position = self._const_int(index)
+            if position is None:
+                raise UserError("tuples can only be indexed with a constant integer", node=index)
+            n = len(base.elements)
+            if not -n <= position < n:
+                raise UserError(f"tuple index {position} is out of range for a tuple of {n}", node=index)
+            self.typed.consts[id(index)] = position % n
+            return base.elements[position % n]
+        if not isinstance(base, ArrayType):
+            raise UserError(f"a {base} cannot be indexed", hint="only arrays and tuples can be indexed",
+                            node=node.value)
+        indices = index.elts if isinstance(index, ast.Tuple) else [index]
+        for i in indices:
+            if isinstance(i, ast.Slice):
+                raise UserError("slicing is not supported; index with integers (a[i], a[i, j])", node=i)
+        if len(indices) != base.ndim:
+            raise UserError(f"a {base.ndim}-dimensional array needs {base.ndim} indices, not {len(indices)}",
+                            hint="write one integer index per dimension: a[i, j]", node=index)
+        for i in indices:
+            t = self.value_expr(i, "an index")
+            if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)):
+                raise UserError(f"array indices must be integers, not {t}", hint="convert with int(...)", node=i)
+        self.typed.types[id(node)] = base.dtype
+        return base.dtype
+
+    def _const_int(self, node) -> int | None:
+        t = self.expr(node)
+        value = self.typed.consts.get(id(node))
+        return value if isinstance(t, ScalarType) and t.is_int and type(value) is int else None
+
+    def visit_Call(self, node: ast.Call) -> GType:
+        callee = self.expr(node.func)
+        if not isinstance(callee, PyObject):
+            raise UserError(f"a {callee} is not callable", node=node.func)
+        if node.keywords and not B.takes_keywords(callee.value):
+            raise UserError("keyword arguments are not supported in this call",
+                            hint="pass arguments by position", node=node.keywords[0].value)
+        target = callee.value
+        if isinstance(target, GpucFunction):
+            return self.call_function(node, target)
+        handler = B.lookup_call(target)
+        if handler is None:
+            name = getattr(target, "__qualname__", repr(target))
+            if inspect.isfunction(target):
+                hint = "decorate it with @gpuc.func"
+            else:
+                hint = ("gpuc functions call @gpuc.func functions, math functions, abs/min/max/len/int/float/"
+                        "bool, gpuc types and gpuc intrinsics; write a loop instead")
+            raise UserError(f"{name} cannot be called from gpuc functions", hint=hint, node=node.func)
+        plan = handler.type(self, node)
+        self.typed.calls[id(node)] = (handler, plan)
+        return plan.result
+
+    def call_function(self, node: ast.Call, target: GpucFunction) -> GType:
+        if target.is_kernel:
+            raise UserError(f"kernel {target.__qualname__} cannot be called from a gpuc function",
+                            hint="call a @gpuc.func; kernels are entry points")
+        params = target.source_info.tree.args.args
+        if len(node.args) != len(params):
+            raise UserError(f"{target.__qualname__} takes {len(params)} argument(s), but {len(node.args)} were given")
+        sig = []
+        for a in node.args:
+            t = self.value_expr(a, "an argument")
+            if isinstance(t, TupleType) and any(isinstance(e, ArrayType) for e in t.elements):
+                raise UserError("tuples holding arrays cannot be passed to functions", node=a)
+            sig.append(B.strong(t, self.is_weak(a)))
+        sig = tuple(sig)
+        callee = self.session.function(target, sig)
+        if not callee.done:  # a recursive call: use what the returns seen so far say
+            result = Typer(self.session, callee)._resolve_returns(final=False)
+            if result is None:
+                raise UserError(f"cannot infer what the recursive call of {target.__qualname__} returns: no return "
+                                "statement precedes it", hint="annotate the return type (def f(n) -> int:) or "
+                                "put the base case's return first")
+            callee.provisional_used = result
+        else:
+            result = callee.return_type
+        self.typed.calls[id(node)] = (callee, None)
+        return result

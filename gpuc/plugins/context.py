@@ -1,0 +1,300 @@
+"""Context propagation: resolve the `gpuc.ctx.index` / `gpuc.ctx.ndrange` markers for each target.
+
+Written only against the public API (`gpuc.make_plugin`, `gpuc.llvm`), as a third party would.
+The contract is docs/kernel-abi.md:
+
+- native: every function that reaches a marker (directly or through calls) gets a trailing
+  `ptr %gpuc.ctx` parameter, passed on at every call site; a marker call becomes a load from
+  the `%gpuc.Context = type { [3 x i64] index, [3 x i64] ndrange }` it points to.
+- ptx, gcn, spirv: `index(d)` becomes the target's global work-item id; the launch size is
+  threaded as trailing `i64 %gpuc.n0, %gpuc.n1, %gpuc.n2` parameters, and a kernel returns
+  early for work items outside it (grids are rounded up to whole blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..compiler import CompilationError
+from ..llvm import (CALLING_CONVENTIONS, AllocaInst, ArrayType, Builder, CallInst, ConstantInt, Function,
+                    FunctionType, Instruction, Module, StructType)
+
+INDEX, NDRANGE = "gpuc.ctx.index", "gpuc.ctx.ndrange"
+MARKERS = (INDEX, NDRANGE)
+CTX_PARAM = "gpuc.ctx"                               # the native context parameter's name
+NDRANGE_PARAMS = ("gpuc.n0", "gpuc.n1", "gpuc.n2")   # the GPU launch-size parameters' names
+CONTEXT_TYPE = "gpuc.Context"
+FIELDS = {INDEX: 0, NDRANGE: 1}                      # field of %gpuc.Context each marker reads
+
+
+def context_type(module: Module) -> StructType:
+    """`%gpuc.Context = type { [3 x i64], [3 x i64] }` (index, ndrange) in `module`'s context."""
+    existing = module.get_type(CONTEXT_TYPE)
+    if existing is not None:
+        return existing
+    dims = ArrayType.get(module.context.i64, 3)
+    return StructType.create(module.context, [dims, dims], name=CONTEXT_TYPE)
+
+
+def has_context_param(fn: Function) -> bool:
+    """Whether the native plugin gave `fn` the trailing context parameter."""
+    args = fn.args
+    return bool(args) and args[-1].name == CTX_PARAM and str(args[-1].type) == "ptr"
+
+
+# -- finding marker calls and the functions that reach them -------------------------------------
+
+@dataclass(frozen=True)
+class MarkerCall:
+    call: CallInst
+    marker: str  # INDEX or NDRANGE
+    dim: int
+
+
+def _marker_calls(module: Module) -> list[MarkerCall]:
+    """Every marker call in the module, checked: direct calls of `i64 (i32)` with a constant dim 0-2."""
+    found = []
+    for name in MARKERS:
+        marker = module.functions.get(name)
+        if marker is None:
+            continue
+        if str(marker.function_type) != "i64 (i32)":
+            raise CompilationError(f"@{name} is declared as {marker.function_type}, not i64 (i32)",
+                                   hint=f"declare it as `declare i64 @{name}(i32)` (docs/kernel-abi.md)")
+        for use in list(marker.uses):
+            call = use.user
+            if not isinstance(call, CallInst) or call.callee != marker:
+                where = f" in @{call.function.name}" if isinstance(call, Instruction) else ""
+                raise CompilationError(f"@{name} is used other than by a direct call{where}: "
+                                       f"{str(call).strip()}", hint="markers can only be called")
+            found.append(MarkerCall(call, name, _dim(call, name)))
+    return found
+
+
+def _dim(call: CallInst, name: str) -> int:
+    arg = call.args[0]
+    where = f"@{call.function.name}: `{str(call).strip()}`"
+    if not isinstance(arg, ConstantInt):
+        raise CompilationError(f"the dimension passed to @{name} must be a constant 0, 1 or 2, not a runtime "
+                               f"value, in {where}", hint="write the dimension as a literal, e.g. gpuc.index(0)")
+    if arg.value not in (0, 1, 2):
+        raise CompilationError(f"dimension {arg.value} of @{name} is out of range (0, 1 or 2) in {where}",
+                               hint="index spaces have at most 3 dimensions")
+    return arg.value
+
+
+def _reaching(module: Module, seeds) -> list[Function]:
+    """`seeds` and every function calling one of them, transitively (cycles and recursion are fine)."""
+    found, work = {}, list(seeds)
+    while work:
+        fn = work.pop()
+        if fn in found:
+            continue
+        found[fn] = True
+        for use in fn.uses:
+            user = use.user
+            if isinstance(user, CallInst) and user.callee == fn and user.called_function_type == fn.function_type:
+                work.append(user.function)
+                continue
+            where = f" in @{user.function.name}" if isinstance(user, Instruction) else ""
+            raise CompilationError(
+                f"@{fn.name} reaches a gpuc.ctx marker (gpuc.index/gpuc.ndrange) but is used other than by a "
+                f"direct call{where}: {str(user).strip()}",
+                hint="functions that use the launch context can only be called directly, not through pointers")
+    return [fn for fn in module.functions if fn in found]  # module order: deterministic output
+
+
+# -- adding trailing parameters ----------------------------------------------------------------
+
+def thread_params(module: Module, functions, types, names) -> dict[Function, Function]:
+    """Give each of `functions` trailing parameters (`types`, `names`) and pass the caller's own at
+    every call site; every caller of one of them must be among them. Returns old -> new (the old
+    functions are erased, their names taken by the new ones)."""
+    rebuilt = {old: _with_params(module, old, types, names) for old in functions}
+    builder = Builder(module.context)
+    try:
+        for old, new in rebuilt.items():
+            for use in list(old.uses):
+                _pass_params(builder, use.user, new, len(types))
+    finally:
+        builder.close()
+    for old, new in rebuilt.items():
+        name = old.name
+        old.erase()
+        new.name = name
+    return rebuilt
+
+
+def _with_params(module: Module, old: Function, types, names) -> Function:
+    fnty = old.function_type
+    if fnty.is_vararg:
+        raise CompilationError(f"@{old.name} takes variable arguments and reaches a gpuc.ctx marker",
+                               hint="functions using the launch context cannot be variadic")
+    tmp, n = f"{old.name}.gpuc.ctx", 0
+    while tmp in module.functions:
+        n += 1
+        tmp = f"{old.name}.gpuc.ctx{n}"
+    new = module.add_function(tmp, FunctionType.get(fnty.return_type, [*fnty.params, *types]))
+    new.linkage = old.linkage
+    cc = old.calling_convention
+    new.calling_convention = int(cc[2:]) if cc.startswith("cc") else cc
+    new.attributes.copy_from(old.attributes)
+    new.return_attributes.copy_from(old.return_attributes)
+    if old.section:
+        new.section = old.section
+    if old.alignment:
+        new.alignment = old.alignment
+    old_args, new_args = old.args, new.args
+    for i, (a, b) in enumerate(zip(old_args, new_args)):
+        new.param_attributes(i).copy_from(old.param_attributes(i))
+        b.name = a.name
+        if a.uses:
+            a.replace_all_uses_with(b)
+    for arg, name in zip(new_args[len(old_args):], names):
+        arg.name = name
+    for block in list(old.blocks):
+        new.append_existing_block(block)
+    return new
+
+
+def _pass_params(builder: Builder, call: CallInst, new: Function, count: int) -> None:
+    caller, name = call.function, call.name
+    if name:
+        call.name = ""  # free the name for the replacement
+    builder.position_before(call)
+    replacement = builder.call(new, [*call.args, *caller.args[-count:]], name)
+    replacement.calling_convention = call.calling_convention
+    if call.uses:
+        call.replace_all_uses_with(replacement)
+    call.erase()
+
+
+def _erase_markers(module: Module) -> None:
+    for name in MARKERS:
+        marker = module.functions.get(name)
+        if marker is not None and not marker.uses:
+            marker.erase()
+
+
+# -- native ------------------------------------------------------------------------------------
+
+def _lower_native(job, module: Module, calls: list[MarkerCall]) -> None:
+    llctx = module.context
+    ctx_ty = context_type(module)
+    thread_params(module, _reaching(module, {c.call.function for c in calls}), [llctx.ptr()], [CTX_PARAM])
+    i32 = llctx.i32
+    with Builder(llctx) as builder:
+        for c in calls:  # the calls moved with their blocks into the rebuilt functions
+            ctx = c.call.function.args[-1]
+            builder.position_before(c.call)
+            field = builder.gep(ctx_ty, ctx, [ConstantInt.get(i32, 0), ConstantInt.get(i32, FIELDS[c.marker]),
+                                              ConstantInt.get(i32, c.dim)])
+            value = builder.load(llctx.i64, field, f"{c.marker[9:]}{c.dim}", align=8)
+            _replace(c.call, value)
+
+
+def _replace(call: CallInst, value) -> None:
+    if call.uses:
+        call.replace_all_uses_with(value)
+    call.erase()
+
+
+# -- GPUs --------------------------------------------------------------------------------------
+
+_XYZ = "xyz"
+
+
+def _sreg(builder: Builder, module: Module, name: str, ty=None):
+    ty = ty or module.context.i32
+    fn = module.get_or_insert_function(name, FunctionType.get(ty, []))
+    return builder.call(fn, [])
+
+
+def _ptx_index(builder: Builder, module: Module, dim: int):
+    i64 = module.context.i64
+    block, threads, thread = (builder.zext(_sreg(builder, module, f"llvm.nvvm.read.ptx.sreg.{r}.{_XYZ[dim]}"), i64)
+                              for r in ("ctaid", "ntid", "tid"))
+    return builder.add(builder.mul(block, threads), thread, f"index{dim}")
+
+
+def _gcn_index(builder: Builder, module: Module, dim: int):
+    # The workgroup size comes from the HSA dispatch packet: u16 workgroup_size_{x,y,z} at byte 4, 6, 8.
+    llctx = module.context
+    i64 = llctx.i64
+    block = builder.zext(_sreg(builder, module, f"llvm.amdgcn.workgroup.id.{_XYZ[dim]}"), i64)
+    thread = builder.zext(_sreg(builder, module, f"llvm.amdgcn.workitem.id.{_XYZ[dim]}"), i64)
+    packet = _sreg(builder, module, "llvm.amdgcn.dispatch.ptr", llctx.ptr(4))
+    field = builder.gep(llctx.i8, packet, [ConstantInt.get(i64, 4 + 2 * dim)])
+    threads = builder.zext(builder.load(llctx.int_type(16), field, align=2), i64)
+    return builder.add(builder.mul(block, threads), thread, f"index{dim}")
+
+
+def _spirv_index(builder: Builder, module: Module, dim: int):
+    # OpenCL's get_global_id(uint) -> size_t: the SPIR-V backend turns it into GlobalInvocationId.
+    llctx = module.context
+    fn = module.get_or_insert_function("_Z13get_global_idj", FunctionType.get(llctx.i64, [llctx.i32]))
+    fn.calling_convention = "spir_func"
+    call = builder.call(fn, [ConstantInt.get(llctx.i32, dim)], f"index{dim}")
+    call.calling_convention = CALLING_CONVENTIONS["spir_func"]
+    return call
+
+
+_GPU_INDEX = {"ptx": _ptx_index, "gcn": _gcn_index, "spirv": _spirv_index}
+
+
+def _lower_gpu(job, module: Module, calls: list[MarkerCall]) -> None:
+    index = _GPU_INDEX[job.config.target.name]
+    entry = module.functions.get(job.source.entry_name)
+    guarded = (job.config.kernel and entry is not None and str(entry.return_type) == "void"
+               and entry in _reaching(module, {c.call.function for c in calls}))
+    seeds = {c.call.function for c in calls if c.marker == NDRANGE} | ({entry} if guarded else set())
+    i64 = module.context.i64
+    rebuilt = thread_params(module, _reaching(module, seeds), [i64] * 3, NDRANGE_PARAMS) if seeds else {}
+    with Builder(module.context) as builder:
+        for c in calls:
+            builder.position_before(c.call)
+            fn = c.call.function
+            _replace(c.call, index(builder, module, c.dim) if c.marker == INDEX else fn.args[len(fn.args) - 3 + c.dim])
+        if guarded:
+            _guard(builder, module, rebuilt[entry], sorted({c.dim for c in calls}), index)
+
+
+def _guard(builder: Builder, module: Module, kernel: Function, dims, index) -> None:
+    """Make `kernel` return at once for work items outside the launch size along `dims`."""
+    body = kernel.entry_block
+    guard = kernel.append_block("gpuc.guard")
+    guard.move_before(body)
+    outside = kernel.append_block("gpuc.outside")
+    builder.position_at_end(outside)
+    builder.ret()
+    builder.position_at_end(guard)
+    for inst in list(body.instructions):  # static allocas stay in the entry block, where SROA finds them
+        if isinstance(inst, AllocaInst) and inst.operands[0].is_constant:
+            inst.remove()
+            builder.insert(inst)
+    n = kernel.args[len(kernel.args) - 3:]
+    inside = None
+    for d in dims:
+        ok = builder.icmp("ult", index(builder, module, d), n[d], f"inside{d}")
+        inside = ok if inside is None else builder.and_(inside, ok)
+    builder.cond_br(inside, body, outside)
+
+
+# -- the plugin --------------------------------------------------------------------------------
+
+_LOWER = {"native": _lower_native, "ptx": _lower_gpu, "gcn": _lower_gpu, "spirv": _lower_gpu}
+
+
+def resolve(job, marker: Function, module: Module) -> bool:
+    """The early callback: resolve every context marker in the module at once."""
+    target = job.config.target.name
+    lower = _LOWER.get(target)
+    if lower is None:
+        raise NotImplementedError(f"context propagation does not support target {target!r} "
+                                  f"(supported: {', '.join(_LOWER)})")
+    calls = _marker_calls(module)
+    if calls:
+        lower(job, module, calls)
+    _erase_markers(module)
+    return True
+

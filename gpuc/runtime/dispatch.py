@@ -1,0 +1,124 @@
+"""Launching @gpuc.kernel functions: argument typing, a per-kernel cache of compiled launchers, devices.
+
+`kernel[n](*args)` and `kernel.launch(n, *args, device=..., threads=...)` come here. The types of
+the arguments pick the specialization (NumPy arrays -> Array[dtype, ndim], Python int -> int64,
+float -> float64, bool -> bool, NumPy scalars -> their dtype); the device is "cuda" when an
+argument lives on a GPU (`__cuda_array_interface__`), else "cpu". Each (types, device) pair is
+compiled once per kernel; a warm launch is a dictionary lookup plus argument marshalling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..compiler import CompilerConfig, CompilerJob, compile_module
+from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, as_type, boolean, float64, int64
+from ..targets import NativeTarget, PTXTarget
+from . import cpu
+
+DEVICES = ("cpu", "cuda")
+_LLVM_SCALAR = {"bool": "i1", "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
+                "float32": "float", "float64": "double"}
+_BY_DTYPE = {np.dtype(s.name if s.name != "bool" else "bool"): s for s in SCALARS}
+_ARRAY_TYPES: dict = {}
+
+
+def typeof(value, position: int = 0) -> GType:
+    """The gpuc type of a launch argument."""
+    kind = type(value)
+    if kind is np.ndarray:
+        key = (value.dtype, value.ndim)
+        found = _ARRAY_TYPES.get(key)
+        if found is None:
+            found = _ARRAY_TYPES[key] = _array_type(value.dtype, value.ndim, position)
+        return found
+    if kind is bool or kind is np.bool_:
+        return boolean
+    if kind is int:
+        return int64
+    if kind is float:
+        return float64
+    if isinstance(value, np.generic):
+        return _scalar_of(value.dtype, position)
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is not None:
+        return _array_type(np.dtype(interface["typestr"]), len(interface["shape"]), position)
+    raise TypeError(f"argument {position}: cannot pass a {kind.__name__} to a kernel; pass NumPy arrays "
+                    "(or GPU arrays), bool, int, float or NumPy scalars")
+
+
+def _scalar_of(dtype: np.dtype, position: int) -> ScalarType:
+    found = _BY_DTYPE.get(dtype)
+    if found is None:
+        raise TypeError(f"argument {position}: dtype {dtype} is not supported; use bool, int32, int64, uint32, "
+                        "uint64, float32 or float64")
+    return found
+
+
+def _array_type(dtype: np.dtype, ndim: int, position: int) -> ArrayType:
+    if not 1 <= ndim <= 3:
+        raise TypeError(f"argument {position}: kernels take arrays of 1 to 3 dimensions, not {ndim}")
+    return ArrayType(_scalar_of(dtype, position), ndim)
+
+
+def signature_spec(types) -> list[tuple]:
+    """The runtimes' parameter description for gpuc argument types (docs/kernel-abi.md)."""
+    spec = []
+    for i, t in enumerate(types):
+        if isinstance(t, ArrayType):
+            spec.append(("array", np.dtype(t.dtype.name), t.ndim))
+        elif isinstance(t, ScalarType):
+            spec.append(("scalar", _LLVM_SCALAR[t.name]))
+        else:
+            raise TypeError(f"argument {i}: a kernel cannot take a {t}; pass its elements as separate arguments")
+    return spec
+
+
+def _device_of(args) -> str:
+    for arg in args:
+        if type(arg) is not np.ndarray and hasattr(arg, "__cuda_array_interface__"):
+            return "cuda"
+    return "cpu"
+
+
+def launch(kernel, n, args, *, device: str | None = None, threads: int | None = None) -> None:
+    """Run `kernel` over the index space `n` with `args` (see the module doc)."""
+    types = tuple(typeof(a, i) for i, a in enumerate(args))
+    device = _device_of(args) if device is None else device
+    cache = kernel.__dict__.setdefault("_gpuc_launchers", {})
+    launcher = cache.get((types, device))
+    if launcher is None:
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+        launcher = cache[(types, device)] = _COMPILERS[device](kernel, types)
+    launcher(n, args, threads)
+
+
+def _cpu_launcher(kernel, types):
+    spec = signature_spec(types)
+    job = CompilerJob((kernel, types), CompilerConfig(NativeTarget(), kernel=True))
+    module = cpu.JITModule(job, signature=spec)
+    run = module.kernel()
+    return lambda n, args, threads: run(n, args, threads)
+
+
+def _cuda_launcher(kernel, types):
+    from . import cuda
+
+    spec = signature_spec(types)
+    target = PTXTarget(cap=cuda.device_info().cap)
+    job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True))
+    with compile_module(job) as built:
+        nparams = len(built.module.functions[built.entry].function_type.params)
+        ptx = target.emit(job, built.module, target.cached_target_machine(job.config.opt_level), "asm")
+        entry = built.entry
+    # The context plugin appends the launch size (3 x i64) when the kernel asks for an index.
+    plain = cuda.KernelSignature.from_spec(spec, ndrange=False)
+    signature = cuda.KernelSignature.from_spec(spec, ndrange=nparams != len(plain.llvm_param_types()))
+    run = cuda.CudaModule.from_ptx(ptx, entry).kernel(signature, entry)
+    return lambda n, args, threads: run.launch(*args, n=n)
+
+
+_COMPILERS = {"cpu": _cpu_launcher, "cuda": _cuda_launcher}
+
+__all__ = ["DEVICES", "launch", "signature_spec", "typeof", "as_type"]

@@ -190,7 +190,16 @@ def _lower_native(job, module: Module, calls: list[MarkerCall]) -> None:
             field = builder.gep(ctx_ty, ctx, [ConstantInt.get(i32, 0), ConstantInt.get(i32, FIELDS[c.marker]),
                                               ConstantInt.get(i32, c.dim)])
             value = builder.load(llctx.i64, field, f"{c.marker[9:]}{c.dim}", align=8)
+            _assume_non_negative(builder, module, value)
             _replace(c.call, value)
+
+
+def _assume_non_negative(builder: Builder, module: Module, value) -> None:
+    # Indices and sizes are never negative. Saying so (an assume survives inlining into the CPU
+    # runtime's loop, where the load is forwarded away) lets LLVM drop Python's negative-index
+    # wraparound from `a[gpuc.index()]`, which would otherwise block vectorization.
+    assume = module.get_or_insert_function("llvm.assume", FunctionType.get(module.context.void, [module.context.i1]))
+    builder.call(assume, [builder.icmp("sge", value, ConstantInt.get(module.context.i64, 0))])
 
 
 def _replace(call: CallInst, value) -> None:

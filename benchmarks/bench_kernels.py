@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from _common import ROOT, median, table, timed
 
@@ -123,12 +124,43 @@ assert out[0] == 3.0
 
 
 def cold(code: str, reps: int) -> float:
+    import tempfile
+
+    script = Path(tempfile.mkdtemp()) / "cold.py"  # a file: gpuc reads kernels' source
+    script.write_text(code)
     times = []
     for _ in range(reps):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True)
+        subprocess.run([sys.executable, str(script)], check=True, cwd=ROOT, capture_output=True)
         times.append(time.perf_counter() - start)
     return median(times)
+
+
+GPUC_SAXPY = """import gpuc
+
+@gpuc.kernel
+def k(a, x, y, out):
+    i = gpuc.index()
+    out[i] = a * x[i] + y[i]
+"""
+NUMBA_SAXPY = """def k(a, x, y, out):
+    for i in range(x.shape[0]):
+        out[i] = a * x[i] + y[i]
+"""
+
+
+def _fresh(source: str, tag: str):
+    """A new module (a new function object: nothing cached) from `source`, written to a file so that
+    gpuc can read the function's source."""
+    import importlib.util
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / f"bench_{tag}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.k
 
 
 def compile_latency(reps: int) -> list[list]:
@@ -138,16 +170,11 @@ def compile_latency(reps: int) -> list[list]:
     out = np.empty_like(x)
     gp, nb = [], []
     for r in range(reps):
-        # a fresh function object each round: nothing cached
-        ns: dict = {}
-        exec("def k(a, x, y, out):\n    i = gpuc.index()\n    out[i] = a * x[i] + y[i]\n", {"gpuc": gpuc}, ns)
-        kern = gpuc.kernel(ns["k"])
+        kern = _fresh(GPUC_SAXPY, f"gpuc{r}")
         t_first, _ = timed(kern.launch, x.size, np.float32(2.0), x, x, out, device="cpu", threads=1)
         t_warm, _ = timed(kern.launch, x.size, np.float32(2.0), x, x, out, device="cpu", threads=1)
         gp.append(t_first - t_warm)
-        ns = {}
-        exec("def k(a, x, y, out):\n    for i in range(x.shape[0]):\n        out[i] = a * x[i] + y[i]\n", {}, ns)
-        fn = numba.njit(ns["k"])
+        fn = numba.njit(_fresh(NUMBA_SAXPY, f"numba{r}"))
         t_first, _ = timed(fn, np.float32(2.0), x, x, out)
         t_warm, _ = timed(fn, np.float32(2.0), x, x, out)
         nb.append(t_first - t_warm)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from ..llvm import Function, LLVMError, Module, TargetMachine, run_passes
 from ..llvm.capi import lib
-from ._pipelines import SEGMENTS
 from .errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
 from .trace import CallbackRecord, SegmentRecord
 
@@ -42,7 +41,7 @@ def build_pipeline(target, opt_level: int) -> Pipeline:
     if opt_level == 0:
         segments = {"simplify": "always-inline", "optimize": "", "cleanup": ""}
     else:
-        segments = SEGMENTS[target.pipeline_key()][opt_level]
+        segments = target.pipeline_segments(opt_level)
     steps = [Step("point", "early"), Step("passes", "simplify", segments["simplify"]),
              Step("point", "simplified"), Step("passes", "optimize", segments["optimize"]),
              Step("point", "optimized"), Step("passes", "cleanup", segments["cleanup"]),

@@ -61,7 +61,9 @@ class JITModule:
                     and all(p in _SLOT_FORMATS for p in self.params):
                 tm = job.config.target.cached_target_machine(job.config.opt_level)
                 self.range_name = add_range_wrapper(built.module, entry, self.has_context)
-                pipeline = f"default<O{job.config.opt_level}>" if job.config.opt_level else "always-inline"
+                pipeline = "always-inline"
+                if job.config.opt_level:  # the target's own pipeline, as the compile used
+                    pipeline = ",".join(job.config.target.pipeline_segments(job.config.opt_level).values())
                 run_passes(built.module, pipeline, tm)
         except BaseException:
             built.close()

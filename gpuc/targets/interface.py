@@ -39,6 +39,12 @@ class Target:
         """Which generated pipeline family (gpuc/compiler/_pipelines.py) this target uses."""
         return self.name
 
+    def pipeline_segments(self, opt_level: int) -> dict[str, str]:
+        """The pass segments ("simplify", "optimize", "cleanup") for `opt_level` 1-3: LLVM's own
+        default<On> for the target, which a target may adjust."""
+        from ..compiler._pipelines import SEGMENTS
+        return SEGMENTS[self.pipeline_key()][opt_level]
+
     def target_machine(self, opt_level: int = 2) -> TargetMachine:
         initialize(self.llvm_target)
         return LLVMTarget.from_triple(self.triple()).machine(self.cpu(), self.features(), opt_level=opt_level)

@@ -55,7 +55,8 @@ def test_native_optimized_kernel_reads_the_context(filecheck):
 CHECK-LABEL: define void @kernel(
 CHECK-SAME: ptr {{.*}}%gpuc.ctx)
 CHECK: load i64, ptr %gpuc.ctx
-CHECK-NOT: call
+CHECK-NOT: call {{.*}}@gpuc.ctx.
+CHECK: call void @llvm.assume(
 CHECK: ret void
 CHECK-NOT: @gpuc.ctx.
 """)

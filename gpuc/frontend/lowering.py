@@ -145,19 +145,34 @@ class Lowerer(ast.NodeVisitor):
         return [v]
 
     def element_ptr(self, array, t: ArrayType, indices):
-        """&a[i, j, ...] for (value, type) index pairs; negative indices count from the end, as in Python."""
+        """&a[i, j, ...] for (value, type) index pairs; negative indices count from the end, as in Python.
+
+        Offsets use `nsw` arithmetic and `inbounds` addressing (a valid element offset fits in an i64
+        and stays in the array), which the loop vectorizer relies on. For the unit-stride last
+        dimension of a C-contiguous array, the end-relative shift and the index are two `inbounds`
+        steps rather than one sum, so that instcombine cannot split the sum and lose `inbounds`.
+        """
         i64 = self.ctx.i64
-        offset = None
+        zero = ConstantInt.get(i64, 0)
+        element = memory_type(t.dtype, self.ctx)
+        offset, shift = None, None
         for k, (index, it) in enumerate(indices):
             index = self.convert(index, it, int64) if it != int64 else index
+            wrap = None
             if it.signed and not (isinstance(index, ConstantInt) and index.value >= 0):
-                extent = self.b.extract_value(array, 1 + k)
-                negative = self.b.icmp("slt", index, ConstantInt.get(i64, 0))
-                index = self.b.select(negative, self.b.add(index, extent), index)
-            term = self.b.mul(index, self.b.extract_value(array, 1 + t.ndim + k))
-            offset = term if offset is None else self.b.add(offset, term)
-        data = self.b.extract_value(array, 0)
-        return self.b.gep(memory_type(t.dtype, self.ctx), data, [offset])
+                negative = self.b.icmp("slt", index, zero)
+                wrap = self.b.select(negative, self.b.extract_value(array, 1 + k), zero)
+            if t.layout == "C" and k == t.ndim - 1:
+                term, shift = index, wrap  # C-contiguous: the last stride is 1
+            else:
+                if wrap is not None:
+                    index = self.b.nsw_add(index, wrap)
+                term = self.b.nsw_mul(index, self.b.extract_value(array, 1 + t.ndim + k))
+            offset = term if offset is None else self.b.nsw_add(offset, term)
+        pointer = self.b.extract_value(array, 0)
+        if shift is not None:
+            pointer = self.b.gep(element, pointer, [shift])
+        return self.b.gep(element, pointer, [offset])
 
     # -- function ---------------------------------------------------------------------------
     def run(self) -> None:

@@ -75,20 +75,33 @@ _NUMPY_NAMES = {"bool": "bool", "int32": "int32", "int64": "int64", "uint32": "u
 
 @dataclass(frozen=True)
 class ArrayType(GType):
-    """`Array[dtype, ndim]`: a strided view (data pointer, shapes, element strides)."""
+    """`Array[dtype, ndim]`: a strided view (data pointer, shapes, element strides).
+
+    `layout` "C" (`Array[dtype, ndim, "C"]`) promises C-contiguity: the last dimension has stride
+    1, which the compiler then uses as a constant (no stride versioning for the vectorizer). The
+    launcher gives contiguous NumPy arrays this type; an "A" parameter accepts either layout.
+    """
 
     dtype: ScalarType
     ndim: int
+    layout: str = "A"
 
     def __repr__(self) -> str:
-        return f"gpuc.Array[{self.dtype!r}, {self.ndim}]"
+        extra = ', "C"' if self.layout == "C" else ""
+        return f"gpuc.Array[{self.dtype!r}, {self.ndim}{extra}]"
 
     def __str__(self) -> str:
-        return f"Array[{self.dtype}, {self.ndim}]"
+        extra = ", C" if self.layout == "C" else ""
+        return f"Array[{self.dtype}, {self.ndim}{extra}]"
 
     @property
     def mangled(self) -> str:
-        return f"A{self.ndim}{self.dtype.mangled}"
+        return f"A{self.ndim}{self.dtype.mangled}" + ("C" if self.layout == "C" else "")
+
+    def accepts(self, other: GType) -> bool:
+        """Can a value of type `other` be used where this type is declared?"""
+        return other == self or (isinstance(other, ArrayType) and self.layout == "A"
+                                 and (other.dtype, other.ndim) == (self.dtype, self.ndim))
 
 
 @dataclass(frozen=True)
@@ -121,15 +134,18 @@ class _ArrayFactory:
     """`gpuc.Array[dtype, ndim]` builds an ArrayType; `isinstance(t, gpuc.Array)` tests for one."""
 
     def __getitem__(self, key) -> ArrayType:
-        if not isinstance(key, tuple) or len(key) != 2:
-            raise TypeError("write Array[dtype, ndim], for example gpuc.Array[gpuc.float32, 2]")
-        dtype, ndim = key
+        if not isinstance(key, tuple) or len(key) not in (2, 3):
+            raise TypeError("write Array[dtype, ndim] (or Array[dtype, ndim, \"C\"] for C-contiguous arrays), "
+                            "for example gpuc.Array[gpuc.float32, 2]")
+        dtype, ndim, layout = key if len(key) == 3 else (*key, "A")
+        if layout not in ("A", "C"):
+            raise TypeError(f"array layout must be \"A\" (any strides) or \"C\" (C-contiguous), not {layout!r}")
         dtype = as_type(dtype)
         if not isinstance(dtype, ScalarType):
             raise TypeError(f"array elements must be scalars (bool, int32, ..., float64), not {dtype}")
         if type(ndim) is not int or not 1 <= ndim <= 3:
             raise TypeError(f"arrays have 1 to 3 dimensions, not {ndim!r}")
-        return ArrayType(dtype, ndim)
+        return ArrayType(dtype, ndim, layout)
 
     def __instancecheck__(self, obj) -> bool:
         return isinstance(obj, ArrayType)

@@ -167,7 +167,7 @@ class Typer(ast.NodeVisitor):
         for arg, t in zip(args.args, self.typed.signature):
             if arg.annotation is not None:
                 want = self._annotation(arg.annotation)
-                if want != t:
+                if want != t and not (isinstance(want, ArrayType) and want.accepts(t)):
                     raise UserError(f"parameter {arg.arg} is annotated {want}, but the argument type is {t}",
                                     hint="pass a matching argument type, or remove the annotation",
                                     node=arg.annotation)

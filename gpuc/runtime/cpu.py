@@ -63,7 +63,8 @@ class JITModule:
                 self.range_name = add_range_wrapper(built.module, entry, self.has_context)
                 pipeline = "always-inline"
                 if job.config.opt_level:  # the target's own pipeline, as the compile used
-                    pipeline = ",".join(job.config.target.pipeline_segments(job.config.opt_level).values())
+                    segments = job.config.target.pipeline_segments(job.config.opt_level)
+                    pipeline = ",".join(segments[name] for name in ("simplify", "optimize", "cleanup"))
                 run_passes(built.module, pipeline, tm)
         except BaseException:
             built.close()
@@ -210,10 +211,10 @@ def _param(p) -> tuple:
     kind = p[0] if isinstance(p, tuple) and p else None
     if kind == "scalar" and len(p) == 2 and p[1] in _SLOT_FORMATS:
         return p
-    if kind == "array" and len(p) == 3 and p[2] in (1, 2, 3):
-        return ("array", np.dtype(p[1]), p[2])
+    if kind == "array" and len(p) in (3, 4) and p[2] in (1, 2, 3) and (len(p) == 3 or p[3] in ("A", "C")):
+        return ("array", np.dtype(p[1]), p[2], p[3] if len(p) == 4 else "A")
     raise ValueError(f"bad kernel parameter {p!r}: use ('scalar', T) with T in {', '.join(_SLOT_FORMATS)}, "
-                     "or ('array', dtype, ndim) with ndim 1, 2 or 3")
+                     "or ('array', dtype, ndim[, layout]) with ndim 1, 2 or 3 and layout 'A' or 'C'")
 
 
 def _as_signature(sig) -> KernelSignature:
@@ -249,14 +250,15 @@ class Kernel:
                                    name=module.range_name)
         self._pack = struct.Struct("<" + "".join(_SLOT_FORMATS[t] for t in module.params)).pack
         self._converters = [(p[0] == "array", p[1] if p[0] == "array" else _scalar(p[1]),
-                             p[2] if p[0] == "array" else 0) for p in signature.params]
+                             p[2] if p[0] == "array" else 0, p[0] == "array" and p[3] == "C")
+                            for p in signature.params]
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""
         if len(args) != len(self._converters):
             raise TypeError(f"@{self.module.entry} takes {len(self._converters)} argument(s), got {len(args)}")
         values: list = []
-        for i, (arg, (is_array, how, ndim)) in enumerate(zip(args, self._converters)):
+        for i, (arg, (is_array, how, ndim, contiguous)) in enumerate(zip(args, self._converters)):
             if not is_array:
                 values.append(how(arg))
                 continue
@@ -264,6 +266,9 @@ class Kernel:
                 got = f"{arg.dtype}[{arg.ndim}-d]" if isinstance(arg, np.ndarray) else type(arg).__name__
                 raise TypeError(f"argument {i} of @{self.module.entry} must be a {ndim}-d numpy array of {how}, "
                                 f"not {got}")
+            if contiguous and not arg.flags.c_contiguous:
+                raise ValueError(f"argument {i} of @{self.module.entry} must be C-contiguous (the kernel was "
+                                 "compiled for Array[..., \"C\"]); pass np.ascontiguousarray(...)")
             size = how.itemsize
             strides = arg.strides
             if any(s % size for s in strides):

@@ -27,10 +27,10 @@ def typeof(value, position: int = 0) -> GType:
     """The gpuc type of a launch argument."""
     kind = type(value)
     if kind is np.ndarray:
-        key = (value.dtype, value.ndim)
+        key = (value.dtype, value.ndim, value.flags.c_contiguous)
         found = _ARRAY_TYPES.get(key)
         if found is None:
-            found = _ARRAY_TYPES[key] = _array_type(value.dtype, value.ndim, position)
+            found = _ARRAY_TYPES[key] = _array_type(value.dtype, value.ndim, position, key[2])
         return found
     if kind is bool or kind is np.bool_:
         return boolean
@@ -42,7 +42,8 @@ def typeof(value, position: int = 0) -> GType:
         return _scalar_of(value.dtype, position)
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is not None:
-        return _array_type(np.dtype(interface["typestr"]), len(interface["shape"]), position)
+        dtype, shape, strides = np.dtype(interface["typestr"]), interface["shape"], interface.get("strides")
+        return _array_type(dtype, len(shape), position, strides is None or tuple(strides) == _c_strides(shape, dtype))
     raise TypeError(f"argument {position}: cannot pass a {kind.__name__} to a kernel; pass NumPy arrays "
                     "(or GPU arrays), bool, int, float or NumPy scalars")
 
@@ -55,10 +56,18 @@ def _scalar_of(dtype: np.dtype, position: int) -> ScalarType:
     return found
 
 
-def _array_type(dtype: np.dtype, ndim: int, position: int) -> ArrayType:
+def _array_type(dtype: np.dtype, ndim: int, position: int, c_contiguous: bool) -> ArrayType:
     if not 1 <= ndim <= 3:
         raise TypeError(f"argument {position}: kernels take arrays of 1 to 3 dimensions, not {ndim}")
-    return ArrayType(_scalar_of(dtype, position), ndim)
+    return ArrayType(_scalar_of(dtype, position), ndim, "C" if c_contiguous else "A")
+
+
+def _c_strides(shape, dtype: np.dtype) -> tuple:
+    strides, step = [], dtype.itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
 
 
 def signature_spec(types) -> list[tuple]:
@@ -66,7 +75,7 @@ def signature_spec(types) -> list[tuple]:
     spec = []
     for i, t in enumerate(types):
         if isinstance(t, ArrayType):
-            spec.append(("array", np.dtype(t.dtype.name), t.ndim))
+            spec.append(("array", np.dtype(t.dtype.name), t.ndim) + (("C",) if t.layout == "C" else ()))
         elif isinstance(t, ScalarType):
             spec.append(("scalar", _LLVM_SCALAR[t.name]))
         else:
@@ -105,7 +114,7 @@ def _cpu_launcher(kernel, types):
 def _cuda_launcher(kernel, types):
     from . import cuda
 
-    spec = signature_spec(types)
+    spec = [p[:3] for p in signature_spec(types)]  # the cache key already guarantees the layout
     target = PTXTarget(cap=cuda.device_info().cap)
     job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True))
     with compile_module(job) as built:

@@ -190,16 +190,21 @@ def _lower_native(job, module: Module, calls: list[MarkerCall]) -> None:
             field = builder.gep(ctx_ty, ctx, [ConstantInt.get(i32, 0), ConstantInt.get(i32, FIELDS[c.marker]),
                                               ConstantInt.get(i32, c.dim)])
             value = builder.load(llctx.i64, field, f"{c.marker[9:]}{c.dim}", align=8)
-            _assume_non_negative(builder, module, value)
+            _assume_in_range(builder, module, value)
             _replace(c.call, value)
 
 
-def _assume_non_negative(builder: Builder, module: Module, value) -> None:
-    # Indices and sizes are never negative. Saying so (an assume survives inlining into the CPU
+#: Index spaces are smaller than this along every dimension (the launchers check it).
+MAX_EXTENT = 1 << 62
+
+
+def _assume_in_range(builder: Builder, module: Module, value) -> None:
+    # Indices and sizes lie in [0, 2**62). Saying so (an assume survives inlining into the CPU
     # runtime's loop, where the load is forwarded away) lets LLVM drop Python's negative-index
-    # wraparound from `a[gpuc.index()]`, which would otherwise block vectorization.
+    # wraparound from `a[gpuc.index() + 1]` and `a[gpuc.index() - 1]` alike (no overflow is
+    # possible near the index), which would otherwise block vectorization.
     assume = module.get_or_insert_function("llvm.assume", FunctionType.get(module.context.void, [module.context.i1]))
-    builder.call(assume, [builder.icmp("sge", value, ConstantInt.get(module.context.i64, 0))])
+    builder.call(assume, [builder.icmp("ult", value, ConstantInt.get(module.context.i64, MAX_EXTENT))])
 
 
 def _replace(call: CallInst, value) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..compiler import CompilerJob, compile_module
 from ..llvm import LLJIT, Builder, ConstantInt, Function, FunctionType, Module, run_passes
-from ..plugins.context import context_type, has_context_param
+from ..plugins.context import MAX_EXTENT, context_type, has_context_param
 from ..targets import NativeTarget
 
 
@@ -329,6 +329,8 @@ def ndrange(n) -> tuple[int, int, int]:
     dims = tuple(operator.index(d) for d in dims)
     if any(d < 0 for d in dims):
         raise ValueError(f"index space sizes must not be negative: {n!r}")
+    if any(d >= MAX_EXTENT for d in dims):
+        raise ValueError(f"index space sizes must be below 2**62: {n!r}")
     return dims + (1,) * (3 - len(dims))
 
 

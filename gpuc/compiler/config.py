@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from ..llvm import Context, LLVMError, Module
 from .errors import CompilationError, SourceLocation
-from .plugins import REGISTRY, Plugin, ordered
+from .plugins import REGISTRY, Plugin, builtin_plugins, ordered
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,12 @@ def _ir_syntax_error(message: str, source: IRSource, offset: int = 0) -> Compila
                             hint="fix the IR at this position (LLVM 22 syntax, opaque pointers)")
 
 
-def _resolve_plugins(plugins) -> tuple[Plugin, ...]:
+def _resolve_plugins(plugins, builtins: bool) -> tuple[Plugin, ...]:
     if plugins is None:
         return REGISTRY.snapshot()
     resolved = []
+    if isinstance(plugins, (Plugin, str)):
+        plugins = (plugins,)
     for p in plugins:
         if isinstance(p, Plugin):
             resolved.append(p)
@@ -108,6 +110,8 @@ def _resolve_plugins(plugins) -> tuple[Plugin, ...]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"CompilerConfig(plugins=...) names {', '.join(dupes)} more than once")
+    if builtins:
+        resolved += [p for p in builtin_plugins() if p.name not in names]
     return ordered(resolved)
 
 
@@ -116,7 +120,8 @@ class CompilerConfig:
     """How to compile: target, optimization, validation and the plugin set (captured at creation).
 
     `plugins=None` captures the globally registered plugins *now*; a sequence of Plugin objects
-    (from `make_plugin`/`register_plugin`) or registered names scopes the set to this config.
+    (from `make_plugin`/`register_plugin`) or registered names scopes the set to this config, to
+    which gpuc's own built-in plugins (context propagation) are added unless `builtin_plugins=False`.
     """
 
     target: object
@@ -128,10 +133,11 @@ class CompilerConfig:
     verify_plugins: bool = True
     plugins: tuple[Plugin, ...] | None = None
     fixpoint_rounds: int = 16
+    builtin_plugins: bool = True
 
     def __init__(self, target, *, kernel: bool = False, name: str | None = None, opt_level: int = 2,
                  optimize: bool = True, validate: bool = True, verify_plugins: bool = True,
-                 plugins=None, fixpoint_rounds: int = 16) -> None:
+                 plugins=None, fixpoint_rounds: int = 16, builtin_plugins: bool = True) -> None:
         from ..targets.interface import Target
 
         if not isinstance(target, Target):
@@ -145,8 +151,9 @@ class CompilerConfig:
             raise ValueError("fixpoint_rounds must be a positive int")
         for attr, value in (("target", target), ("kernel", bool(kernel)), ("name", name),
                             ("opt_level", opt_level), ("optimize", bool(optimize)), ("validate", bool(validate)),
-                            ("verify_plugins", bool(verify_plugins)), ("plugins", _resolve_plugins(plugins)),
-                            ("fixpoint_rounds", fixpoint_rounds)):
+                            ("verify_plugins", bool(verify_plugins)),
+                            ("plugins", _resolve_plugins(plugins, bool(builtin_plugins))),
+                            ("fixpoint_rounds", fixpoint_rounds), ("builtin_plugins", bool(builtin_plugins))):
             object.__setattr__(self, attr, value)
 
     def replace(self, **changes) -> "CompilerConfig":

@@ -97,6 +97,19 @@ def ordered(plugins) -> tuple[Plugin, ...]:
 
 REGISTRY = Registry()
 
+# Names of the plugins gpuc itself registers (context propagation, ...): a config that names its
+# own plugin set still gets these, unless it says CompilerConfig(builtin_plugins=False).
+_BUILTIN: set[str] = set()
+
+
+def mark_builtin(name: str) -> None:
+    _BUILTIN.add(name)
+
+
+def builtin_plugins() -> tuple[Plugin, ...]:
+    """The registered plugins gpuc itself provides."""
+    return tuple(p for p in REGISTRY.snapshot() if p.name in _BUILTIN)
+
 
 def register_plugin(name: str, *, pipeline_callback=None, early_callback=None, simplified_callback=None,
                     last_callback=None, finalize_module=None, markers=None, priority: int = 0,

@@ -54,7 +54,8 @@ def test_config_is_hashable_and_equal_configs_hash_equal():
 
 def test_replace_keeps_other_fields():
     plugin = gpuc.make_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
-    config = gpuc.CompilerConfig(gpuc.GCNTarget("gfx942"), kernel=True, plugins=[plugin], opt_level=1)
+    config = gpuc.CompilerConfig(gpuc.GCNTarget("gfx942"), kernel=True, plugins=[plugin], opt_level=1,
+                                 builtin_plugins=False)
     changed = config.replace(opt_level=3)
     assert (changed.opt_level, changed.kernel, changed.plugins) == (3, True, (plugin,))
     assert changed.target == config.target

@@ -87,9 +87,11 @@ def test_unregister_unknown_name_is_keyerror():
 def test_config_scopes_plugins_without_touching_registry(make_job, filecheck):
     before = dict(REGISTRY._plugins)
     plugin = gpuc.make_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
-    job = make_job(SEED_IR, plugins=[plugin])
+    job = make_job(SEED_IR, plugins=[plugin], builtin_plugins=False)
     assert REGISTRY._plugins == before
     assert job.config.plugins == (plugin,)
+    # by default gpuc's own plugins (context propagation) stay in a scoped set
+    assert [p.name for p in make_job(SEED_IR, plugins=[plugin]).config.plugins] == ["gpuc.ctx", "gpucompiler.mark"]
     result = gpuc.compile(job)
     filecheck(result.output, "CHECK-NOT: gpucompiler.mark\nCHECK: define void @kernel\n")
     assert REGISTRY._plugins == before
@@ -108,14 +110,14 @@ def test_scoped_set_ignores_global_plugins(make_job):
 
 def test_empty_scoped_set(make_job):
     gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
-    assert make_job(SEED_IR, plugins=[]).config.plugins == ()
+    assert make_job(SEED_IR, plugins=[], builtin_plugins=False).config.plugins == ()
     with pytest.raises(gpuc.ValidationError):
         gpuc.compile(make_job(SEED_IR, plugins=[]))
 
 
 def test_config_plugins_by_registered_name(make_job):
     plugin = gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
-    assert make_job(SEED_IR, plugins=["gpucompiler.mark"]).config.plugins == (plugin,)
+    assert make_job(SEED_IR, plugins=["gpucompiler.mark"], builtin_plugins=False).config.plugins == (plugin,)
     with pytest.raises(ValueError, match="no registered plugin named 'nope'"):
         make_job(SEED_IR, plugins=["nope"])
     with pytest.raises(ValueError, match="more than once"):

@@ -11,7 +11,8 @@ from gpuc.llvm import Context
 
 def ir(fn, argtypes, target=None, *, optimize=False, plugins=()):
     """Unoptimized IR by default, without plugins, so markers stay visible."""
-    job = gpuc.CompilerJob((fn, argtypes), gpuc.CompilerConfig(target or gpuc.NativeTarget(), plugins=plugins))
+    config = gpuc.CompilerConfig(target or gpuc.NativeTarget(), plugins=plugins, builtin_plugins=False)
+    job = gpuc.CompilerJob((fn, argtypes), config)
     return gpuc.code_llvm(job, optimize=optimize)
 
 

@@ -140,7 +140,7 @@ def test_scoped_plugin_set_works():
 
 def test_without_the_plugin_the_marker_is_reported():
     with pytest.raises(gpuc.ValidationError, match="unresolved marker @gpuc.ctx.index"):
-        gpuc.compile(job(INDEX_IN.format(dim=0), plugins=[]))
+        gpuc.compile(job(INDEX_IN.format(dim=0), plugins=[], builtin_plugins=False))
 
 
 @pytest.mark.parametrize("target", [gpuc.NativeTarget(), gpuc.PTXTarget(), gpuc.GCNTarget(), gpuc.SPIRVTarget()],

@@ -1,4 +1,4 @@
-"""gpuc demo: one IR kernel with a marker, a plugin that resolves it, compiled for the host and for PTX.
+"""gpuc demo: an IR kernel with a marker resolved by a plugin (host and PTX), then Python kernels.
 
 The kernel calls `@gpucompiler.mark(i64)` through an internal helper.  A plugin registered for
 that marker erases the (unused) marker calls at the `optimized` callback point, after the
@@ -109,7 +109,10 @@ def main() -> int:
         gpuc.compile(bare)
     except gpuc.ValidationError as exc:
         print(f"  {exc}")
-    return 0
+
+    # Part two: kernels written in Python (examples/kernels.py).
+    import kernels
+    return kernels.main()
 
 
 if __name__ == "__main__":

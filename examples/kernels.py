@@ -84,10 +84,17 @@ def main() -> int:
     want = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) - u[1:-1, 1:-1]
     ok &= _report("stencil", np.allclose(v[1:-1, 1:-1], want))
 
-    section("the same saxpy as PTX (sm_90): the index comes from %ctaid/%ntid/%tid")
-    A = gpuc.Array[gpuc.float32, 1]
-    ptx = gpuc.code_native(saxpy, (gpuc.float32, A, A, A), target=gpuc.PTXTarget(cap="sm_90"))
-    print("\n".join(line for line in ptx.splitlines() if ".entry" in line or "%tid" in line or "%ctaid" in line))
+    section("the same kernels as PTX (sm_90): the index comes from %ctaid/%ntid/%tid")
+    F32, F64 = gpuc.Array[gpuc.float32, 1], gpuc.Array[gpuc.float64, 1]
+    F64x2 = gpuc.Array[gpuc.float64, 2]
+    for kernel, argtypes in ((saxpy, (gpuc.float32, F32, F32, F32)), (total, (F64, F64)), (stencil, (F64x2, F64x2))):
+        ptx = gpuc.code_native(kernel, argtypes, target=gpuc.PTXTarget(cap="sm_90"))
+        lines = ptx.splitlines()
+        entry = next(line for line in lines if ".entry" in line)
+        body = [line.strip() for line in lines if any(k in line for k in ("%ctaid", "%tid", "atom.", "fma.rn"))]
+        print(f"  {kernel.__name__}: {entry.strip()} {len(lines)} lines")
+        print("      " + "\n      ".join(body[:4]))
+        ok &= _ptxas(ptx)
 
     section("a plugin resolving a marker in a Python kernel")
     plugin = gpuc.make_plugin("demo.trace", pipeline_callback=drop_trace)
@@ -106,6 +113,22 @@ def main() -> int:
     finally:
         gpuc.unregister_plugin("demo.trace")
     return 0 if ok else 1
+
+
+def _ptxas(ptx: str) -> bool:
+    import shutil
+    import subprocess
+    import tempfile
+
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        return True
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        check = subprocess.run([ptxas, "-arch=sm_90", "-o", "/dev/null", f.name], capture_output=True, text=True)
+    print(f"      ptxas -arch=sm_90: {'ok' if check.returncode == 0 else 'FAILED ' + check.stderr}")
+    return check.returncode == 0
 
 
 def _report(what: str, good: bool) -> bool:

@@ -1,0 +1,38 @@
+"""The example kernels (examples/kernels.py) run correctly on the CPU and their PTX passes ptxas."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import gpuc
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def examples():
+    spec = importlib.util.spec_from_file_location("gpuc_example_kernels", EXAMPLES / "kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_example_kernels_run(examples, isolated_plugins, capsys):
+    assert examples.main() == 0
+    assert "WRONG" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, argtypes", [
+    ("saxpy", (gpuc.float32,) + (gpuc.Array[gpuc.float32, 1],) * 3),
+    ("total", (gpuc.Array[gpuc.float64, 1],) * 2),
+    ("stencil", (gpuc.Array[gpuc.float64, 2],) * 2),
+    ("traced_copy", (gpuc.Array[gpuc.int64, 1],) * 2),
+])
+def test_example_kernels_ptx(examples, name, argtypes, ptxas, isolated_plugins):
+    gpuc.register_plugin("demo.trace", pipeline_callback=examples.drop_trace)
+    ptx = gpuc.code_native(getattr(examples, name), argtypes, target=gpuc.PTXTarget(cap="sm_90"))
+    assert ".visible .entry" in ptx and "%tid.x" in ptx
+    ptxas(ptx)

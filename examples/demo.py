@@ -9,15 +9,14 @@ the ORC JIT.
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
 import gpuc
+import kernels  # examples/kernels.py: the Python-kernel part of the demo
 from gpuc.runtime import load
+from kernels import check_ptx, section
 
 KERNEL = """
 declare void @gpucompiler.mark(i64)
@@ -57,10 +56,6 @@ def erase_unused_marker_calls(job, marker, module) -> bool:
     return bool(calls)
 
 
-def section(title: str) -> None:
-    print(f"\n=== {title} " + "=" * max(0, 70 - len(title)))
-
-
 def main() -> int:
     import gpuc.llvm  # noqa: F401  (for isinstance checks in the plugin)
 
@@ -91,17 +86,8 @@ def main() -> int:
     print(result.trace)
     entry_lines = [line for line in result.output.splitlines() if ".entry" in line or ".target" in line]
     print("  " + "\n  ".join(entry_lines))
-    ptxas = shutil.which("ptxas")
-    if ptxas:
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
-            f.write(result.output)
-            f.flush()
-            check = subprocess.run([ptxas, "-arch=sm_90", "-o", "/dev/null", f.name], capture_output=True, text=True)
-        print(f"  ptxas -arch=sm_90: {'ok' if check.returncode == 0 else 'FAILED: ' + check.stderr}")
-        if check.returncode != 0:
-            return 1
-    else:
-        print("  (ptxas not found; install nvidia-cuda-nvcc-cu12 to check the PTX)")
+    if not check_ptx(result.output):
+        return 1
 
     section("without the plugin: a clear validation error")
     bare = gpuc.CompilerJob(source, gpuc.CompilerConfig(gpuc.NativeTarget(), plugins=()))
@@ -111,7 +97,6 @@ def main() -> int:
         print(f"  {exc}")
 
     # Part two: kernels written in Python (examples/kernels.py).
-    import kernels
     return kernels.main()
 
 

@@ -94,7 +94,7 @@ def main() -> int:
         body = [line.strip() for line in lines if any(k in line for k in ("%ctaid", "%tid", "atom.", "fma.rn"))]
         print(f"  {kernel.__name__}: {entry.strip()} {len(lines)} lines")
         print("      " + "\n      ".join(body[:4]))
-        ok &= _ptxas(ptx)
+        ok &= check_ptx(ptx)
 
     section("a plugin resolving a marker in a Python kernel")
     plugin = gpuc.make_plugin("demo.trace", pipeline_callback=drop_trace)
@@ -115,13 +115,15 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def _ptxas(ptx: str) -> bool:
+def check_ptx(ptx: str) -> bool:
+    """Assemble with ptxas -arch=sm_90 when ptxas is installed (nvidia-cuda-nvcc-cu12); True if fine."""
     import shutil
     import subprocess
     import tempfile
 
     ptxas = shutil.which("ptxas")
     if ptxas is None:
+        print("      (ptxas not found; install nvidia-cuda-nvcc-cu12 to check the PTX)")
         return True
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(ptx)

@@ -21,3 +21,15 @@ def located(error: UserError, info) -> CompilationError:
     location = info.location(node) if node is not None and hasattr(node, "lineno") else None
     return CompilationError(error.message, location, error.hint)
 
+
+class LocatingVisitor(ast.NodeVisitor):
+    """An AST visitor that pins a UserError raised below a node to that node, unless a deeper
+    node already claimed it: errors point at the innermost construct at fault."""
+
+    def visit(self, node: ast.AST):
+        try:
+            return super().visit(node)
+        except UserError as exc:
+            if exc.node is None:
+                exc.node = node
+            raise

@@ -7,7 +7,7 @@ import ast
 from ..compiler.config import CompiledFunction
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
 from . import builtins as B
-from .errors import UserError, located
+from .errors import LocatingVisitor, UserError, located
 from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
                     llvm_type, memory_type, none)
 from .typing import PyObject, TypedFunction, Typing
@@ -77,7 +77,7 @@ class Program:
             fn.return_attributes.add("zeroext")
 
 
-class Lowerer(ast.NodeVisitor):
+class Lowerer(LocatingVisitor):
     """Emits one typed function. Variables live in entry-block allocas (SROA turns them into SSA)."""
 
     def __init__(self, program: Program, typed: TypedFunction, fn) -> None:
@@ -233,14 +233,6 @@ class Lowerer(ast.NodeVisitor):
         self.b.store(value, self.slot(name, t))
 
     # -- visiting ---------------------------------------------------------------------------
-    def visit(self, node: ast.AST):
-        try:
-            return super().visit(node)
-        except UserError as exc:
-            if exc.node is None:
-                exc.node = node
-            raise
-
     def generic_visit(self, node):
         raise AssertionError(f"the typer accepted {type(node).__name__}, which the lowering does not handle")
 

@@ -11,7 +11,7 @@ import ast
 import inspect
 from dataclasses import dataclass, field
 
-from .errors import UserError, located
+from .errors import LocatingVisitor, UserError, located
 from .source import _NOT_FOUND, GpucFunction, symbol_name
 from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, as_type, boolean, common_type, int64, none,
                     promote)
@@ -129,7 +129,7 @@ def _assigned_names(fn: ast.FunctionDef) -> set[str]:
     return names
 
 
-class Typer(ast.NodeVisitor):
+class Typer(LocatingVisitor):
     """Types one function body. `visit` attaches the node being visited to any UserError."""
 
     def __init__(self, session: Typing, typed: TypedFunction) -> None:
@@ -213,14 +213,6 @@ class Typer(ast.NodeVisitor):
         return result
 
     # -- visiting ----------------------------------------------------------------------------
-    def visit(self, node: ast.AST):
-        try:
-            return super().visit(node)
-        except UserError as exc:
-            if exc.node is None:
-                exc.node = node
-            raise
-
     def generic_visit(self, node: ast.AST):
         kind = type(node).__name__
         hint = _UNSUPPORTED_HINTS.get(kind, "see docs/frontend.md for the supported subset of Python")

@@ -1,13 +1,9 @@
-"""IR snippets, callbacks and tool discovery shared by the compiler tests (imported by name)."""
+"""IR snippets and callbacks shared by the compiler tests (imported by name); tools come from tests/toolchain."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-from pathlib import Path
-
 from gpuc.llvm import CallInst
+from toolchain import find_ptxas, find_spirv_val  # noqa: F401  (re-exported for the tests)
 
 # The seed scenario: the marker is called through an internal helper that the inliner folds
 # into @kernel during optimization.
@@ -51,29 +47,3 @@ def callers_of(marker) -> list[str]:
     """Names of the functions containing a call to `marker`."""
     return sorted({use.user.function.name for use in marker.uses})
 
-
-# -- external tools --------------------------------------------------------------------------
-
-def _first_executable(candidates) -> str | None:
-    for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return str(c)
-    return None
-
-
-def find_ptxas() -> str | None:
-    """ptxas from PATH, this interpreter's bin dir, NVIDIA's pip wheel, or a CUDA install."""
-    candidates = [shutil.which("ptxas"), Path(sys.executable).parent / "ptxas"]
-    try:
-        import nvidia.cuda_nvcc as wheel  # type: ignore[import-not-found]
-
-        candidates += [Path(p) / "bin/ptxas" for p in wheel.__path__]
-    except ImportError:
-        pass
-    candidates += ["/usr/local/bin/ptxas", "/usr/local/cuda/bin/ptxas"]
-    return _first_executable(candidates)
-
-
-def find_spirv_val() -> str | None:
-    """spirv-val (SPIRV-Tools) from PATH or the usual install locations."""
-    return _first_executable([shutil.which("spirv-val"), "/usr/bin/spirv-val", "/usr/local/bin/spirv-val"])

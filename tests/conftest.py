@@ -1,0 +1,78 @@
+"""Fixtures shared by every test area: plugin-registry isolation, FileCheck, ptxas and spirv-val."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # for toolchain, whatever pytest's import mode
+
+from gpuc.compiler.plugins import REGISTRY  # noqa: E402
+from toolchain import find_ptxas, find_spirv_val  # noqa: E402
+
+
+@pytest.fixture
+def isolated_plugins():
+    """Snapshot the global plugin registry and restore it afterwards, so no test leaks plugins."""
+    with REGISTRY._lock:
+        saved = dict(REGISTRY._plugins)
+    yield
+    with REGISTRY._lock:
+        REGISTRY._plugins.clear()
+        REGISTRY._plugins.update(saved)
+
+
+@pytest.fixture
+def filecheck(tmp_path):
+    """`filecheck(text, checks, *args)`: run FileCheck (PyPI `filecheck`) with `checks` against `text`."""
+    pytest.importorskip("filecheck", reason="install the PyPI package filecheck==1.0.6")
+    counter = iter(range(1_000_000))
+    script = Path(sys.executable).parent / "filecheck"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "filecheck"]
+
+    def check(text: str, checks: str, *args: str) -> None:
+        check_file = tmp_path / f"checks{next(counter)}.txt"
+        check_file.write_text(checks)
+        proc = subprocess.run([*command, *args, str(check_file)], input=text, capture_output=True, text=True,
+                              timeout=60)
+        if proc.returncode != 0:
+            pytest.fail(f"FileCheck failed:\n{proc.stdout}{proc.stderr}\n--- checks ---\n{checks}"
+                        f"\n--- input ---\n{text}", pytrace=False)
+    return check
+
+
+@pytest.fixture
+def ptxas(tmp_path):
+    """`ptxas(ptx_text, arch="sm_90")`: assemble with `ptxas -arch=ARCH`; fails the test with its output."""
+    exe = find_ptxas()
+    if exe is None:
+        pytest.skip("ptxas not found (PATH, nvidia-cuda-nvcc-cu12 wheel, /usr/local/bin)")
+    counter = iter(range(1_000_000))
+
+    def run(ptx: str, arch: str = "sm_90") -> None:
+        path = tmp_path / f"kernel{next(counter)}.{arch}.ptx"
+        path.write_text(ptx)
+        proc = subprocess.run([exe, f"-arch={arch}", str(path), "-o", os.devnull],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"ptxas -arch={arch} rejected the PTX:\n{proc.stderr}\n{ptx}"
+    return run
+
+
+@pytest.fixture
+def spirv_val(tmp_path):
+    """`spirv_val(binary)`: validate a SPIR-V binary; fails the test with the validator's output."""
+    exe = find_spirv_val()
+    if exe is None:
+        pytest.skip("spirv-val not found (apt install spirv-tools)")
+    counter = iter(range(1_000_000))
+
+    def run(binary: bytes) -> None:
+        path = tmp_path / f"module{next(counter)}.spv"
+        path.write_bytes(binary)
+        proc = subprocess.run([exe, str(path)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, f"spirv-val rejected the module:\n{proc.stdout}{proc.stderr}"
+    return run

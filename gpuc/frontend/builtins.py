@@ -54,7 +54,7 @@ def _check_literal_fits(value, t: ScalarType) -> None:
         lo, hi = (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1) if t.signed else (0, (1 << t.bits) - 1)
         if not lo <= value <= hi:
             raise UserError(f"the literal {value} does not fit in {t}",
-                            hint=f"convert the other operand first, e.g. int(x) or gpuc.int64(x)")
+                            hint="convert the other operand first, e.g. int(x) or gpuc.int64(x)")
 
 
 # -- operator plans -------------------------------------------------------------------------

@@ -48,7 +48,8 @@ def _same_type(what: str, lhs: Value, rhs: Value) -> None:
         raise TypeError(f"{what}: operand types differ ({lhs.type} vs {rhs.type})")
 
 
-def _values(seq) -> "ctypes.Array":
+def _values(seq):
+    """A C array of the value handles of `seq`."""
     return (capi.LLVMValueRef * len(seq))(*[v.ref for v in seq])
 
 

@@ -102,3 +102,8 @@ class Target:
         return f"{type(self).__name__}({fields})"
 
 
+def without_pass(pipeline: str, name: str) -> str:
+    """`pipeline` (a textual pass pipeline) with every occurrence of the parameterless pass `name` removed."""
+    parts = pipeline.replace("(", "(,").replace(")", ",)").split(",")
+    kept = ",".join(p for p in parts if p != name)
+    return kept.replace("(,", "(").replace(",)", ")")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..llvm import host_cpu, host_features, host_triple
-from .interface import Target
+from .interface import Target, without_pass
 
 
 @dataclass(frozen=True, repr=False)
@@ -36,12 +36,9 @@ class NativeTarget(Target):
         segments = super().pipeline_segments(opt_level)
         if self.slp_vectorize:
             return segments
-        return {name: _without_pass(text, "slp-vectorizer") for name, text in segments.items()}
+        return {name: without_pass(text, "slp-vectorizer") for name, text in segments.items()}
 
     def __repr__(self) -> str:
         extra = ", slp_vectorize=True" if self.slp_vectorize else ""
         return f"NativeTarget(cpu={self.cpu_name!r}{extra})"
 
-
-def _without_pass(pipeline: str, name: str) -> str:
-    return pipeline.replace(f",{name},", ",").replace(f"({name},", "(").replace(f",{name})", ")")

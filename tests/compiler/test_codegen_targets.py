@@ -171,3 +171,29 @@ def test_only_the_entry_stays_external(make_job, filecheck):
     helper_kept = SAXPY + "define float @other(float %x) {\n  ret float %x\n}\n"
     out = gpuc.compile(make_job(helper_kept, opt_level=0)).output
     filecheck(out, "CHECK-NOT: @other\nCHECK: define internal float @axpy(\nCHECK: define void @kernel(\n")
+
+
+def test_spirv_loop_exit_values_stay_64_bit(make_job, spirv_val):
+    # Regression: IndVarSimplify rewrote a loop's exit value (the sum 0 + 1 + ... + n-1) in closed
+    # form with an i65 product, which the SPIR-V backend cannot lower; SPIRVTarget omits indvars.
+    ir = """\
+define i64 @tri(i64 %n) {
+entry:
+  %empty = icmp sle i64 %n, 0
+  br i1 %empty, label %done, label %loop
+loop:
+  %k = phi i64 [ 0, %entry ], [ %k1, %loop ]
+  %s = phi i64 [ 0, %entry ], [ %s1, %loop ]
+  %s1 = add i64 %s, %k
+  %k1 = add nsw i64 %k, 1
+  %more = icmp slt i64 %k1, %n
+  br i1 %more, label %loop, label %done
+done:
+  %r = phi i64 [ 0, %entry ], [ %s1, %loop ]
+  ret i64 %r
+}
+"""
+    job = make_job(ir, entry="tri", target=gpuc.SPIRVTarget())
+    assert "i65" not in gpuc.compile(job).output
+    spirv_val(gpuc.compile(job, "obj").output)
+    assert "indvars" not in str(gpuc.build_pipeline(gpuc.SPIRVTarget(), 2))

@@ -32,11 +32,9 @@ def test_gcn(fn, argtypes):
     assert "amdgcn" in asm or ".amdhsa" in asm or "s_endpgm" in asm or "s_setpc_b64" in asm
 
 
-SPIRV_KNOWN = {
-    # The optimizer widens the trip count of a range with a runtime step to i65, which the SPIR-V
-    # backend refuses without SPV_ALTERA_arbitrary_precision_integers (a target/pipeline issue).
-    "range_forms": "loop optimization introduces i65, which SPIR-V cannot express",
-}
+# Known SPIR-V failures, as strict xfails that flip once fixed. (range_forms was one: IndVarSimplify
+# computed a closed form in i65; SPIRVTarget now leaves that pass out.)
+SPIRV_KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("fn, argtypes", [

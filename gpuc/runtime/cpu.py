@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compiler import CompilerJob, compile_module
+from ..compiler import CompilationError, CompilerJob, compile_module
 from ..llvm import LLJIT, Builder, ConstantInt, Function, FunctionType, Module, run_passes
 from ..plugins.context import MAX_EXTENT, context_type, has_context_param
 from ..targets import NativeTarget
@@ -51,6 +51,7 @@ class JITModule:
         built = compile_module(job)
         self.entry, self.trace = built.entry, built.trace
         try:
+            _check_externals(built.module, job)
             entry = built.module.functions[self.entry]
             self.has_context = has_context_param(entry)
             params = [str(t) for t in entry.function_type.params]
@@ -107,6 +108,27 @@ class JITModule:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_PROCESS = ctypes.CDLL(None)
+
+
+def _check_externals(module: Module, job: CompilerJob) -> None:
+    """Every function the module calls but does not define must exist in this process (libc,
+    libm, ...); otherwise say which, instead of the JIT's bare "failed to materialize"."""
+    missing = []
+    for fn in module.functions:
+        if fn.is_declaration and fn.uses and not fn.name.startswith("llvm."):
+            try:
+                getattr(_PROCESS, fn.name)
+            except AttributeError:
+                missing.append(fn.name)
+    if missing:
+        names = ", ".join(f"@{name}" for name in sorted(missing))
+        raise CompilationError(f"{job.describe()} calls {names}, which nothing defines: not the module, not this "
+                               "process", hint="if it is a marker, register a plugin that resolves it "
+                               "(gpuc.register_plugin); otherwise load the library that defines it "
+                               "(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)) before compiling")
 
 
 def load(job: CompilerJob, signature=None) -> JITModule:

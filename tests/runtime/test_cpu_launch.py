@@ -9,7 +9,7 @@ import pytest
 
 import gpuc
 from ctx_kernels import MARKER_FREE_IR, RECURSIVE_IR, indexing_expected, indexing_kernel, indexing_signature, job
-from gpuc.runtime import JITModule, KernelSignature, launch
+from gpuc.runtime import JITModule, KernelSignature, launch, load
 from gpuc.runtime.cpu import default_threads, ndrange
 
 SAXPY_IR = """\
@@ -208,3 +208,21 @@ def test_warm_launch_overhead_is_small():
         per_launch = (time.perf_counter() - start) / rounds
         print(f"warm launch of an empty kernel: {per_launch * 1e6:.1f} us")
         assert per_launch < 5e-3
+
+
+def test_undefined_external_is_named_before_jitting():
+    # Regression: a kernel calling a function nothing defines (e.g. a marker without a plugin)
+    # failed inside the JIT with "Failed to materialize symbols", naming the symbol only on stderr.
+    ir = """\
+declare void @my.trace(i64)
+
+define void @kernel(ptr %out) {
+  call void @my.trace(i64 1)
+  store i64 1, ptr %out
+  ret void
+}
+"""
+    job = gpuc.CompilerJob(gpuc.IRSource(ir, entry="kernel"), gpuc.CompilerConfig(gpuc.NativeTarget(), kernel=True))
+    with pytest.raises(gpuc.CompilationError, match=r"calls @my\.trace, which nothing defines") as info:
+        load(job)
+    assert "register a plugin" in str(info.value)

@@ -63,25 +63,31 @@ def empty(x):
     pass
 
 
-def numba_kernels():
+def numba_kernels(parallel: bool = False):
+    """The equivalent loops for Numba. The outer loops use `prange`, which is a plain `range` in a
+    serial `njit` and a parallel loop with `parallel=True` (Numba's own multi-thread figure, the
+    anchor for gpuc's thread scaling)."""
     import numba
+    from numba import prange
 
-    @numba.njit
+    jit = numba.njit(parallel=parallel)
+
+    @jit
     def saxpy_nb(a, x, y, out):
-        for i in range(x.shape[0]):
+        for i in prange(x.shape[0]):
             out[i] = a * x[i] + y[i]
 
-    @numba.njit
+    @jit
     def stencil_nb(u, v):
         n, m = u.shape
-        for i in range(1, n - 1):
+        for i in prange(1, n - 1):
             for j in range(1, m - 1):
                 v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) - u[i, j]
 
-    @numba.njit
+    @jit
     def mandelbrot_nb(out, max_iter):
         h, w = out.shape
-        for i in range(h):
+        for i in prange(h):
             for j in range(w):
                 cr = -2.0 + 3.0 * j / w
                 ci = -1.5 + 3.0 * i / h
@@ -94,41 +100,6 @@ def numba_kernels():
                 out[i, j] = k
 
     return saxpy_nb, stencil_nb, mandelbrot_nb
-
-
-def numba_parallel_kernels():
-    """The same loops with `parallel=True` and `prange` over the outer loop: Numba's own 2-thread figure,
-    the anchor for gpuc's thread scaling."""
-    import numba
-
-    @numba.njit(parallel=True)
-    def saxpy_par(a, x, y, out):
-        for i in numba.prange(x.shape[0]):
-            out[i] = a * x[i] + y[i]
-
-    @numba.njit(parallel=True)
-    def stencil_par(u, v):
-        n, m = u.shape
-        for i in numba.prange(1, n - 1):
-            for j in range(1, m - 1):
-                v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) - u[i, j]
-
-    @numba.njit(parallel=True)
-    def mandelbrot_par(out, max_iter):
-        h, w = out.shape
-        for i in numba.prange(h):
-            for j in range(w):
-                cr = -2.0 + 3.0 * j / w
-                ci = -1.5 + 3.0 * i / h
-                zr = 0.0
-                zi = 0.0
-                k = 0
-                while k < max_iter and zr * zr + zi * zi <= 4.0:
-                    zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
-                    k += 1
-                out[i, j] = k
-
-    return saxpy_par, stencil_par, mandelbrot_par
 
 
 # -- measurements --------------------------------------------------------------------------------
@@ -221,7 +192,7 @@ def run_times(reps: int, quick: bool) -> list[list]:
     import numba
 
     saxpy_nb, stencil_nb, mandelbrot_nb = numba_kernels()
-    saxpy_par, stencil_par, mandelbrot_par = numba_parallel_kernels()
+    saxpy_par, stencil_par, mandelbrot_par = numba_kernels(parallel=True)
     numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
     n = 2_000_000 if quick else 10_000_000
     x = np.random.default_rng(0).random(n, dtype=np.float32)

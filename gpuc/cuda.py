@@ -58,6 +58,8 @@ class DeviceArray:
     @property
     def strides(self) -> tuple:
         """Byte strides, as NumPy reports them."""
+        if self.size == 0:  # NumPy's own choice for empty arrays (all zeros in NumPy 2); costs no memory
+            return np.empty(self.shape, self.dtype).strides
         strides, step = [], self.dtype.itemsize
         for extent in reversed(self.shape):
             strides.append(step)

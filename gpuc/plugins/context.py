@@ -270,7 +270,9 @@ def _lower_gpu(job, module: Module, calls: list[MarkerCall]) -> None:
             fn = c.call.function
             _replace(c.call, index(builder, module, c.dim) if c.marker == INDEX else fn.args[len(fn.args) - 3 + c.dim])
         if guarded:
-            _guard(builder, module, rebuilt[entry], sorted({c.dim for c in calls}), index)
+            # Every dimension, not only those the kernel reads: a kernel indexing only dim 0 but
+            # launched 2-D must not run its body again in the extra rows of a rounded-up grid.
+            _guard(builder, module, rebuilt[entry], (0, 1, 2), index)
 
 
 def _guard(builder: Builder, module: Module, kernel: Function, dims, index) -> None:

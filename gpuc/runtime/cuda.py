@@ -329,7 +329,7 @@ class CudaKernel:
         self._owner = owner  # keeps the module loaded
 
     def launch(self, *args, n, block=None, shared_mem: int = 0, stream=None, sync: bool = True) -> None:
-        config = launch_config(n, block)
+        config = launch_config(n, block, exact=not self.signature.ndrange)  # no bound check: no surplus threads
         params = self.signature.marshal(args, config.ndrange)
         if config.empty:
             return

@@ -256,10 +256,25 @@ def _dims(value, what: str) -> tuple:
     return dims
 
 
-def launch_config(n, block=None) -> LaunchConfig:
-    """Blocks covering the launch size `n` (int or tuple of up to 3); grid = ceil(n / block) per dimension."""
+def _exact_block(n: tuple) -> tuple:
+    """Per dimension, the largest divisor of the extent within the default block: grid * block == n."""
+    return tuple(next(b for b in range(min(limit, extent), 0, -1) if extent % b == 0) if extent else limit
+                 for extent, limit in zip(n, DEFAULT_BLOCK[len(n)]))
+
+
+def launch_config(n, block=None, exact: bool = False) -> LaunchConfig:
+    """Blocks covering the launch size `n` (int or tuple of up to 3); grid = ceil(n / block) per dimension.
+
+    With `exact` (a kernel without the %gpuc.n bound check, which would run the surplus threads of a
+    rounded-up grid), the threads number exactly `n`: blocks divide the launch size.
+    """
     n = _dims(n, "the launch size")
+    if exact and block is None:
+        block = _exact_block(n)
     block = DEFAULT_BLOCK[len(n)] if block is None else _dims(block, "the block size")
+    if exact and len(block) == len(n) and any(b and extent % b for extent, b in zip(n, block)):
+        raise ValueError(f"block {block} does not divide the launch size {n}, and this kernel has no launch-size "
+                         "check (it takes no %gpuc.n parameters), so the surplus threads would run it too")
     if len(block) != len(n):
         raise ValueError(f"the block {block} has {len(block)} dimension(s) but the launch size {n} has {len(n)}")
     pad = (1,) * (3 - len(n))

@@ -124,7 +124,7 @@ def _cuda_launcher(kernel, types):
     # The context plugin appends the launch size (3 x i64) when the kernel asks for an index.
     plain = cuda.KernelSignature.from_spec(spec, ndrange=False)
     signature = cuda.KernelSignature.from_spec(spec, ndrange=nparams != len(plain.llvm_param_types()))
-    run = cuda.CudaModule.from_ptx(ptx, entry).kernel(signature, entry)
+    run = cuda.CudaModule.from_ptx(ptx, entry).kernel(signature)  # from_ptx looked the entry up
     return lambda n, args, threads: run.launch(*args, n=n)
 
 

@@ -240,6 +240,27 @@ CHECK-DAG: %ctaid.y
     ptxas(ptx, "sm_90")
 
 
+def test_ptx_guard_covers_every_dimension(filecheck):
+    # Regression: only the dimensions a kernel indexed were guarded, so a kernel reading index(0)
+    # but launched 2-D ran its body again in the extra rows of the rounded-up grid.
+    ir = """\
+declare i64 @gpuc.ctx.index(i32)
+
+define void @kernel(ptr %out) {
+  %i = call i64 @gpuc.ctx.index(i32 0)
+  %p = getelementptr i64, ptr %out, i64 %i
+  store i64 %i, ptr %p
+  ret void
+}
+"""
+    filecheck(gpuc.code_llvm(job(ir, gpuc.PTXTarget()), optimize=False), """\
+CHECK: gpuc.guard:
+CHECK-DAG: %inside0 = icmp {{.*}}%gpuc.n0
+CHECK-DAG: %inside1 = icmp {{.*}}%gpuc.n1
+CHECK-DAG: %inside2 = icmp {{.*}}%gpuc.n2
+""")
+
+
 def test_ptx_device_functions_get_the_launch_size_only_when_they_read_it():
     ir = gpuc.code_llvm(job(indexing_kernel(1), gpuc.PTXTarget()), optimize=False)
     assert "define internal i64 @ix0() {\n  %1 = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()" in ir

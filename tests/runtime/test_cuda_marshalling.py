@@ -333,3 +333,74 @@ def test_llvm_spelled_scalars_are_signless():
     assert [v.value for v in packed.values] == [0.5, -1, True, 0xBEEF]
     with pytest.raises(OverflowError, match="4294967296 does not fit in i32"):
         sig.marshal((0.5, 2**32, True, 0))
+
+
+# -- launches without a bound check, and Python kernels through gpuc.runtime.dispatch ------------
+
+@pytest.mark.parametrize("n, grid, block", [(1000, (4, 1, 1), (250, 1, 1)), (1009, (1009, 1, 1), (1, 1, 1)),
+                                            ((100, 33), (10, 3, 1), (10, 11, 1)), ((9, 9, 9), (3, 3, 3), (3, 3, 3))])
+def test_exact_launches_have_no_surplus_threads(n, grid, block):
+    config = launch_config(n, exact=True)
+    assert (config.grid, config.block) == (grid, block)
+    assert all(g * b == e for g, b, e in zip(config.grid, config.block, config.ndrange))
+
+
+def test_exact_launches_refuse_a_block_that_does_not_divide():
+    assert launch_config(12, 4, exact=True).grid == (3, 1, 1)
+    with pytest.raises(ValueError, match="does not divide the launch size"):
+        launch_config(10, 4, exact=True)
+
+
+class ParamReadingDriver(FakeDriver):
+    """Also reads each kernel parameter at cuLaunchKernel, with the sizes of the loaded PTX's .params."""
+
+    SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+    def __init__(self):
+        super().__init__()
+        self.sizes, self.launches = None, []
+
+    def __getattr__(self, name):
+        call = super().__getattr__(name)
+        if name == "cuModuleLoadDataEx":
+            def load(image, *rest):
+                params = image.decode().split(".entry", 1)[1].split(")", 1)[0]
+                self.sizes = [self.SIZES[b] for b in re.findall(r"\.param \.[usbf](\d+) ", params)]
+                return call(image, *rest)
+            return load
+        if name == "cuLaunchKernel":
+            def launch(f, *args):
+                address = args[-2]
+                pointers = (ctypes.c_void_p * len(self.sizes)).from_address(address)
+                self.launches.append((args[:6], [ctypes.string_at(p, s) for p, s in zip(pointers, self.sizes)]))
+                return call(f, *args)
+            return launch
+        return call
+
+
+def test_python_kernels_launch_through_the_driver(monkeypatch):
+    import gpuc
+
+    driver = ParamReadingDriver()
+    info = rt.DeviceInfo(0, "Fake", "sm_90", 1 << 30, 1, "13.0")
+    monkeypatch.setattr(rt, "_session", rt._Session(driver, "device", "context", info, os.getpid()))
+
+    @gpuc.kernel
+    def fill(out, value):
+        out[gpuc.index()] = value
+
+    @gpuc.kernel
+    def count(total):  # no index: the PTX has no launch-size parameters and no bound check
+        gpuc.atomic_add(total, 0, 1)
+
+    out = FakeGPUArray((1000,), "<f8", ptr=0xA000, stream=1)
+    fill[1000](out, 2.5)
+    dims, params = driver.launches[-1]
+    i64 = [int.to_bytes(x, 8, "little", signed=True) for x in (1000, 1, 1000, 1, 1)]
+    assert dims == (4, 1, 1, 256, 1, 1)
+    assert params == [int.to_bytes(0xA000, 8, "little"), i64[0], i64[1], bytes(ctypes.c_double(2.5)), *i64[2:]]
+    count[1009](FakeGPUArray((1,), "<i8", ptr=0xB000))
+    dims, params = driver.launches[-1]
+    assert dims == (1009, 1, 1, 1, 1, 1) and len(params) == 3  # exactly 1009 threads, as on the CPU
+    lookups = [args for name, args in driver.calls if name == "cuModuleGetFunction"]
+    assert len(lookups) == 2  # one per module: the launcher does not look its entry up twice

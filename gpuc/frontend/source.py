@@ -37,6 +37,10 @@ class SourceInfo:
             raise CompilationError(f"{pyfunc.__qualname__} is not defined with `def`",
                                    hint="gpuc compiles functions defined with def (lambdas are not supported)")
 
+    def file_line(self, lineno: int) -> int:
+        """The line in the file of a line number of the parsed (function-relative) AST."""
+        return self.first_line + lineno - 1
+
     def location(self, node: ast.AST) -> SourceLocation:
         index = node.lineno - 1
         text = self.lines[index].rstrip("\n") if 0 <= index < len(self.lines) else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 from dataclasses import dataclass, field
 
 from .errors import LocatingVisitor, UserError, located
@@ -16,6 +17,7 @@ from .source import _NOT_FOUND, GpucFunction, symbol_name
 from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, as_type, boolean, common_type, int64, none,
                     promote)
 from . import builtins as B
+from . import intrinsics
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,7 +198,8 @@ class Typer(LocatingVisitor):
         if len(strong) > 1:
             first = next(r for r in rets if not r[1])
             other = next(r for r in rets if not r[1] and r[0] != first[0])
-            raise UserError(f"{self.tree.name} returns {first[0]} (line {first[2].lineno}) and {other[0]} here",
+            line = self.typed.info.file_line(first[2].lineno)
+            raise UserError(f"{self.tree.name} returns {first[0]} (line {line}) and {other[0]} here",
                             hint="return the same type everywhere, converting with float(...)/int(...)",
                             node=other[2])
         if strong:
@@ -418,6 +421,7 @@ class Typer(LocatingVisitor):
         if info is not None:
             if isinstance(info, Conflict):
                 (t1, l1), (t2, l2) = info.first, info.second
+                l1, l2 = self.typed.info.file_line(l1), self.typed.info.file_line(l2)
                 raise UserError(f"variable {node.id!r} has different types on different paths to here: {t1} "
                                 f"(assigned at line {l1}) and {t2} (line {l2})",
                                 hint=f"give {node.id} the same type on every path, e.g. with float(...) or int(...)")
@@ -455,6 +459,10 @@ class Typer(LocatingVisitor):
         if isinstance(base, PyObject):
             value = getattr(base.value, node.attr, _NOT_FOUND)
             if value is _NOT_FOUND:
+                if inspect.ismodule(base.value):
+                    hint = ("use gpuc.fma (math.fma needs Python 3.13)" if node.attr == "fma" and base.value is math
+                            else None)
+                    raise UserError(f"module {base.value.__name__!r} has no attribute {node.attr!r}", hint=hint)
                 raise UserError(f"{base.value!r} has no attribute {node.attr!r}")
             return self.object_type(value, node)
         if isinstance(base, ArrayType):
@@ -580,7 +588,13 @@ class Typer(LocatingVisitor):
         handler = B.lookup_call(target)
         if handler is None:
             name = getattr(target, "__qualname__", repr(target))
-            if inspect.isfunction(target):
+            if target is intrinsics.marker:
+                raise UserError("gpuc.marker(...) cannot be called inside gpuc functions",
+                                hint="create the marker outside, e.g. probe = gpuc.marker('my.probe', restype, "
+                                     "argtypes) at module level, and call probe(...) inside", node=node.func)
+            if inspect.isfunction(target) and (getattr(target, "__module__", None) or "").split(".")[0] == "gpuc":
+                hint = f"gpuc.{name} is host-side API; it cannot run inside compiled code"
+            elif inspect.isfunction(target):
                 hint = "decorate it with @gpuc.func"
             else:
                 hint = ("gpuc functions call @gpuc.func functions, math functions, abs/min/max/len/int/float/"

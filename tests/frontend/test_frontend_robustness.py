@@ -1,0 +1,71 @@
+"""Regressions found by fuzzing the frontend with mutated versions of the differential functions and kernels."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import gpuc
+from gpuc import Array, float64, int64
+
+from test_frontend_errors import check
+
+
+def _file_line(fn, fragment: str) -> int:
+    lines, first = inspect.getsourcelines(fn.__wrapped__)
+    return first + next(k for k, line in enumerate(lines) if fragment in line)
+
+
+def test_conflict_message_names_file_lines():
+    # "assigned at line 4" used to count from the def, while the location counts from the file's top.
+    @gpuc.func
+    def f(c):
+        if c > 0:
+            x = 1
+        else:
+            x = 2.5
+        return x
+    err = check(f, (int64,), "different types on different paths", "return |x")
+    assert f"(assigned at line {_file_line(f, 'x = 1')})" in err.message, err
+    assert f"(line {_file_line(f, 'x = 2.5')})" in err.message, err
+
+
+def test_return_mismatch_message_names_file_lines():
+    # the same function-relative line number leaked into "returns int64 (line 3) and float64 here".
+    @gpuc.func
+    def f(c, x):
+        if c > 0:
+            return c
+        return x
+    err = check(f, (int64, float64), "returns int64", "return x")
+    assert f"(line {_file_line(f, 'return c')})" in err.message, err
+
+
+def test_missing_module_attribute_is_named_plainly():
+    # math.fma on Python < 3.13 printed the module's repr (a .so path) and gave no way out.
+    @gpuc.func
+    def f(x):
+        return math.fma(x, x, x) + math.no_such_function(x)
+    if hasattr(math, "fma"):
+        check(f, (float64,), "module 'math' has no attribute 'no_such_function'", "math.no_such_function")
+    else:
+        check(f, (float64,), "module 'math' has no attribute 'fma'", "math.fma", hint="use gpuc.fma")
+
+
+def test_marker_created_inside_a_function():
+    # gpuc.marker(...) inside a gpuc function said "decorate it with @gpuc.func", which cannot help.
+    @gpuc.func
+    def f(x):
+        return gpuc.marker("my.probe", float64, (float64,))(x)
+    check(f, (float64,), "gpuc.marker(...) cannot be called inside gpuc functions", "gpuc.marker",
+          hint="at module level")
+
+
+def test_host_side_gpuc_api_is_not_decorated_advice():
+    # other host-side gpuc functions (gpuc.code_llvm, gpuc.func, ...) got the same misleading hint.
+    @gpuc.func
+    def f(a):
+        return gpuc.code_llvm(a)
+    err = check(f, (Array[float64, 1],), "code_llvm cannot be called from gpuc functions", "gpuc.code_llvm",
+                hint="host-side")
+    assert "decorate" not in (err.hint or "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import operator
 import math
 from dataclasses import dataclass, field
 
@@ -105,6 +106,27 @@ class Typing:
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
            ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+_FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+         "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "&": operator.and_, "|": operator.or_,
+         "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
+
+
+def _fold(op: str, left, right):
+    """The Python value of `left op right` for two literal operands (so `2**64` is checked like the
+    literal 18446744073709551616), or None when it is not a number, too big to compute, or undefined."""
+    if not all(isinstance(v, (bool, int, float)) for v in (left, right)):
+        return None
+    if op in ("**", "<<") and isinstance(right, int) and abs(right) > 256:
+        return None if op == "**" and left in (0, 1, -1) else _TOO_BIG
+    try:
+        return _FOLD[op](left, right)
+    except (ArithmeticError, ValueError, TypeError):
+        return None  # division by zero and the like are left to run time (documented as undefined)
+
+
+_TOO_BIG = 1 << 65  # stands for a result far outside 64 bits
+
+
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _UNSUPPORTED_HINTS = {
     "List": "lists are not supported; use an array argument (gpuc.Array) or a tuple",
@@ -499,6 +521,10 @@ class Typer(LocatingVisitor):
         self.typed.calls[id(node)] = plan
         if lw and rw:
             self.typed.weak.add(id(node))
+            value = _fold(op, consts.get(id(node.left)), consts.get(id(node.right)))
+            if value is not None:
+                B.constant_type(value)  # a literal expression must fit in 64 bits, like a literal
+                consts[id(node)] = value
         return plan.result
 
     def visit_BoolOp(self, node: ast.BoolOp) -> GType:

@@ -69,3 +69,21 @@ def test_host_side_gpuc_api_is_not_decorated_advice():
     err = check(f, (Array[float64, 1],), "code_llvm cannot be called from gpuc functions", "gpuc.code_llvm",
                 hint="host-side")
     assert "decorate" not in (err.hint or "")
+
+
+def test_literal_expression_out_of_range():
+    # `x + 2**64` compiled to `x`: the literal power was computed in int64 and wrapped to 0, while
+    # the literal 18446744073709551616 itself was rejected. Literal expressions are now folded first.
+    @gpuc.func
+    def f(x):
+        return x + 2**64
+    check(f, (int64,), "18446744073709551616 does not fit in 64 bits", "2**64")
+
+
+def test_literal_expressions_still_fold_and_run():
+    @gpuc.func
+    def f(x):
+        return x ** (1 + 2) + 2**62 + (7 // 2) * 1.5
+    got = gpuc.runtime.load(gpuc.CompilerJob((f, (float64,)), gpuc.CompilerConfig(gpuc.NativeTarget())))
+    import ctypes
+    assert got.function(ctypes.c_double, ctypes.c_double)(2.0) == 2.0 ** 3 + 2**62 + 4.5

@@ -31,6 +31,17 @@ define void @kernel(ptr addrspace(1) %p, i32 %x) {
 }
 """
 
+# A PTX kernel calling a libdevice math function (linked on demand).
+SINF_KERNEL = """\
+declare float @__nv_sinf(float)
+
+define void @kernel(ptr addrspace(1) %p, float %x) {
+  %s = call float @__nv_sinf(float %x)
+  store float %s, ptr addrspace(1) %p
+  ret void
+}
+"""
+
 
 def erase_unused_calls(job, marker, module) -> bool:
     """The seed's pipeline_callback: erase every call to `marker` whose result is unused."""

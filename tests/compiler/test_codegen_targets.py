@@ -3,20 +3,11 @@
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR, STORE_KERNEL_IR, erase_unused_calls
+from compiler_support import SEED_IR, SINF_KERNEL, STORE_KERNEL_IR, erase_unused_calls
 
 ELF_MAGIC = b"\x7fELF"
 SPIRV_MAGIC = 0x07230203
 
-SINF_KERNEL = """\
-declare float @__nv_sinf(float)
-
-define void @kernel(ptr addrspace(1) %p, float %x) {
-  %s = call float @__nv_sinf(float %x)
-  store float %s, ptr addrspace(1) %p
-  ret void
-}
-"""
 
 # Two functions: a kernel, and a device function it calls that must stay internal.
 SAXPY = """\

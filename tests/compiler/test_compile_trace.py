@@ -3,19 +3,10 @@
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR, erase_unused_calls
+from compiler_support import SEED_IR, SINF_KERNEL, erase_unused_calls
 from gpuc.compiler import STAGES
 
 ALL_STAGES = ["irgen", "link", "finalize_module", "optimize", "validate", "finish", "codegen"]
-SINF_KERNEL = """\
-declare float @__nv_sinf(float)
-
-define void @kernel(ptr addrspace(1) %p, float %x) {
-  %s = call float @__nv_sinf(float %x)
-  store float %s, ptr addrspace(1) %p
-  ret void
-}
-"""
 
 
 @pytest.mark.parametrize("target, output", [(gpuc.NativeTarget(), "llvm"), (gpuc.NativeTarget(), "bc"),

@@ -86,6 +86,11 @@ def test_type_unstable_variable_after_if():
         return x
     err = check(f, (int64,), "variable 'x' has different types on different paths", "return |x")
     assert "int64" in err.message and "float64" in err.message
+    # Regression (found by fuzzing): the assignments' lines counted from the def, not the file's top.
+    lines, first = inspect.getsourcelines(f.__wrapped__)
+    line_of = {frag: first + next(k for k, ln in enumerate(lines) if frag in ln) for frag in ("x = 1", "x = 2.5")}
+    assert f"(assigned at line {line_of['x = 1']})" in err.message, err
+    assert f"(line {line_of['x = 2.5']})" in err.message, err
 
 
 def test_type_unstable_variable_in_loop():

@@ -16,20 +16,6 @@ def _file_line(fn, fragment: str) -> int:
     return first + next(k for k, line in enumerate(lines) if fragment in line)
 
 
-def test_conflict_message_names_file_lines():
-    # "assigned at line 4" used to count from the def, while the location counts from the file's top.
-    @gpuc.func
-    def f(c):
-        if c > 0:
-            x = 1
-        else:
-            x = 2.5
-        return x
-    err = check(f, (int64,), "different types on different paths", "return |x")
-    assert f"(assigned at line {_file_line(f, 'x = 1')})" in err.message, err
-    assert f"(line {_file_line(f, 'x = 2.5')})" in err.message, err
-
-
 def test_return_mismatch_message_names_file_lines():
     # the same function-relative line number leaked into "returns int64 (line 3) and float64 here".
     @gpuc.func

@@ -138,6 +138,19 @@ def test_live_owners_is_empty_without_tracking():
         assert llvm.live_owners() == []
 
 
+def rss_growth(once, warmup: int = 100, rounds: int = 1000) -> int:
+    """RSS growth in bytes over `rounds` calls of `once`, after `warmup` calls."""
+    proc = psutil.Process()
+    for _ in range(warmup):
+        once()
+    gc.collect()
+    before = proc.memory_info().rss
+    for _ in range(rounds):
+        once()
+    gc.collect()
+    return proc.memory_info().rss - before
+
+
 def test_no_memory_growth_over_many_compilations(host_machine):
     """1,000 rounds of context + parse + default<O2> + object emission must not grow RSS."""
     target = llvm.Target.from_triple(llvm.host_triple())
@@ -148,15 +161,7 @@ def test_no_memory_growth_over_many_compilations(host_machine):
             llvm.run_passes(m, "default<O2>", tm)
             assert tm.emit(m, "obj")[:4] == b"\x7fELF"
 
-    proc = psutil.Process()
-    for _ in range(100):
-        once()
-    gc.collect()
-    before = proc.memory_info().rss
-    for _ in range(1000):
-        once()
-    gc.collect()
-    growth = proc.memory_info().rss - before
+    growth = rss_growth(once)
     assert growth < 30 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over 1,000 compilations"
 
 
@@ -168,12 +173,4 @@ def test_no_memory_growth_when_relying_on_garbage_collection():
         llvm.run_passes(m, "function(instcombine)")
         llvm.Builder(m.context)
 
-    proc = psutil.Process()
-    for _ in range(100):
-        once()
-    gc.collect()
-    before = proc.memory_info().rss
-    for _ in range(1000):
-        once()
-    gc.collect()
-    assert proc.memory_info().rss - before < 30 * 2**20
+    assert rss_growth(once) < 30 * 2**20

@@ -3,69 +3,11 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import os
-import shutil
-import subprocess
 import threading
 
 from . import _decls
 from ._decls import *  # noqa: F403  (handle types and enum constants)
-
-REQUIRED_MAJOR = 22
-
-INSTALL_HINT = (
-    "gpuc needs the shared library of LLVM 22 (libLLVM.so.22). Install it with\n"
-    "    apt-get install libllvm22        (Debian/Ubuntu; the README's set-up does this)\n"
-    "or point GPUC_LIBLLVM at the library file (e.g. from conda-forge's libllvm22)."
-)
-
-
-class LLVMNotFoundError(ImportError):
-    """No usable libLLVM 22 could be found."""
-
-
-def _candidates() -> list[str]:
-    env = os.environ.get("GPUC_LIBLLVM")
-    if env:
-        return [env]
-    found: list[str] = []
-    for tool in (f"llvm-config-{REQUIRED_MAJOR}", "llvm-config"):
-        exe = shutil.which(tool)
-        if exe is None:
-            continue
-        try:
-            libdir = subprocess.run([exe, "--libdir"], capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            continue
-        for name in (f"libLLVM.so.{REQUIRED_MAJOR}.1", f"libLLVM-{REQUIRED_MAJOR}.so", "libLLVM.so"):
-            path = os.path.join(libdir, name)
-            if os.path.exists(path):
-                found.append(path)
-                break
-    found += [f"/usr/lib/llvm-{REQUIRED_MAJOR}/lib/libLLVM.so.{REQUIRED_MAJOR}.1",
-              f"libLLVM.so.{REQUIRED_MAJOR}.1", f"libLLVM-{REQUIRED_MAJOR}.so"]
-    util = ctypes.util.find_library(f"LLVM-{REQUIRED_MAJOR}")
-    if util:
-        found.append(util)
-    return found
-
-
-def _load() -> ctypes.CDLL:
-    tried = []
-    for path in _candidates():
-        try:
-            dll = ctypes.CDLL(path)
-        except OSError as exc:
-            tried.append(f"  {path}: {exc}")
-            continue
-        major, minor, patch = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
-        dll.LLVMGetVersion(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(patch))
-        if major.value != REQUIRED_MAJOR:
-            tried.append(f"  {path}: LLVM {major.value}.{minor.value}, not {REQUIRED_MAJOR}")
-            continue
-        return dll
-    raise LLVMNotFoundError(INSTALL_HINT + "\nTried:\n" + ("\n".join(tried) or "  (nothing found)"))
+from .discovery import INSTALL_HINT, REQUIRED_MAJOR, LLVMNotFoundError, load as _load
 
 
 class _Library:
@@ -80,7 +22,10 @@ class _Library:
         if self._dll is None:
             with self._lock:
                 if self._dll is None:
-                    self._dll = _load()
+                    try:
+                        self._dll = _load()
+                    except AttributeError as exc:  # inside a property it would reach __getattr__
+                        raise LLVMNotFoundError(f"{INSTALL_HINT}\n{exc}") from exc
         return self._dll
 
     def __getattr__(self, name: str):

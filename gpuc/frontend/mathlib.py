@@ -1,86 +1,224 @@
-"""The `math` module in kernels: which functions exist, how they are typed, and what each target calls."""
+"""The `math` module in kernels: which functions exist, how they are typed, and what each target calls.
+
+A math function lowers to an LLVM intrinsic where the target's backend expands that intrinsic
+itself, and otherwise to the target's math library: libm on the CPU (resolved by the JIT in the
+running process), libdevice's `__nv_*` functions on PTX (linked by the PTX target), and the OpenCL
+extended instruction set on SPIR-V (the backend turns the mangled OpenCL builtin declarations into
+`OpExtInst`). gpuc links no device math library for AMD GPUs, so on GCN a function the AMDGPU
+backend cannot expand is a compile error naming what does work there.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..llvm import ConstantFP, ConstantInt
 from .builtins import CallPlan, Handler
 from .errors import UserError
 from .types import ScalarType, boolean, common_type, float64, int64
 
-# Math functions: name -> (arity, result rule). Rules: "float" (same float type as the promoted
-# arguments, float64 for integers), "int" (math.floor/ceil return Python ints), "bool".
-MATH = {
-    "sqrt": (1, "float"), "exp": (1, "float"), "log": (1, "float"), "log2": (1, "float"), "log10": (1, "float"),
-    "sin": (1, "float"), "cos": (1, "float"), "tan": (1, "float"), "tanh": (1, "float"), "pow": (2, "float"),
-    "floor": (1, "int"), "ceil": (1, "int"), "fabs": (1, "float"), "copysign": (2, "float"),
-    "fma": (3, "float"), "isnan": (1, "bool"), "isinf": (1, "bool"),
+
+@dataclass(frozen=True)
+class MathSpec:
+    """One math function. `rule` says what it returns: "float" (the promoted float type of the
+    arguments, float64 for integers), "int" (floor/ceil/trunc return integers, as in Python) or
+    "bool". `c_name` is its name in libm, libdevice (`__nv_` + name) and OpenCL when that differs
+    from Python's."""
+
+    low: int
+    high: int
+    rule: str = "float"
+    intrinsic: bool = False  # LLVM has `llvm.<c_name>.f32/.f64`
+    c_name: str = ""
+    params: int = 0          # the library function's parameter count, when the arity varies
+
+
+def _fn(arity, rule="float", intrinsic=False, c_name="", params=0) -> MathSpec:
+    low, high = arity if isinstance(arity, tuple) else (arity, arity)
+    return MathSpec(low, high, rule, intrinsic, c_name, params or low)
+
+
+_I = True  # marks the functions LLVM has an intrinsic for
+MATH: dict[str, MathSpec] = {
+    # exponentials and logarithms
+    "sqrt": _fn(1, intrinsic=_I), "cbrt": _fn(1), "exp": _fn(1, intrinsic=_I), "exp2": _fn(1, intrinsic=_I),
+    "expm1": _fn(1), "log": _fn(1, intrinsic=_I), "log2": _fn(1, intrinsic=_I), "log10": _fn(1, intrinsic=_I),
+    "log1p": _fn(1), "pow": _fn(2, intrinsic=_I),
+    # trigonometric and hyperbolic functions, angles
+    "sin": _fn(1, intrinsic=_I), "cos": _fn(1, intrinsic=_I), "tan": _fn(1, intrinsic=_I),
+    "asin": _fn(1, intrinsic=_I), "acos": _fn(1, intrinsic=_I), "atan": _fn(1, intrinsic=_I),
+    "atan2": _fn(2, intrinsic=_I), "hypot": _fn((1, 32), params=2), "sinh": _fn(1, intrinsic=_I),
+    "cosh": _fn(1, intrinsic=_I), "tanh": _fn(1, intrinsic=_I), "asinh": _fn(1), "acosh": _fn(1),
+    "atanh": _fn(1), "radians": _fn(1), "degrees": _fn(1),
+    # special functions
+    "erf": _fn(1), "erfc": _fn(1), "gamma": _fn(1, c_name="tgamma"), "lgamma": _fn(1),
+    # rounding, remainders, signs
+    "floor": _fn(1, "int", _I), "ceil": _fn(1, "int", _I), "trunc": _fn(1, "int", _I),
+    "fabs": _fn(1, intrinsic=_I), "copysign": _fn(2, intrinsic=_I), "fmod": _fn(2), "fma": _fn(3, intrinsic=_I),
+    # classification
+    "isnan": _fn(1, "bool"), "isinf": _fn(1, "bool"), "isfinite": _fn(1, "bool"),
 }
-# Which math functions lower to an LLVM intrinsic on each target; the rest become calls to the
-# target's math library (libm on the CPU, libdevice's __nv_* on PTX).
-_ALL_INTRINSICS = frozenset({"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "floor",
-                             "ceil", "fabs", "copysign", "fma"})
-_BASIC_INTRINSICS = frozenset({"sqrt", "floor", "ceil", "fabs", "copysign", "fma"})
-INTRINSICS_BY_TARGET = {"native": _ALL_INTRINSICS, "ptx": _BASIC_INTRINSICS, "gcn": _ALL_INTRINSICS,
-                        "spirv": _ALL_INTRINSICS}
 
 
-# What a target cannot compute at all: gpuc links no device math library for AMD GPUs (yet), and
-# the AMDGPU backend expands only these intrinsics itself (the others fail or crash in isel).
-UNAVAILABLE = {("gcn", 64): frozenset({"exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow"}),
-               ("gcn", 32): frozenset({"tan", "tanh"})}
+def c_name(name: str) -> str:
+    return MATH[name].c_name or name
+
+
+# The intrinsics each target's backend expands itself; every other function goes to the target's
+# library. NVPTX expands only a few (llvm.exp2.f64 even crashes its instruction selection), so PTX
+# uses libdevice for the rest. The AMDGPU backend expands these and nothing else: llvm.sin.f64 and
+# llvm.pow.f64 crash its instruction selection, llvm.asin and friends fail with "no libcall".
+_EVERY_INTRINSIC = frozenset(name for name, spec in MATH.items() if spec.intrinsic)
+_BASIC = frozenset({"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fma"})
+_GCN_FLOAT32 = _BASIC | {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow"}
+INTRINSICS = {("native", 32): _EVERY_INTRINSIC, ("native", 64): _EVERY_INTRINSIC,
+              ("spirv", 32): _EVERY_INTRINSIC, ("spirv", 64): _EVERY_INTRINSIC,
+              ("ptx", 32): _BASIC, ("ptx", 64): _BASIC,
+              ("gcn", 32): _GCN_FLOAT32, ("gcn", 64): _BASIC}
+# Functions a target computes with an instruction instead of a call: the AMDGPU backend expands
+# `frem` exactly (an iterative reduction), which is C's fmod. (NVPTX's frem is x - trunc(x/y)*y,
+# inexact for large quotients, so PTX calls libdevice's __nv_fmod.)
+INSTRUCTIONS = {("gcn", "fmod"): lambda b, x, y: b.frem(x, y)}
+# Functions composed from others (or from plain arithmetic): a target has them when it has their parts.
+_COMPOSED = {"radians": (), "degrees": (), "isnan": (), "isinf": ("fabs",), "isfinite": ("fabs",)}
+_LIBRARY_TARGETS = ("native", "ptx", "spirv")  # the targets with a math library for every function
+
+
+def available(name: str, target: str, bits: int) -> bool:
+    """Whether `target` can compute math.<name> on floats of `bits` bits."""
+    if name in _COMPOSED:
+        return all(available(part, target, bits) for part in _COMPOSED[name])
+    return (target in _LIBRARY_TARGETS or name in INTRINSICS.get((target, bits), ())
+            or (target, name) in INSTRUCTIONS)
+
+
+def supported_on(target: str, bits: int) -> list[str]:
+    return sorted(name for name in MATH if available(name, target, bits))
 
 
 def math_symbol(name: str, t: ScalarType, target: str) -> str:
-    """The function a math operation calls on `target`: an LLVM intrinsic, libdevice or libm."""
-    if name in UNAVAILABLE.get((target, t.bits), ()):
-        raise UserError(f"{name} on {t} is not available on the {target} target (no device math library is "
-                        "linked for it)", hint="compute in float32 where that works, or target ptx/spirv/native")
+    """The function math.<name> calls on `target`: an LLVM intrinsic, libm, libdevice or OpenCL builtin."""
+    cname = c_name(name)
     suffix = "f32" if t.bits == 32 else "f64"
-    if name in INTRINSICS_BY_TARGET.get(target, _ALL_INTRINSICS):
-        return f"llvm.{name}.{suffix}"
+    if name in INTRINSICS.get((target, t.bits), _EVERY_INTRINSIC):
+        return f"llvm.{cname}.{suffix}"
     if target == "ptx":
-        return f"__nv_{name}f" if t.bits == 32 else f"__nv_{name}"
-    return f"{name}f" if t.bits == 32 else name
+        return f"__nv_{cname}f" if t.bits == 32 else f"__nv_{cname}"
+    if target == "spirv":  # OpenCL C's mangled name, e.g. _Z5atan2dd
+        return f"_Z{len(cname)}{cname}" + ("f" if t.bits == 32 else "d") * MATH[name].params
+    if target in _LIBRARY_TARGETS:
+        return f"{cname}f" if t.bits == 32 else cname
+    raise unavailable(name, t, target)
+
+
+def unavailable(name: str, t: ScalarType, target: str) -> UserError:
+    return UserError(f"math.{name} on {t} is not available on the {target} target (gpuc links no device math "
+                     f"library for it); there it supports: {', '.join(supported_on(target, t.bits))}",
+                     hint="compute in float32 where that works, or target native, ptx or spirv")
+
+
+def emit(lw, name: str, t: ScalarType, args):
+    """Emit math.<name> on values of float type `t` (the arguments already converted to `t`)."""
+    instruction = INSTRUCTIONS.get((lw.target_name, name))
+    if instruction is not None:
+        return instruction(lw.b, *args)
+    return lw.math(name, t, args)
+
+
+def float_to_int(lw, value, src: ScalarType, dst: ScalarType):
+    """A float converted to an integer type, truncating toward zero and saturating: NaN gives 0 and
+    values beyond the type's range give its minimum or maximum (llvm.fpto[su]i.sat; never poison)."""
+    kind = "fptosi" if dst.signed else "fptoui"
+    ity, fty = lw.ltype(dst), lw.ltype(src)
+    fn = lw.declare(f"llvm.{kind}.sat.i{dst.bits}.f{src.bits}", ity, [fty])
+    return lw.b.call(fn, [value])
 
 
 class MathFunction(Handler):
+    """A call of math.<name> (or gpuc.fma), typed by its spec's rule and lowered per target."""
+
     def __init__(self, name: str) -> None:
-        self.name = name
-        self.arity, self.rule = MATH[name]
+        self.name, self.spec = name, MATH[name]
 
     def type(self, typer, node):
-        types = self.scalars(typer, node, self.arity)
+        types = self.scalars(typer, node, self.spec.low, self.spec.high)
         t = common_type(types, [typer.is_weak(a) for a in node.args])
-        if self.rule == "bool":
-            return CallPlan(boolean, tuple(types), t)
         ft = t if t.is_float else float64
-        return CallPlan(int64 if self.rule == "int" else ft, tuple(types), ft)
+        if self.spec.rule == "bool":
+            return CallPlan(boolean, tuple(types), t)
+        if self.spec.rule == "int":  # an integer comes back unchanged (bool as int64), a float as int64
+            return CallPlan(int64 if t.is_float or t.is_bool else t, tuple(types), t)
+        if not available(self.name, typer.session.target_name, ft.bits):
+            raise unavailable(self.name, ft, typer.session.target_name)
+        return CallPlan(ft, tuple(types), ft)
 
     def lower(self, lw, node, plan):
         args = [lw.expr(a) for a in node.args]
-        if self.rule == "bool":
-            t = plan.extra
+        t = plan.extra
+        values = [lw.convert(v, at, t if t.is_float else float64) for v, at in zip(args, plan.args)]
+        if self.spec.rule == "bool":
+            return _classify(lw, self.name, t, values[0])
+        if self.spec.rule == "int":
             if not t.is_float:
-                return ConstantInt.get(lw.ctx.i1, 0)
-            (x,) = [lw.convert(args[0], plan.args[0], t)]
-            if self.name == "isnan":
-                return lw.b.fcmp("uno", x, x)
-            inf = ConstantFP.get(x.type, math.inf)
-            return lw.b.fcmp("oeq", lw.math("fabs", t, [x]), inf)
-        ft = plan.extra
-        values = [lw.convert(v, at, ft) for v, at in zip(args, plan.args)]
-        result = lw.math(self.name, ft, values)
-        if self.rule == "int":
-            return lw.convert(result, ft, int64)
-        return result
+                return lw.convert(args[0], plan.args[0], plan.result)
+            return float_to_int(lw, emit(lw, self.name, t, values), t, int64)
+        if self.name in ("radians", "degrees"):
+            return _angle(lw, self.name, values[0], t)
+        if self.name == "hypot":
+            return _hypot(lw, t, values)
+        return emit(lw, self.name, t, values)
+
+
+def _classify(lw, name: str, t: ScalarType, x):
+    """isnan/isinf/isfinite: integers are never NaN or infinite."""
+    if not t.is_float:
+        return ConstantInt.get(lw.ctx.i1, int(name == "isfinite"))
+    if name == "isnan":
+        return lw.b.fcmp("uno", x, x)
+    inf = ConstantFP.get(x.type, math.inf)
+    # isinf: |x| == inf (ordered); isfinite: |x| != inf and not NaN ("one" is false for NaN)
+    return lw.b.fcmp("oeq" if name == "isinf" else "one", lw.math("fabs", t, [x]), inf)
+
+
+# CPython's constants: radians(x) is x * (pi / 180) and degrees(x) is x * (180 / pi), in float64.
+_DEG_TO_RAD, _RAD_TO_DEG = math.pi / 180.0, 180.0 / math.pi
+
+
+def _angle(lw, name: str, x, t: ScalarType):
+    """radians/degrees as CPython computes them; a float32 gets the float64 result rounded to float32."""
+    wide = lw.convert(x, t, float64)
+    factor = ConstantFP.get(lw.ltype(float64), _DEG_TO_RAD if name == "radians" else _RAD_TO_DEG)
+    return lw.convert(lw.b.fmul(wide, factor), float64, t)
+
+
+def _hypot(lw, t: ScalarType, values):
+    """hypot(x) is |x|; hypot(x, y, z, ...) is hypot(hypot(x, y), z) ...: libm's hypot, pairwise."""
+    result = lw.math("fabs", t, [values[0]]) if len(values) == 1 else values[0]
+    for v in values[1:]:
+        result = lw.math("hypot", t, [result, v])
+    return result
+
+
+class UnsupportedMath(Handler):
+    """A function of Python's math module that gpuc does not compile: the error lists what it has."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def type(self, typer, node):
+        raise UserError(f"math.{self.name} is not supported in gpuc functions",
+                        hint=f"gpuc compiles these math functions: {', '.join(sorted(MATH))}", node=node.func)
 
 
 def math_calls() -> dict:
-    """The call table's math entries: each `math` function gpuc knows, and gpuc.fma."""
+    """The call table's math entries: every function of Python's math module, and gpuc.fma."""
     from . import intrinsics
 
-    table = {getattr(math, name): MathFunction(name) for name in MATH if hasattr(math, name)}
+    table = {}
+    for name in dir(math):
+        value = getattr(math, name)
+        if callable(value) and not name.startswith("_"):
+            table[value] = MathFunction(name) if name in MATH else UnsupportedMath(name)
     table[intrinsics.fma] = MathFunction("fma")
     return table

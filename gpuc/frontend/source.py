@@ -8,12 +8,17 @@ import functools
 import inspect
 import re
 import textwrap
+import threading
 from dataclasses import dataclass, field
 
 from ..compiler.errors import CompilationError, SourceLocation
 from .types import GType, as_type, mangle
 
 _NOT_FOUND = object()
+
+# CPython's AST constructors keep one recursion counter per interpreter: two threads in
+# ast.parse at once can fail ("AST constructor recursion depth mismatch"), so parse one at a time.
+_PARSE_LOCK = threading.Lock()
 
 
 class SourceInfo:
@@ -31,7 +36,8 @@ class SourceInfo:
         self.filename = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
         self.first_line = first_line
         self.lines = lines
-        tree = ast.parse(textwrap.dedent(text))
+        with _PARSE_LOCK:
+            tree = ast.parse(textwrap.dedent(text))
         self.tree = tree.body[0]
         if not isinstance(self.tree, ast.FunctionDef):
             raise CompilationError(f"{pyfunc.__qualname__} is not defined with `def`",
@@ -59,12 +65,19 @@ class GpucFunction:
         functools.update_wrapper(self, pyfunc)
         self.py_func = pyfunc
         self._info = None
+        self._info_lock = threading.Lock()
 
     @property
     def source_info(self) -> SourceInfo:
-        if self._info is None:
-            self._info = SourceInfo(self.py_func)
-        return self._info
+        """The parsed source, built once: typing keys its results by AST node, so every compile of
+        this function, on any thread, must see the same tree."""
+        info = self._info
+        if info is None:
+            with self._info_lock:
+                if self._info is None:
+                    self._info = SourceInfo(self.py_func)
+                info = self._info
+        return info
 
     @property
     def symbol_base(self) -> str:

@@ -4,10 +4,13 @@
 the arguments pick the specialization (NumPy arrays -> Array[dtype, ndim], Python int -> int64,
 float -> float64, bool -> bool, NumPy scalars -> their dtype); the device is "cuda" when an
 argument lives on a GPU (`__cuda_array_interface__`), else "cpu". Each (types, device) pair is
-compiled once per kernel; a warm launch is a dictionary lookup plus argument marshalling.
+compiled once per kernel, also when several threads launch a fresh kernel at once (the others
+wait for that compile); a warm launch is a dictionary lookup plus argument marshalling.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -94,13 +97,42 @@ def launch(kernel, n, args, *, device: str | None = None, threads: int | None = 
     """Run `kernel` over the index space `n` with `args` (see the module doc)."""
     types = tuple(typeof(a, i) for i, a in enumerate(args))
     device = _device_of(args) if device is None else device
-    cache = kernel.__dict__.setdefault("_gpuc_launchers", {})
-    launcher = cache.get((types, device))
+    launchers = kernel.__dict__.get("_gpuc_launchers")
+    if launchers is None:
+        launchers = _launchers_of(kernel)
+    launcher = launchers.get((types, device))
     if launcher is None:
         if device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
-        launcher = cache[(types, device)] = _COMPILERS[device](kernel, types)
+        launcher = launchers.compile_once((types, device), lambda: _COMPILERS[device](kernel, types))
     launcher(n, args, threads)
+
+
+class _Launchers(dict):
+    """A kernel's compiled launchers by (types, device). Each key is compiled by one thread while
+    the others launching it wait, so concurrent first launches share one compile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._key_locks: dict = {}  # key -> the lock held while that key compiles
+
+    def compile_once(self, key, build):
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            launcher = dict.get(self, key)
+            if launcher is None:  # the first thread here, or the one before it failed: compile
+                launcher = self[key] = build()
+        return launcher
+
+
+_LAUNCHERS_LOCK = threading.Lock()
+
+
+def _launchers_of(kernel) -> _Launchers:
+    with _LAUNCHERS_LOCK:
+        return kernel.__dict__.setdefault("_gpuc_launchers", _Launchers())
 
 
 def _cpu_launcher(kernel, types):

@@ -380,8 +380,10 @@ class Len(Handler):
         return lw.b.extract_value(lw.expr(node.args[0]), 1)
 
 
-# The math module lives in mathlib, which builds on Handler and CallPlan above.
-from .mathlib import MATH, MathFunction, math_calls, math_symbol  # noqa: E402,F401  (lowering calls math_symbol)
+def math_symbol(name: str, t: ScalarType, target: str) -> str:
+    """The function math.<name> calls on `target` (see mathlib, which builds on Handler and CallPlan)."""
+    from .mathlib import math_symbol as symbol
+    return symbol(name, t, target)
 
 
 class ContextIntrinsic(Handler):
@@ -480,6 +482,7 @@ def _calls() -> dict:
              intrinsics.atomic_add: AtomicAdd()}
     for t in SCALARS:
         table[t] = Convert(t.name, t)
+    from .mathlib import math_calls
     table.update(math_calls())
     return table
 

@@ -52,17 +52,20 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
                          "\"llvm\" or \"bc\"")
     with _guard(job):
         tm = job.config.target.cached_target_machine(job.config.opt_level)
-        with _build(job, tm) as built:
+        with _build(job, tm, machine_code=output in ("asm", "obj")) as built:
             with built.trace.stage("codegen"):
                 data = _codegen(job, built.module, tm, output)
             return CompileResult(data, built.entry, built.trace, job)
 
 
 def compile_module(job: CompilerJob) -> ModuleResult:
-    """Run every stage but codegen; the caller owns the returned module (e.g. to hand it to a JIT)."""
+    """Run every stage but codegen; the caller owns the returned module (e.g. to hand it to a JIT).
+
+    What the backend cannot lower is checked even with validation off, as the module is usually
+    headed for machine code."""
     _check_job(job)
     with _guard(job):
-        return _build(job, job.config.target.cached_target_machine(job.config.opt_level))
+        return _build(job, job.config.target.cached_target_machine(job.config.opt_level), machine_code=True)
 
 
 def code_llvm(job, argtypes=None, *, target=None, optimize: bool = True) -> str:
@@ -111,7 +114,7 @@ class _guard:
         raise InternalCompilerError(f"{type(exc).__name__}: {exc}", self.job) from exc
 
 
-def _build(job: CompilerJob, tm) -> ModuleResult:
+def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
     config, target, trace = job.config, job.config.target, Trace()
     context = Context()
     module = None
@@ -130,9 +133,9 @@ def _build(job: CompilerJob, tm) -> ModuleResult:
         elif any(name in module.functions for _, name, _ in config.markers_at("early")):
             with trace.stage("early"):  # without optimization only the early point runs, if it has work
                 run_pipeline(job, module, tm, trace, early_only_pipeline())
-        if config.validate:
+        if config.validate or machine_code:  # a backend aborts on IR it cannot lower: always check that
             with trace.stage("validate"):
-                issues = collect_issues(job, module, entry)
+                issues = collect_issues(job, module, entry, full=config.validate)
                 if issues:
                     raise ValidationError(issues, job)
         with trace.stage("finish"):
@@ -200,4 +203,7 @@ def _codegen(job, module: Module, tm, output: str) -> str | bytes:
         return str(module)
     if output == "bc":
         return module.to_bitcode()
-    return job.config.target.emit(job, module, tm, output)
+    try:
+        return job.config.target.emit(job, module, tm, output)
+    except LLVMError as exc:  # validation let through IR the backend rejects (or crashed on, when isolated)
+        raise InternalCompilerError(f"code generation for {job.config.target!r} failed: {exc}", job) from None

@@ -1,4 +1,10 @@
-"""Validation: collect every IR problem after optimization (markers, externals, types, kernels)."""
+"""Validation: collect every IR problem after optimization (markers, externals, types, kernels).
+
+What a backend cannot lower (another target's intrinsics, math it cannot select, types, thread-
+local globals, symbol names) is checked whenever machine code is generated, with or without the
+rest of validation: LLVM's code generators abort the process on such IR instead of reporting it.
+Each target answers for itself (the hooks in gpuc/targets/interface.py).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,9 @@ from .errors import IRIssue
 from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
 
 # The type keywords, not identifiers that contain them (@to_fp128, %fp128.addr).
-_WIDE_FLOAT = re.compile(r"(?<![\w.$@%\"-])(x86_fp80|ppc_fp128|fp128)(?![\w.$])")
+_TYPE_KEYWORDS = ("x86_fp80", "ppc_fp128", "fp128", "vscale")
+_APPROXIMATE_CALL = re.compile(r"\bcall (?:[a-z]+ )*?(?:afn|fast) ")
+_TYPE_KEYWORD = re.compile(r"(?<![\w.$@%\"-])(x86_fp80|ppc_fp128|fp128|vscale)(?![\w.$])")
 
 
 def _callers(fn) -> list[str]:
@@ -52,7 +60,8 @@ def _external_issue(target, name: str, callers: list[str]) -> IRIssue:
                    function=callers[0] if callers else None, symbol=name)
 
 
-def collect_issues(job, module: Module, entry_name: str) -> list[IRIssue]:
+def collect_issues(job, module: Module, entry_name: str, *, full: bool = True) -> list[IRIssue]:
+    """Every problem validation finds; `full=False` checks only what the backend cannot lower."""
     target = job.config.target
     markers = {m for p in job.config.plugins for m in p.markers}
     issues: list[IRIssue] = []
@@ -60,17 +69,65 @@ def collect_issues(job, module: Module, entry_name: str) -> list[IRIssue]:
         if not fn.is_declaration or not fn.uses:
             continue
         name = fn.name
-        if name in markers or name.startswith(RESERVED_MARKER_PREFIXES):
+        if name.startswith("llvm."):
+            reason = target.intrinsic_issue(name)
+            if reason is not None and target.intrinsic_issue(name, approximate=True) is None and _approximate(fn):
+                reason = None
+            issues += _lowering_issue(target, fn, reason, "calls the intrinsic")
+        elif full and (name in markers or name.startswith(RESERVED_MARKER_PREFIXES)):
             issues.append(_marker_issue(job, name, _callers(fn)))
-        elif not target.allows_external(name):
+        elif full and not target.allows_external(name):
             issues.append(_external_issue(target, name, _callers(fn)))
-    if target.is_gpu:
-        issues += _type_issues(target, module)
+        else:
+            issues += _lowering_issue(target, fn, target.symbol_issue(name), "refers to")
+    issues += _global_issues(target, module)
+    issues += _type_issues(target, module, _text_to_scan(job, module))
     entry = module.functions.get(entry_name)
-    issue = kernel_issue(entry) if job.config.kernel and entry is not None else None
+    issue = kernel_issue(entry) if full and job.config.kernel and entry is not None else None
     if issue is not None:
         issues.append(issue)
     return issues
+
+
+def _lowering_issue(target, fn, reason: str | None, verb: str) -> list[IRIssue]:
+    if reason is None:
+        return []
+    callers = _callers(fn) or ["(a constant or global initializer)"]
+    where = ", ".join(f"@{c}" for c in callers)
+    return [IRIssue("unsupported-on-target", f"{where} {verb} @{fn.name}, which {target!r} cannot compile: "
+                    f"{reason}", function=callers[0].lstrip("@"), symbol=fn.name)]
+
+
+def _approximate(fn) -> bool:
+    """Whether every call of `fn` carries the `afn` (or `fast`) fast-math flag."""
+    for use in fn.uses:
+        if not _APPROXIMATE_CALL.search(str(use.user)):
+            return False
+    return True
+
+
+def _global_issues(target, module: Module) -> list[IRIssue]:
+    issues = []
+    for gv in module.globals:
+        reason = target.global_issue(gv)
+        if reason is None and gv.is_declaration and gv.uses:
+            reason = target.symbol_issue(gv.name)
+        if reason is not None:
+            issues.append(IRIssue("unsupported-on-target", f"global @{gv.name} cannot be compiled for "
+                                  f"{target!r}: {reason}", symbol=gv.name))
+    return issues
+
+
+def _text_to_scan(job, module: Module) -> str:
+    # Types hide in instructions, which only the printed module shows completely; printing costs
+    # 2-5% of a CPU compile, so on the CPU the job's own IR text is scanned when it has one (the
+    # Python frontend never emits these types), and a hit is then located in the module.
+    if job.config.target.is_gpu:
+        return str(module)
+    text = getattr(job.source, "text", None)
+    if isinstance(text, str):
+        return str(module) if any(k in text for k in _TYPE_KEYWORDS) else ""
+    return "" if getattr(job.source, "portable_types_only", False) else str(module)
 
 
 def kernel_issue(entry) -> IRIssue | None:
@@ -82,25 +139,31 @@ def kernel_issue(entry) -> IRIssue | None:
                    "kernels must return void (write results through a pointer argument)", function=entry.name)
 
 
-def _type_issues(target, module: Module) -> list[IRIssue]:
-    # Wide floats make GPU backends abort the process. Searching the printed module is complete
-    # (signatures, constants, globals, every instruction) and several times cheaper than walking
-    # instructions from Python; only a hit pays for locating the offending function.
-    text = str(module)
-    if ("fp128" not in text and "x86_fp80" not in text) or not _WIDE_FLOAT.search(text):
+def _type_issues(target, module: Module, text: str) -> list[IRIssue]:
+    # Searching the printed module is complete (signatures, constants, globals, every instruction)
+    # and several times cheaper than walking instructions from Python; only a hit pays for
+    # locating the offending function.
+    if not any(k in text for k in _TYPE_KEYWORDS):
         return []  # plain substring tests first: the regex is ten times slower on megabytes
+    found = {m.group(1) for m in _TYPE_KEYWORD.finditer(text)}
+    if not any(target.unsupported_type(k) for k in found):
+        return []
     issues = []
     for fn in module.functions:
-        for line in str(fn).splitlines():
-            m = _WIDE_FLOAT.search(line)
-            reason = target.unsupported_type(m.group(1)) if m else None
-            if reason:
-                issues.append(IRIssue("unsupported-type", f"@{fn.name} uses type {m.group(1)} ({line.strip()}): "
-                                      f"{reason}", function=fn.name))
-                break
+        issue = _first_bad_type(target, str(fn), f"@{fn.name}")
+        if issue is not None:
+            issues.append(IRIssue("unsupported-type", issue, function=fn.name))
     for gv in module.globals:
-        m = _WIDE_FLOAT.search(str(gv))
-        reason = target.unsupported_type(m.group(1)) if m else None
-        if reason:
-            issues.append(IRIssue("unsupported-type", f"global @{gv.name} uses type {m.group(1)}: {reason}"))
+        issue = _first_bad_type(target, str(gv), f"global @{gv.name}")
+        if issue is not None:
+            issues.append(IRIssue("unsupported-type", issue))
     return issues
+
+
+def _first_bad_type(target, text: str, what: str) -> str | None:
+    for line in text.splitlines():
+        for m in _TYPE_KEYWORD.finditer(line):
+            reason = target.unsupported_type(m.group(1))
+            if reason:
+                return f"{what} uses type {m.group(1)} ({line.strip()}) on {target!r}: {reason}"
+    return None

@@ -149,26 +149,31 @@ class TargetMachine(Owner):
     def target_data(self) -> TargetData:
         return TargetData(lib.LLVMCreateTargetDataLayout(self))
 
-    def emit(self, module: Module, kind: str = "obj", *, verify: bool = True, preserve: bool = True) -> bytes:
+    def emit(self, module: Module, kind: str = "obj", *, verify: bool = True, preserve: bool = True,
+             isolate: bool = False) -> bytes:
         """Generate assembly ("asm") or an object file ("obj") for `module`.
 
         The module is verified first unless `verify=False` (code generation does not verify, and
         may crash the process on invalid IR).  Code generation rewrites the IR it is given (the
         SPIR-V backend inserts intrinsics, CodeGenPrepare sinks addresses), so it works on a copy
-        unless `preserve=False` says the module may be changed.
+        unless `preserve=False` says the module may be changed.  `isolate=True` generates the
+        code in a helper process (gpuc/llvm/isolated.py), so that a fatal error in the backend
+        raises LLVMError with LLVM's message instead of aborting this process.
         """
         if kind not in FILE_TYPES:
             raise ValueError(f"emit kind must be one of {sorted(FILE_TYPES)}, not {kind!r}")
         if verify:
             module.verify()
-        if self.triple.startswith(_ISOLATED_TRIPLES):
-            if hasattr(os, "fork"):
-                from .isolated import isolated_emit
+        stateful = self.triple.startswith(_ISOLATED_TRIPLES)
+        if isolate or (stateful and hasattr(os, "fork")):
+            from .isolated import isolated_emit
 
-                return isolated_emit(module.to_bitcode(), self.triple, self.cpu, self.features, self.opt_level, kind)
-            if self._emitted and self._remake is not None:
-                with self._remake() as fresh:
-                    return fresh.emit(module, kind, verify=False, preserve=preserve)
+            fresh = stateful and hasattr(os, "fork")
+            return isolated_emit(module.to_bitcode(), self.triple, self.cpu, self.features, self.opt_level, kind,
+                                 fresh=fresh)
+        if stateful and self._emitted and self._remake is not None:
+            with self._remake() as fresh_machine:
+                return fresh_machine.emit(module, kind, verify=False, preserve=preserve)
         self._emitted = True
         if not preserve:
             return self._emit_raw(module, kind)

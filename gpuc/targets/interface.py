@@ -6,6 +6,7 @@ the hooks it needs.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 
@@ -13,6 +14,46 @@ from ..llvm import Function, Module, Target as LLVMTarget, TargetMachine, initia
 
 
 _per_thread = threading.local()
+
+# The namespaces of target-specific LLVM intrinsics (llvm.<namespace>.*) and the backend owning each.
+INTRINSIC_OWNERS = {
+    "x86": "X86", "nvvm": "NVPTX", "amdgcn": "AMDGPU", "r600": "R600", "spv": "SPIR-V", "aarch64": "AArch64",
+    "arm": "ARM", "wasm": "WebAssembly", "ppc": "PowerPC", "riscv": "RISC-V", "mips": "Mips",
+    "hexagon": "Hexagon", "s390": "SystemZ", "bpf": "BPF", "loongarch": "LoongArch", "ve": "VE",
+    "xcore": "XCore", "dx": "DirectX",
+}
+# An overload suffix naming a floating-point element type (f64, v4f32, nxv2f64): the type a
+# math intrinsic computes in.
+_FLOAT_SUFFIX = re.compile(r"(?:n?xv\d+|v\d+)?(bf16|f16|f32|f64|f80|f128|ppcf128)")
+
+
+def split_intrinsic(name: str) -> tuple[str, tuple[str, ...]]:
+    """("sin", ("f64",)) for "llvm.sin.f64": an intrinsic's base name and overload suffixes.
+
+    The base is everything up to the first suffix that names a type (iN, fN, vN..., pN, ...)."""
+    parts = name.split(".")[1:]
+    for i, part in enumerate(parts):
+        if i and re.fullmatch(r"(?:n?xv\d+|v\d+)?(?:i\d+|bf16|f\d+|ppcf128|p\d+|s_.*|sl_.*|a\d+.*)", part):
+            return ".".join(parts[:i]), tuple(parts[i:])
+    return ".".join(parts), ()
+
+
+def unselectable_table(rows: dict[str, str]) -> dict[str, frozenset[str]]:
+    """{"f32 f64": "sin cos"} -> {"sin": {"f32", "f64"}, "cos": {...}}: a target's unselectable_intrinsics."""
+    table: dict[str, set[str]] = {}
+    for types, bases in rows.items():
+        for base in bases.split():
+            table.setdefault(base, set()).update(types.split())
+    return {base: frozenset(types) for base, types in table.items()}
+
+
+def float_element(suffixes: tuple[str, ...]) -> str | None:
+    """The floating-point element type ("f64") an intrinsic's overload suffixes name, if any."""
+    for part in suffixes:
+        m = _FLOAT_SUFFIX.fullmatch(part)
+        if m:
+            return m.group(1)
+    return None
 
 
 @dataclass(frozen=True)
@@ -24,6 +65,15 @@ class Target:
     kernel_calling_convention = None  # e.g. "ptx_kernel"; a class attribute, not a field
     emit_kinds = ("asm", "obj")  # what `emit` can produce; the driver rejects the others up front
     is_gpu = False
+    #: Namespaces of target-specific intrinsics this backend implements ("llvm.nvvm.").
+    intrinsic_namespaces = ()
+    #: Generic intrinsics this backend's instruction selection cannot lower: base name -> the
+    #: floating-point element types it fails for ("*": every overload). Found by compiling each
+    #: one with the backend; tests/compiler/test_lowering_limits.py checks the tables against it.
+    unselectable_intrinsics = {}
+    #: Whether machine code is generated in a helper process (gpuc/llvm/isolated.py), so that a
+    #: fatal error in the backend costs that process, not the caller's.
+    isolated_codegen = False
 
     # -- description ---------------------------------------------------------------------
     def triple(self) -> str:
@@ -80,7 +130,41 @@ class Target:
         return not self.is_gpu or name.startswith("llvm.")
 
     def unsupported_type(self, type_text: str) -> str | None:
-        """validate: why a type (as printed) cannot be used on this target, or None."""
+        """validate: why a type keyword (x86_fp80, fp128, ppc_fp128, vscale) cannot be used on
+        this target, or None."""
+        if type_text == "vscale":
+            return f"the {self.llvm_target} backend has no scalable vectors"
+        if type_text == "ppc_fp128":
+            return "ppc_fp128 is PowerPC's double-double type"
+        return None
+
+    def intrinsic_issue(self, name: str, approximate: bool = False) -> str | None:
+        """validate: why the backend cannot lower a call to the intrinsic `name`, or None.
+        `approximate`: every call carries the `afn` (or `fast`) flag, which some backends need to
+        select their approximate instructions."""
+        owner = INTRINSIC_OWNERS.get(name.split(".")[1] if name.count(".") > 1 else "")
+        if owner is not None:
+            if name.startswith(self.intrinsic_namespaces):
+                return None
+            return f"it is an intrinsic of the {owner} backend"
+        base, suffixes = split_intrinsic(name)
+        failing = self.unselectable_intrinsics.get(base)
+        if failing is None:
+            return None
+        element = float_element(suffixes)
+        if "*" in failing or element in failing:
+            on = f" on {element}" if element else ""
+            return f"the {self.llvm_target} backend cannot lower llvm.{base}{on}"
+        return None
+
+    def global_issue(self, gv) -> str | None:
+        """validate: why the global variable `gv` cannot be compiled for this target, or None."""
+        if self.is_gpu and gv.thread_local:
+            return "GPUs have no thread-local storage; use a local variable or an array indexed by gpuc.index()"
+        return None
+
+    def symbol_issue(self, name: str) -> str | None:
+        """validate: why a symbol that must keep its name (a declaration) cannot be emitted, or None."""
         return None
 
     def mark_kernel(self, job, fn: Function, module: Module) -> None:
@@ -94,7 +178,7 @@ class Target:
     def emit(self, job, module: Module, tm: TargetMachine, output: str) -> str | bytes:
         """codegen: "asm" gives text, "obj" gives bytes. The driver has verified the module and
         discards it afterwards, so code generation may work on it in place."""
-        data = tm.emit(module, output, verify=False, preserve=False)
+        data = tm.emit(module, output, verify=False, preserve=False, isolate=self.isolated_codegen)
         return data.decode() if output == "asm" else data
 
     def __repr__(self) -> str:

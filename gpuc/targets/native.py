@@ -22,6 +22,7 @@ class NativeTarget(Target):
 
     name = "native"
     llvm_target = "X86"
+    intrinsic_namespaces = ("llvm.x86.",)
 
     def triple(self) -> str:
         return host_triple()

@@ -10,12 +10,42 @@ from pathlib import Path
 
 from ..compiler.errors import CompilationError
 from ..llvm import Module
-from .interface import Target
+from .interface import Target, float_element, split_intrinsic, unselectable_table
 
 # Lowest PTX ISA version that supports each compute capability (by sm number).
 _PTX_FOR_SM = ((100, 86), (90, 80), (89, 78), (87, 74), (86, 71), (80, 70), (75, 63), (72, 61), (70, 60), (0, 60))
 # Functions the CUDA driver provides to PTX.
 _DRIVER_FUNCTIONS = frozenset({"vprintf", "malloc", "free", "__assertfail", "__nvvm_reflect"})
+# Math intrinsics NVPTX cannot select (it has no library to call; gpuc's math goes to libdevice).
+_UNSELECTABLE = unselectable_table({
+    "f16 bf16 f32 f64": "sin cos tan asin acos atan atan2 sinh cosh tanh exp exp10 log log2 log10 pow "
+                        "sincos modf lrint llrint lround llround",
+    "f64": "exp2", "bf16": "canonicalize", "*": "clear_cache",
+})
+# ... except these, which have approximate instructions (sin.approx.f32) for calls flagged `afn`.
+_APPROXIMATE = unselectable_table({"f16 f32": "sin cos tanh"})
+# A PTX identifier: [a-zA-Z]{followsym}* or [_$%]{followsym}+, followsym = [a-zA-Z0-9_$].
+_PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
+# Names gpuc leaves as they are: valid PTX without "$", which mangled names always contain.
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def ptx_symbol(name: str) -> str:
+    """`name` as a PTX identifier: unchanged when it is plain ([A-Za-z_][A-Za-z0-9_]*), else
+    mangled: "." becomes "_$_" (LLVM's own spelling) and every other character that PTX does not
+    allow, "$" included, becomes "$<hex code point>_". The code is prefix-free and every mangled
+    name contains "$", which plain names lack, so distinct names stay distinct."""
+    if _PLAIN.fullmatch(name):
+        return name
+    out = []
+    for i, ch in enumerate(name):
+        if ch == ".":
+            out.append("_$_")
+        elif ch == "_" or ch.isascii() and ch.isalnum() and not (i == 0 and ch.isdigit()):
+            out.append(ch)
+        else:
+            out.append(f"${ord(ch):x}_")
+    return "".join(out)
 
 
 def _default_ptx_version(cap: str) -> int:
@@ -54,6 +84,9 @@ class PTXTarget(Target):
     kernel_calling_convention = "ptx_kernel"
     emit_kinds = ("asm",)  # NVPTX has no object emitter: ptxas turns PTX into a cubin
     is_gpu = True
+    intrinsic_namespaces = ("llvm.nvvm.",)
+    unselectable_intrinsics = _UNSELECTABLE
+    isolated_codegen = True
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"sm_\d+[af]?", self.cap):
@@ -74,9 +107,22 @@ class PTXTarget(Target):
         return name.startswith("llvm.") or name in _DRIVER_FUNCTIONS
 
     def unsupported_type(self, type_text: str) -> str | None:
-        if "x86_fp80" in type_text or "fp128" in type_text or "ppc_fp128" in type_text:
+        if type_text in ("x86_fp80", "fp128", "ppc_fp128"):
             return "NVPTX has no 80- or 128-bit floating point"
-        return None
+        return super().unsupported_type(type_text)
+
+    def intrinsic_issue(self, name: str, approximate: bool = False) -> str | None:
+        if approximate:
+            base, suffixes = split_intrinsic(name)
+            if float_element(suffixes) in _APPROXIMATE.get(base, ()):
+                return None
+        return super().intrinsic_issue(name, approximate)
+
+    def symbol_issue(self, name: str) -> str | None:
+        if name.startswith("llvm.") or _PTX_IDENTIFIER.fullmatch(name):
+            return None
+        return ("PTX identifiers are [a-zA-Z_$%][a-zA-Z0-9_$]*, and a declaration keeps its name so that it "
+                "can be linked; define the symbol in the module (definitions are renamed) or rename it")
 
     def link_libraries(self, job, module: Module) -> list[str]:
         wanted = [f for f in module.functions if f.is_declaration and f.name.startswith("__nv_")]
@@ -101,12 +147,16 @@ class PTXTarget(Target):
         return ["libdevice"]
 
     def finish_module(self, job, module: Module, tm) -> None:
-        # PTX identifiers cannot contain "." (gpuc's symbols, e.g. `axpy.f32.f32.f32`, do). LLVM's
-        # nvptx-assign-valid-global-names renames only local symbols; rename the exported ones the
-        # same way ("." -> "_$_"), so the entry stays valid and result.entry names it.
-        for fn in module.functions:
-            if "." in fn.name and not fn.is_declaration and fn.linkage != "internal":
-                fn.name = fn.name.replace(".", "_$_")
+        # PTX identifiers cannot contain "." (gpuc's symbols, e.g. `axpy.f32.f32.f32`, do) nor
+        # anything outside [A-Za-z0-9_$] (a Python kernel may be named in any script), and LLVM
+        # aborts on such a name. Its nvptx-assign-valid-global-names renames only local symbols;
+        # rename the other definitions here, so the entry stays valid and result.entry names it.
+        for symbol in (*module.functions, *module.globals):
+            if symbol.is_declaration or symbol.linkage in ("internal", "private"):
+                continue
+            name = symbol.name
+            if name and not name.startswith("llvm.") and ptx_symbol(name) != name:
+                symbol.name = ptx_symbol(name)
 
     def __repr__(self) -> str:
         return f"PTXTarget(cap={self.cap!r})"

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .interface import Target, without_pass
+from .interface import Target, unselectable_table, without_pass
+
+# Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
+_UNSELECTABLE = unselectable_table({
+    "f16 bf16 f32 f64": "canonicalize exp10 frexp ldexp lrint llrint maximumnum minimumnum sincos",
+    "bf16": "sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 log log2 log10 pow powi modf sqrt fabs "
+            "floor ceil trunc rint nearbyint round roundeven lround llround copysign fma minnum maxnum "
+            "minimum maximum",
+})
 
 
 @dataclass(frozen=True, repr=False)
@@ -15,6 +23,8 @@ class SPIRVTarget(Target):
     llvm_target = "SPIRV"
     kernel_calling_convention = "spir_kernel"
     is_gpu = True
+    intrinsic_namespaces = ("llvm.spv.",)
+    unselectable_intrinsics = _UNSELECTABLE
 
     def triple(self) -> str:
         return "spirv64-unknown-unknown"
@@ -24,9 +34,9 @@ class SPIRVTarget(Target):
         return name.startswith(("llvm.", "_Z", "__spirv_"))
 
     def unsupported_type(self, type_text: str) -> str | None:
-        if "x86_fp80" in type_text or "fp128" in type_text:
+        if type_text in ("x86_fp80", "fp128", "ppc_fp128"):
             return "SPIR-V has no 80- or 128-bit floating point"
-        return None
+        return super().unsupported_type(type_text)
 
     def pipeline_segments(self, opt_level: int) -> dict[str, str]:
         # IndVarSimplify rewrites a loop's exit value in closed form with a wider integer (the sum

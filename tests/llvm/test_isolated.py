@@ -35,8 +35,9 @@ def test_emits_spirv_binary_and_assembly(spirv_machine, ctx):
 def test_helper_that_died_is_restarted(spirv_machine, ctx):
     module = llvm.Module.parse(KERNEL, ctx)
     spirv_machine.emit(module, "obj")
-    isolated._client._proc.kill()
-    isolated._client._proc.wait()
+    for helper in isolated._client._idle:
+        helper.proc.kill()
+        helper.proc.wait()
     assert spirv_machine.emit(module, "obj")[:4] == b"\x03\x02\x23\x07"
 
 

@@ -157,6 +157,7 @@ def kernel(pyfunc=None):
 class FunctionSource:
     """A gpuc function and an argument-type signature: a job source (see IRSource for the protocol)."""
 
+    generated_by_gpuc = True  # its IR holds only constructs gpuc's code generator emits (see compiler/driver.py)
     function: GpucFunction
     signature: tuple
     _symbol: str = field(init=False, repr=False, compare=False)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import builtins as _py
+import math
+import operator
 import types as _pytypes
 from dataclasses import dataclass
 
@@ -15,7 +17,7 @@ from ..llvm import ConstantFP, ConstantInt
 from ..llvm import capi
 from .errors import UserError
 from .types import (ArrayType, GType, ScalarType, TupleType, boolean, check_scalar, common_type, float64,
-                    int64, none, promote)
+                    int64, int_range, none, promote)
 
 # -- constants ------------------------------------------------------------------------------
 
@@ -48,12 +50,17 @@ def strong(t: GType, weak: bool) -> GType:
     return t
 
 
-def _check_literal_fits(value, t: ScalarType) -> None:
-    if type(value) is int and t.is_int:
-        lo, hi = (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1) if t.signed else (0, (1 << t.bits) - 1)
-        if not lo <= value <= hi:
-            raise UserError(f"the literal {value} does not fit in {t}",
-                            hint="convert the other operand first, e.g. int(x) or gpuc.int64(x)")
+def check_literal_fits(value, t: ScalarType) -> None:
+    """A weak literal used as a `t` must be representable: an integer in t's range, a float converted
+    to an integer (truncated, as NumPy does) too. Any number converts to a float or a bool."""
+    if not t.is_int or type(value) is bool or not isinstance(value, (int, float)):
+        return
+    lo, hi = int_range(t)
+    if type(value) is float and not (math.isfinite(value) and lo <= int(value) <= hi):
+        raise UserError(f"the literal {value} cannot be converted to {t} (out of its range)")
+    if type(value) is int and not lo <= value <= hi:
+        raise UserError(f"the literal {value} does not fit in {t}",
+                        hint="convert the other operand first, e.g. int(x) or gpuc.int64(x)")
 
 
 # -- operator plans -------------------------------------------------------------------------
@@ -71,9 +78,9 @@ def binary_plan(op: str, lt, rt, lw: bool, rw: bool, rconst=None, lconst=None) -
     lt, rt = check_scalar(lt, f"the left operand of {op}"), check_scalar(rt, f"the right operand of {op}")
     operand = promote(lt, rt, lw, rw)
     if lw and not rw:
-        _check_literal_fits(lconst, operand)
+        check_literal_fits(lconst, operand)
     if rw and not lw:
-        _check_literal_fits(rconst, operand)
+        check_literal_fits(rconst, operand)
     if op in "&|^" or op in ("<<", ">>"):
         if operand.is_float:
             raise UserError(f"operator {op} needs integers or bools, not {lt} and {rt}")
@@ -121,11 +128,31 @@ def unary_plan(op: str, t) -> UnaryPlan:
 class ComparePlan:
     op: str
     operand: ScalarType
+    result: bool | None = None   # known at compile time: a literal lies outside the operand type's range
 
 
-def compare_plan(op: str, lt, rt, lw: bool, rw: bool) -> ComparePlan:
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+            "!=": operator.ne}
+
+
+def compare_plan(op: str, lt, rt, lw: bool, rw: bool, lconst=None, rconst=None) -> ComparePlan:
+    """Both sides convert to the promoted type; `lconst`/`rconst` are the values of literal sides."""
     lt, rt = check_scalar(lt, "a compared value"), check_scalar(rt, "a compared value")
-    return ComparePlan(op, promote(lt, rt, lw, rw))
+    operand = promote(lt, rt, lw, rw)
+    return ComparePlan(op, operand, exact_compare(op, operand, lconst, rconst))
+
+
+def exact_compare(op: str, t: ScalarType, left, right) -> bool | None:
+    """Python's result of `left op right` when a literal side (an int; None: not a literal) lies outside
+    the range of the integer type `t`: every value of `t` is on the same side of such a literal, so any
+    one of them stands for the other side. None when both sides fit `t`."""
+    if not t.is_int:
+        return None
+    lo, hi = int_range(t)
+    left_out, right_out = (type(v) is int and not lo <= v <= hi for v in (left, right))
+    if not (left_out or right_out):
+        return None
+    return _COMPARE[op](left if left_out else lo, right if right_out else lo)
 
 
 ICMP = {("<", True): "slt", ("<=", True): "sle", (">", True): "sgt", (">=", True): "sge",
@@ -314,10 +341,11 @@ class Convert(Handler):
 
     def type(self, typer, node):
         (t,) = self.scalars(typer, node, 1)
+        typer.fit(node.args[0], self.target)  # np.uint32(-1) is an error in NumPy 2
         return CallPlan(self.target, (t,))
 
     def lower(self, lw, node, plan):
-        return lw.convert(lw.expr(node.args[0]), plan.args[0], self.target)
+        return lw.operand(node.args[0], self.target)
 
 
 class Abs(Handler):
@@ -351,11 +379,13 @@ class MinMax(Handler):
                             f"{self.name}(a, b, ...)")
         types = self.scalars(typer, node, 2, 1000)
         result = common_type(types, [typer.is_weak(a) for a in node.args])
+        for a in node.args:
+            typer.fit(a, result)
         return CallPlan(result, tuple(types))
 
     def lower(self, lw, node, plan):
         t = plan.result
-        values = [lw.convert(lw.expr(a), at, t) for a, at in zip(node.args, plan.args)]
+        values = [lw.operand(a, t) for a in node.args]
         pred = "<" if self.name == "min" else ">"
         current = values[0]
         for v in values[1:]:
@@ -428,6 +458,7 @@ class AtomicAdd(Handler):
                             hint="pass a[i, j]'s indices as a tuple: atomic_add(a, (i, j), v)", node=node.args[1])
         if not isinstance(v, ScalarType):
             raise UserError(f"atomic_add adds a number, not a {v}", node=node.args[2])
+        typer.fit(node.args[2], a.dtype)
         if a.dtype.is_float and typer.session.target_name == "spirv":
             raise UserError("atomic_add on floats needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, "
                             "which gpuc's spirv target does not enable", hint="accumulate integers, or target "
@@ -442,7 +473,7 @@ class AtomicAdd(Handler):
         else:
             pairs = [(index, it)]
         ptr = lw.element_ptr(array, at, pairs)
-        value = lw.convert(lw.expr(node.args[2]), vt, at.dtype)
+        value = lw.operand(node.args[2], at.dtype)
         op = capi.LLVMAtomicRMWBinOpFAdd if at.dtype.is_float else capi.LLVMAtomicRMWBinOpAdd
         return lw.b.atomic_rmw(op, ptr, value)
 
@@ -457,15 +488,17 @@ class MarkerCall(Handler):
         want = self.marker.argtypes
         got = self.args(typer, node, len(want))
         for a, g, w in zip(node.args, got, want):
-            if g != w and not (isinstance(g, ScalarType) and isinstance(w, ScalarType)):
+            if g != w and not (isinstance(g, ScalarType) and isinstance(w, ScalarType)) and not (
+                    isinstance(w, ArrayType) and w.accepts(g)):
                 raise UserError(f"marker {self.name} takes a {w} here, not a {g}", node=a)
+            typer.fit(a, w)
         return CallPlan(self.marker.restype, tuple(got))
 
     def lower(self, lw, node, plan):
         want = self.marker.argtypes
         args = []
         for a, g, w in zip(node.args, plan.args, want):
-            args += lw.flatten(lw.convert(lw.expr(a), g, w) if isinstance(w, ScalarType) else lw.expr(a), w)
+            args += lw.flatten(lw.operand(a, w) if isinstance(w, ScalarType) else lw.expr(a), w)
         params = [p for w in want for p in lw.abi_params(w)]
         fn = lw.declare(self.name, lw.ltype(plan.result), params)
         call = lw.b.call(fn, args)
@@ -483,7 +516,9 @@ def _calls() -> dict:
     for t in SCALARS:
         table[t] = Convert(t.name, t)
     from .mathlib import math_calls
+    from .numpy_scalars import numpy_calls
     table.update(math_calls())
+    table.update(numpy_calls())
     return table
 
 

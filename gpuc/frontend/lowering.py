@@ -8,8 +8,9 @@ from ..compiler.config import CompiledFunction
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
 from . import builtins as B
 from .errors import LocatingVisitor, UserError, located
+from .mathlib import float_to_int
 from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
-                    llvm_type, memory_type, none)
+                    int_range, llvm_type, memory_type, none, storage)
 from .typing import PyObject, TypedFunction, Typing
 
 
@@ -104,13 +105,22 @@ class Lowerer(LocatingVisitor):
         return self.b.call(self.declare(symbol, ft, [ft] * len(args)), args)
 
     def const(self, t: ScalarType, value):
+        """The constant `value` (a Python or NumPy number) as a `t`. Python floats convert like Python
+        and NumPy do (an int through float64); the typing has checked that integers fit."""
         ty = self.ltype(t)
         if t.is_float:
             return ConstantFP.get(ty, float(value))
-        value = int(value)
-        if t.is_int:  # wrap like a NumPy conversion would
-            value &= (1 << t.bits) - 1
-        return ConstantInt.get(ty, value)
+        if t.is_bool:
+            return ConstantInt.get(ty, int(bool(value)))
+        value = int(value)  # floats truncate
+        lo, hi = int_range(t)
+        if not lo <= value <= hi:
+            raise AssertionError(f"the constant {value} does not fit in {t}; the typing should have refused it")
+        return ConstantInt.get(ty, value & ((1 << t.bits) - 1))
+
+    def bits(self, t: ScalarType, value: int):
+        """An integer constant of `t` with the low bits of `value`, for the lowering's own wrapping arithmetic."""
+        return ConstantInt.get(self.ltype(t), value & ((1 << t.bits) - 1))
 
     def truth(self, v, t: ScalarType):
         if t.is_bool:
@@ -130,7 +140,7 @@ class Lowerer(LocatingVisitor):
         if src.is_float:
             if dst.is_float:
                 return b.fpext(v, ty) if dst.bits > src.bits else b.fptrunc(v, ty)
-            return b.fptosi(v, ty) if dst.signed else b.fptoui(v, ty)
+            return float_to_int(self, v, src, dst)  # saturating: NaN gives 0, never poison
         if dst.is_float:
             return b.sitofp(v, ty) if src.signed else b.uitofp(v, ty)
         if dst.bits == src.bits:
@@ -221,6 +231,7 @@ class Lowerer(LocatingVisitor):
                 i += 1
 
     def slot(self, name: str, t: GType):
+        t = storage(t)  # a C-contiguous array shares the storage of the strided type it joins to
         key = (name, t)  # name is a variable's name, or ("range", id) for a loop's hidden counter
         ptr = self.slots.get(key)
         if ptr is None:
@@ -245,8 +256,20 @@ class Lowerer(LocatingVisitor):
     def type_of(self, node) -> GType:
         return self.typed.types[id(node)]
 
+    def is_literal(self, node) -> bool:
+        return id(node) in self.typed.weak
+
     def expr(self, node):
+        if self.is_literal(node):  # a literal or a folded expression of literals
+            return self.const(self.type_of(node), self.typed.consts[id(node)])
         return self.visit(node)
+
+    def operand(self, node, t: GType):
+        """The value of `node` as a `t`. A literal is materialized as a `t` directly, never first as its
+        own type: `x + 2**63` on a float64 x adds 9.223372036854776e18, not a wrapped int64."""
+        if self.is_literal(node) and isinstance(t, ScalarType):
+            return self.const(t, self.typed.consts[id(node)])
+        return self.convert(self.expr(node), self.type_of(node), t)
 
     # -- statements -------------------------------------------------------------------------
     def visit_Expr(self, node) -> None:
@@ -258,26 +281,29 @@ class Lowerer(LocatingVisitor):
         pass
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        value = self.expr(node.value)
+        source = node.value
+        value = None if self.is_literal(source) else self.expr(source)
         for target in node.targets:
-            self.assign(target, value, self.type_of(node.value))
+            self.assign(target, value, self.type_of(source), source)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         want = self.typed.types[id(node)]
-        value = self.convert(self.expr(node.value), self.type_of(node.value), want)
-        self.assign(node.target, value, want)
+        self.assign(node.target, self.operand(node.value, want), want)
 
-    def assign(self, target, value, t: GType) -> None:
+    def assign(self, target, value, t: GType, source=None) -> None:
+        """Store `value` (of type `t`) into `target`; value None stands for the literal `source`, which
+        is materialized at the type the target stores (an array's dtype, or the variable's type)."""
         if isinstance(target, ast.Name):
             name, slot_t = self.typed.slots[id(target)]
-            self.store_var(name, slot_t, value)
+            self.store_var(name, slot_t, self.operand(source, slot_t) if value is None else value)
         elif isinstance(target, ast.Tuple):
             for k, (elt, et) in enumerate(zip(target.elts, t.elements)):
                 self.assign(elt, self.b.extract_value(value, k), et)
         else:  # array element
-            array_t = self.type_of(target.value)
+            dtype = self.type_of(target.value).dtype
             ptr = self.subscript_ptr(target)
-            self.store_element(ptr, self.convert(value, t, array_t.dtype), array_t.dtype)
+            self.store_element(ptr, self.operand(source, dtype) if value is None else self.convert(value, t, dtype),
+                               dtype)
 
     def store_element(self, ptr, value, dtype: ScalarType) -> None:
         if dtype.is_bool:
@@ -294,16 +320,16 @@ class Lowerer(LocatingVisitor):
         if isinstance(node.target, ast.Name):
             load = node._gpuc_load
             current, lt = self.expr(load), self.type_of(load)
-            result = B.lower_binary(self, plan, current, lt, self.expr(node.value), rt,
-                                    self.typed.consts.get(id(node.value)))
+            right, rt = self.binary_operand(node.value, plan)
+            result = B.lower_binary(self, plan, current, lt, right, rt, self.typed.consts.get(id(node.value)))
             name, slot_t = self.typed.slots[id(node.target)]
             self.store_var(name, slot_t, result)
             return
         dtype = self.type_of(node.target)
         ptr = self.subscript_ptr(node.target)
         current = self.load_element(ptr, dtype)
-        result = B.lower_binary(self, plan, current, dtype, self.expr(node.value), rt,
-                                self.typed.consts.get(id(node.value)))
+        right, rt = self.binary_operand(node.value, plan)
+        result = B.lower_binary(self, plan, current, dtype, right, rt, self.typed.consts.get(id(node.value)))
         self.store_element(ptr, self.convert(result, plan.result, dtype), dtype)
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -313,7 +339,7 @@ class Lowerer(LocatingVisitor):
                 self.expr(node.value)
             self.b.ret()
             return
-        self.b.ret(self.convert(self.expr(node.value), self.type_of(node.value), rt))
+        self.b.ret(self.operand(node.value, rt))
 
     def visit_If(self, node: ast.If) -> None:
         cond = self.condition(node.test)
@@ -346,39 +372,82 @@ class Lowerer(LocatingVisitor):
         self.b.position_at_end(done)
 
     def visit_For(self, node: ast.For) -> None:
-        it, t = node.iter, self.type_of(node.iter)
-        values = [self.convert(self.expr(a), self.type_of(a), t) for a in it.args]
-        ty = self.ltype(t)
-        if len(values) == 1:
-            start, stop, step = ConstantInt.get(ty, 0), values[0], ConstantInt.get(ty, 1)
-        else:
-            start, stop = values[:2]
-            step = values[2] if len(values) == 3 else ConstantInt.get(ty, 1)
+        """`for v in range(...)` as a guarded loop whose latch asks whether the next value is still short
+        of `stop` *before* stepping, so that no value past the end is ever computed: the loop cannot
+        overflow into another round (unsigned counting down, a stop at the type's edge, huge steps)."""
+        it, plan = node.iter, self.typed.calls[id(node.iter)]
+        t = plan.type
+        nodes = [None, it.args[0], None] if len(it.args) == 1 else list(it.args) + [None] * (3 - len(it.args))
+        start, stop, step = (value if value is not None else self.operand(a, t)
+                             for a, value in zip(nodes, (plan.start, plan.stop, plan.step)))
+        start = self.const(t, start) if isinstance(start, int) else start
         counter = self.slot(("range", id(node)), t)
         self.b.store(start, counter)
-        head, body, latch, done = (self.fn.append_block(n) for n in ("for.cond", "for.body", "for.inc", "for.end"))
-        self.b.br(head)
-        self.b.position_at_end(head)
-        i = self.b.load(ty, counter)
-        self.b.cond_br(self._range_test(i, stop, step, t), body, done)
+        body, latch, done = (self.fn.append_block(n) for n in ("for.body", "for.inc", "for.end"))
+        self.b.cond_br(self._range_guard(start, stop, step, t), body, done)
         self.b.position_at_end(body)
         name, slot_t = self.typed.slots[id(node.target)]
-        self.store_var(name, slot_t, i)
+        self.store_var(name, slot_t, self.b.load(self.ltype(t), counter))
         self.b.position_at_end(latch)
-        self.b.store(self.b.add(self.b.load(ty, counter), step), counter)
-        self.b.br(head)
+        i = self.b.load(self.ltype(t), counter)
+        more, following = self._range_step(i, stop, step, t)
+        self.b.store(following, counter)
+        self.b.cond_br(more, body, done)
         self._loop_body(body, latch, done, node.body)
 
-    def _range_test(self, i, stop, step, t: ScalarType):
-        lt, gt = ("slt", "sgt") if t.signed else ("ult", "ugt")
-        if isinstance(step, ConstantInt):
-            return self.b.icmp(lt if step.value > 0 or not t.signed else gt, i, stop)
+    def _less(self, op: str, a, b, t: ScalarType):
+        """`a op b` for a value `a` of `t` and `b` a value of `t` or a Python int (maybe just outside t)."""
+        if isinstance(b, int):
+            exact = B.exact_compare(op, t, None, b)
+            if exact is not None:
+                return ConstantInt.get(self.ctx.i1, int(exact))
+            b = self.const(t, b)
+        return self.b.icmp(B.ICMP[(op, t.signed)], a, b)
+
+    def _range_guard(self, start, stop, step, t: ScalarType):
+        """Whether range(start, stop, step) yields anything (a zero step at run time yields nothing)."""
+        if isinstance(step, int):
+            return self._less("<" if step > 0 else ">", start, stop, t)
         zero = ConstantInt.get(step.type, 0)
-        up = self.b.and_(self.b.icmp("sgt" if t.signed else "ugt", step, zero), self.b.icmp(lt, i, stop))
         if not t.signed:
-            return up
-        down = self.b.and_(self.b.icmp("slt", step, zero), self.b.icmp(gt, i, stop))
+            return self.b.and_(self.b.icmp("ne", step, zero), self._less("<", start, stop, t))
+        up = self.b.and_(self.b.icmp("sgt", step, zero), self._less("<", start, stop, t))
+        down = self.b.and_(self.b.icmp("slt", step, zero), self._less(">", start, stop, t))
         return self.b.or_(up, down)
+
+    def _range_step(self, i, stop, step, t: ScalarType):
+        """(whether the value after `i` is still yielded, that value). Counting up it is iff
+        stop - 1 - i >= step, counting down iff i - (stop + 1) >= -step, both computed as unsigned
+        (exact: the differences lie in [0, 2**bits)). The next value is used only when it is yielded,
+        and then lies between i and stop, so adding the step's bits cannot wrap."""
+        b, zero = self.b, ConstantInt.get(i.type, 0)
+        lo, hi = int_range(t)
+        if isinstance(step, int) and abs(step) == 1 and not (isinstance(stop, int) and not lo <= stop <= hi):
+            # i is short of stop, so i +- 1 cannot overflow: the canonical loop the optimizer knows best
+            one = ConstantInt.get(i.type, 1)
+            if step > 0:
+                following = b.nsw_add(i, one) if t.signed else b.nuw_add(i, one)
+            else:
+                following = b.nsw_sub(i, one) if t.signed else b.sub(i, one)
+            return self._less("<" if step > 0 else ">", following, stop, t), following
+        increment = self.bits(t, step) if isinstance(step, int) else step
+        if isinstance(step, int) and step < 0:
+            more = self._range_more(i, stop, self.bits(t, -step), t, up=False)
+        elif isinstance(step, int) or not t.signed:
+            more = self._range_more(i, stop, increment, t, up=True)
+        else:
+            more = b.select(b.icmp("slt", step, zero), self._range_more(i, stop, b.sub(zero, step), t, up=False),
+                            self._range_more(i, stop, step, t, up=True))
+        return more, b.add(i, increment)
+
+    def _range_more(self, i, stop, distance, t: ScalarType, up: bool):
+        """Whether a step of `distance` (unsigned) from i stays short of stop, in the direction `up`."""
+        b, one = self.b, ConstantInt.get(i.type, 1)
+        if up:
+            last = self.bits(t, stop - 1) if isinstance(stop, int) else b.sub(stop, one)
+            return b.icmp("uge", b.sub(last, i), distance)
+        first = self.bits(t, stop + 1) if isinstance(stop, int) else b.add(stop, one)
+        return b.icmp("uge", b.sub(i, first), distance)
 
     def visit_Break(self, node) -> None:
         self.b.br(self.loops[-1][1])
@@ -427,7 +496,7 @@ class Lowerer(LocatingVisitor):
 
     def visit_Tuple(self, node: ast.Tuple):
         t = self.type_of(node)
-        values = [self.convert(self.expr(e), self.type_of(e), et) for e, et in zip(node.elts, t.elements)]
+        values = [self.operand(e, et) for e, et in zip(node.elts, t.elements)]
         return self.make_tuple(values, t)
 
     def visit_UnaryOp(self, node):
@@ -435,9 +504,16 @@ class Lowerer(LocatingVisitor):
 
     def visit_BinOp(self, node):
         plan = self.typed.calls[id(node)]
-        left, right = self.expr(node.left), self.expr(node.right)
-        return B.lower_binary(self, plan, left, self.type_of(node.left), right, self.type_of(node.right),
-                              self.typed.consts.get(id(node.right)))
+        left, lt = self.binary_operand(node.left, plan)
+        right, rt = self.binary_operand(node.right, plan)
+        return B.lower_binary(self, plan, left, lt, right, rt, self.typed.consts.get(id(node.right)))
+
+    def binary_operand(self, node, plan):
+        """(value, type) of an operand of a binary operator: a literal is materialized at the operand type
+        (an integer exponent of a float base too: it then converts to that float exactly)."""
+        if self.is_literal(node):
+            return self.const(plan.operand, self.typed.consts[id(node)]), plan.operand
+        return self.expr(node), self.type_of(node)
 
     def _branches(self, first, rest, on_true: bool, t: GType, produce):
         """Short-circuit: `first` is (value, truth); evaluate `rest` only when truth == on_true."""
@@ -457,24 +533,40 @@ class Lowerer(LocatingVisitor):
         on_true = isinstance(node.op, ast.And)
 
         def produce(values):
-            v = self.convert(self.expr(values[0]), self.type_of(values[0]), t)
+            v = self.operand(values[0], t)
             if len(values) == 1:
                 return v
-            return self._branches((v, self.truth(v, t)), values[1:], on_true, t, produce)
+            # the truth of a literal is its own (1e-300 is true even where it becomes a float32 0.0)
+            truth = (ConstantInt.get(self.ctx.i1, int(bool(self.typed.consts[id(values[0])])))
+                     if self.is_literal(values[0]) else self.truth(v, t))
+            return self._branches((v, truth), values[1:], on_true, t, produce)
         return produce(node.values)
 
     def visit_Compare(self, node: ast.Compare):
         plans = self.typed.calls[id(node)]
         operands = [node.left] + list(node.comparators)
+        values = {}  # position -> value of a non-literal operand, each evaluated once
 
-        def produce(k, left):
-            right = self.expr(operands[k + 1])
-            result = B.lower_compare(self, plans[k], left, self.type_of(operands[k]), right,
-                                     self.type_of(operands[k + 1]))
+        def operand(k, t):
+            node = operands[k]
+            if self.is_literal(node):
+                return None if t is None else self.const(t, self.typed.consts[id(node)])
+            if k not in values:
+                values[k] = self.expr(node)
+            return None if t is None else self.convert(values[k], self.type_of(node), t)
+
+        def produce(k):
+            plan = plans[k]
+            if plan.result is not None:  # a literal outside the operand type: the others still run
+                operand(k, None), operand(k + 1, None)
+                result = ConstantInt.get(self.ctx.i1, int(plan.result))
+            else:
+                left, right = operand(k, plan.operand), operand(k + 1, plan.operand)
+                result = B.lower_compare(self, plan, left, plan.operand, right, plan.operand)
             if k + 1 == len(plans):
                 return result
-            return self._branches((result, result), k + 1, True, B.boolean, lambda j: produce(j, right))
-        return produce(0, self.expr(node.left))
+            return self._branches((result, result), k + 1, True, B.boolean, produce)
+        return produce(0)
 
     def visit_IfExp(self, node: ast.IfExp):
         t = self.type_of(node)
@@ -484,7 +576,7 @@ class Lowerer(LocatingVisitor):
         incoming = []
         for block, branch in ((then, node.body), (other, node.orelse)):
             self.b.position_at_end(block)
-            value = self.convert(self.expr(branch), self.type_of(branch), t)
+            value = self.operand(branch, t)
             incoming.append((value, self.b.block))
             self.b.br(done)
         self.b.position_at_end(done)
@@ -499,7 +591,7 @@ class Lowerer(LocatingVisitor):
     def visit_Subscript(self, node: ast.Subscript):
         base_t = self.type_of(node.value)
         if isinstance(base_t, TupleType):
-            return self.b.extract_value(self.expr(node.value), self.typed.consts[id(node.slice)])
+            return self.b.extract_value(self.expr(node.value), self.typed.positions[id(node.slice)])
         return self.load_element(self.subscript_ptr(node), base_t.dtype)
 
     def visit_Call(self, node: ast.Call):

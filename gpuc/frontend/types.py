@@ -240,6 +240,41 @@ def common_type(types, weak=None) -> ScalarType:
     return result
 
 
+def join(a: GType, b: GType) -> GType | None:
+    """The type a variable has where paths with types `a` and `b` meet, or None when they conflict.
+
+    Arrays are typed by dtype and ndim: a C-contiguous and a strided array of one dtype and ndim join
+    to the strided type (their values have one representation). Scalars never join implicitly: the
+    docs make a variable with two scalar types an error where it is read.
+    """
+    if a == b:
+        return a
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType) and (a.dtype, a.ndim) == (b.dtype, b.ndim):
+        return ArrayType(a.dtype, a.ndim)
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elements) == len(b.elements):
+        elements = tuple(join(x, y) for x, y in zip(a.elements, b.elements))
+        return None if None in elements else TupleType(elements)
+    return None
+
+
+def storage(t: GType) -> GType:
+    """The type under which a value is stored: layouts do not change an array's representation."""
+    if isinstance(t, ArrayType):
+        return ArrayType(t.dtype, t.ndim)
+    if isinstance(t, TupleType):
+        return TupleType(tuple(storage(e) for e in t.elements))
+    return t
+
+
+def int_range(t: ScalarType) -> tuple[int, int]:
+    """The smallest and largest value of an integer (or bool) type."""
+    if t.is_bool:
+        return 0, 1
+    if t.signed:
+        return -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1
+    return 0, (1 << t.bits) - 1
+
+
 def check_scalar(t: GType, what: str) -> ScalarType:
     if not isinstance(t, ScalarType):
         raise UserError(f"{what} must be a number or bool, not {t}",

@@ -2,7 +2,13 @@
 
 Variables may be rebound to a value of another type (each (name, type) pair gets its own storage),
 but where paths join (after if/else, at loop headers) a variable must have one type: a variable
-with different types on joining paths is an error where it is next read.
+with different types on joining paths is an error where it is next read. Every branch types from
+its own copy of the environment; joins merge the copies (`merge`), and a loop is typed until its
+header's environment settles.
+
+Python literals (and expressions of literals, folded here) are *weak*: they take the type of what
+they meet, and are materialized at that type by the lowering, so a literal is never first squeezed
+into int64. Wherever a literal takes a type, `Typer.fit` checks that it is representable.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ from dataclasses import dataclass, field
 
 from .errors import LocatingVisitor, UserError, located
 from .source import _NOT_FOUND, GpucFunction, symbol_name
-from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, as_type, boolean, common_type, int64, none,
-                    promote)
+from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, as_type, boolean, common_type, int64,
+                    int_range, join, none, promote)
 from . import builtins as B
 from . import intrinsics
 
@@ -40,7 +46,8 @@ class Conflict:
 
 
 def merge(envs):
-    """Join variable environments (None = unreachable); differing types become a Conflict."""
+    """Join variable environments (None = unreachable). A variable bound on some paths only keeps its
+    type (it reads 0 on the others); types that do not `join` become a Conflict."""
     envs = [e for e in envs if e is not None]
     if not envs:
         return None
@@ -52,13 +59,35 @@ def merge(envs):
                 out[name] = info
             elif isinstance(old, Conflict):
                 continue
-            elif isinstance(info, Conflict) or old[0] != info[0]:
-                out[name] = info if isinstance(info, Conflict) else Conflict(old, info)
+            elif isinstance(info, Conflict):
+                out[name] = info
+            else:
+                joined = join(old[0], info[0])
+                out[name] = Conflict(old, info) if joined is None else (joined, old[1])
     return out
 
 
+_CONFLICT = object()
+
+
 def _types_of(env):
-    return None if env is None else {k: (v if isinstance(v, Conflict) else v[0]) for k, v in env.items()}
+    return None if env is None else {k: (_CONFLICT if isinstance(v, Conflict) else v[0]) for k, v in env.items()}
+
+
+class _Unbound(Exception):
+    """A read of a variable no path has assigned yet, while a loop is still being typed: the loop's
+    later rounds may bring an assignment along the back edge, so the path just stops for this round."""
+
+
+@dataclass(frozen=True)
+class RangePlan:
+    """`for ... in range(...)`: the loop variable's type; start, stop and step are Python ints where the
+    argument is a literal (or left out), None where it is computed at run time."""
+
+    type: ScalarType
+    start: int | None
+    stop: int | None
+    step: int | None
 
 
 @dataclass
@@ -73,6 +102,8 @@ class TypedFunction:
     consts: dict = field(default_factory=dict)       # id(expr) -> Python constant value
     calls: dict = field(default_factory=dict)        # id(Call) -> (handler, plan)
     slots: dict = field(default_factory=dict)        # id(Name) -> (name, type)
+    positions: dict = field(default_factory=dict)    # id(index) -> constant position of a tuple index
+    big: dict = field(default_factory=dict)          # id(expr) -> literal >= 2**63 not yet given a type it fits
     reached: set = field(default_factory=set)        # id(stmt) of statements that are typed (reachable)
     returns: list = field(default_factory=list)      # (type, weak, node)
     return_type: GType | None = None
@@ -127,7 +158,24 @@ def _fold(op: str, left, right):
 _TOO_BIG = 1 << 65  # stands for a result far outside 64 bits
 
 
+def _fold_unary(plan, value):
+    """The value of a unary operator on a literal (`~` on a bool is logical not, as documented)."""
+    if plan.op == "Not" or (plan.op == "Invert" and type(value) is bool):
+        return not value
+    return {"USub": operator.neg, "UAdd": operator.pos, "Invert": operator.invert}[plan.op](value)
+
+
+def _choose_operand(is_and: bool, nodes, consts):
+    """The operand `a and b and ...` (or `or`) evaluates to, for literal operands: Python's rule."""
+    for node in nodes[:-1]:
+        if bool(consts[id(node)]) != is_and:
+            return node
+    return nodes[-1]
+
+
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+            "!=": operator.ne}
 _UNSUPPORTED_HINTS = {
     "List": "lists are not supported; use an array argument (gpuc.Array) or a tuple",
     "ListComp": "comprehensions are not supported; write a for loop over range(...)",
@@ -162,6 +210,8 @@ class Typer(LocatingVisitor):
         self.env: dict | None = {}
         self.loops: list[tuple[list, list]] = []   # (break envs, continue envs)
         self.locals = _assigned_names(self.tree)
+        self.unsettled = 0     # how many enclosing loops are in a round before their header settled
+        self.stopped = False   # whether a path stopped at an _Unbound read in the current loop round
 
     # -- entry -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -171,6 +221,7 @@ class Typer(LocatingVisitor):
             self.env[arg.arg] = (t, arg.lineno)
         self.visit_body(fn.body)
         typed.return_type = self._resolve_returns(final=True)
+        self._check_big_literals()
         if self.env is not None and not isinstance(typed.return_type, NoneType):
             raise UserError(f"{fn.name} can reach its end without returning a value (it returns "
                             f"{typed.return_type} elsewhere)", hint="add a return statement at the end",
@@ -232,10 +283,47 @@ class Typer(LocatingVisitor):
                                     node=node)
         else:
             result = common_type([t for t, _, _ in rets], [True] * len(rets))
+        for t, w, node in rets:
+            if w:
+                try:
+                    self.fit(node.value, result)
+                except UserError as exc:
+                    exc.node = exc.node or node
+                    raise
         if annotated is not None and annotated != result:
             raise UserError(f"{self.tree.name} is annotated to return {annotated} but returns {result}",
                             node=self.tree.returns)
         return result
+
+    def _check_big_literals(self) -> None:
+        """A literal of 2**63 or more that never met a uint64 or a float would be materialized as an int64."""
+        if self.typed.big:
+            node = min(self.typed.big.values(), key=lambda n: (n.lineno, n.col_offset))
+            raise UserError(f"the integer {self.typed.consts[id(node)]} does not fit in int64",
+                            hint="integers of 2**63 and more can be used with uint64 values and floats only; "
+                                 "write gpuc.uint64(...) or a float", node=node)
+
+    # -- literals ------------------------------------------------------------------------------
+    def literal(self, node, value) -> None:
+        """Record `node` as a weak literal with the Python value `value`."""
+        self.typed.weak.add(id(node))
+        self.typed.consts[id(node)] = value
+        if type(value) is int and value > int_range(int64)[1]:
+            self.typed.big[id(node)] = node
+
+    def is_literal(self, node) -> bool:
+        return id(node) in self.typed.weak
+
+    def consumed(self, *nodes) -> None:
+        """These literals are not materialized on their own (folded, or compared exactly)."""
+        for node in nodes:
+            self.typed.big.pop(id(node), None)
+
+    def fit(self, node, t: GType) -> None:
+        """`node` is used as a value of type `t`: a literal must be representable as one."""
+        if self.is_literal(node) and isinstance(t, ScalarType):
+            B.check_literal_fits(self.typed.consts[id(node)], t)
+            self.consumed(node)
 
     # -- visiting ----------------------------------------------------------------------------
     def generic_visit(self, node: ast.AST):
@@ -248,7 +336,11 @@ class Typer(LocatingVisitor):
             if self.env is None:
                 return  # unreachable statements are neither typed nor lowered
             self.typed.reached.add(id(stmt))
-            self.visit(stmt)
+            try:
+                self.visit(stmt)
+            except _Unbound:
+                self.env, self.stopped = None, True
+                return
 
     def expr(self, node: ast.expr) -> GType:
         t = self.visit(node)
@@ -285,8 +377,10 @@ class Typer(LocatingVisitor):
             raise UserError("annotated assignment needs a variable and a value (x: gpuc.float32 = ...)")
         want = self._annotation(node.annotation)
         t = self.value_expr(node.value, "the assigned value")
-        if t != want and not (isinstance(t, ScalarType) and isinstance(want, ScalarType)):
+        if t != want and not (isinstance(t, ScalarType) and isinstance(want, ScalarType)) and not (
+                isinstance(want, ArrayType) and want.accepts(t)):
             raise UserError(f"cannot assign a {t} to a variable annotated {want}", node=node.value)
+        self.fit(node.value, want)
         self.typed.types[id(node)] = want  # the lowering converts the value
         self.assign(node.target, want, node.value)
 
@@ -305,6 +399,7 @@ class Typer(LocatingVisitor):
         if op is None:
             raise UserError(f"operator {type(node.op).__name__} is not supported")
         plan = B.binary_plan(op, lt, rt, False, self.is_weak(node.value), self.typed.consts.get(id(node.value)))
+        self.fit(node.value, plan.operand)
         self.typed.calls[id(node)] = plan
         if isinstance(target, ast.Name):
             self.bind(target, plan.result)
@@ -327,6 +422,8 @@ class Typer(LocatingVisitor):
             elem = self.subscript(target, store=True)
             if not isinstance(t, ScalarType):
                 raise UserError(f"cannot store a {t} into an array of {elem}", node=target)
+            if value_node is not None:
+                self.fit(value_node, elem)
         else:
             raise UserError(f"cannot assign to {type(target).__name__}",
                             hint="assign to variables, tuples of variables or array elements (a[i] = ...)",
@@ -359,6 +456,7 @@ class Typer(LocatingVisitor):
     def visit_If(self, node: ast.If) -> None:
         self.condition(node.test)
         before = self.env
+        self.env = dict(before)  # each branch binds in its own copy; the join merges them
         self.visit_body(node.body)
         after_then, self.env = self.env, dict(before)
         self.visit_body(node.orelse)
@@ -370,22 +468,46 @@ class Typer(LocatingVisitor):
             raise UserError(f"a {t} cannot be used as a condition", hint="compare it, e.g. len(a) > 0", node=node)
 
     def _loop(self, header_env, body, test=None, target=None, forever=False) -> None:
-        entry = header_env
-        for _ in range(8):  # types only move towards Conflict: this settles in a few rounds
-            self.env = dict(entry)
-            if test is not None:
-                self.condition(test)
-            if target is not None:
-                self.bind(target[0], target[1])
-            self.loops.append(([], []))
-            self.visit_body(body)
-            breaks, continues = self.loops.pop()
+        """Type a loop until the environment at its header settles (the header joins the entry with
+        the back edges). Until then a read of a variable no path has assigned yet only stops that path:
+        a later round may bring its assignment around the back edge (`if j > 0: t += v` then `v = ...`).
+        Once settled, a round in which a path still stopped is repeated strictly, so the read is an error
+        -- unless an enclosing loop is itself unsettled, which then decides."""
+        entry, outer_stopped, strict = header_env, self.stopped, False
+        for _ in range(4 * len(self.locals) + 8):  # each round moves some variable up: absent, typed, joined, Conflict
+            self.stopped = False
+            breaks, continues = self._loop_round(entry, body, test, target, strict)
             back = merge([self.env] + continues)
             new_entry = merge([header_env, back])
             if _types_of(new_entry) == _types_of(entry):
-                break
+                if not self.stopped or strict or self.unsettled:
+                    break
+                strict = True
             entry = new_entry
+        else:
+            raise AssertionError("the typing of a loop did not settle")
+        self.stopped = outer_stopped or self.stopped
         self.env = merge(([] if forever else [entry]) + breaks)
+
+    def _loop_round(self, entry, body, test, target, strict: bool):
+        """One pass over a loop from the header environment `entry`; returns its (breaks, continues)."""
+        self.unsettled += not strict
+        self.loops.append(([], []))
+        try:
+            self.env = dict(entry)
+            try:
+                if test is not None:
+                    self.condition(test)
+            except _Unbound:
+                self.env, self.stopped = None, True
+            if self.env is not None:
+                if target is not None:
+                    self.bind(target[0], target[1])
+                self.visit_body(body)
+        finally:
+            self.unsettled -= not strict
+            breaks, continues = self.loops.pop()
+        return breaks, continues
 
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
@@ -406,14 +528,41 @@ class Typer(LocatingVisitor):
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise UserError(f"range takes 1 to 3 positional arguments, not {len(it.args) + len(it.keywords)}",
                             node=it)
-        types = [self.value_expr(a, "a range argument") for a in it.args]
-        for a, t in zip(it.args, types):
+        plan = self._range(it)
+        self.typed.calls[id(it)] = plan
+        self.typed.types[id(it)] = plan.type
+        self._loop(self.env, node.body, target=(node.target, plan.type))
+
+    def _range(self, it: ast.Call) -> RangePlan:
+        """The loop variable's type: the common type of the arguments (a literal step aside, so that
+        `range(u, 0, -1)` counts a uint32 down). Every value the loop variable takes must fit it: a
+        literal start must, a literal stop may lie one past the type's range (`range(u, -1, -1)` ends
+        at 0), a literal step may be negative for unsigned types."""
+        for a in it.args:
+            t = self.value_expr(a, "a range argument")
             if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)):
                 raise UserError(f"range arguments must be integers, not {t}", hint="convert with int(...)", node=a)
-        loop_t = common_type(types, [self.is_weak(a) for a in it.args])
+        args = [None, it.args[0], None] if len(it.args) == 1 else list(it.args) + [None] * (3 - len(it.args))
+        start, stop, step = (default if a is None else int(self.typed.consts[id(a)]) if self.is_literal(a) else None
+                             for a, default in zip(args, (0, None, 1)))
+        typed_args = [a for a in args[:2] if a is not None] + ([args[2]] if step is None else [])
+        loop_t = common_type([self.typed.types[id(a)] for a in typed_args], [self.is_weak(a) for a in typed_args])
         loop_t = int64 if loop_t.is_bool else loop_t
-        self.typed.types[id(it)] = loop_t
-        self._loop(self.env, node.body, target=(node.target, loop_t))
+        if loop_t.is_float:
+            names = " and ".join(sorted({str(self.typed.types[id(a)]) for a in typed_args}))
+            raise UserError(f"range arguments of types {names} have no common integer type",
+                            hint="convert one of them, e.g. int(n) or gpuc.uint64(i)", node=it)
+        lo, hi = int_range(loop_t)
+        checks = ((start, lo, hi, "start"), (stop, lo - 1, hi + 1, "stop"),
+                  (step, -hi if not loop_t.signed else lo, hi, "step"))
+        for value, low, high, what in checks:
+            if value is not None and not low <= value <= high:
+                raise UserError(f"the range {what} {value} does not fit the loop variable's type {loop_t}",
+                                hint="convert an argument, e.g. int(n)", node=it)
+        if step == 0:
+            raise UserError("the range step must not be zero", node=it)
+        self.consumed(*[a for a in args if a is not None])
+        return RangePlan(loop_t, start, stop, step)
 
     def visit_Break(self, node) -> None:
         self._jump(node, 0)
@@ -434,8 +583,7 @@ class Typer(LocatingVisitor):
         if t is None:
             raise UserError(f"constants of type {type(value).__name__} are not supported",
                             hint="use numbers and bools (strings only as docstrings)")
-        self.typed.weak.add(id(node))
-        self.typed.consts[id(node)] = value
+        self.literal(node, value)
         return t
 
     def visit_Name(self, node: ast.Name) -> GType:
@@ -450,6 +598,8 @@ class Typer(LocatingVisitor):
             self.typed.slots[id(node)] = (node.id, info[0])
             return info[0]
         if node.id in self.locals:
+            if self.unsettled:
+                raise _Unbound(node.id)
             raise UserError(f"variable {node.id!r} is used before it is assigned",
                             hint="assign it on every path before this line")
         return self._global_value(node.id, node)
@@ -468,8 +618,9 @@ class Typer(LocatingVisitor):
         t = B.constant_type(value)
         if t is not None:
             if type(value) in (bool, int, float):
-                self.typed.weak.add(id(node))
-            self.typed.consts[id(node)] = value
+                self.literal(node, value)
+            else:
+                self.typed.consts[id(node)] = value  # a NumPy scalar: a constant of its own (strong) type
             return t
         if B.is_known_object(value) or callable(value):
             return PyObject(value)  # an unknown callable is reported where it is called
@@ -501,14 +652,22 @@ class Typer(LocatingVisitor):
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> GType:
         t = self.value_expr(node.operand)
-        weak = self.is_weak(node.operand)
         plan = B.unary_plan(type(node.op).__name__, t)
         self.typed.calls[id(node)] = plan
-        if weak and isinstance(node.op, (ast.USub, ast.UAdd)) and id(node.operand) in self.typed.consts:
-            self.typed.weak.add(id(node))
-            value = self.typed.consts[id(node.operand)]
-            self.typed.consts[id(node)] = -value if isinstance(node.op, ast.USub) else +value
+        if self.is_literal(node.operand):
+            self._fold_literal(node, _fold_unary(plan, self.typed.consts[id(node.operand)]), node.operand)
         return plan.result
+
+    def _fold_literal(self, node, value, *operands) -> None:
+        """An expression of literals with the Python value `value` is a literal itself (None: not folded)."""
+        if value is None:
+            return
+        if isinstance(value, complex):
+            raise UserError("this expression of literals has a complex value, which gpuc cannot compute",
+                            hint="complex numbers are not supported")
+        B.constant_type(value)  # a literal expression must fit in 64 bits, like a literal
+        self.consumed(*operands)
+        self.literal(node, value)
 
     def visit_BinOp(self, node: ast.BinOp) -> GType:
         lt, rt = self.value_expr(node.left), self.value_expr(node.right)
@@ -520,11 +679,10 @@ class Typer(LocatingVisitor):
         plan = B.binary_plan(op, lt, rt, lw, rw, consts.get(id(node.right)), consts.get(id(node.left)))
         self.typed.calls[id(node)] = plan
         if lw and rw:
-            self.typed.weak.add(id(node))
-            value = _fold(op, consts.get(id(node.left)), consts.get(id(node.right)))
-            if value is not None:
-                B.constant_type(value)  # a literal expression must fit in 64 bits, like a literal
-                consts[id(node)] = value
+            self._fold_literal(node, _fold(op, consts[id(node.left)], consts[id(node.right)]), node.left, node.right)
+        if not self.is_literal(node):
+            self.fit(node.left, plan.operand)
+            self.fit(node.right, plan.operand)
         return plan.result
 
     def visit_BoolOp(self, node: ast.BoolOp) -> GType:
@@ -532,35 +690,55 @@ class Typer(LocatingVisitor):
         for v, t in zip(node.values, types):
             if not isinstance(t, ScalarType):
                 raise UserError(f"and/or need numbers or bools, not {t}", node=v)
+        if all(self.is_literal(v) for v in node.values):  # Python's value, and the type of the operand it is
+            chosen = _choose_operand(isinstance(node.op, ast.And), node.values, self.typed.consts)
+            self._fold_literal(node, self.typed.consts[id(chosen)], *node.values)
+            return self.typed.types[id(chosen)]
         result = common_type(types, [self.is_weak(v) for v in node.values])
-        if all(self.is_weak(v) for v in node.values):
-            self.typed.weak.add(id(node))
+        for v in node.values:
+            self.fit(v, result)
         return result
 
     def visit_Compare(self, node: ast.Compare) -> GType:
+        """Comparisons promote their operands; a literal outside the range of the integer type it is
+        compared in gives Python's exact answer (`u > -1` is True for unsigned u), as NumPy 2 does."""
         operands = [node.left] + list(node.comparators)
         for op in node.ops:
             if type(op) not in _CMPOPS:
                 raise UserError(f"comparison {type(op).__name__} is not supported",
                                 hint="use < <= > >= == != (is / in are not supported)")
         types = [self.value_expr(o, "a compared value") for o in operands]
+        consts = self.typed.consts
+        if all(self.is_literal(o) for o in operands):
+            values = [consts[id(o)] for o in operands]
+            result = all(_COMPARE[_CMPOPS[type(op)]](a, b) for op, a, b in zip(node.ops, values, values[1:]))
+            self._fold_literal(node, result, *operands)
         plans = []
         for i, op in enumerate(node.ops):
-            name = _CMPOPS[type(op)]
-            plans.append(B.compare_plan(name, types[i], types[i + 1], self.is_weak(operands[i]),
-                                        self.is_weak(operands[i + 1])))
+            left, right = operands[i], operands[i + 1]
+            lw, rw = self.is_literal(left), self.is_literal(right)
+            plan = B.compare_plan(_CMPOPS[type(op)], types[i], types[i + 1], lw, rw,
+                                  consts[id(left)] if lw else None, consts[id(right)] if rw else None)
+            if plan.result is None:
+                self.fit(left, plan.operand)
+                self.fit(right, plan.operand)
+            plans.append(plan)
+        self.consumed(*operands)  # the lowering materializes literals per comparison, at its operand type
         self.typed.calls[id(node)] = plans
         return boolean
 
     def visit_IfExp(self, node: ast.IfExp) -> GType:
         self.condition(node.test)
         bt, ot = self.value_expr(node.body), self.value_expr(node.orelse)
-        if bt == ot:
-            return bt
-        if isinstance(bt, ScalarType) and isinstance(ot, ScalarType):
-            return promote(bt, ot, self.is_weak(node.body), self.is_weak(node.orelse))
-        raise UserError(f"the two branches of this conditional expression have types {bt} and {ot}",
-                        hint="make both branches the same type")
+        t = join(bt, ot)
+        if t is None and isinstance(bt, ScalarType) and isinstance(ot, ScalarType):
+            t = promote(bt, ot, self.is_weak(node.body), self.is_weak(node.orelse))
+        if t is None:
+            raise UserError(f"the two branches of this conditional expression have types {bt} and {ot}",
+                            hint="make both branches the same type")
+        self.fit(node.body, t)
+        self.fit(node.orelse, t)
+        return t
 
     def visit_Subscript(self, node: ast.Subscript) -> GType:
         return self.subscript(node, store=False)
@@ -577,7 +755,7 @@ class Typer(LocatingVisitor):
             n = len(base.elements)
             if not -n <= position < n:
                 raise UserError(f"tuple index {position} is out of range for a tuple of {n}", node=index)
-            self.typed.consts[id(index)] = position % n
+            self.typed.positions[id(index)] = position % n
             return base.elements[position % n]
         if not isinstance(base, ArrayType):
             raise UserError(f"a {base} cannot be indexed", hint="only arrays and tuples can be indexed",

@@ -6,7 +6,7 @@ import ctypes
 import time
 from dataclasses import dataclass
 
-from ..llvm import Function, LLVMError, Module, TargetMachine, run_passes
+from ..llvm import LLVMError, Module, TargetMachine, run_passes
 from ..llvm.capi import lib
 from .errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
 from .trace import CallbackRecord, SegmentRecord
@@ -89,8 +89,8 @@ def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None
         for plugin, marker, raw_name in watched:
             if present is not None and raw_name not in present:
                 continue  # the common case: the module knows nothing of this plugin
-            ref = lib.LLVMGetNamedFunction(module, raw_name)  # an earlier callback may have removed it
-            if ref and _invoke(job, plugin, point, marker, Function(ref), module, trace, round_no):
+            fn = module.functions.get(marker)  # an earlier callback may have removed it
+            if fn is not None and _invoke(job, plugin, point, marker, fn, module, trace, round_no):
                 changed_by.append((plugin.name, marker))
         if not changed_by:
             return
@@ -117,10 +117,17 @@ def _function_names(module: Module) -> set[bytes]:
     return names
 
 
+def call_plugin(module: Module, plugin_name: str, hook: str, call):
+    """Run plugin code on the module being compiled: it cannot close or give away the module
+    (or its context) meanwhile; trying to raises ValueError, which becomes its PluginError."""
+    with module.keep_open(f"it is being compiled (plugin {plugin_name!r} runs its {hook} on it)"):
+        return call()
+
+
 def _invoke(job, plugin, point: str, marker: str, fn, module: Module, trace, round_no: int) -> bool:
     start = time.perf_counter()
     try:
-        changed = plugin.callback(point)(job, fn, module)
+        changed = call_plugin(module, plugin.name, f"{point} callback", lambda: plugin.callback(point)(job, fn, module))
     except CompilationError:
         raise  # a plugin reporting a fault in the user's source, with its location
     except CompilerError as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import capi
-from ._base import Owner
+from ._base import Owner, check_link
 from .capi import lib
 from .types import Type
 from .values import BasicBlock, Instruction, PHINode, Value
@@ -54,23 +54,63 @@ def _values(seq):
 
 
 class Builder(Owner):
-    """An IRBuilder. Position it, then each method appends one instruction and returns it."""
+    """An IRBuilder. Position it, then each method appends one instruction and returns it.
 
-    __slots__ = ()
+    Operands must belong to the module of the block the builder is positioned in (or be
+    constants of its context); anything else raises ValueError before LLVM sees it.
+    """
+
+    __slots__ = ("_home", "_anchor")
 
     def __init__(self, context) -> None:
         super().__init__(lib.LLVMCreateBuilderInContext(context))
+        self._home = self._scope = context._scope  # the scope new instructions belong to
+        self._anchor = None  # the block or instruction positioned at
 
     def _dispose(self) -> None:
         lib.LLVMDisposeBuilder(self._ref)
 
+    @property
+    def _as_parameter_(self):
+        ref = Owner._as_parameter_.fget(self)
+        anchor = self._anchor
+        if anchor is not None and anchor._gen != anchor._scope.gen:
+            try:
+                anchor._scope.revalidate(anchor)
+            except ValueError as exc:
+                raise ValueError(f"the Builder's position is gone ({exc}); position it again") from None
+        elif self._home.gen is None:
+            raise ValueError("the Builder's LLVM context was closed; it can no longer be used")
+        return ref
+
+    def _own(self):
+        """The builder's ref when only its own liveness matters (repositioning)."""
+        return Owner._as_parameter_.fget(self)
+
+    def _place(self, anchor) -> None:
+        if anchor._scope.context is not self._home:
+            raise ValueError("the Builder belongs to another LLVM context than the block it is positioned in")
+        anchor._as_parameter_
+        self._anchor, self._scope = anchor, anchor._scope
+
+    def _use(self, what: str, *values) -> None:
+        scope = self._scope
+        for v in values:
+            if v._scope is not scope and v._scope is not scope.context:
+                check_link(scope, v, what)
+
+    def _new(self, ref) -> Value:
+        return Value.from_ref(ref, self._scope)
+
     # -- positioning ---------------------------------------------------------------------
     def position_at_end(self, block: BasicBlock) -> "Builder":
-        lib.LLVMPositionBuilderAtEnd(self, block)
+        self._place(block)
+        lib.LLVMPositionBuilderAtEnd(self._own(), block)
         return self
 
     def position_before(self, inst: Instruction) -> "Builder":
-        lib.LLVMPositionBuilderBefore(self, inst)
+        self._place(inst)
+        lib.LLVMPositionBuilderBefore(self._own(), inst)
         return self
 
     def position_after(self, inst: Instruction) -> "Builder":
@@ -82,13 +122,14 @@ class Builder(Owner):
     @property
     def block(self) -> BasicBlock | None:
         ref = lib.LLVMGetInsertBlock(self)
-        return BasicBlock(ref) if ref else None
+        return BasicBlock(ref, self._scope) if ref else None
 
     def insert(self, inst: Instruction, name: str | None = None) -> Instruction:
         """Insert an unparented instruction (from `clone()` or `remove()`) at the position.
 
         The instruction keeps its name unless `name` is given.
         """
+        self._use("insert", inst)
         if inst.parent is not None:
             raise ValueError(f"{str(inst).strip()!r} is already in a block; remove() it first")
         # LLVM's insert always renames (to "" when no name is given): pass the current name.
@@ -97,8 +138,18 @@ class Builder(Owner):
 
     # -- generic helpers -----------------------------------------------------------------
     def _binary(self, fn: str, lhs: Value, rhs: Value, name: str) -> Value:
-        _same_type(fn[9:].lower(), lhs, rhs)
-        return Value.from_ref(getattr(lib, fn)(self, lhs, rhs, name.encode()))
+        what = fn[9:].lower()
+        self._use(what, lhs, rhs)
+        _same_type(what, lhs, rhs)
+        return self._new(getattr(lib, fn)(self, lhs, rhs, name.encode()))
+
+    def _unary(self, fn: str, value: Value, name: str) -> Value:
+        self._use(fn[9:].lower(), value)
+        return self._new(getattr(lib, fn)(self, value, name.encode()))
+
+    def _cast(self, fn: str, value: Value, ty: Type, name: str) -> Value:
+        self._use(fn[9:].lower(), value, ty)
+        return self._new(getattr(lib, fn)(self, value, ty, name.encode()))
 
     def __getattr__(self, attr: str):
         # Arithmetic, unary and cast methods are generated from the tables above.
@@ -107,67 +158,80 @@ class Builder(Owner):
             return lambda lhs, rhs, name="": self._binary(fn, lhs, rhs, name)
         if attr in _UNARY:
             fn = _UNARY[attr]
-            return lambda value, name="": Value.from_ref(getattr(lib, fn)(self, value, name.encode()))
+            return lambda value, name="": self._unary(fn, value, name)
         if attr in _CASTS:
             fn = _CASTS[attr]
-            return lambda value, ty, name="": Value.from_ref(getattr(lib, fn)(self, value, ty, name.encode()))
+            return lambda value, ty, name="": self._cast(fn, value, ty, name)
         raise AttributeError(attr)
 
     # -- comparisons and selection -------------------------------------------------------
     def icmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+        self._use("icmp", lhs, rhs)
         _same_type("icmp", lhs, rhs)
         if predicate not in ICMP_PREDICATES:
             raise ValueError(f"unknown icmp predicate {predicate!r}; use one of {sorted(ICMP_PREDICATES)}")
-        return Value.from_ref(lib.LLVMBuildICmp(self, ICMP_PREDICATES[predicate], lhs, rhs, name.encode()))
+        return self._new(lib.LLVMBuildICmp(self, ICMP_PREDICATES[predicate], lhs, rhs, name.encode()))
 
     def fcmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+        self._use("fcmp", lhs, rhs)
         _same_type("fcmp", lhs, rhs)
         if predicate not in FCMP_PREDICATES:
             raise ValueError(f"unknown fcmp predicate {predicate!r}; use one of {sorted(FCMP_PREDICATES)}")
-        return Value.from_ref(lib.LLVMBuildFCmp(self, FCMP_PREDICATES[predicate], lhs, rhs, name.encode()))
+        return self._new(lib.LLVMBuildFCmp(self, FCMP_PREDICATES[predicate], lhs, rhs, name.encode()))
 
     def select(self, cond: Value, then: Value, otherwise: Value, name: str = "") -> Value:
-        return Value.from_ref(lib.LLVMBuildSelect(self, cond, then, otherwise, name.encode()))
+        self._use("select", cond, then, otherwise)
+        return self._new(lib.LLVMBuildSelect(self, cond, then, otherwise, name.encode()))
 
     # -- memory --------------------------------------------------------------------------
     def alloca(self, ty: Type, name: str = "") -> Value:
-        return Value.from_ref(lib.LLVMBuildAlloca(self, ty, name.encode()))
+        self._use("alloca", ty)
+        return self._new(lib.LLVMBuildAlloca(self, ty, name.encode()))
 
     def load(self, ty: Type, ptr: Value, name: str = "", *, align: int | None = None) -> Value:
-        inst = Value.from_ref(lib.LLVMBuildLoad2(self, ty, ptr, name.encode()))
+        self._use("load", ty, ptr)
+        inst = self._new(lib.LLVMBuildLoad2(self, ty, ptr, name.encode()))
         if align:
             lib.LLVMSetAlignment(inst, align)
         return inst
 
     def store(self, value: Value, ptr: Value, *, align: int | None = None) -> Value:
-        inst = Value.from_ref(lib.LLVMBuildStore(self, value, ptr))
+        self._use("store", value, ptr)
+        inst = self._new(lib.LLVMBuildStore(self, value, ptr))
         if align:
             lib.LLVMSetAlignment(inst, align)
         return inst
 
     def gep(self, ty: Type, ptr: Value, indices, name: str = "", *, inbounds: bool = True) -> Value:
         idx = list(indices)
+        self._use("gep", ty, ptr, *idx)
         fn = lib.LLVMBuildInBoundsGEP2 if inbounds else lib.LLVMBuildGEP2
-        return Value.from_ref(fn(self, ty, ptr, _values(idx), len(idx), name.encode()))
+        return self._new(fn(self, ty, ptr, _values(idx), len(idx), name.encode()))
 
     def struct_gep(self, ty: Type, ptr: Value, index: int, name: str = "") -> Value:
-        return Value.from_ref(lib.LLVMBuildStructGEP2(self, ty, ptr, index, name.encode()))
+        self._use("struct_gep", ty, ptr)
+        return self._new(lib.LLVMBuildStructGEP2(self, ty, ptr, index, name.encode()))
 
     def extract_value(self, agg: Value, index: int, name: str = "") -> Value:
-        return Value.from_ref(lib.LLVMBuildExtractValue(self, agg, index, name.encode()))
+        self._use("extract_value", agg)
+        return self._new(lib.LLVMBuildExtractValue(self, agg, index, name.encode()))
 
     def insert_value(self, agg: Value, value: Value, index: int, name: str = "") -> Value:
-        return Value.from_ref(lib.LLVMBuildInsertValue(self, agg, value, index, name.encode()))
+        self._use("insert_value", agg, value)
+        return self._new(lib.LLVMBuildInsertValue(self, agg, value, index, name.encode()))
 
     def extract_element(self, vec: Value, index: Value, name: str = "") -> Value:
-        return Value.from_ref(lib.LLVMBuildExtractElement(self, vec, index, name.encode()))
+        self._use("extract_element", vec, index)
+        return self._new(lib.LLVMBuildExtractElement(self, vec, index, name.encode()))
 
     def insert_element(self, vec: Value, value: Value, index: Value, name: str = "") -> Value:
-        return Value.from_ref(lib.LLVMBuildInsertElement(self, vec, value, index, name.encode()))
+        self._use("insert_element", vec, value, index)
+        return self._new(lib.LLVMBuildInsertElement(self, vec, value, index, name.encode()))
 
     def atomic_rmw(self, op: int, ptr: Value, value: Value, *,
                    ordering: int = capi.LLVMAtomicOrderingMonotonic) -> Value:
-        return Value.from_ref(lib.LLVMBuildAtomicRMW(self, op, ptr, value, ordering, 0))
+        self._use("atomic_rmw", ptr, value)
+        return self._new(lib.LLVMBuildAtomicRMW(self, op, ptr, value, ordering, 0))
 
     # -- calls and control flow ----------------------------------------------------------
     def call(self, fn: Value, args=(), name: str = "", *, fnty=None) -> Value:
@@ -178,6 +242,7 @@ class Builder(Owner):
                 raise TypeError("calling a non-function pointer needs fnty=")
             fnty = fn.function_type
         args = list(args)
+        self._use("call", fn, fnty, *args)
         params = fnty.params
         if len(args) < len(params) or (len(args) > len(params) and not fnty.is_vararg):
             at_least = "at least " if fnty.is_vararg else ""
@@ -187,29 +252,35 @@ class Builder(Owner):
                 raise TypeError(f"call: argument {i} has type {arg.type}, the callee expects {ty}")
         if fnty.return_type.kind == capi.LLVMVoidTypeKind:
             name = ""
-        return Value.from_ref(lib.LLVMBuildCall2(self, fnty, fn, _values(args), len(args), name.encode()))
+        return self._new(lib.LLVMBuildCall2(self, fnty, fn, _values(args), len(args), name.encode()))
 
     def ret(self, value: Value | None = None) -> Value:
-        return Value.from_ref(lib.LLVMBuildRetVoid(self) if value is None else lib.LLVMBuildRet(self, value))
+        if value is not None:
+            self._use("ret", value)
+        return self._new(lib.LLVMBuildRetVoid(self) if value is None else lib.LLVMBuildRet(self, value))
 
     def br(self, dest: BasicBlock) -> Value:
-        return Value.from_ref(lib.LLVMBuildBr(self, dest))
+        self._use("br", dest)
+        return self._new(lib.LLVMBuildBr(self, dest))
 
     def cond_br(self, cond: Value, then: BasicBlock, otherwise: BasicBlock) -> Value:
-        return Value.from_ref(lib.LLVMBuildCondBr(self, cond, then, otherwise))
+        self._use("cond_br", cond, then, otherwise)
+        return self._new(lib.LLVMBuildCondBr(self, cond, then, otherwise))
 
     def switch(self, value: Value, default: BasicBlock, cases=()) -> Value:
         cases = list(cases)
-        inst = Value.from_ref(lib.LLVMBuildSwitch(self, value, default, len(cases)))
+        self._use("switch", value, default, *(v for case in cases for v in case))
+        inst = self._new(lib.LLVMBuildSwitch(self, value, default, len(cases)))
         for const, block in cases:
             lib.LLVMAddCase(inst, const, block)
         return inst
 
     def unreachable(self) -> Value:
-        return Value.from_ref(lib.LLVMBuildUnreachable(self))
+        return self._new(lib.LLVMBuildUnreachable(self))
 
     def phi(self, ty: Type, incoming=(), name: str = "") -> PHINode:
-        node = Value.from_ref(lib.LLVMBuildPhi(self, ty, name.encode()))
+        self._use("phi", ty)
+        node = self._new(lib.LLVMBuildPhi(self, ty, name.encode()))
         for value, block in incoming:
             node.add_incoming(value, block)
         return node

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ctypes
 
 from . import capi
-from ._base import Owner
-from .capi import lib
+from ._base import Owner, Scope, register_scope, scope_of
+from .capi import address_of, lib
 
 
 _SEVERITY = {capi.LLVMDSError: "error", capi.LLVMDSWarning: "warning", capi.LLVMDSRemark: "remark",
@@ -19,16 +19,58 @@ def errors_in(diagnostics: list[str]) -> list[str]:
 
 
 class Context(Owner):
-    """An LLVMContext. Modules created in it keep it alive; dispose it after them."""
+    """An LLVMContext. Modules created in it keep it alive; dispose it after them.
+
+    Closing it frees its modules too: every view of them, and of its types and constants,
+    raises from then on.  A borrowed Context (`owned=False`, e.g. `some_type.context`) shares
+    the owner's liveness and never frees anything.
+    """
 
     __slots__ = ("_diagnostics", "_handler")
 
     def __init__(self, ref=None, *, owned: bool = True) -> None:
         super().__init__(ref if ref is not None else lib.LLVMContextCreate(), owned=owned)
+        address = address_of(self._ref)
+        scope = None if owned else scope_of(address)
+        if scope is None:
+            scope = Scope(address)
+            if owned:
+                register_scope(scope)
+        self._scope = scope
         self._diagnostics: list[str] = []
         self._handler = None
         if owned:
             self._install_diagnostic_handler()
+
+    @property
+    def _as_parameter_(self):
+        if self._closed or self._scope.gen is None:
+            raise ValueError("the Context was disposed or transferred; it can no longer be used")
+        return self._ref
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._scope.gen is None
+
+    def close(self) -> None:
+        self._close("was closed")
+
+    def _collect(self) -> None:
+        self._close("was garbage-collected (keep a reference to it while you use its values)")
+
+    def _close(self, reason: str) -> None:
+        if self._owned and not self._closed:
+            self._scope.check_closable("the LLVM context")
+        super().close()
+        if self._owned:
+            self._scope.kill(reason)
+
+    def _release(self):
+        if self._owned:
+            self._scope.check_closable("the LLVM context")
+        ref = super()._release()
+        self._scope.kill("was given away (to the JIT)")
+        return ref
 
     def _install_diagnostic_handler(self) -> None:
         # Without a handler LLVM prints errors and exits the process; collect them instead.
@@ -60,7 +102,7 @@ class Context(Owner):
         from .types import Type
         if not 1 <= bits <= (1 << 23):
             raise ValueError(f"integer types have 1 to 2**23 bits, not {bits}")
-        return Type.from_ref(lib.LLVMIntTypeInContext(self, bits))
+        return Type.from_ref(lib.LLVMIntTypeInContext(self, bits), self._scope)
 
     @property
     def i1(self):
@@ -81,26 +123,26 @@ class Context(Owner):
     @property
     def half(self):
         from .types import Type
-        return Type.from_ref(lib.LLVMHalfTypeInContext(self))
+        return Type.from_ref(lib.LLVMHalfTypeInContext(self), self._scope)
 
     @property
     def float(self):
         from .types import Type
-        return Type.from_ref(lib.LLVMFloatTypeInContext(self))
+        return Type.from_ref(lib.LLVMFloatTypeInContext(self), self._scope)
 
     @property
     def double(self):
         from .types import Type
-        return Type.from_ref(lib.LLVMDoubleTypeInContext(self))
+        return Type.from_ref(lib.LLVMDoubleTypeInContext(self), self._scope)
 
     @property
     def void(self):
         from .types import Type
-        return Type.from_ref(lib.LLVMVoidTypeInContext(self))
+        return Type.from_ref(lib.LLVMVoidTypeInContext(self), self._scope)
 
     def ptr(self, address_space: int = 0):
         from .types import Type
-        return Type.from_ref(lib.LLVMPointerTypeInContext(self, address_space))
+        return Type.from_ref(lib.LLVMPointerTypeInContext(self, address_space), self._scope)
 
     def struct_type(self, elements, *, packed: bool = False, name: str | None = None):
         from .types import StructType

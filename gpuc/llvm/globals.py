@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from . import capi
+from ._base import check_link, erase_addresses
 from .capi import lib
 from .types import FunctionType, Type
 from .values import Argument, BasicBlock, Constant, Value
@@ -63,7 +64,7 @@ class GlobalValue(Constant):
 
     @property
     def value_type(self) -> Type:
-        return Type.from_ref(lib.LLVMGlobalGetValueType(self))
+        return Type.from_ref(lib.LLVMGlobalGetValueType(self), self._scope)
 
     @property
     def parent(self):
@@ -115,6 +116,7 @@ class Attributes:
             k, v = name.encode(), value.encode()
             attr = lib.LLVMCreateStringAttribute(ctx, k, len(k), v, len(v))
         elif isinstance(value, Type):
+            check_link(self._fn._scope, value, f"attribute {name!r}")
             if name not in TYPE_ATTRIBUTES:
                 raise ValueError(f"{name!r} does not take a type; type attributes: {sorted(TYPE_ATTRIBUTES)}")
             attr = lib.LLVMCreateTypeAttribute(ctx, self._kind(name), value)
@@ -145,6 +147,8 @@ class Attributes:
 
     def copy_from(self, other: "Attributes") -> None:
         """Add every attribute `other` holds (e.g. when rebuilding a function with a new type)."""
+        if other._fn._scope.context is not self._fn._scope.context:
+            raise ValueError("copy_from: attributes belong to their LLVM context; the functions are in two")
         n = lib.LLVMGetAttributeCountAtIndex(other._fn, other._index)
         attrs = (capi.LLVMAttributeRef * n)()
         lib.LLVMGetAttributesAtIndex(other._fn, other._index, attrs)
@@ -158,7 +162,7 @@ class Function(GlobalValue):
 
     @property
     def function_type(self) -> FunctionType:
-        return FunctionType(lib.LLVMGlobalGetValueType(self))
+        return FunctionType(lib.LLVMGlobalGetValueType(self), self._scope.context)
 
     @property
     def return_type(self) -> Type:
@@ -166,7 +170,7 @@ class Function(GlobalValue):
 
     @property
     def args(self) -> list[Argument]:
-        return [Argument(lib.LLVMGetParam(self, i)) for i in range(lib.LLVMCountParams(self))]
+        return [Argument(lib.LLVMGetParam(self, i), self._scope) for i in range(lib.LLVMCountParams(self))]
 
     @property
     def blocks(self) -> "BlockList":
@@ -175,17 +179,18 @@ class Function(GlobalValue):
     @property
     def entry_block(self) -> BasicBlock | None:
         ref = lib.LLVMGetFirstBasicBlock(self) if lib.LLVMCountBasicBlocks(self) else None
-        return BasicBlock(ref) if ref else None
+        return BasicBlock(ref, self._scope) if ref else None
 
     def append_block(self, name: str = "") -> BasicBlock:
-        return BasicBlock(lib.LLVMAppendBasicBlockInContext(self.type.context, self, name.encode()))
+        return BasicBlock(lib.LLVMAppendBasicBlockInContext(self.type.context, self, name.encode()), self._scope)
 
     def append_existing_block(self, block: BasicBlock) -> BasicBlock:
         """Move `block` (from any function, or unlinked by `remove()`) to the end of this function.
 
         Its instructions move with it, uses and all: moving every block of `f` into `g` moves
-        `f`'s body (replace `f`'s arguments with `g`'s first).
+        `f`'s body (replace `f`'s arguments with `g`'s first).  The block must be of this module.
         """
+        check_link(self._scope, block, "append_existing_block")
         if lib.LLVMGetBasicBlockParent(block):
             lib.LLVMRemoveBasicBlockFromParent(block)
         lib.LLVMAppendExistingBasicBlock(self, block)
@@ -225,10 +230,15 @@ class Function(GlobalValue):
         return lib.LLVMGetIntrinsicID(self)
 
     def erase(self) -> None:
-        """Delete the function. It must have no uses left."""
+        """Delete the function. It must have no uses left.
+
+        Views of it, its arguments, blocks and instructions are dead afterwards.
+        """
         if self.uses:
             raise ValueError(f"cannot erase function @{self.name}: it still has {len(self.uses)} use(s)")
+        gone = erase_addresses(self._ref)
         lib.LLVMDeleteFunction(self)
+        self._scope.erase(gone)
 
     def delete_body(self) -> None:
         """Turn a definition into a declaration."""
@@ -255,10 +265,12 @@ class BlockList:
         self._fn = fn
 
     def __iter__(self) -> Iterator[BasicBlock]:
+        scope = self._fn._scope
         ref = lib.LLVMGetFirstBasicBlock(self._fn)
         while ref:
-            yield BasicBlock(ref)
-            ref = lib.LLVMGetNextBasicBlock(ref)
+            block = BasicBlock(ref, scope)
+            yield block
+            ref = lib.LLVMGetNextBasicBlock(block)  # checked: raises if the body erased it
 
     def __len__(self) -> int:
         return lib.LLVMCountBasicBlocks(self._fn)
@@ -275,10 +287,12 @@ class GlobalVariable(GlobalValue):
     @property
     def initializer(self) -> Value | None:
         ref = lib.LLVMGetInitializer(self)
-        return Value.from_ref(ref) if ref else None
+        return Value.from_ref(ref, self._scope) if ref else None
 
     @initializer.setter
     def initializer(self, value: Value | None) -> None:
+        if value is not None:
+            check_link(self._scope, value, "initializer")
         lib.LLVMSetInitializer(self, value.ref if value is not None else None)
 
     @property
@@ -296,7 +310,9 @@ class GlobalVariable(GlobalValue):
     def erase(self) -> None:
         if self.uses:
             raise ValueError(f"cannot erase global @{self.name}: it still has {len(self.uses)} use(s)")
+        gone = erase_addresses(self._ref)
         lib.LLVMDeleteGlobal(self)
+        self._scope.erase(gone)
 
 
 class GlobalAlias(GlobalValue):

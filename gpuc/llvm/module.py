@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from typing import Iterator
 
 from . import capi
-from ._base import Owner
-from .capi import lib
+from ._base import Owner, Scope, register_scope, scope_of
+from .capi import address_of, lib
 from .context import Context
 from .globals import Function, GlobalVariable
 from .types import FunctionType, Type
@@ -33,7 +34,11 @@ class MemoryBuffer(Owner):
 
 
 class Module(Owner):
-    """An LLVM module. It keeps its Context alive; `close()` (or `with`) frees it."""
+    """An LLVM module. It keeps its Context alive; `close()` (or `with`) frees it.
+
+    Views of its functions, globals, blocks, instructions and uses raise ValueError once it is
+    closed, linked into another module or given to the JIT.
+    """
 
     __slots__ = ("context",)
 
@@ -47,6 +52,15 @@ class Module(Owner):
             ref = name_or_ref
         super().__init__(ref, owned=owned)
         self.context = context
+        address = address_of(self._ref)
+        scope = None if owned else scope_of(address)
+        if scope is None:
+            size = ctypes.c_size_t()
+            name = (lib.LLVMGetModuleIdentifier(ref, ctypes.byref(size)) or b"").decode("utf-8", "replace")
+            scope = Scope(address, context=context._scope, name=name)
+            if owned:
+                register_scope(scope)
+        self._scope = scope
 
     @classmethod
     def _borrowed(cls, ref) -> "Module":
@@ -54,18 +68,51 @@ class Module(Owner):
 
     @property
     def _as_parameter_(self):
-        if self.context._closed and not self._closed:
-            raise ValueError("the Module's Context was disposed (or given to the JIT), which freed the module")
-        return Owner._as_parameter_.fget(self)
+        if self._scope.gen is None or self._closed:
+            if not self._closed and self._scope.context.gen is None:
+                raise ValueError("the Module's Context was disposed (or given to the JIT), which freed the module")
+            raise ValueError(f"Module {self._scope.name!r} was disposed or transferred; it can no longer be used")
+        return self._ref
 
     @property
     def closed(self) -> bool:
-        return self._closed or self.context._closed
+        return self._closed or self._scope.gen is None
 
     def _dispose(self) -> None:
         # Disposing a context frees the modules still in it; never free one twice.
-        if not self.context._closed:
+        if self._scope.gen is not None:
             lib.LLVMDisposeModule(self._ref)
+
+    def close(self) -> None:
+        self._close("was closed")
+
+    def _collect(self) -> None:
+        self._close("was garbage-collected (keep a reference to it while you use its values)")
+
+    def _close(self, reason: str) -> None:
+        if self._owned and not self._closed:
+            self._scope.check_closable(f"the module {self._scope.name!r}")
+        super().close()
+        if self._owned:
+            self._scope.kill(reason)
+
+    def _release(self):
+        if self._owned:
+            self._scope.check_closable(f"the module {self._scope.name!r}")
+        ref = super()._release()
+        self._scope.kill("was linked into another module or given to the JIT")
+        return ref
+
+    @contextlib.contextmanager
+    def keep_open(self, reason: str):
+        """While inside, closing this module or its context, or giving either away, raises
+        ValueError naming `reason` (e.g. "it is being compiled")."""
+        self._as_parameter_
+        self._scope.pins.append(reason)
+        try:
+            yield self
+        finally:
+            self._scope.pins.pop()
 
     # -- I/O -----------------------------------------------------------------------------
     @classmethod
@@ -160,23 +207,23 @@ class Module(Owner):
     def add_function(self, name: str, fnty: FunctionType) -> Function:
         if lib.LLVMGetNamedFunction(self, name.encode()):
             raise ValueError(f"function @{name} already exists in the module")
-        return Function(lib.LLVMAddFunction(self, name.encode(), fnty))
+        return Function(lib.LLVMAddFunction(self, name.encode(), fnty), self._scope)
 
     def get_or_insert_function(self, name: str, fnty: FunctionType) -> Function:
         ref = lib.LLVMGetNamedFunction(self, name.encode())
         if ref:
-            fn = Function(ref)
+            fn = Function(ref, self._scope)
             if fn.function_type != fnty:
                 raise TypeError(f"@{name} exists with type {fn.function_type}, not {fnty}")
             return fn
         return self.add_function(name, fnty)
 
     def add_global(self, ty: Type, name: str, address_space: int = 0) -> GlobalVariable:
-        return GlobalVariable(lib.LLVMAddGlobalInAddressSpace(self, ty, name.encode(), address_space))
+        return GlobalVariable(lib.LLVMAddGlobalInAddressSpace(self, ty, name.encode(), address_space), self._scope)
 
     def get_type(self, name: str) -> Type | None:
         ref = lib.LLVMGetTypeByName2(self.context, name.encode())
-        return Type.from_ref(ref) if ref else None
+        return Type.from_ref(ref, self._scope) if ref else None
 
     def add_flag(self, key: str, value: int, behavior: int = capi.LLVMModuleFlagBehaviorWarning) -> None:
         i32 = self.context.i32
@@ -200,10 +247,12 @@ class SymbolList:
 
     def __iter__(self):
         first, nxt, _ = (getattr(lib, name) for name in self._walkers)
+        scope = self._module._scope
         ref = first(self._module)
         while ref:
-            yield self._wrap(ref)
-            ref = nxt(ref)
+            item = self._wrap(ref, scope)
+            yield item
+            ref = nxt(item)  # checked: raises if the loop body erased it or closed the module
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -213,13 +262,13 @@ class SymbolList:
 
     def get(self, name: str):
         ref = self._lookup(name)
-        return self._wrap(ref) if ref else None
+        return self._wrap(ref, self._module._scope) if ref else None
 
     def __getitem__(self, name: str):
         ref = self._lookup(name)
         if not ref:
             raise KeyError(name)
-        return self._wrap(ref)
+        return self._wrap(ref, self._module._scope)
 
     def __contains__(self, name: str) -> bool:
         return bool(self._lookup(name))

@@ -22,8 +22,9 @@ class Type(Handle):
             Type._by_kind[kind] = cls
 
     @staticmethod
-    def from_ref(ref) -> "Type":
-        return Type._by_kind.get(lib.LLVMGetTypeKind(ref), Type)(ref)
+    def from_ref(ref, scope) -> "Type":
+        """The view of `ref`, reached from a view whose Scope is `scope`: types live with the context."""
+        return Type._by_kind.get(lib.LLVMGetTypeKind(ref), Type)(ref, scope.context)
 
     @property
     def kind(self) -> int:
@@ -53,6 +54,11 @@ _NOT_ELEMENT = {capi.LLVMVoidTypeKind, capi.LLVMLabelTypeKind, capi.LLVMMetadata
 _VECTOR_ELEMENT = {capi.LLVMIntegerTypeKind, capi.LLVMPointerTypeKind, capi.LLVMHalfTypeKind, capi.LLVMBFloatTypeKind,
                    capi.LLVMFloatTypeKind, capi.LLVMDoubleTypeKind, capi.LLVMX86_FP80TypeKind, capi.LLVMFP128TypeKind,
                    capi.LLVMPPC_FP128TypeKind}
+
+
+def _same_context(anchor, ty: Type, what: str) -> None:
+    if ty._scope is not anchor._scope.context:
+        raise ValueError(f"{what}: {ty} belongs to another LLVM context; types cannot cross contexts")
 
 
 def _check_kind(ty: Type, rejected=None, allowed=None, *, what: str) -> None:
@@ -100,19 +106,20 @@ class FunctionType(Type):
         _check_kind(return_type, _NOT_RETURNABLE, what="a function's return type")
         for p in params:
             _check_kind(p, _NOT_PARAM, what="a function parameter type")
+            _same_context(return_type, p, "FunctionType.get")
         arr = (capi.LLVMTypeRef * len(params))(*[p.ref for p in params])
-        return FunctionType(lib.LLVMFunctionType(return_type, arr, len(params), int(vararg)))
+        return FunctionType(lib.LLVMFunctionType(return_type, arr, len(params), int(vararg)), return_type._scope)
 
     @property
     def return_type(self) -> Type:
-        return Type.from_ref(lib.LLVMGetReturnType(self))
+        return Type.from_ref(lib.LLVMGetReturnType(self), self._scope)
 
     @property
     def params(self) -> list[Type]:
         n = lib.LLVMCountParamTypes(self)
         arr = (capi.LLVMTypeRef * n)()
         lib.LLVMGetParamTypes(self, arr)
-        return [Type.from_ref(arr[i]) for i in range(n)]
+        return [Type.from_ref(arr[i], self._scope) for i in range(n)]
 
     @property
     def is_vararg(self) -> bool:
@@ -124,7 +131,7 @@ class _Sequential(Type):
 
     @property
     def element_type(self) -> Type:
-        return Type.from_ref(lib.LLVMGetElementType(self))
+        return Type.from_ref(lib.LLVMGetElementType(self), self._scope)
 
 
 class ArrayType(_Sequential):
@@ -136,7 +143,7 @@ class ArrayType(_Sequential):
         _check_kind(element, _NOT_ELEMENT | {capi.LLVMScalableVectorTypeKind}, what="an array element type")
         if count < 0:
             raise ValueError(f"array length must not be negative, got {count}")
-        return ArrayType(lib.LLVMArrayType2(element, count))
+        return ArrayType(lib.LLVMArrayType2(element, count), element._scope)
 
     @property
     def count(self) -> int:
@@ -152,7 +159,7 @@ class VectorType(_Sequential):
         _check_kind(element, allowed=_VECTOR_ELEMENT, what="a vector element type")
         if count < 1:
             raise ValueError(f"a vector needs at least one element, got {count}")
-        return VectorType(lib.LLVMVectorType(element, count))
+        return VectorType(lib.LLVMVectorType(element, count), element._scope)
 
     @property
     def count(self) -> int:
@@ -168,10 +175,11 @@ class StructType(Type):
         elements = list(elements)
         for e in elements:
             _check_kind(e, _NOT_ELEMENT | {capi.LLVMScalableVectorTypeKind}, what="a struct element type")
+            _same_context(context, e, "StructType.create")
         arr = (capi.LLVMTypeRef * len(elements))(*[e.ref for e in elements])
         if name is None:
-            return StructType(lib.LLVMStructTypeInContext(context, arr, len(elements), int(packed)))
-        ty = StructType(lib.LLVMStructCreateNamed(context, name.encode()))
+            return StructType(lib.LLVMStructTypeInContext(context, arr, len(elements), int(packed)), context._scope)
+        ty = StructType(lib.LLVMStructCreateNamed(context, name.encode()), context._scope)
         lib.LLVMStructSetBody(ty, arr, len(elements), int(packed))
         return ty
 
@@ -183,7 +191,7 @@ class StructType(Type):
     @property
     def elements(self) -> list[Type]:
         n = lib.LLVMCountStructElementTypes(self)
-        return [Type.from_ref(lib.LLVMStructGetTypeAtIndex(self, i)) for i in range(n)]
+        return [Type.from_ref(lib.LLVMStructGetTypeAtIndex(self, i), self._scope) for i in range(n)]
 
     @property
     def is_packed(self) -> bool:

@@ -12,8 +12,8 @@ import ctypes
 from typing import Iterator
 
 from . import capi
-from ._base import Handle
-from .capi import lib
+from ._base import CONTEXT_KINDS, Handle, check_link, erase_addresses, module_scope
+from .capi import address_of, lib
 from .types import Type
 
 
@@ -38,13 +38,26 @@ class Value(Handle):
             Value._by_kind[kind] = cls
 
     @staticmethod
-    def from_ref(ref) -> "Value | BasicBlock":
+    def from_ref(ref, scope) -> "Value | BasicBlock":
+        """The view of `ref`, reached from a view whose Scope is `scope`.
+
+        Uniqued constants get the context's scope; globals, instructions, arguments and blocks
+        their module's (found through LLVM when they were reached from a context-level view).
+        """
         kind = lib.LLVMGetValueKind(ref)
-        if kind == capi.LLVMBasicBlockValueKind:
-            return BasicBlock(lib.LLVMValueAsBasicBlock(ref))
         if kind == capi.LLVMInstructionValueKind:
-            return Instruction._by_opcode.get(lib.LLVMGetInstructionOpcode(ref), Instruction)(ref)
-        return Value._by_kind.get(kind, Value)(ref)
+            cls = Instruction._by_opcode.get(lib.LLVMGetInstructionOpcode(ref), Instruction)
+        elif kind in CONTEXT_KINDS:
+            return Value._by_kind.get(kind, Value)(ref, scope.context)
+        elif kind == capi.LLVMBasicBlockValueKind:
+            if scope.context is scope:
+                scope = module_scope(ref, kind, scope)
+            return BasicBlock(lib.LLVMValueAsBasicBlock(ref), scope)
+        else:
+            cls = Value._by_kind.get(kind, Value)
+        if scope.context is scope:
+            scope = module_scope(ref, kind, scope)
+        return cls(ref, scope)
 
     @property
     def value_kind(self) -> int:
@@ -64,7 +77,7 @@ class Value(Handle):
 
     @property
     def type(self) -> Type:
-        return Type.from_ref(lib.LLVMTypeOf(self))
+        return Type.from_ref(lib.LLVMTypeOf(self), self._scope)
 
     @property
     def context(self):
@@ -79,6 +92,15 @@ class Value(Handle):
         return [u.user for u in self.uses]
 
     def replace_all_uses_with(self, new: "Value") -> None:
+        """Make every user of this value use `new` (of the same type, module and context).
+
+        Uniqued constants are shared by every module of the context: replace their uses one by
+        one (`user.operands[i] = new`) instead.
+        """
+        check_link(self._scope, new, "replace_all_uses_with")
+        if self._scope.is_context:
+            raise ValueError(f"replace_all_uses_with: {str(self).strip()!r} is a constant shared by the whole "
+                             "context; set the operands of its users instead")
         if new.type != self.type:
             raise TypeError(f"replace_all_uses_with: type {new.type} does not match {self.type}")
         if new == self:
@@ -93,6 +115,8 @@ class Value(Handle):
         return capi.take_message(ctypes.c_void_p(lib.LLVMPrintValueToString(self)))
 
     def __repr__(self) -> str:
+        if not self.alive:
+            return f"<{type(self).__name__} (dead)>"
         name = self.name
         if name:
             sigil = "@" if self.value_kind in _GLOBAL_KINDS else "%"
@@ -109,15 +133,25 @@ class Use(Handle):
 
     __slots__ = ()
 
+    @staticmethod
+    def _of(ref, value_scope) -> "Use":
+        # The uses of a constant lie in any module of its context: such a Use lives with its user's.
+        if value_scope.context is value_scope:
+            user = lib.LLVMGetUser(ref)
+            value_scope = module_scope(user, lib.LLVMGetValueKind(user), value_scope)
+        return Use(ref, value_scope)
+
     @property
     def user(self) -> "User":
-        return Value.from_ref(lib.LLVMGetUser(self))
+        return Value.from_ref(lib.LLVMGetUser(self), self._scope)
 
     @property
     def value(self) -> Value:
-        return Value.from_ref(lib.LLVMGetUsedValue(self))
+        return Value.from_ref(lib.LLVMGetUsedValue(self), self._scope)
 
     def __repr__(self) -> str:
+        if not self.alive:
+            return "<Use (dead)>"
         return f"<Use of {self.value!r} by {self.user!r}>"
 
 
@@ -130,10 +164,15 @@ class UseList:
         self._value = value
 
     def __iter__(self) -> Iterator[Use]:
-        use = lib.LLVMGetFirstUse(self._value)
-        while use:
-            nxt = lib.LLVMGetNextUse(use)
-            yield Use(use)
+        # The next use is taken before yielding (so the current one may go), through a checked
+        # view: if the body erased it or closed the module, the next step raises.
+        scope = self._value._scope
+        ref = lib.LLVMGetFirstUse(self._value)
+        use = Use._of(ref, scope) if ref else None
+        while use is not None:
+            ref = lib.LLVMGetNextUse(use)
+            nxt = Use._of(ref, scope) if ref else None
+            yield use
             use = nxt
 
     def __len__(self) -> int:
@@ -163,9 +202,10 @@ class Operands:
         return i
 
     def __getitem__(self, i: int) -> Value:
-        return Value.from_ref(lib.LLVMGetOperand(self._user, self._index(i)))
+        return Value.from_ref(lib.LLVMGetOperand(self._user, self._index(i)), self._user._scope)
 
     def __setitem__(self, i: int, value: Value) -> None:
+        check_link(self._user._scope, value, "setting an operand")
         lib.LLVMSetOperand(self._user, self._index(i), _as_value_ref(value))
 
     def __iter__(self) -> Iterator[Value]:
@@ -213,27 +253,29 @@ class Constant(User):
     def null(ty: Type) -> "Constant":
         if ty.kind in _NO_NULL_KINDS:
             raise TypeError(f"type {ty} has no null value")
-        return Value.from_ref(lib.LLVMConstNull(ty))
+        return Value.from_ref(lib.LLVMConstNull(ty), ty._scope)
 
     @staticmethod
     def all_ones(ty: Type) -> "Constant":
         scalar = lib.LLVMGetElementType(ty) if ty.kind in _VECTOR_KINDS else ty.ref
         if lib.LLVMGetTypeKind(scalar) not in _INT_OR_FP_KINDS:
             raise TypeError(f"all_ones needs an integer or floating-point type (or a vector of one), not {ty}")
-        return Value.from_ref(lib.LLVMConstAllOnes(ty))
+        return Value.from_ref(lib.LLVMConstAllOnes(ty), ty._scope)
 
     @staticmethod
     def undef(ty: Type) -> "Constant":
-        return Value.from_ref(lib.LLVMGetUndef(ty))
+        return Value.from_ref(lib.LLVMGetUndef(ty), ty._scope)
 
     @staticmethod
     def poison(ty: Type) -> "Constant":
-        return Value.from_ref(lib.LLVMGetPoison(ty))
+        return Value.from_ref(lib.LLVMGetPoison(ty), ty._scope)
 
     @staticmethod
     def struct(context, values, *, packed: bool = False) -> "Constant":
+        values = list(values)
+        scope = _aggregate_scope(context._scope, values, "Constant.struct")
         arr = (capi.LLVMValueRef * len(values))(*[v.ref for v in values])
-        return Value.from_ref(lib.LLVMConstStructInContext(context, arr, len(values), int(packed)))
+        return Value.from_ref(lib.LLVMConstStructInContext(context, arr, len(values), int(packed)), scope)
 
     @staticmethod
     def array(element_type: Type, values) -> "Constant":
@@ -241,17 +283,29 @@ class Constant(User):
         for i, v in enumerate(values):
             if v.type != element_type:
                 raise TypeError(f"array element {i} has type {v.type}, not {element_type}")
+        scope = _aggregate_scope(element_type._scope, values, "Constant.array")
         arr = (capi.LLVMValueRef * len(values))(*[v.ref for v in values])
-        return Value.from_ref(lib.LLVMConstArray2(element_type, arr, len(values)))
+        return Value.from_ref(lib.LLVMConstArray2(element_type, arr, len(values)), scope)
 
     @staticmethod
     def string(context, text: str | bytes, *, null_terminate: bool = True) -> "Constant":
         data = text.encode() if isinstance(text, str) else text
-        return Value.from_ref(lib.LLVMConstStringInContext2(context, data, len(data), int(not null_terminate)))
+        return Value.from_ref(lib.LLVMConstStringInContext2(context, data, len(data), int(not null_terminate)),
+                              context._scope)
 
     @property
     def is_null(self) -> bool:
         return bool(lib.LLVMIsNull(self))
+
+
+def _aggregate_scope(scope, values, what: str):
+    """The scope of a constant built from `values`: their module's if any names a global (all
+    such values must then come from one module), else the context's."""
+    for v in values:
+        check_link(scope, v, what)
+        if scope.is_context and not v._scope.is_context:
+            scope = v._scope
+    return scope
 
 
 class UndefValue(Constant):
@@ -285,10 +339,10 @@ class ConstantInt(Constant):
                              f"{(1 << (width - 1)) - 1}], unsigned range [0, {(1 << width) - 1}])")
         bits = value & ((1 << width) - 1)
         if width <= 64:
-            return ConstantInt(lib.LLVMConstInt(ty, bits, 0))
+            return ConstantInt(lib.LLVMConstInt(ty, bits, 0), ty._scope)
         nwords = (width + 63) // 64
         words = (ctypes.c_uint64 * nwords)(*[(bits >> (64 * i)) & ((1 << 64) - 1) for i in range(nwords)])
-        return ConstantInt(lib.LLVMConstIntOfArbitraryPrecision(ty, nwords, words))
+        return ConstantInt(lib.LLVMConstIntOfArbitraryPrecision(ty, nwords, words), ty._scope)
 
     @property
     def width(self) -> int:
@@ -318,7 +372,7 @@ class ConstantFP(Constant):
     def get(ty: Type, value: float) -> "ConstantFP":
         if ty.kind not in _FP_KINDS:
             raise TypeError(f"ConstantFP needs a floating-point type, not {ty}")
-        return ConstantFP(lib.LLVMConstReal(ty, value))
+        return ConstantFP(lib.LLVMConstReal(ty, value), ty._scope)
 
     @property
     def value(self) -> float:
@@ -351,7 +405,7 @@ class Argument(Value):
 
     @property
     def parent(self):
-        return Value.from_ref(lib.LLVMGetParamParent(self))
+        return Value.from_ref(lib.LLVMGetParamParent(self), self._scope)
 
 
 # -- basic blocks and instructions --------------------------------------------------------------
@@ -362,7 +416,7 @@ class BasicBlock(Handle):
     __slots__ = ()
 
     def as_value(self) -> Value:
-        return Value(lib.LLVMBasicBlockAsValue(self))
+        return Value(lib.LLVMBasicBlockAsValue(self), self._scope)
 
     @property
     def name(self) -> str:
@@ -376,7 +430,7 @@ class BasicBlock(Handle):
     def parent(self):
         """The function holding the block; None after `remove()`."""
         ref = lib.LLVMGetBasicBlockParent(self)
-        return Value.from_ref(ref) if ref else None
+        return Value.from_ref(ref, self._scope) if ref else None
 
     @property
     def instructions(self) -> "InstructionList":
@@ -385,20 +439,25 @@ class BasicBlock(Handle):
     @property
     def terminator(self) -> "Instruction | None":
         ref = lib.LLVMGetBasicBlockTerminator(self)
-        return Value.from_ref(ref) if ref else None
+        return Value.from_ref(ref, self._scope) if ref else None
 
     @property
     def uses(self) -> UseList:
         return self.as_value().uses
 
     def erase(self) -> None:
-        """Unlink and delete the block (with its instructions). Nothing may branch to it any more."""
+        """Unlink and delete the block (with its instructions). Nothing may branch to it any more.
+
+        Views of the block and of its instructions are dead afterwards.
+        """
         if not lib.LLVMGetBasicBlockParent(self):
             raise ValueError(f"cannot erase block {self.name!r}: it is not in a function")
         if self.uses:
             raise ValueError(f"cannot erase block {self.name!r}: it still has {len(self.uses)} use(s) "
                              "(branches or phis that name it)")
+        gone = erase_addresses(self._ref)
         lib.LLVMDeleteBasicBlock(self)
+        self._scope.erase(gone)
 
     def remove(self) -> None:
         """Unlink the block from its function without deleting it."""
@@ -407,16 +466,20 @@ class BasicBlock(Handle):
         lib.LLVMRemoveBasicBlockFromParent(self)
 
     def move_after(self, other: "BasicBlock") -> None:
+        check_link(other._scope, self, "BasicBlock.move_after")
         lib.LLVMMoveBasicBlockAfter(self, other)
 
     def move_before(self, other: "BasicBlock") -> None:
         """Move this block before `other` (in `other`'s function), e.g. to make it the entry block."""
+        check_link(other._scope, self, "BasicBlock.move_before")
         lib.LLVMMoveBasicBlockBefore(self, other)
 
     def __str__(self) -> str:
         return str(self.as_value())
 
     def __repr__(self) -> str:
+        if not self.alive:
+            return "<BasicBlock (dead)>"
         return f"<BasicBlock {self.name or '(unnamed)'}>"
 
 
@@ -429,16 +492,22 @@ class InstructionList:
         self._block = block
 
     def __iter__(self) -> Iterator["Instruction"]:
+        # Each step goes through the yielded view, so erasing it (or closing the module) in the
+        # loop body raises at the next step instead of following a freed instruction.
+        scope = self._block._scope
         ref = lib.LLVMGetFirstInstruction(self._block)
         while ref:
-            yield Value.from_ref(ref)
-            ref = lib.LLVMGetNextInstruction(ref)
+            inst = Value.from_ref(ref, scope)
+            yield inst
+            ref = lib.LLVMGetNextInstruction(inst)
 
     def __reversed__(self) -> Iterator["Instruction"]:
+        scope = self._block._scope
         ref = lib.LLVMGetLastInstruction(self._block)
         while ref:
-            yield Value.from_ref(ref)
-            ref = lib.LLVMGetPreviousInstruction(ref)
+            inst = Value.from_ref(ref, scope)
+            yield inst
+            ref = lib.LLVMGetPreviousInstruction(inst)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -446,12 +515,12 @@ class InstructionList:
     @property
     def first(self) -> "Instruction | None":
         ref = lib.LLVMGetFirstInstruction(self._block)
-        return Value.from_ref(ref) if ref else None
+        return Value.from_ref(ref, self._block._scope) if ref else None
 
     @property
     def last(self) -> "Instruction | None":
         ref = lib.LLVMGetLastInstruction(self._block)
-        return Value.from_ref(ref) if ref else None
+        return Value.from_ref(ref, self._block._scope) if ref else None
 
 
 
@@ -479,7 +548,7 @@ class Instruction(User):
     @property
     def parent(self) -> BasicBlock | None:
         ref = lib.LLVMGetInstructionParent(self)
-        return BasicBlock(ref) if ref else None
+        return BasicBlock(ref, self._scope) if ref else None
 
     @property
     def function(self):
@@ -489,12 +558,12 @@ class Instruction(User):
     @property
     def next(self) -> "Instruction | None":
         ref = lib.LLVMGetNextInstruction(self)
-        return Value.from_ref(ref) if ref else None
+        return Value.from_ref(ref, self._scope) if ref else None
 
     @property
     def previous(self) -> "Instruction | None":
         ref = lib.LLVMGetPreviousInstruction(self)
-        return Value.from_ref(ref) if ref else None
+        return Value.from_ref(ref, self._scope) if ref else None
 
     @property
     def is_terminator(self) -> bool:
@@ -502,17 +571,22 @@ class Instruction(User):
 
     def clone(self) -> "Instruction":
         """An unparented copy; insert it with `Builder.insert`."""
-        return Value.from_ref(lib.LLVMInstructionClone(self))
+        return Value.from_ref(lib.LLVMInstructionClone(self), self._scope)
 
     def erase(self) -> None:
-        """Unlink (if linked) and delete. The instruction must have no uses left (replace them first)."""
+        """Unlink (if linked) and delete. The instruction must have no uses left (replace them first).
+
+        Every view of it (and of its operand uses) is dead afterwards: using one raises.
+        """
         if self.uses:
             raise ValueError(f"cannot erase {str(self).strip()!r}: it still has {len(self.uses)} use(s); "
                              "call replace_all_uses_with first")
+        gone = erase_addresses(self._ref)
         if lib.LLVMGetInstructionParent(self):
             lib.LLVMInstructionEraseFromParent(self)
         else:
             lib.LLVMDeleteInstruction(self)  # a clone() or remove()d instruction
+        self._scope.erase(gone)
 
     def remove(self) -> None:
         """Unlink from the block without deleting (insert it again with `Builder.insert`)."""
@@ -531,7 +605,7 @@ class CallInst(Instruction):
     @property
     def callee(self) -> Value:
         """The called operand: a Function for direct calls, any pointer value otherwise."""
-        return Value.from_ref(lib.LLVMGetCalledValue(self))
+        return Value.from_ref(lib.LLVMGetCalledValue(self), self._scope)
 
     @callee.setter
     def callee(self, fn: Value) -> None:
@@ -539,12 +613,12 @@ class CallInst(Instruction):
 
     @property
     def called_function_type(self):
-        return Type.from_ref(lib.LLVMGetCalledFunctionType(self))
+        return Type.from_ref(lib.LLVMGetCalledFunctionType(self), self._scope)
 
     @property
     def args(self) -> list[Value]:
         n = lib.LLVMGetNumArgOperands(self)
-        return [Value.from_ref(lib.LLVMGetOperand(self, i)) for i in range(n)]
+        return [Value.from_ref(lib.LLVMGetOperand(self, i), self._scope) for i in range(n)]
 
     @property
     def calling_convention(self) -> int:
@@ -564,14 +638,22 @@ class PHINode(Instruction):
     opcodes = (capi.LLVMPHI,)
 
     def add_incoming(self, value: Value, block: BasicBlock) -> None:
+        check_link(self._scope, value, "PHINode.add_incoming")
+        check_link(self._scope, block, "PHINode.add_incoming")
+        n = lib.LLVMCountIncoming(self)
+        old = erase_addresses(self._ref)[1:] if n else []  # the operand uses, should they be reallocated
+        first = lib.LLVMGetOperandUse(self, 0) if n else None
         vals = (capi.LLVMValueRef * 1)(value.ref)
         blocks = (capi.LLVMBasicBlockRef * 1)(block.ref)
         lib.LLVMAddIncoming(self, vals, blocks, 1)
+        if n and address_of(lib.LLVMGetOperandUse(self, 0)) != address_of(first):
+            self._scope.erase(old)  # growing moved the uses: views of the old ones are dead
 
     @property
     def incoming(self) -> list[tuple[Value, BasicBlock]]:
-        return [(Value.from_ref(lib.LLVMGetIncomingValue(self, i)), BasicBlock(lib.LLVMGetIncomingBlock(self, i)))
-                for i in range(lib.LLVMCountIncoming(self))]
+        scope = self._scope
+        return [(Value.from_ref(lib.LLVMGetIncomingValue(self, i), scope),
+                 BasicBlock(lib.LLVMGetIncomingBlock(self, i), scope)) for i in range(lib.LLVMCountIncoming(self))]
 
 
 class BranchInst(Instruction):
@@ -584,11 +666,11 @@ class BranchInst(Instruction):
 
     @property
     def condition(self) -> Value | None:
-        return Value.from_ref(lib.LLVMGetCondition(self)) if self.is_conditional else None
+        return Value.from_ref(lib.LLVMGetCondition(self), self._scope) if self.is_conditional else None
 
     @property
     def successors(self) -> list[BasicBlock]:
-        return [BasicBlock(lib.LLVMGetSuccessor(self, i)) for i in range(lib.LLVMGetNumSuccessors(self))]
+        return [BasicBlock(lib.LLVMGetSuccessor(self, i), self._scope) for i in range(lib.LLVMGetNumSuccessors(self))]
 
 
 class CompareInst(Instruction):
@@ -608,7 +690,7 @@ class AllocaInst(Instruction):
 
     @property
     def allocated_type(self) -> Type:
-        return Type.from_ref(lib.LLVMGetAllocatedType(self))
+        return Type.from_ref(lib.LLVMGetAllocatedType(self), self._scope)
 
 
 class MemoryInst(Instruction):
@@ -630,7 +712,7 @@ class GetElementPtrInst(Instruction):
 
     @property
     def source_element_type(self) -> Type:
-        return Type.from_ref(lib.LLVMGetGEPSourceElementType(self))
+        return Type.from_ref(lib.LLVMGetGEPSourceElementType(self), self._scope)
 
 
 _OPCODE_NAMES: dict[int, str] = {}

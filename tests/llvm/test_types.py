@@ -40,7 +40,8 @@ def test_float_kinds(ctx, attr, text, kind):
 def test_void_and_label(ctx):
     assert isinstance(ctx.void, llvm.VoidType)
     assert not ctx.void.is_sized
-    fn = llvm.Module("m", ctx).add_function("f", llvm.FunctionType.get(ctx.void))
+    m = llvm.Module("m", ctx)  # kept: a collected module takes its functions with it
+    fn = m.add_function("f", llvm.FunctionType.get(ctx.void))
     assert isinstance(fn.append_block("b").as_value().type, llvm.LabelType)
 
 

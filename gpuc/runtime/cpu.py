@@ -8,14 +8,14 @@ gets a generated wrapper in its module, before the module goes to the JIT:
 It runs work items `begin <= i < end` of the index space `ndrange` (3 x i64). A linear index
 maps to (index0, index1, index2) in row-major order with dimension 0 fastest:
 `i = index0 + n0 * (index1 + n1 * index2)`, so consecutive items walk dimension 0 and a chunk
-of linear indices is a run of rows. `argv` holds one 8-byte slot per LLVM parameter of the
-kernel (docs/kernel-abi.md flattening: an array is its data pointer, shapes and strides), the
-value itself in the slot's low bytes (`i1` as a byte 0/1). The wrapper loads them once, then loops
-over rows and, within a row, over index0 calling the kernel, which is marked `alwaysinline` so
+of linear indices is a run of rows. `argv` holds one 8-byte slot per scalar the kernel takes
+(docs/kernel-abi.md flattening: an array is its data pointer, shapes and strides; a tuple its
+elements), the value itself in the slot's low bytes (`i1` as a byte 0/1; see cpu_params.py).
+The wrapper loads them once, then loops over rows and, within a row, over index0 calling the kernel, which is marked `alwaysinline` so
 that LLVM inlines it, promotes the context to registers and can vectorize the inner loop.
 
-`launch` splits `[0, total)` into one chunk per thread and calls the wrapper from a thread pool;
-ctypes releases the GIL during foreign calls, so chunks run in parallel.
+`launch` splits `[0, total)` into chunks that the calling thread and pool threads take in turn
+(gpuc/runtime/pool.py); ctypes releases the GIL during foreign calls, so chunks run in parallel.
 """
 
 from __future__ import annotations
@@ -24,42 +24,53 @@ import ctypes
 import operator
 import os
 import struct
-import threading
-from concurrent.futures import ThreadPoolExecutor
+import math
+import weakref
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..compiler import CompilationError, CompilerJob, compile_module
-from ..llvm import LLJIT, Builder, ConstantInt, Function, FunctionType, Module, run_passes
+from ..llvm import LLJIT, Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType, run_passes
 from ..plugins.context import MAX_EXTENT, context_type, has_context_param
 from ..targets import NativeTarget
+from .cpu_params import SLOT_FORMATS, KernelSignature, as_signature, marshallers, slot_types
+from .pool import run_chunks
+from .written import written_params
 
 
 class JITModule:
-    """A compiled job loaded into its own JIT; symbols stay valid until `close()`.
+    """A compiled job loaded into its own JIT; symbols stay valid until `close()` or until the module
+    and every launcher and function taken from it are dropped.
 
-    `signature` (a KernelSignature) is the default for `launch`.
+    `signature` (a KernelSignature) is the default for `launch`. The module keeps no reference to
+    its job: a kernel's launcher cache holds modules compiled from that kernel, and a reference
+    back would be a cycle that keeps every dropped kernel's JIT alive until a full garbage collection.
     """
 
     def __init__(self, job: CompilerJob, signature: "KernelSignature | None" = None) -> None:
         if not isinstance(job.config.target, NativeTarget):
             raise ValueError(f"only NativeTarget jobs can run on the CPU, not {job.config.target!r}")
-        self.job = job
-        self.signature = _as_signature(signature) if signature is not None else None
-        self._launchers: dict = {}
+        self.signature = as_signature(signature) if signature is not None else None
+        # Launchers keep their module alive, not the other way round: no reference cycle, so the
+        # JIT and its code are freed as soon as the last launcher (or the module) is dropped.
+        self._launchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         built = compile_module(job)
         self.entry, self.trace = built.entry, built.trace
         try:
             _check_externals(built.module, job)
             entry = built.module.functions[self.entry]
             self.has_context = has_context_param(entry)
-            params = [str(t) for t in entry.function_type.params]
-            #: The LLVM types of the kernel's parameters (without the context), i.e. the argv slots.
-            self.params = tuple(params[:-1] if self.has_context else params)
+            types = entry.function_type.params[:-1] if self.has_context else entry.function_type.params
+            #: The LLVM types of the kernel's parameters (without the context), as LLVM prints them.
+            self.params = tuple(str(t) for t in types)
+            #: Their names (for messages), and the indices of pointer parameters the kernel may write.
+            self.param_names = tuple(arg.name for arg in entry.args[:len(types)])
+            self.written, self.slots = frozenset(), ()
+            slots = [slot_types(t) for t in types]
             self.range_name = None
             if (job.config.kernel or self.has_context) and str(entry.return_type) == "void" \
-                    and all(p in _SLOT_FORMATS for p in self.params):
+                    and all(s is not None for s in slots):
+                self.slots = tuple(t for s in slots for t in s)  # the argv slots
+                self.written = written_params(built.module, entry)
                 tm = job.config.target.cached_target_machine(job.config.opt_level)
                 self.range_name = add_range_wrapper(built.module, entry, self.has_context)
                 pipeline = "always-inline"
@@ -90,7 +101,7 @@ class JITModule:
 
     def kernel(self, signature=None) -> "Kernel":
         """The launcher for `signature` (default: the module's), built once and cached."""
-        signature = _as_signature(signature) if signature is not None else self.signature
+        signature = as_signature(signature) if signature is not None else self.signature
         if signature is None:
             raise TypeError(f"launching @{self.entry} needs its KernelSignature: pass signature=... to launch() "
                             "or to JITModule()")
@@ -162,8 +173,9 @@ def add_range_wrapper(module: Module, kernel: Function, with_context: bool) -> s
     with Builder(llctx) as b:
         b.position_at_end(blocks["entry"])
         ctx = b.alloca(ctx_ty, "ctx")
-        args = [_load_slot(b, llctx, argv, i, ty) for i, ty in enumerate(kernel.function_type.params)
-                if not (with_context and i == len(kernel.function_type.params) - 1)]
+        params = kernel.function_type.params
+        slots = iter(range(1 << 62))
+        args = [_load_param(b, llctx, argv, slots, ty) for ty in (params[:-1] if with_context else params)]
         n = [b.load(i64, b.gep(i64, ndrange, [const(d)]), f"n{d}", align=8) for d in range(3)]
         for d in range(3):
             b.store(n[d], ctx_field(b, 1, d), align=8)
@@ -197,64 +209,18 @@ def add_range_wrapper(module: Module, kernel: Function, with_context: bool) -> s
     return name
 
 
-def _load_slot(b: Builder, llctx, argv, i: int, ty):
+def _load_param(b: Builder, llctx, argv, slots, ty):
+    """A parameter from the next argv slots: a scalar from one, a literal struct from one per element."""
+    if isinstance(ty, StructType):
+        value = Constant.poison(ty)
+        for k, element in enumerate(ty.elements):
+            value = b.insert_value(value, _load_param(b, llctx, argv, slots, element), k)
+        return value
+    i = next(slots)
     slot = b.gep(llctx.i8, argv, [ConstantInt.get(llctx.i64, 8 * i)], f"slot{i}")
     if str(ty) == "i1":
         return b.icmp("ne", b.load(llctx.i8, slot, align=8), ConstantInt.get(llctx.i8, 0), f"arg{i}")
     return b.load(ty, slot, f"arg{i}", align=8)
-
-
-# -- signatures and marshalling ----------------------------------------------------------------
-
-# struct format of one 8-byte argv slot per LLVM parameter type
-_SLOT_FORMATS = {"i1": "?7x", "i32": "i4x", "i64": "q", "float": "f4x", "double": "d", "ptr": "Q"}
-_INT_BITS = {"i32": 32, "i64": 64}
-
-
-@dataclass(frozen=True)
-class KernelSignature:
-    """What a kernel's parameters are, in order: `("scalar", llvm_type)` with llvm_type one of i1, i32,
-    i64, float, double, ptr; or `("array", dtype, ndim)` (ndim 1-3), flattened per docs/kernel-abi.md."""
-
-    params: tuple
-
-    def __init__(self, params) -> None:
-        object.__setattr__(self, "params", tuple(_param(p) for p in params))
-
-    def llvm_types(self) -> tuple[str, ...]:
-        """The flattened LLVM parameter types: the argv slots."""
-        out: list[str] = []
-        for p in self.params:
-            out += [p[1]] if p[0] == "scalar" else ["ptr"] + ["i64"] * (2 * p[2])
-        return tuple(out)
-
-
-def _param(p) -> tuple:
-    kind = p[0] if isinstance(p, tuple) and p else None
-    if kind == "scalar" and len(p) == 2 and p[1] in _SLOT_FORMATS:
-        return p
-    if kind == "array" and len(p) in (3, 4) and p[2] in (1, 2, 3) and (len(p) == 3 or p[3] in ("A", "C")):
-        return ("array", np.dtype(p[1]), p[2], p[3] if len(p) == 4 else "A")
-    raise ValueError(f"bad kernel parameter {p!r}: use ('scalar', T) with T in {', '.join(_SLOT_FORMATS)}, "
-                     "or ('array', dtype, ndim[, layout]) with ndim 1, 2 or 3 and layout 'A' or 'C'")
-
-
-def _as_signature(sig) -> KernelSignature:
-    return sig if isinstance(sig, KernelSignature) else KernelSignature(sig)
-
-
-def _scalar(ty: str):
-    if ty in _INT_BITS:
-        bits = _INT_BITS[ty]
-        low, high, wrap = -(1 << (bits - 1)), 1 << bits, 1 << bits
-
-        def to_int(x):  # signed or unsigned: the bits are the same (docs/kernel-abi.md)
-            v = operator.index(x)
-            if not low <= v < high:
-                raise OverflowError(f"{v} does not fit in {ty}")
-            return v - wrap if v >= high >> 1 else v
-        return to_int
-    return {"i1": bool, "float": float, "double": float, "ptr": operator.index}[ty]
 
 
 class Kernel:
@@ -263,41 +229,23 @@ class Kernel:
     def __init__(self, module: JITModule, signature: KernelSignature) -> None:
         if module.range_name is None:
             raise TypeError(f"@{module.entry} cannot be launched: only void kernels (CompilerConfig(kernel=True)) "
-                            "with scalar and pointer parameters get a launch wrapper")
+                            "with scalar, tuple and pointer parameters get a launch wrapper")
         if signature.llvm_types() != module.params:
             raise TypeError(f"the signature {signature.params} flattens to ({', '.join(signature.llvm_types())}) "
                             f"but @{module.entry} takes ({', '.join(module.params)})")
         self.module, self.signature = module, signature
         self._fn = module.function(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p,
                                    name=module.range_name)
-        self._pack = struct.Struct("<" + "".join(_SLOT_FORMATS[t] for t in module.params)).pack
-        self._converters = [(p[0] == "array", p[1] if p[0] == "array" else _scalar(p[1]),
-                             p[2] if p[0] == "array" else 0, p[0] == "array" and p[3] == "C")
-                            for p in signature.params]
+        self._pack = struct.Struct("<" + "".join(SLOT_FORMATS[t] for t in module.slots)).pack
+        self._marshallers = marshallers(signature, module.written, module.param_names, module.entry)
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""
-        if len(args) != len(self._converters):
-            raise TypeError(f"@{self.module.entry} takes {len(self._converters)} argument(s), got {len(args)}")
+        if len(args) != len(self._marshallers):
+            raise TypeError(f"@{self.module.entry} takes {len(self._marshallers)} argument(s), got {len(args)}")
         values: list = []
-        for i, (arg, (is_array, how, ndim, contiguous)) in enumerate(zip(args, self._converters)):
-            if not is_array:
-                values.append(how(arg))
-                continue
-            if not isinstance(arg, np.ndarray) or arg.dtype != how or arg.ndim != ndim:
-                got = f"{arg.dtype}[{arg.ndim}-d]" if isinstance(arg, np.ndarray) else type(arg).__name__
-                raise TypeError(f"argument {i} of @{self.module.entry} must be a {ndim}-d numpy array of {how}, "
-                                f"not {got}")
-            if contiguous and not arg.flags.c_contiguous:
-                raise ValueError(f"argument {i} of @{self.module.entry} must be C-contiguous (the kernel was "
-                                 "compiled for Array[..., \"C\"]); pass np.ascontiguousarray(...)")
-            size = how.itemsize
-            strides = arg.strides
-            if any(s % size for s in strides):
-                raise ValueError(f"argument {i}: strides {strides} are not multiples of the item size {size}")
-            values.append(arg.ctypes.data)
-            values += arg.shape
-            values += [s // size for s in strides]
+        for marshal, arg in zip(self._marshallers, args):
+            values += marshal(arg)
         return self._pack(*values)
 
     def __call__(self, n, args, threads: int | None = None) -> None:
@@ -313,11 +261,7 @@ def launch(module: JITModule, n, args, threads: int | None = None, *, signature=
     module.kernel(signature)(n, args, threads)
 
 
-# -- the thread pool ---------------------------------------------------------------------------
-
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-_pool_lock = threading.Lock()
+# -- threads -------------------------------------------------------------------------------
 
 
 def default_threads() -> int:
@@ -333,14 +277,9 @@ def default_threads() -> int:
     return os.cpu_count() or 1
 
 
-def _executor(workers: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < workers:
-            old, _pool, _pool_size = _pool, ThreadPoolExecutor(workers, thread_name_prefix="gpuc-cpu"), workers
-            if old is not None:
-                old.shutdown(wait=False)
-        return _pool
+#: The most work items one launch may have (the product of the index space's sizes): linear
+#: work-item numbers and indices must stay far from the 64-bit limit (docs/kernel-abi.md).
+MAX_WORK_ITEMS = MAX_EXTENT
 
 
 def ndrange(n) -> tuple[int, int, int]:
@@ -353,15 +292,22 @@ def ndrange(n) -> tuple[int, int, int]:
         raise ValueError(f"index space sizes must not be negative: {n!r}")
     if any(d >= MAX_EXTENT for d in dims):
         raise ValueError(f"index space sizes must be below 2**62: {n!r}")
+    total = math.prod(dims)
+    if total >= MAX_WORK_ITEMS:
+        raise ValueError(f"the index space {n!r} has {total} work items; a launch may have fewer than "
+                         "2**62 in all (the product of its sizes)")
     return dims + (1,) * (3 - len(dims))
 
 
 #: With the default thread count, each thread gets at least this many work items.
 MIN_ITEMS_PER_THREAD = 4096
+#: A launch on k threads is split into about k * CHUNKS_PER_THREAD chunks: threads that finish
+#: early take more, and an interrupted launch stops at the next chunk boundary.
+CHUNKS_PER_THREAD = 8
 
 
 def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
-    """Call a range wrapper `fn` over `n` in `threads` chunks (the calling thread runs the first)."""
+    """Call a range wrapper `fn` over `n` on `threads` threads (the calling thread is one of them)."""
     n0, n1, n2 = ndrange(n)
     total = n0 * n1 * n2
     if total == 0:
@@ -370,20 +316,15 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     if threads is None:
         # Handing a chunk to a pool thread costs tens of microseconds: by default, small index
         # spaces run on the calling thread (an explicit `threads=` is always honoured).
-        chunks = max(1, min(default_threads(), total // MIN_ITEMS_PER_THREAD))
+        threads = max(1, min(default_threads(), total // MIN_ITEMS_PER_THREAD))
     else:
         threads = operator.index(threads)
         if threads < 1:
             raise ValueError(f"threads must be at least 1, not {threads}")
-        chunks = min(threads, total)
-    if chunks == 1:
+        threads = min(threads, total)
+    if threads == 1:
         fn(argv, 0, total, sizes)
         return
+    chunks = min(total, threads * CHUNKS_PER_THREAD)
     bounds = [total * k // chunks for k in range(chunks + 1)]
-    pool = _executor(chunks - 1)
-    futures = [pool.submit(fn, argv, bounds[k], bounds[k + 1], sizes) for k in range(1, chunks)]
-    try:
-        fn(argv, bounds[0], bounds[1], sizes)
-    finally:
-        for f in futures:
-            f.result()
+    run_chunks(fn, argv, bounds, sizes, helpers=threads - 1)

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ..compiler import CompilerConfig, CompilerJob, compile_module
-from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, as_type, boolean, float64, int64
+from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget
 from . import cpu
 
@@ -43,12 +43,25 @@ def typeof(value, position: int = 0) -> GType:
         return float64
     if isinstance(value, np.generic):
         return _scalar_of(value.dtype, position)
+    if kind is tuple:
+        return _tuple_type(value, position)
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is not None:
         dtype, shape, strides = np.dtype(interface["typestr"]), interface["shape"], interface.get("strides")
         return _array_type(dtype, len(shape), position, strides is None or tuple(strides) == _c_strides(shape, dtype))
     raise TypeError(f"argument {position}: cannot pass a {kind.__name__} to a kernel; pass NumPy arrays "
-                    "(or GPU arrays), bool, int, float or NumPy scalars")
+                    "(or GPU arrays), bool, int, float, NumPy scalars or tuples of scalars")
+
+
+def _tuple_type(value: tuple, position: int) -> TupleType:
+    elements = []
+    for element in value:
+        t = typeof(element, position)
+        if not isinstance(t, (ScalarType, TupleType)):
+            raise TypeError(f"argument {position}: a tuple passed to a kernel holds scalars (or tuples of "
+                            f"them), not a {type(element).__name__}; pass arrays as separate arguments")
+        elements.append(t)
+    return TupleType(tuple(elements))
 
 
 def _scalar_of(dtype: np.dtype, position: int) -> ScalarType:
@@ -79,11 +92,17 @@ def signature_spec(types) -> list[tuple]:
     for i, t in enumerate(types):
         if isinstance(t, ArrayType):
             spec.append(("array", np.dtype(t.dtype.name), t.ndim) + (("C",) if t.layout == "C" else ()))
-        elif isinstance(t, ScalarType):
-            spec.append(("scalar", _LLVM_SCALAR[t.name]))
+        elif isinstance(t, (ScalarType, TupleType)):
+            spec.append(_scalar_spec(t))
         else:
             raise TypeError(f"argument {i}: a kernel cannot take a {t}; pass its elements as separate arguments")
     return spec
+
+
+def _scalar_spec(t) -> tuple:
+    if isinstance(t, TupleType):
+        return ("tuple", tuple(_scalar_spec(e) for e in t.elements))
+    return ("scalar", _LLVM_SCALAR[t.name])
 
 
 def _device_of(args) -> str:

@@ -145,7 +145,7 @@ def test_argument_errors(indexing):
     inp, out = np.zeros(4), np.zeros(4)
     with pytest.raises(TypeError, match="takes 3 argument"):
         launch(module, 4, (1.0, inp))
-    with pytest.raises(TypeError, match=r"argument 1 of @kernel must be a 1-d numpy array of float64, not float32"):
+    with pytest.raises(TypeError, match=r"argument 1 \(in\) of @kernel must be a 1-d numpy array of float64, not float32"):
         launch(module, 4, (1.0, inp.astype(np.float32), out))
     with pytest.raises(TypeError, match="must be a 1-d numpy array of float64, not float64\\[2-d\\]"):
         launch(module, 4, (1.0, np.zeros((2, 2)), out))

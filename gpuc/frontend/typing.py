@@ -408,6 +408,8 @@ class Typer(LocatingVisitor):
 
     def assign(self, target: ast.expr, t: GType, value_node) -> None:
         if isinstance(target, ast.Name):
+            if value_node is not None:
+                self.fit(value_node, t)  # a variable holds a literal at its own type (2**63 does not fit)
             self.bind(target, t)
         elif isinstance(target, ast.Tuple):
             if not isinstance(t, TupleType):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import platform
 import sys
+import traceback
 from pathlib import Path
 
 from . import __version__
@@ -16,6 +18,16 @@ from .targets import TARGETS, GCNTarget, NativeTarget, PTXTarget, SPIRVTarget
 
 class UsageError(Exception):
     """Bad command-line input: reported on stderr with exit status 2."""
+
+
+def _one_line(exc: BaseException) -> str:
+    """`Type: message` of an exception from user code, on one line, with where it was raised."""
+    text = " ".join(str(exc).split())
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and not isinstance(exc, SyntaxError):  # a SyntaxError's message names its line
+        where = f" (at {frames[-1].filename}:{frames[-1].lineno})"
+    return f"{type(exc).__name__}{': ' + text if text else ''}{where}"
 
 
 def _load_plugins(spec: str) -> list[Plugin]:
@@ -34,13 +46,18 @@ def _load_plugins(spec: str) -> list[Plugin]:
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UsageError(f"--plugin {spec!r}: cannot import {module_name}: {exc}") from None
+        raise UsageError(f"--plugin {spec!r}: cannot import {module_name}: {' '.join(str(exc).split())}") from None
+    except Exception as exc:  # noqa: BLE001 - the plugin's own code failed: say so in one line
+        raise UsageError(f"--plugin {spec!r}: importing {module_name} failed: {_one_line(exc)}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:
         raise UsageError(f"--plugin {spec!r}: {module_name} has no attribute {attr!r}") from None
     if callable(obj) and not isinstance(obj, Plugin):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001
+            raise UsageError(f"--plugin {spec!r}: calling {attr}() failed: {_one_line(exc)}") from None
     if obj is None:
         return []  # the factory registered its plugins globally
     if isinstance(obj, Plugin):
@@ -83,18 +100,32 @@ def _compile(args) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     result = compile(CompilerJob(IRSource(text, entry=args.entry, filename=str(path)), config), args.emit)
-    out = result.output
-    if args.output and args.output != "-":
-        Path(args.output).write_bytes(out if isinstance(out, bytes) else out.encode())
-    elif isinstance(out, bytes):
-        if sys.stdout.isatty():
-            raise UsageError(f"--emit {args.emit} produces binary output; write it to a file with -o")
-        sys.stdout.buffer.write(out)
-    else:
-        sys.stdout.write(out)
+    _write_output(result.output, args)
     if args.trace:
         print(result.trace, file=sys.stderr)
     return 0
+
+
+def _write_output(out: str | bytes, args) -> None:
+    data = out if isinstance(out, bytes) else out.encode()
+    if args.output and args.output != "-":
+        try:
+            with open(args.output, "wb") as f:  # closing can fail too (a full disk): inside the try
+                f.write(data)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        return
+    if isinstance(out, bytes) and sys.stdout.isatty():
+        raise UsageError(f"--emit {args.emit} produces binary output; write it to a file with -o")
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except OSError as exc:
+        # What could not be written stays buffered; send it to /dev/null, or the interpreter's own
+        # flush at exit would fail again with a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise UsageError(f"cannot write the output to stdout: {exc.strerror or exc}") from None
 
 
 def _targets(_args) -> int:

@@ -4,6 +4,7 @@ kernelParams array for cuLaunchKernel, and grid/block sizing (docs/kernel-abi.md
 from __future__ import annotations
 
 import ctypes
+import functools
 import operator
 from dataclasses import dataclass
 
@@ -62,15 +63,63 @@ class ArrayParam:
 
 
 @dataclass(frozen=True)
+class TupleParam:
+    """A tuple of scalars (or tuples): an LLVM literal struct, passed by value with C's layout."""
+
+    elements: tuple
+
+    @property
+    def llvm_type(self) -> str:
+        types = [e.llvm_type for e in self.elements]
+        return "{ " + ", ".join(types) + " }" if types else "{}"
+
+    @functools.cached_property
+    def ctype(self) -> type:
+        """A ctypes Structure with the struct's layout (natural alignment, as on NVPTX)."""
+        fields = [(f"f{i}", e.ctype if isinstance(e, TupleParam) else _CTYPES[e.dtype.name])
+                  for i, e in enumerate(self.elements)]
+        return type("TupleArgument", (ctypes.Structure,), {"_fields_": fields})
+
+    def value(self, value, what: str):
+        if not isinstance(value, tuple) or len(value) != len(self.elements):
+            got = f"a tuple of {len(value)}" if isinstance(value, tuple) else type(value).__name__
+            raise TypeError(f"{what} must be a tuple of {len(self.elements)} element(s), not {got}")
+        out = self.ctype()
+        for i, (param, element) in enumerate(zip(self.elements, value)):
+            inner = f"{what}[{i}]"
+            converted = param.value(element, inner) if isinstance(param, TupleParam) else \
+                _scalar_value(param, element, inner)
+            setattr(out, f"f{i}", converted if isinstance(param, TupleParam) else converted.value)
+        return out
+
+    def __str__(self) -> str:
+        return "tuple[" + ", ".join(map(str, self.elements)) + "]"
+
+
+def _tuple_param(elements, what: str) -> TupleParam:
+    out = []
+    for item in elements:
+        kind, *rest = item if isinstance(item, (tuple, list)) and item else (None,)
+        if kind == "scalar" and len(rest) == 1:
+            out.append(ScalarParam.from_spec(rest[0]))
+        elif kind == "tuple" and len(rest) == 1:
+            out.append(_tuple_param(rest[0], what))
+        else:
+            raise ValueError(f"{what}: a tuple holds ('scalar', type) or ('tuple', (...)) elements, not {item!r}")
+    return TupleParam(tuple(out))
+
+
+@dataclass(frozen=True)
 class KernelSignature:
-    """A kernel's parameters: ScalarParam / ArrayParam, plus the trailing ndrange i64s when `ndrange`."""
+    """A kernel's parameters: ScalarParam / ArrayParam / TupleParam, plus the trailing ndrange i64s
+    when `ndrange`."""
 
     params: tuple
     ndrange: bool = True
 
     @classmethod
     def from_spec(cls, spec, ndrange: bool = True) -> KernelSignature:
-        """From [("scalar", type), ("array", dtype, ndim), ...].
+        """From [("scalar", type), ("array", dtype, ndim), ("tuple", (("scalar", type), ...)), ...].
 
         Types are NumPy names ("float32"), dtypes, ctypes types, or LLVM scalar types ("i32",
         "float", "ptr"; see _LLVM_SCALARS).
@@ -82,9 +131,11 @@ class KernelSignature:
                 params.append(ScalarParam.from_spec(rest[0]))
             elif kind == "array" and len(rest) == 2 and rest[1] in (1, 2, 3):
                 params.append(ArrayParam(_dtype(rest[0]), rest[1]))
+            elif kind == "tuple" and len(rest) == 1 and isinstance(rest[0], (tuple, list)):
+                params.append(_tuple_param(rest[0], f"parameter {i}"))
             else:
-                raise ValueError(f"parameter {i}: expected ('scalar', type) or ('array', dtype, ndim 1-3), "
-                                 f"not {item!r}")
+                raise ValueError(f"parameter {i}: expected ('scalar', type), ('array', dtype, ndim 1-3) or "
+                                 f"('tuple', (...)), not {item!r}")
         return cls(tuple(params), ndrange)
 
     def llvm_param_types(self) -> list[str]:
@@ -110,6 +161,8 @@ class KernelSignature:
                 values += [ctypes.c_void_p(array.ptr), *map(ctypes.c_int64, array.shape + array.strides)]
                 if array.stream is not None:
                     streams.append(array.stream)
+            elif isinstance(param, TupleParam):
+                values.append(param.value(arg, f"argument {i} ({param})"))
             else:
                 values.append(_scalar_value(param, arg, f"argument {i} ({param})"))
         if self.ndrange:

@@ -22,3 +22,33 @@ __all__ = [
     "Array", "atomic_add", "bool_", "boolean", "float32", "float64", "fma", "func", "index", "int32", "int64",
     "kernel", "marker", "ndrange", "uint32", "uint64",
 ]
+
+# What people coming from CUDA or Numba reach for, and what gpuc has instead.
+_INSTEAD = {
+    **dict.fromkeys(("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gridsize", "laneid", "warpsize"),
+                    "a gpuc kernel runs once per work item, without blocks or threads: gpuc.index(dim) is the "
+                    "item's global index (CUDA's blockIdx * blockDim + threadIdx) and gpuc.ndrange(dim) the "
+                    "launch size"),
+    **dict.fromkeys(("shared", "local", "const", "syncthreads", "syncwarp", "threadfence"),
+                    "gpuc kernels have no shared memory or barriers: work items are independent; pass arrays "
+                    "and combine results with gpuc.atomic_add"),
+    **dict.fromkeys(("atomic_sub", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
+                     "atomic_exch", "atomic_cas", "atomic_inc", "atomic_dec"),
+                    "gpuc's one atomic operation is gpuc.atomic_add(a, i, v) (add a negative value to subtract)"),
+    "jit": "compile with @gpuc.kernel (an entry point) or @gpuc.func (a device function)",
+}
+_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add, gpuc.fma, gpuc.marker(...) objects, the types "
+               "gpuc.bool_, gpuc.int32, gpuc.int64, gpuc.uint32, gpuc.uint64, gpuc.float32, gpuc.float64, "
+               "and gpuc.Array[dtype, ndim] for signatures")
+
+
+def __getattr__(name: str):
+    """A missing attribute's error says what gpuc has instead (also inside kernels, where it is a located error)."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'gpuc' has no attribute {name!r}")
+    import difflib
+
+    close = difflib.get_close_matches(name, __all__, n=3, cutoff=0.75)
+    advice = _INSTEAD.get(name) or (f"did you mean {' or '.join('gpuc.' + c for c in close)}?" if close else
+                                    f"inside kernels gpuc offers {_IN_KERNELS}")
+    raise AttributeError(f"module 'gpuc' has no attribute {name!r}: {advice}")

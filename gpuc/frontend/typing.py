@@ -201,6 +201,17 @@ def _assigned_names(fn: ast.FunctionDef) -> set[str]:
     return names
 
 
+def _missing_attribute(module, name: str) -> str:
+    """The module's own AttributeError message: gpuc's (and NumPy's) say what to use instead."""
+    try:
+        getattr(module, name)
+    except AttributeError as exc:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - a module's own __getattr__ failing otherwise: the plain message
+        pass
+    return f"module {module.__name__!r} has no attribute {name!r}"
+
+
 class Typer(LocatingVisitor):
     """Types one function body. `visit` attaches the node being visited to any UserError."""
 
@@ -637,7 +648,7 @@ class Typer(LocatingVisitor):
                 if inspect.ismodule(base.value):
                     hint = ("use gpuc.fma (math.fma needs Python 3.13)" if node.attr == "fma" and base.value is math
                             else None)
-                    raise UserError(f"module {base.value.__name__!r} has no attribute {node.attr!r}", hint=hint)
+                    raise UserError(_missing_attribute(base.value, node.attr), hint=hint)
                 raise UserError(f"{base.value!r} has no attribute {node.attr!r}")
             return self.object_type(value, node)
         if isinstance(base, ArrayType):

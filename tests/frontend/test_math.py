@@ -323,3 +323,28 @@ def test_gcn_float32_has_sin_but_not_atan2(every_kernel):
     gpuc.compile(job(every_kernel(["sin", "exp", "fmod", "radians"]), np.float32, gpuc.GCNTarget()), "asm")
     with pytest.raises(gpuc.CompilationError, match="math.atan2 on float32 is not available on the gcn"):
         gpuc.compile(job(every_kernel(["atan2"]), np.float32, gpuc.GCNTarget()), "asm")
+
+
+# -- what gpuc has instead -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, advice", [("shared", "no shared memory"), ("threadIdx", "gpuc.index(dim)"),
+                                          ("atomic_max", "gpuc.atomic_add(a, i, v)"), ("indx", "gpuc.index?"),
+                                          ("nonsense", "gpuc.ndrange, gpuc.atomic_add")])
+def test_missing_gpuc_attribute_says_what_gpuc_has(name, advice):
+    with pytest.raises(AttributeError, match="module 'gpuc' has no attribute") as info:
+        getattr(gpuc, name)
+    assert advice in str(info.value)
+    assert not hasattr(gpuc, name)
+
+
+def test_missing_gpuc_attribute_in_a_kernel_is_a_located_error():
+    @gpuc.kernel
+    def k(out):
+        out[gpuc.threadIdx.x] = 1
+
+    with pytest.raises(gpuc.CompilationError) as info:
+        gpuc.compile(gpuc.CompilerJob((k, (gpuc.Array[gpuc.int64, 1],)), gpuc.CompilerConfig(gpuc.NativeTarget())))
+    text = str(info.value)
+    assert "module 'gpuc' has no attribute 'threadIdx'" in text and "gpuc.index(dim)" in text
+    assert info.value.location is not None and "gpuc.threadIdx.x" in text

@@ -33,3 +33,8 @@ class LocatingVisitor(ast.NodeVisitor):
             if exc.node is None:
                 exc.node = node
             raise
+        except RecursionError:  # past the frontend's depth limit (see depth.py): a user error, located here
+            raise UserError("this code nests too deeply for gpuc: calls of @gpuc.func functions inside one "
+                            "another and nested expressions together exceed the frontend's depth limit",
+                            hint="split long expressions into statements with intermediate variables, "
+                                 "and flatten long chains of calls", node=node) from None

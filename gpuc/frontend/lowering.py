@@ -7,6 +7,7 @@ import ast
 from ..compiler.config import CompiledFunction
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
 from . import builtins as B
+from .depth import run_deep
 from .errors import LocatingVisitor, UserError, located
 from .mathlib import float_to_int
 from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
@@ -16,6 +17,10 @@ from .typing import PyObject, TypedFunction, Typing
 
 def lower_program(source, job, context, tm=None):
     """Type the entry and its callees, then emit them into a module for the job's target."""
+    return run_deep(_lower_program, source, job, context, tm)  # deep nesting needs a large stack
+
+
+def _lower_program(source, job, context, tm):
     target = job.config.target
     session = Typing(target.name)
     session.function(source.function, source.signature)

@@ -1,0 +1,77 @@
+"""Deeply nested programs: the frontend's recursive passes run on a thread with a large stack.
+
+Typing and lowering walk the AST recursively, and typing a call types the callee inside it, so a
+chain of nested @gpuc.func calls or a long expression costs Python frames in proportion (about 17
+per nested call and 5 per binary operator). Python's default limit of 1,000 frames would stop at
+~60 nested calls or ~200 terms, so the frontend runs on its own thread with a large stack, and the
+interpreter's recursion limit is raised to FRAMES while any such run is in progress.
+
+Python (3.11 included) keeps one recursion limit per interpreter: while a compile runs, other
+threads see the raised limit too. It is restored as soon as the last concurrent compile ends,
+unless someone changed it in between. Beyond the limit, the visitors report a located
+CompilationError (see errors.LocatingVisitor) instead of a RecursionError.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+FRAMES = 30_000             # recursion limit while the frontend runs (~1,700 nested calls, ~6,000 terms)
+STACK_BYTES = 256 << 20     # the frontend thread's stack (reserved address space; pages are used on demand)
+
+_lock = threading.Lock()    # guards the counters below and threading.stack_size's process-wide setting
+_running = 0                # frontend runs in progress
+_restore: int | None = None  # the recursion limit to restore when the last one ends
+_local = threading.local()
+
+
+def run_deep(fn, *args):
+    """`fn(*args)` on a frontend thread with a large stack and a raised recursion limit; its result
+    or exception comes back to the caller. Runs inline when already on such a thread."""
+    if getattr(_local, "deep", False):
+        return fn(*args)
+    outcome: dict = {}
+
+    def work():
+        _local.deep = True
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = exc
+
+    _enter()
+    try:
+        with _lock:
+            previous = threading.stack_size(STACK_BYTES)
+            try:
+                thread = threading.Thread(target=work, name="gpuc-frontend", daemon=True)
+                thread.start()
+            finally:
+                threading.stack_size(previous)
+        thread.join()
+    finally:
+        _leave()
+    if "error" in outcome:
+        error = outcome.pop("error")
+        raise error
+    return outcome["value"]
+
+
+def _enter() -> None:
+    global _running, _restore
+    with _lock:
+        if _running == 0:
+            current = sys.getrecursionlimit()
+            _restore = current if current < FRAMES else None
+            if _restore is not None:
+                sys.setrecursionlimit(FRAMES)
+        _running += 1
+
+
+def _leave() -> None:
+    global _running
+    with _lock:
+        _running -= 1
+        if _running == 0 and _restore is not None and sys.getrecursionlimit() == FRAMES:
+            sys.setrecursionlimit(_restore)

@@ -57,6 +57,7 @@ class ScalarParam:
 class ArrayParam:
     dtype: np.dtype
     ndim: int
+    written: bool = True  # whether the kernel may write through it (read-only arrays are refused)
 
     def __str__(self) -> str:
         return f"array {self.dtype.name}[{self.ndim}d]"
@@ -138,6 +139,18 @@ class KernelSignature:
                                  f"('tuple', (...)), not {item!r}")
         return cls(tuple(params), ndrange)
 
+    def with_written(self, written) -> KernelSignature:
+        """This signature with each array marked by whether its data pointer, an LLVM parameter
+        index, is in `written` (gpuc.runtime.written.written_params)."""
+        params, index = [], 0
+        for p in self.params:
+            if isinstance(p, ArrayParam):
+                p = ArrayParam(p.dtype, p.ndim, index in written)
+                index += 2 * p.ndim
+            params.append(p)
+            index += 1
+        return KernelSignature(tuple(params), self.ndrange)
+
     def llvm_param_types(self) -> list[str]:
         """The kernel's LLVM parameter types, flattened per docs/kernel-abi.md."""
         types = []
@@ -158,6 +171,9 @@ class KernelSignature:
             if isinstance(param, ArrayParam):
                 array = parse_cuda_array(arg, f"argument {i}")
                 array.check(param, f"argument {i}")
+                if array.readonly and param.written:
+                    raise ValueError(f"argument {i} is read-only (its __cuda_array_interface__ says so) but the "
+                                     "kernel may write to it; pass a writable copy")
                 values += [ctypes.c_void_p(array.ptr), *map(ctypes.c_int64, array.shape + array.strides)]
                 if array.stream is not None:
                     streams.append(array.stream)

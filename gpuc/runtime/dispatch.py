@@ -18,6 +18,7 @@ from ..compiler import CompilerConfig, CompilerJob, compile_module
 from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget
 from . import cpu
+from .written import written_params
 
 DEVICES = ("cpu", "cuda")
 _LLVM_SCALAR = {"bool": "i1", "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
@@ -170,11 +171,13 @@ def _cuda_launcher(kernel, types):
     job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True))
     with compile_module(job) as built:
         nparams = len(built.module.functions[built.entry].function_type.params)
+        written = written_params(built.module, built.module.functions[built.entry])
         ptx = target.emit(job, built.module, target.cached_target_machine(job.config.opt_level), "asm")
         entry = built.entry
     # The context plugin appends the launch size (3 x i64) when the kernel asks for an index.
     plain = cuda.KernelSignature.from_spec(spec, ndrange=False)
     signature = cuda.KernelSignature.from_spec(spec, ndrange=nparams != len(plain.llvm_param_types()))
+    signature = signature.with_written(written)
     run = cuda.CudaModule.from_ptx(ptx, entry).kernel(signature)  # from_ptx looked the entry up
     return lambda n, args, threads: run.launch(*args, n=n)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
 from .errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
-from .pipeline import early_only_pipeline, invalid_ir_issue, run_pipeline
+from .pipeline import call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
 from .trace import Trace
 from .validate import collect_issues, kernel_issue
 
@@ -109,7 +109,8 @@ class _guard:
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
-        if exc is None or isinstance(exc, (CompilerError, KeyboardInterrupt, MemoryError)):
+        # SystemExit and KeyboardInterrupt (not Exceptions) pass unchanged, whoever raised them.
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, (CompilerError, MemoryError)):
             return False
         raise InternalCompilerError(f"{type(exc).__name__}: {exc}", self.job) from exc
 
@@ -153,7 +154,7 @@ def _finalize(job, compiled, module: Module) -> None:
         if plugin.finalize_module is None:
             continue
         try:
-            plugin.finalize_module(job, compiled, module)
+            call_plugin(module, plugin.name, "finalize_module", lambda: plugin.finalize_module(job, compiled, module))
         except CompilationError:
             raise
         except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a PluginError

@@ -57,7 +57,7 @@ class Scope:
         if _scopes.get(self.address) is self:
             del _scopes[self.address]
         for module in list(self.modules):
-            module.kill(f"was freed with its LLVM context, which {reason}")
+            module.kill("was freed with its LLVM context")
         self.modules.clear()
         self.context.modules.discard(self)
 
@@ -211,6 +211,9 @@ def _foreign_value(ref, module_address: int, seen: set, depth: int = 0) -> str |
 
 
 def _describe(view) -> str:
+    ref = view._ref
+    if isinstance(ref, capi.LLVMValueRef) and lib.LLVMGetValueKind(ref) in _GLOBAL_KINDS:
+        return _global_name(ref)
     text = str(view).strip()
     first = text.splitlines()[0] if text else type(view).__name__
     return repr(first if len(first) <= 80 else first[:77] + "...")

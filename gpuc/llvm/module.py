@@ -33,6 +33,9 @@ class MemoryBuffer(Owner):
         lib.LLVMDisposeMemoryBuffer(self)
 
 
+_FREED_WITH_CONTEXT = "was freed with its LLVM context"
+
+
 class Module(Owner):
     """An LLVM module. It keeps its Context alive; `close()` (or `with`) frees it.
 
@@ -68,10 +71,13 @@ class Module(Owner):
 
     @property
     def _as_parameter_(self):
-        if self._scope.gen is None or self._closed:
-            if not self._closed and self._scope.context.gen is None:
-                raise ValueError("the Module's Context was disposed (or given to the JIT), which freed the module")
-            raise ValueError(f"Module {self._scope.name!r} was disposed or transferred; it can no longer be used")
+        scope = self._scope
+        if scope.gen is None or self._closed:
+            if self._closed:
+                raise ValueError(f"Module {scope.name!r} was disposed or transferred; it can no longer be used")
+            if scope.reason != _FREED_WITH_CONTEXT:
+                raise ValueError(f"the module {scope.name!r} {scope.reason}; this view of it can no longer be used")
+            raise ValueError("the Module's Context was disposed (or given to the JIT), which freed the module")
         return self._ref
 
     @property

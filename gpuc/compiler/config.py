@@ -33,6 +33,9 @@ class IRSource:
             raise TypeError("IRSource text must be LLVM IR text (str) or bitcode (bytes)")
         if not isinstance(self.entry, str) or not self.entry:
             raise TypeError("IRSource needs the entry function's name, e.g. IRSource(text, entry='kernel')")
+        _require_unicode(self.entry, "the entry name")
+        if isinstance(self.text, str):
+            _require_unicode(self.text, "the LLVM IR text", _printable(self.filename))
         data = self.text.encode() if isinstance(self.text, str) else self.text
         object.__setattr__(self, "_digest", hashlib.sha256(data).hexdigest())
 
@@ -47,7 +50,7 @@ class IRSource:
         return self.entry
 
     def describe(self) -> str:
-        return f"IRSource({self.filename}, entry=@{self.entry})"
+        return f"IRSource({_printable(self.filename)}, entry=@{self.entry})"
 
     def lower(self, job: "CompilerJob", context: Context, tm=None) -> tuple[Module, dict[str, CompiledFunction]]:
         """Parse into `context`. Text without a data layout gets the target's (from `tm`) before
@@ -56,7 +59,7 @@ class IRSource:
         if tm is not None and isinstance(text, str) and "target datalayout" not in text:
             text, offset = f'target datalayout = "{tm.data_layout}"\n' + text, 1
         try:
-            module = Module.parse(text, context, name=self.filename)
+            module = Module.parse(text, context, name=_printable(self.filename))
         except LLVMError as exc:
             raise _ir_syntax_error(str(exc), self, offset) from None
         entry = module.functions.get(self.entry)
@@ -64,29 +67,55 @@ class IRSource:
             defined = sorted(f.name for f in module.functions if not f.is_declaration)
             module.close()
             raise CompilationError(
-                f"the entry function @{self.entry} is not defined in {self.filename}",
+                f"the entry function @{self.entry} is not defined in {_printable(self.filename)}",
                 hint=f"define it, or pick one of the defined functions: {', '.join(defined) or '(none)'}")
         try:
             module.verify()  # the parser does not verify; invalid input is the user's fault, not an ICE
         except LLVMError as exc:
             module.close()
-            raise CompilationError(f"{self.filename}: the LLVM IR parses but is invalid:\n{exc}",
+            raise CompilationError(f"{_printable(self.filename)}: the LLVM IR parses but is invalid:\n{exc}",
                                    hint="check it with `opt -passes=verify`") from None
         compiled = {f.name: CompiledFunction(self, None) for f in module.functions if not f.is_declaration}
         return module, compiled
+
+
+def _printable(text: str) -> str:
+    """`text` with what cannot be encoded (lone surrogates, e.g. from a non-UTF-8 file name) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _require_unicode(text: str, what: str, filename: str | None = None) -> None:
+    """CompilationError, located when `filename` is given, if `text` holds lone surrogates (which
+    Python makes of undecodable bytes, e.g. in command-line arguments) and so is not Unicode text."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        location = None
+        if filename is not None:
+            start = text.rfind("\n", 0, exc.start) + 1
+            end = text.find("\n", exc.start)
+            line = text[start:end if end >= 0 else len(text)]
+            location = SourceLocation(filename, text.count("\n", 0, exc.start) + 1, exc.start - start + 1,
+                                      _printable(line))
+        char = text[exc.start]
+        raise CompilationError(f"{what} is not valid Unicode: it holds the lone surrogate {char!r} (Python's "
+                               "stand-in for an undecodable byte)",
+                               location, hint="pass text decoded from valid UTF-8 (bytes for bitcode)") from None
 
 
 def _ir_syntax_error(message: str, source: IRSource, offset: int = 0) -> CompilationError:
     # LLVM's parser says "<name>:LINE:COL: error: MESSAGE"; turn that into a located error.
     m = re.search(r":(\d+):(\d+): error: (.*)", message)
     if m is None or not isinstance(source.text, str):
-        return CompilationError(f"{source.filename}: invalid LLVM IR: {message}",
+        return CompilationError(f"{_printable(source.filename)}: invalid LLVM IR: {message}",
                                 hint="check the IR with `llvm-as`, or pass text that LLVM 22 accepts")
     line, col = int(m.group(1)) - offset, int(m.group(2))
     lines = source.text.splitlines()
     text = lines[line - 1] if 0 < line <= len(lines) else ""
+    if len(text) > 300:  # generated IR on one line: the location says enough
+        text = ""
     return CompilationError(f"invalid LLVM IR: {m.group(3).strip()}",
-                            SourceLocation(source.filename, line, col, text),
+                            SourceLocation(_printable(source.filename), line, col, text),
                             hint="fix the IR at this position (LLVM 22 syntax, opaque pointers)")
 
 

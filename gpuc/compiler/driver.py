@@ -8,6 +8,7 @@ from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
 from .errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
 from .pipeline import call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
+from .plugins import builtin_plugins
 from .trace import Trace
 from .validate import collect_issues, kernel_issue
 
@@ -54,7 +55,7 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
         tm = job.config.target.cached_target_machine(job.config.opt_level)
         with _build(job, tm, machine_code=output in ("asm", "obj")) as built:
             with built.trace.stage("codegen"):
-                data = _codegen(job, built.module, tm, output)
+                data = _codegen(job, built.module, tm, output, contained=not generated_by_gpuc(job, built.trace))
             return CompileResult(data, built.entry, built.trace, job)
 
 
@@ -193,7 +194,20 @@ def _finish(job, module: Module, entry_name: str, tm) -> str:
     return entry.name
 
 
-def _codegen(job, module: Module, tm, output: str) -> str | bytes:
+def generated_by_gpuc(job, trace: Trace) -> bool:
+    """Whether every construct in the module comes from gpuc itself: a source that says so (the
+    Python frontend) and no plugin but gpuc's own that could have changed it. Such IR, once
+    validated, is trusted with in-process code generation; other IR may hold what a backend aborts
+    on, and targets with `isolated_codegen` generate its code in a helper process."""
+    if not getattr(job.source, "generated_by_gpuc", False):
+        return False
+    own = {p.name for p in builtin_plugins()}
+    if any(p.finalize_module is not None and p.name not in own for p in job.config.plugins):
+        return False
+    return all(record.plugin in own for record in trace.callbacks)
+
+
+def _codegen(job, module: Module, tm, output: str, *, contained: bool = True) -> str | bytes:
     try:
         module.verify()
     except LLVMError as exc:
@@ -205,6 +219,6 @@ def _codegen(job, module: Module, tm, output: str) -> str | bytes:
     if output == "bc":
         return module.to_bitcode()
     try:
-        return job.config.target.emit(job, module, tm, output)
+        return job.config.target.emit(job, module, tm, output, contained=contained)
     except LLVMError as exc:  # validation let through IR the backend rejects (or crashed on, when isolated)
         raise InternalCompilerError(f"code generation for {job.config.target!r} failed: {exc}", job) from None

@@ -15,10 +15,11 @@ from ..llvm import Module
 from .errors import IRIssue
 from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
 
-# The type keywords, not identifiers that contain them (@to_fp128, %fp128.addr).
-_TYPE_KEYWORDS = ("x86_fp80", "ppc_fp128", "fp128", "vscale")
 _APPROXIMATE_CALL = re.compile(r"\bcall (?:[a-z]+ )*?(?:afn|fast) ")
-_TYPE_KEYWORD = re.compile(r"(?<![\w.$@%\"-])(x86_fp80|ppc_fp128|fp128|vscale)(?![\w.$])")
+# The type keywords, not identifiers that contain them (@to_fp128, %fp128.addr); `target` only
+# as a target extension type, target("spirv.Image"), not in `target triple = ...`.
+_TYPE_KEYWORDS = ("x86_fp80", "ppc_fp128", "fp128", "vscale", 'target("')
+_TYPE_KEYWORD = re.compile(r"(?<![\w.$@%\"-])(x86_fp80|ppc_fp128|fp128|vscale|target(?=\(\"))(?![\w.$])")
 
 
 def _callers(fn) -> list[str]:
@@ -127,7 +128,7 @@ def _text_to_scan(job, module: Module) -> str:
     text = getattr(job.source, "text", None)
     if isinstance(text, str):
         return str(module) if any(k in text for k in _TYPE_KEYWORDS) else ""
-    return "" if getattr(job.source, "portable_types_only", False) else str(module)
+    return "" if getattr(job.source, "generated_by_gpuc", False) else str(module)
 
 
 def kernel_issue(entry) -> IRIssue | None:

@@ -50,10 +50,12 @@ class _Helper:
         try:
             reply, payload = _read(self.proc.stdout)
         except (EOFError, ValueError):
-            status = self.close(kill=True)
+            status = self.proc.wait()
+            message = _llvm_message(self.stderr, mark)
+            self.close(kill=True)
             why = f"signal {-status}" if status < 0 else f"status {status}"
-            raise EOFError(f"code generation for {header['triple']} crashed the helper process ({why})"
-                           + _llvm_message(self.stderr, mark)) from None
+            raise EOFError(f"the {header['triple']} backend crashed the helper process ({why})"
+                           + message) from None
         if not reply.get("ok") and reply.get("crashed"):
             reply["error"] += _llvm_message(self.stderr, mark)
         return reply, payload
@@ -248,7 +250,7 @@ def _serve_one(request: dict, bitcode: bytes) -> tuple[dict, bytes]:
     if reply is None:
         why = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {os.WEXITSTATUS(status)}"
         return {"ok": False, "crashed": True, "size": 0,
-                "error": f"code generation for {request['triple']} crashed ({why})"}, b""
+                "error": f"the {request['triple']} backend crashed ({why})"}, b""
     return reply
 
 

@@ -123,9 +123,13 @@ class Module(Owner):
     # -- I/O -----------------------------------------------------------------------------
     @classmethod
     def parse(cls, source: "str | bytes", context: Context | None = None, *, name: str = "<string>") -> "Module":
-        """Parse LLVM IR text or bitcode. Raises LLVMError with the parser's message."""
-        context = context if context is not None else Context()
+        """Parse LLVM IR text or bitcode. Raises LLVMError with the parser's message, or for text
+        nested deeper than LLVM's parser can take (gpuc/llvm/irtext.py)."""
+        from .irtext import check_nesting
+
         data = source.encode() if isinstance(source, str) else bytes(source)
+        check_nesting(data, name)
+        context = context if context is not None else Context()
         buf = lib.LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len(data), name.encode())
         out = capi.LLVMModuleRef()
         msg = capi.ErrorMessage()

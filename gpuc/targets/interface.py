@@ -71,8 +71,11 @@ class Target:
     #: floating-point element types it fails for ("*": every overload). Found by compiling each
     #: one with the backend; tests/compiler/test_lowering_limits.py checks the tables against it.
     unselectable_intrinsics = {}
-    #: Whether machine code is generated in a helper process (gpuc/llvm/isolated.py), so that a
-    #: fatal error in the backend costs that process, not the caller's.
+    #: Whether machine code for IR that gpuc did not generate itself (IRSource, third-party
+    #: plugins) is generated in a helper process (gpuc/llvm/isolated.py), so that a fatal error in
+    #: the backend costs that process, not the caller's. gpuc's own IR, validated, is generated
+    #: in-process: the helper's bitcode round trip costs 1.1-1.3x on small kernels
+    #: (benchmarks/bench_codegen_containment.py).
     isolated_codegen = False
 
     # -- description ---------------------------------------------------------------------
@@ -130,8 +133,10 @@ class Target:
         return not self.is_gpu or name.startswith("llvm.")
 
     def unsupported_type(self, type_text: str) -> str | None:
-        """validate: why a type keyword (x86_fp80, fp128, ppc_fp128, vscale) cannot be used on
-        this target, or None."""
+        """validate: why a type keyword (x86_fp80, fp128, ppc_fp128, vscale, target for target
+        extension types) cannot be used on this target, or None."""
+        if type_text == "target":
+            return f"target extension types (target(\"...\")) belong to other backends than {self.llvm_target}"
         if type_text == "vscale":
             return f"the {self.llvm_target} backend has no scalable vectors"
         if type_text == "ppc_fp128":
@@ -175,10 +180,12 @@ class Target:
     def finish_module(self, job, module: Module, tm: TargetMachine) -> None:
         """finish: last target-specific rewrite before code generation."""
 
-    def emit(self, job, module: Module, tm: TargetMachine, output: str) -> str | bytes:
+    def emit(self, job, module: Module, tm: TargetMachine, output: str, *, contained: bool = True) -> str | bytes:
         """codegen: "asm" gives text, "obj" gives bytes. The driver has verified the module and
-        discards it afterwards, so code generation may work on it in place."""
-        data = tm.emit(module, output, verify=False, preserve=False, isolate=self.isolated_codegen)
+        discards it afterwards, so code generation may work on it in place. `contained`: the IR
+        may hold what the backend aborts on (see `isolated_codegen`)."""
+        isolate = self.isolated_codegen and contained
+        data = tm.emit(module, output, verify=False, preserve=False, isolate=isolate)
         return data.decode() if output == "asm" else data
 
     def __repr__(self) -> str:

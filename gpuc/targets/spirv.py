@@ -36,6 +36,8 @@ class SPIRVTarget(Target):
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):
             return "SPIR-V has no 80- or 128-bit floating point"
+        if type_text == "target":
+            return None  # target("spirv.Image") and friends are SPIR-V's own
         return super().unsupported_type(type_text)
 
     def pipeline_segments(self, opt_level: int) -> dict[str, str]:

@@ -188,7 +188,8 @@ def _float_divmod(lw, a, b, t):
     """CPython's float_divmod: (floor quotient, remainder with the divisor's sign)."""
     bld = lw.b
     zero, one, half = (ConstantFP.get(a.type, v) for v in (0.0, 1.0, 0.5))
-    mod = bld.frem(a, b)
+    from .mathlib import emit
+    mod = emit(lw, "fmod", t, [a, b])  # C's fmod, exact on every target (NVPTX's frem is not)
     div = bld.fdiv(bld.fsub(a, mod), b)
     mod_nonzero = bld.fcmp("une", mod, zero)
     fix = bld.and_(mod_nonzero, bld.xor(bld.fcmp("olt", b, zero), bld.fcmp("olt", mod, zero)))

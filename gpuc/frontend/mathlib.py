@@ -76,10 +76,11 @@ INTRINSICS = {("native", 32): _EVERY_INTRINSIC, ("native", 64): _EVERY_INTRINSIC
               ("spirv", 32): _EVERY_INTRINSIC, ("spirv", 64): _EVERY_INTRINSIC,
               ("ptx", 32): _BASIC, ("ptx", 64): _BASIC,
               ("gcn", 32): _GCN_FLOAT32, ("gcn", 64): _BASIC}
-# Functions a target computes with an instruction instead of a call: the AMDGPU backend expands
-# `frem` exactly (an iterative reduction), which is C's fmod. (NVPTX's frem is x - trunc(x/y)*y,
-# inexact for large quotients, so PTX calls libdevice's __nv_fmod.)
-INSTRUCTIONS = {("gcn", "fmod"): lambda b, x, y: b.frem(x, y)}
+# Functions a target computes with an instruction instead of a call: `frem` is C's fmod, which the
+# CPU backend calls and the AMDGPU backend expands exactly (an iterative reduction). NVPTX expands
+# frem as x - trunc(x/y)*y, wrong for large quotients (1e17 % 3.0 gives 4), so PTX calls
+# libdevice's __nv_fmod, and SPIR-V the OpenCL fmod (exact by the OpenCL specification).
+INSTRUCTIONS = {("native", "fmod"): lambda b, x, y: b.frem(x, y), ("gcn", "fmod"): lambda b, x, y: b.frem(x, y)}
 # Functions composed from others (or from plain arithmetic): a target has them when it has their parts.
 _COMPOSED = {"radians": (), "degrees": (), "isnan": (), "isinf": ("fabs",), "isfinite": ("fabs",)}
 _LIBRARY_TARGETS = ("native", "ptx", "spirv")  # the targets with a math library for every function

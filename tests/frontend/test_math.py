@@ -348,3 +348,21 @@ def test_missing_gpuc_attribute_in_a_kernel_is_a_located_error():
     text = str(info.value)
     assert "module 'gpuc' has no attribute 'threadIdx'" in text and "gpuc.index(dim)" in text
     assert info.value.location is not None and "gpuc.threadIdx.x" in text
+
+
+@gpuc.func
+def float_mod(x, y):
+    return x % y, math.fmod(x, y)
+
+
+@pytest.mark.parametrize("dtype", [gpuc.float64, gpuc.float32])
+def test_float_remainders_use_an_exact_fmod_on_gpus(dtype, ptxas):
+    # NVPTX expands frem as x - trunc(x/y)*y: 1e17 % 3.0 gave 4.0 there instead of 1.0
+    def compiled(target, output):
+        return gpuc.compile(gpuc.CompilerJob((float_mod, (dtype, dtype)), gpuc.CompilerConfig(target)), output).output
+
+    ll = compiled(gpuc.PTXTarget(), "llvm")
+    assert " frem " not in ll  # libdevice's __nv_fmod(f), linked and inlined
+    ptxas(compiled(gpuc.PTXTarget(), "asm"))
+    spirv = compiled(gpuc.SPIRVTarget(), "asm")
+    assert " fmod " in spirv and "OpFRem" not in spirv

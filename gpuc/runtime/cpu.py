@@ -301,9 +301,11 @@ def ndrange(n) -> tuple[int, int, int]:
 
 #: With the default thread count, each thread gets at least this many work items.
 MIN_ITEMS_PER_THREAD = 4096
-#: A launch on k threads is split into about k * CHUNKS_PER_THREAD chunks: threads that finish
-#: early take more, and an interrupted launch stops at the next chunk boundary.
+#: A launch on k threads is split into up to k * CHUNKS_PER_THREAD chunks of at least
+#: MIN_ITEMS_PER_CHUNK items (but at least k chunks): threads that finish early take more, and an
+#: interrupted launch stops at the next chunk boundary.
 CHUNKS_PER_THREAD = 8
+MIN_ITEMS_PER_CHUNK = 4096  # a chunk costs a couple of microseconds: as much as ~10k cheap items
 
 
 def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
@@ -325,6 +327,6 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     if threads == 1:
         fn(argv, 0, total, sizes)
         return
-    chunks = min(total, threads * CHUNKS_PER_THREAD)
+    chunks = max(threads, min(threads * CHUNKS_PER_THREAD, total // MIN_ITEMS_PER_CHUNK))
     bounds = [total * k // chunks for k in range(chunks + 1)]
     run_chunks(fn, argv, bounds, sizes, helpers=threads - 1)

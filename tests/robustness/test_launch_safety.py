@@ -134,7 +134,7 @@ def slow(out, n):
         acc += (i + j) % 7
     out[i] = acc + 1.0
 
-out = np.zeros(4096)
+out = np.zeros(4 * 8 * 4096)  # 4 threads, 8 chunks each
 slow[16](np.zeros(16), 10)  # compile first
 
 def interrupt_once_a_chunk_is_done():
@@ -145,7 +145,7 @@ def interrupt_once_a_chunk_is_done():
 threading.Thread(target=interrupt_once_a_chunk_is_done, daemon=True).start()
 started = time.perf_counter()
 try:
-    slow.launch(len(out), out, 1_000_000, threads=4)
+    slow.launch(len(out), out, 30_000, threads=4)
 except KeyboardInterrupt:
     elapsed = time.perf_counter() - started
     snapshot = out.copy()

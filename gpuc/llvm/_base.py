@@ -42,10 +42,6 @@ class Scope:
     def is_context(self) -> bool:
         return self.context is self
 
-    @property
-    def alive(self) -> bool:
-        return self.gen is not None
-
     def describe(self) -> str:
         return "the LLVM context" if self.is_context else f"the module {self.name!r}"
 

@@ -1,0 +1,164 @@
+"""Random programs inside the documented language, run by gpuc on the CPU and by a typed reference.
+
+The generator (support.progen) writes kernels with helper funcs, branches that change variable
+types, early returns, loops over range with negative and runtime steps over every integer type,
+while/break/continue, tuples, augmented assignment, every scalar type as arrays and scalars, weak
+literals next to strong NumPy values (some out of range), comparisons/min/max/conditional
+expressions/and/or across types, strided arrays, math, and launches each kernel with several
+argument types. The reference (support.reference) types each launch as docs/frontend.md says and
+interprets it with wrapping integers, float32 rounding and Python's // % rules; integers and floats
+must agree exactly (sign of zero included), transcendental math within a relative tolerance. A
+documented compile error is accepted only where the docs require one. Each batch of programs runs
+in its own process with a per-program timeout; hangs and crashes are blamed on their program.
+
+CI runs a fixed sample; `pytest tests/fuzz --soak 5000` (or GPUC_SOAK=5000) runs a soak, and
+`python -m support.fuzz --seed S --count N --minimize` (from tests/) prints minimized reproducers.
+Soak results are recorded in tests/README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+
+from support import fuzz, progen
+from support.numeric import Expected
+from support.reference import Program
+
+CI_SEED, CI_COUNT = 2026, 300
+
+# Constructs left out of the CI sample while gpuc refuses them (the soak keeps them): see tests/README.md.
+PENDING = {
+    "np_calls": "np.int32(x) and the other NumPy scalar types cannot be called in kernels",
+    "carried": "a loop-carried variable assigned later in the body is refused as used before assignment",
+}
+CI_FEATURES = progen.FEATURES - set(PENDING)
+
+HEADER = "import math\n\nimport numpy as np\n\nimport gpuc\n\n\n"
+
+
+def reference(body: str, *args, params="out, a, b"):
+    """Run a kernel with `body` in the reference; returns the first array argument afterwards."""
+    lines = "\n".join("    " + line for line in body.strip().splitlines())
+    program = Program(HEADER + f"@gpuc.kernel\ndef kernel({params}):\n{lines}\n")
+    args = list(args)
+    program.run(args)
+    return args[0]
+
+
+# -- the reference knows the documented rules ----------------------------------------------------
+
+def test_reference_wraps_and_promotes():
+    out = np.zeros(6, np.int64)
+    reference("""
+out[0] = a + 1
+out[1] = (-7) // b
+out[2] = (-7) % b
+out[3] = True + True
+out[4] = a * b
+out[5] = gpuc.int32(a) + gpuc.int32(2147483647)
+""", out, np.uint32(4294967295), 2)
+    # uint32 + weak 1 wraps to 0; floor division and modulo follow Python; int32 wraps at 2**31
+    assert out.tolist() == [0, -4, 1, 2, 2 * 4294967295, 2147483646]
+
+
+def test_reference_float32_rounding_and_signed_zero():
+    out = np.zeros(3, np.float32)
+    reference("out[0] = a * a + b\nout[1] = (-0.0) % b\nout[2] = a / 3", out, np.float32(0.1), np.float32(5.0))
+    x = np.float32(0.1)
+    assert out[0] == x * x + np.float32(5.0) and out[1] == 0.0 and not np.signbit(out[1])
+    assert out[2] == x / np.float32(3)
+
+
+def test_reference_type_conflict_after_if_without_else_is_an_error():
+    with pytest.raises(Expected) as info:
+        reference("v = 7\nif b > 0:\n    v = 2.5\nout[0] = v", np.zeros(1), 0.0, 0)
+    assert info.value.kind == "conflict"
+
+
+def test_reference_literal_out_of_range():
+    with pytest.raises(Expected) as info:
+        reference("out[0] = a + -1", np.zeros(1), np.uint32(3), 0)
+    assert info.value.kind == "literal"
+    # a float takes any integer literal: x + 2**63 is a float64 sum
+    assert reference("out[0] = a + 2**63", np.zeros(1), 1.0, 0)[0] == 1.0 + 2.0**63
+
+
+def test_reference_unsigned_count_down_and_loop_carried_variable():
+    out = reference("n = 0\nfor j in range(a, 0, -1):\n    n += j\nout[0] = n", np.zeros(1, np.int64),
+                    np.uint32(3), 0)
+    assert out[0] == 6
+    out = reference("t = 0.0\nfor j in range(b):\n    if j > 0:\n        t += v\n    v = 2.5\nout[0] = t",
+                    np.zeros(1), 0.0, 3)
+    assert out[0] == 5.0
+
+
+# -- the harness ----------------------------------------------------------------------------
+
+def test_judge_finds_wrong_values_and_signed_zeros():
+    case = progen.Case(0, 0, HEADER + "@gpuc.kernel\ndef kernel(out):\n    out[0] = -0.0\n", [[]])
+    want = fuzz.Outcome([np.array([-0.0, 1.0])], [np.zeros(2, bool)])
+    assert not fuzz.judge(case, [want], [("ok", [np.array([-0.0, 1.0])])])
+    found = fuzz.judge(case, [want], [("ok", [np.array([0.0, 1.0])])])
+    assert [f.kind for f in found] == ["mismatch"] and "array argument 0[0]" in found[0].actual
+    error = fuzz.Outcome(error="conflict: v")
+    assert [f.kind for f in fuzz.judge(case, [error], [("ok", [])])] == ["missed error"]
+    assert [f.kind for f in fuzz.judge(case, [want], [("refused", "x")])] == ["unexpected refusal"]
+    assert [f.kind for f in fuzz.judge(case, [want], [("internal", "x")])] == ["internal error"]
+
+
+def test_hangs_and_crashes_are_blamed_on_their_program():
+    good = HEADER + "@gpuc.kernel\ndef kernel(out):\n    out[0] = 7\n"
+    spec = [[progen.ArgSpec("array", "int64", np.zeros(2, np.int64))]]
+    programs = [("g1", good, spec), ("hang", "while True:\n    pass\n", spec),
+                ("g2", good, spec), ("crash", "import os\nos.abort()\n", spec), ("g3", good, spec)]
+    results = fuzz.run_batch(programs, timeout=20)
+    assert results["hang"][0] == "hang" and results["crash"][0] == "crash"
+    for name in ("g1", "g2", "g3"):
+        (kind, arrays), = results[name]
+        assert kind == "ok" and arrays[0].tolist() == [7, 0]
+
+
+def test_generator_is_deterministic_and_varied():
+    a, b = progen.generate(5, 1), progen.generate(5, 1)
+    assert a.source == b.source and len(a.launches) == len(b.launches)
+    sources = {progen.generate(5, k).source for k in range(20)}
+    assert len(sources) == 20
+
+
+def test_shrink_deletes_what_the_failure_does_not_need():
+    body = "v = 1\nw = v + 2\nif w > 1:\n    out[1] = w\n    out[2] = v\nout[0] = w\n"
+    text = HEADER + "@gpuc.kernel\ndef kernel(out):\n" + "".join("    " + l + "\n" for l in body.splitlines())
+
+    def first_failing(sources):  # the "failure": storing w to out[1]
+        return next((s for s in sources if all(x in s for x in ("v = 1", "w = v + 2", "out[1] = w"))), None)
+    small = fuzz.shrink(text, first_failing)
+    kernel = small[small.index("def kernel"):]
+    assert kernel.split() == "def kernel(out): v = 1 w = v + 2 out[1] = w".split()
+
+
+# -- random programs ------------------------------------------------------------------------
+
+def _check(report: fuzz.Report) -> None:
+    print(report.summary())
+    if report.findings:
+        shown = "\n".join(f.describe() for f in report.findings[:10])
+        pytest.fail(f"{report.summary()}\n\n{shown}", pytrace=False)
+
+
+def test_random_programs():
+    _check(fuzz.run_programs(CI_SEED, CI_COUNT, workers=2, timeout=60, features=CI_FEATURES))
+
+
+def test_soak(request):
+    count = request.config.getoption("--soak", default=None) or int(os.environ.get("GPUC_SOAK", "0"))
+    if not count:
+        pytest.skip("a soak runs with --soak N or GPUC_SOAK=N")
+    seed = (request.config.getoption("--soak-seed", default=None) or int(os.environ.get("GPUC_SOAK_SEED", "0"))
+            or random.randrange(1, 1 << 30))
+    print(f"soak seed {seed}")
+    _check(fuzz.run_programs(seed, count, workers=os.cpu_count() or 2, timeout=120,
+                             features=progen.FEATURES | {"math_extra"}))

@@ -1,0 +1,65 @@
+"""Runs generated programs through gpuc on the CPU, in its own process (spawned by support.fuzz).
+
+    python -m support.fuzz_worker BATCH.pkl OUTDIR
+
+BATCH.pkl holds [(name, source, launches)]. For each program it prints `BEGIN name` before and
+`END name` after (flushed), so the parent can tell which program hung or crashed the process,
+and writes OUTDIR/name.pkl: one result per launch, ("ok", [arrays]) with every array argument's
+whole base array after the launch, or (kind, message) for kind in refused (CompilationError),
+internal (InternalCompilerError) and exception (anything else).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pickle
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+
+def run_program(name: str, source: str, launches, workdir: Path):
+    import gpuc
+    from support.progen import build_args
+
+    path = workdir / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"gpuc_fuzz_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = []
+    for specs in launches:
+        args, _ = build_args(specs)
+        try:
+            module.kernel.launch(1, *args, device="cpu", threads=1)
+        except gpuc.InternalCompilerError as exc:
+            results.append(("internal", _message(exc)))
+        except gpuc.CompilationError as exc:
+            results.append(("refused", _message(exc)))
+        except Exception as exc:  # noqa: BLE001 - any other failure is reported, not raised
+            results.append(("exception", f"{type(exc).__name__}: {_message(exc)}\n{traceback.format_exc()[-1500:]}"))
+        else:
+            results.append(("ok", [np.array(a if a.base is None else a.base) for a in args
+                                   if isinstance(a, np.ndarray)]))
+    return results
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc)[:3000]
+
+
+def main(argv) -> int:
+    batch_path, outdir = Path(argv[1]), Path(argv[2])
+    programs = pickle.loads(batch_path.read_bytes())
+    for name, source, launches in programs:
+        print(f"BEGIN {name}", flush=True)
+        results = run_program(name, source, launches, outdir)
+        (outdir / f"{name}.pkl").write_bytes(pickle.dumps(results))
+        print(f"END {name}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,195 @@
+"""The numeric rules of docs/frontend.md, written independently of gpuc: types, NumPy 2 promotion with
+weak Python literals (NEP 50), wrapping integers, float32 rounding and conversions.
+
+Values are plain Python: bool for bool, int (already wrapped to its width) for integers,
+np.float32 / np.float64 for floats. Weak literals keep their Python value (int, float, bool).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+INTS = ("int32", "uint32", "int64", "uint64")
+FLOATS = ("float32", "float64")
+SCALARS = ("bool",) + INTS + FLOATS
+BITS = {"bool": 1, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64, "float32": 32, "float64": 64}
+NUMPY = {"bool": np.bool_, "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+         "float32": np.float32, "float64": np.float64}
+
+
+class Expected(Exception):
+    """The program is one the docs define as a compile error (its `kind` says which rule)."""
+
+    def __init__(self, kind: str, message: str = "") -> None:
+        super().__init__(f"{kind}: {message}" if message else kind)
+        self.kind = kind
+
+
+class Undefined(Exception):
+    """The program's behaviour is undefined or outside what the reference models: it is discarded."""
+
+
+@dataclass(frozen=True)
+class Arr:
+    dtype: str
+    ndim: int
+
+    def __str__(self) -> str:
+        return f"Array[{self.dtype}, {self.ndim}]"
+
+
+@dataclass(frozen=True)
+class Tup:
+    elts: tuple
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.elts)) + ")"
+
+
+def is_int(t) -> bool:
+    return t in INTS
+
+
+def is_float(t) -> bool:
+    return t in FLOATS
+
+
+def is_scalar(t) -> bool:
+    return isinstance(t, str) and t in SCALARS
+
+
+def signed(t) -> bool:
+    return t in ("int32", "int64")
+
+
+def int_range(t) -> tuple[int, int]:
+    b = BITS[t]
+    return (-(1 << (b - 1)), (1 << (b - 1)) - 1) if signed(t) else (0, (1 << b) - 1)
+
+
+def wrap(x: int, t: str) -> int:
+    b = BITS[t]
+    x &= (1 << b) - 1
+    if signed(t) and x >> (b - 1):
+        x -= 1 << b
+    return x
+
+
+def fits(value, t: str) -> bool:
+    """Whether a weak literal `value` can take type `t` without an out-of-range error."""
+    if isinstance(value, bool) or is_float(t):
+        return True
+    if isinstance(value, float):
+        return not is_int(t)
+    lo, hi = int_range(t if t != "bool" else "int64")
+    return lo <= value <= hi
+
+
+# -- promotion ------------------------------------------------------------------------------
+
+def _weak_kind(value) -> str:
+    return "bool" if isinstance(value, (bool, np.bool_)) else "int" if isinstance(value, int) else "float"
+
+
+def default_type(value) -> str:
+    """The strong type of a weak literal: int -> int64, float -> float64, bool -> bool."""
+    return {"bool": "bool", "int": "int64", "float": "float64"}[_weak_kind(value)]
+
+
+def promote(a: str, b: str) -> str:
+    """The common type of two strong scalar types (NumPy 2, docs/frontend.md 'Promotion')."""
+    if a == b:
+        return a
+    if a == "bool":
+        return b
+    if b == "bool":
+        return a
+    if is_float(a) or is_float(b):
+        return "float64"  # float32 with float64, and every integer with any float (as NumPy)
+    if signed(a) == signed(b):
+        return a if BITS[a] >= BITS[b] else b
+    s, u = (a, b) if signed(a) else (b, a)
+    if BITS[s] > BITS[u]:
+        return s
+    return "int64" if BITS[u] == 32 else "float64"
+
+
+def promote_weak(value, strong: str) -> str:
+    """The type a weak literal `value` and a strong type meet in (NEP 50)."""
+    kind = _weak_kind(value)
+    if kind == "bool":
+        return strong
+    if kind == "int":
+        return "int64" if strong == "bool" else strong
+    return strong if is_float(strong) else "float64"
+
+
+def common(operands, check: bool = True) -> str | None:
+    """The common type of `operands`, a list of (type, weak, value); None when all are weak.
+    With `check`, a weak integer that does not fit the result is an Expected('literal') error."""
+    strong = [t for t, weak, _ in operands if not weak]
+    if not strong:
+        return None
+    result = strong[0]
+    for t in strong[1:]:
+        result = promote(result, t)
+    for t, weak, value in operands:
+        if weak:
+            result = promote_weak(value, result)
+    if check:
+        for t, weak, value in operands:
+            if weak and not fits(value, result):
+                raise Expected("literal", f"{value!r} does not fit {result}")
+    return result
+
+
+# -- conversions ----------------------------------------------------------------------------
+
+def convert(value, t: str):
+    """`value` (a typed or weak value) converted to scalar type `t` (NumPy casting; floats -> ints
+    truncate and are undefined out of range)."""
+    if t == "bool":
+        return bool(value)
+    if is_int(t):
+        if isinstance(value, (float, np.floating)):
+            if not math.isfinite(value):
+                raise Undefined(f"{value} converted to {t}")
+            v = int(value)
+            lo, hi = int_range(t)
+            if not lo <= v <= hi:
+                raise Undefined(f"{value} converted to {t} is out of range")
+            return v
+        return wrap(int(value), t)
+    if isinstance(value, (bool, np.bool_)):
+        value = int(value)
+    if t == "float64":
+        return np.float64(value)
+    if isinstance(value, int):  # int -> float32 rounds once (not through float64)
+        if -(1 << 63) <= value < (1 << 63):
+            return np.float32(np.int64(value))
+        if 0 <= value < (1 << 64):
+            return np.float32(np.uint64(value))
+        return np.float32(float(value))
+    return np.float32(value)
+
+
+def zero(t):
+    if isinstance(t, Tup):
+        return tuple(zero(e) for e in t.elts)
+    return convert(0, t)
+
+
+def truth(value) -> bool:
+    return bool(value)  # NaN is true, as in Python
+
+
+def from_numpy(x, t: str):
+    """An array element read from NumPy, as a reference value of type `t`."""
+    if t == "bool":
+        return bool(x)
+    if is_int(t):
+        return int(x)
+    return NUMPY[t](x)

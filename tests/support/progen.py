@@ -1,0 +1,966 @@
+"""A Csmith-style generator of random @gpuc.kernel programs inside the documented language.
+
+`generate(seed, index)` returns a `Case`: a module's source (helper @gpuc.funcs and one kernel
+named `kernel`) and several launches (argument specs) of that kernel with different argument types,
+values and layouts. The generator tracks variable types only roughly, to keep most programs
+valid; the reference (support.reference) is the judge of what a program means, and programs whose
+result is undefined there (division by zero, overlong loops, ...) are regenerated.
+
+New constructs are taught by adding a method and a row to `EXPR_RULES` or `STMT_RULES`:
+(weight, feature, method). Features can be switched off (`FEATURES`) to aim a run at a class.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .numeric import FLOATS, INTS, NUMPY, SCALARS, Tup, int_range, is_float, is_int, promote, wrap
+
+FEATURES = {
+    "funcs", "early_return", "loops", "while", "break_continue", "tuples", "augassign", "annassign",
+    "minmax", "ifexp", "boolop", "compare_chain", "math", "math_transcendental", "big_literals",
+    "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
+    "runtime_step", "unsigned_negative_step", "shifts", "conversions",
+}
+
+SIZE_1D = 6
+SHAPE_2D = (3, 4)
+OUT_LEN = 16
+ARITH = ["+", "-", "*", "//", "%", "/"]
+BITOPS = ["&", "|", "^"]
+CMPOPS = ["<", "<=", ">", ">=", "==", "!="]
+SMALL_INTS = [0, 1, 2, 3, 5, 7, -1, -2, -3, 10, 100]
+BIG_INTS = [127, 255, -128, 2**31 - 1, 2**31, -2**31, 2**32 - 1, 2**32, 2**63 - 1, -2**63, 2**63, 2**64 - 1]
+FLOAT_LITS = ["0.0", "-0.0", "0.5", "1.5", "-2.25", "3.0", "0.1", "1e10", "-1e-3", "7.75"]
+MATH1 = ["exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh"]
+MATH_EXTRA1 = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt",
+               "erf", "erfc", "gamma", "lgamma", "radians", "degrees"]
+MATH_EXTRA2 = ["atan2", "hypot"]
+
+
+@dataclass
+class Ex:
+    text: str
+    t: object          # a scalar type name or a Tup
+    weak: bool = False
+    value: object = None   # the value of a weak literal
+
+
+@dataclass
+class Scope:
+    vars: dict = field(default_factory=dict)      # readable variables: name -> type
+    dead: set = field(default_factory=set)        # names whose types conflict at a join
+    done: bool = False                            # the block returned, broke or continued
+
+    def copy(self) -> "Scope":
+        return Scope(dict(self.vars), set(self.dead), False)
+
+
+def merge(scopes):
+    live = [s for s in scopes if not s.done]
+    if not live:
+        out = scopes[0].copy()
+        out.done = True
+        return out
+    out = Scope()
+    for s in live:
+        out.dead |= s.dead
+    for name in sorted({n for s in live for n in s.vars}):
+        types = {s.vars[name] for s in live if name in s.vars}
+        if len(types) == 1 and name not in out.dead:
+            out.vars[name] = types.pop()
+        else:
+            out.dead.add(name)
+    return out
+
+
+@dataclass
+class ArgSpec:
+    kind: str                 # "array" or "scalar"
+    dtype: str
+    value: object             # the scalar, or the base array's values
+    view: tuple = ()          # slices taken of the base array
+    numpy: bool = True        # scalars: a NumPy scalar (else a Python int/float/bool)
+
+    def describe(self) -> str:
+        if self.kind == "scalar":
+            return f"{'np.' + self.dtype if self.numpy else type(self.value).__name__}({self.value!r})"
+        view = "" if not self.view else "[" + ", ".join(_slice_text(s) for s in self.view) + "]"
+        return f"np.array({self.value.tolist()!r}, dtype=np.{self.dtype}){view}"
+
+
+def _slice_text(s: slice) -> str:
+    return ":".join("" if v is None else str(v) for v in (s.start, s.stop, s.step))
+
+
+def build_args(specs):
+    """Fresh launch arguments for `specs`, and for each array a bool mask of the same view."""
+    args, masks = [], []
+    for s in specs:
+        if s.kind == "scalar":
+            args.append(NUMPY[s.dtype](s.value) if s.numpy else s.value)
+            masks.append(None)
+        else:
+            base = s.value.copy()
+            mask = np.zeros(base.shape, bool)
+            args.append(base[s.view] if s.view else base)
+            masks.append(mask[s.view] if s.view else mask)
+    return args, masks
+
+
+@dataclass
+class Case:
+    seed: int
+    index: int
+    source: str
+    launches: list            # [[ArgSpec, ...], ...]
+
+    @property
+    def name(self) -> str:
+        return f"p{self.seed}_{self.index}"
+
+
+class Generator:
+    def __init__(self, rng: random.Random, features=FEATURES) -> None:
+        self.rng, self.features = rng, set(features)
+        self.lines: list[str] = []
+        self.indent = 1
+        self.counter = 0
+        self.funcs: list = []           # (name, param types, return type)
+        self.loop_depth = 0
+        self.ret = None                 # the return type of the function being generated
+        self.in_kernel = False
+        self.arrays: dict = {}          # name -> (dtype, ndim) readable arrays
+        self.outs: list = []            # output array names with dtypes
+        self.slot = 0
+        self.budget = 0
+        self.max_depth = rng.choice([1, 2, 2, 3])
+
+    # -- helpers ------------------------------------------------------------------------------
+    def on(self, feature: str) -> bool:
+        return feature in self.features
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def pick(self, rules, *args):
+        rows = [(w, fn) for w, feature, fn in rules if feature is None or self.on(feature)]
+        total = sum(w for w, _ in rows)
+        for _ in range(20):
+            r = self.rng.uniform(0, total)
+            for w, fn in rows:
+                r -= w
+                if r <= 0:
+                    break
+            result = getattr(self, fn)(*args)
+            if result is not None:
+                return result
+        return None
+
+    def scalar_vars(self, scope, pred=lambda t: True):
+        return [(n, t) for n, t in scope.vars.items() if isinstance(t, str) and pred(t)]
+
+    # -- expressions --------------------------------------------------------------------------
+    def expr(self, scope, depth=0, want=None) -> Ex:
+        """A scalar expression; `want` = "int" (an integer type), "float", or None (any scalar)."""
+        if depth >= self.max_depth or (depth and self.rng.random() < 0.3):
+            return self.leaf(scope, want)
+        ex = self.pick(EXPR_RULES, scope, depth + 1, want)
+        return ex if ex is not None else self.leaf(scope, want)
+
+    def leaf(self, scope, want=None) -> Ex:
+        ex = self.pick(LEAF_RULES, scope, want)
+        return ex if ex is not None else self.e_literal(scope, want)
+
+    def ok(self, t, want) -> bool:
+        return want is None or (want == "int" and is_int(t)) or (want == "float" and is_float(t)) or want == t
+
+    def e_literal(self, scope, want=None, *_):
+        r = self.rng.random()
+        if want == "float" or (want is None and r < 0.3):
+            text = self.rng.choice(FLOAT_LITS)
+            return Ex(text, "float64", True, float(text))
+        if want is None and r < 0.4:
+            text = self.rng.choice(["True", "False"])
+            return Ex(text, "bool", True, text == "True")
+        values = SMALL_INTS + (BIG_INTS if self.on("big_literals") and self.rng.random() < 0.15 else [])
+        v = self.rng.choice(values)
+        text = str(v) if v >= 0 else f"({v})"
+        if v >= 2**32 and self.rng.random() < 0.5:
+            text = {2**63: "2**63", 2**32: "2**32"}.get(v, text)
+        return Ex(text, "int64", True, v)
+
+    def e_var(self, scope, want=None, *_):
+        found = self.scalar_vars(scope, lambda t: self.ok(t, want))
+        if not found:
+            return None
+        name, t = self.rng.choice(found)
+        return Ex(name, t)
+
+    def e_element(self, scope, want=None, *_):
+        arrays = [(n, a) for n, a in self.arrays.items() if self.ok(a[0], want)]
+        if not arrays:
+            return None
+        name, (dtype, ndim) = self.rng.choice(arrays)
+        return Ex(f"{name}[{self.index_text(scope, ndim)}]", dtype)
+
+    def index_text(self, scope, ndim):
+        extents = [SIZE_1D] if ndim == 1 else list(SHAPE_2D)
+        parts = []
+        for extent in extents:
+            if self.rng.random() < 0.5:
+                parts.append(str(self.rng.randrange(-extent, extent)))
+            else:
+                i = self.expr(scope, 2, "int")
+                parts.append(f"{i.text} % {extent}")
+        return ", ".join(parts)
+
+    def e_binop(self, scope, depth, want):
+        op = self.rng.choice(ARITH)
+        a = self.expr(scope, depth, want if want != "bool" else None)
+        b = self.expr(scope, depth, want if want != "bool" else None)
+        if op in ("//", "%", "/"):
+            b = self.guard_nonzero(b)
+        t = self.result_type(a, b)
+        if t is None:
+            return None
+        if op == "/":
+            t = t if is_float(t) else "float64"
+        elif t == "bool":
+            t = "int64"
+        if not self.ok(t, want):
+            return None
+        return Ex(f"({a.text} {op} {b.text})", t, a.weak and b.weak)
+
+    def guard_nonzero(self, b: Ex) -> Ex:
+        if b.weak:
+            return b if b.value else Ex("3", "int64", True, 3)
+        return Ex(f"({b.text} or 3)", "int64" if b.t == "bool" else b.t)
+
+    def result_type(self, a: Ex, b: Ex):
+        for lit, other in ((a, b), (b, a)):  # mostly avoid literals that do not fit (a documented error)
+            if (lit.weak and not other.weak and isinstance(lit.value, int) and isinstance(other.t, str)
+                    and is_int(other.t) and not _fits_value(lit.value, other.t) and self.rng.random() < 0.9):
+                return None
+        if a.weak and b.weak:
+            return a.t if a.t == b.t else "float64"
+        if a.weak:
+            return self.weak_meets(a, b.t)
+        if b.weak:
+            return self.weak_meets(b, a.t)
+        if not isinstance(a.t, str) or not isinstance(b.t, str):
+            return None
+        return promote(a.t, b.t)
+
+    @staticmethod
+    def weak_meets(lit: Ex, t):
+        if lit.t == "bool":
+            return t
+        if lit.t == "int64":
+            return "int64" if t == "bool" else t
+        return t if is_float(t) else "float64"
+
+    def e_bitop(self, scope, depth, want):
+        if want == "float":
+            return None
+        a, b = self.expr(scope, depth, "int"), self.expr(scope, depth, "int")
+        t = self.result_type(a, b)
+        if t is None or not (is_int(t) or t == "bool"):
+            return None
+        if self.on("shifts") and self.rng.random() < 0.4 and is_int(t):
+            bits = 32 if t in ("int32", "uint32") else 64
+            op = self.rng.choice(["<<", ">>"])
+            return Ex(f"({a.text} {op} ({b.text} & {bits - 1}))", t, False) if self.ok(t, want) else None
+        return Ex(f"({a.text} {self.rng.choice(BITOPS)} {b.text})", t, a.weak and b.weak) if self.ok(t, want) else None
+
+    def e_pow(self, scope, depth, want):
+        a = self.expr(scope, depth, "int")
+        if a.weak or not self.ok(a.t, want):
+            return None
+        e = self.rng.choice(["0", "1", "2", "3"]) if self.rng.random() < 0.6 else f"({self.expr(scope, depth, 'int').text} & 3)"
+        t = a.t if e.isdigit() else None
+        return Ex(f"({a.text} ** {e})", t) if t else None
+
+    def e_unary(self, scope, depth, want):
+        a = self.expr(scope, depth, want)
+        if a.t == "bool" or a.weak:
+            return Ex(f"(not {a.text})", "bool") if want in (None, "bool") else None
+        op = "~" if is_int(a.t) and self.rng.random() < 0.4 else "-"
+        return Ex(f"({op}{a.text})", a.t)
+
+    def e_compare(self, scope, depth, want):
+        if want not in (None, "bool"):
+            return None
+        a, b = self.expr(scope, depth), self.expr(scope, depth)
+        if (a.weak and b.weak) or self.result_type(a, b) is None:
+            return None
+        text = f"{a.text} {self.rng.choice(CMPOPS)} {b.text}"
+        if self.on("compare_chain") and self.rng.random() < 0.2:
+            c = self.expr(scope, depth)
+            if not (b.weak and c.weak):
+                text += f" {self.rng.choice(CMPOPS)} {c.text}"
+        return Ex(f"({text})", "bool")
+
+    def e_boolop(self, scope, depth, want):
+        if not self.on("boolop"):
+            return None
+        parts = [self.expr(scope, depth, want) for _ in range(self.rng.choice([2, 2, 3]))]
+        t = self.common(parts)
+        if t is None or not self.ok(t, want):
+            return None
+        return Ex("(" + f" {self.rng.choice(['and', 'or'])} ".join(p.text for p in parts) + ")", t)
+
+    def common(self, parts):
+        t = parts[0]
+        for p in parts[1:]:
+            rt = self.result_type(t, p)
+            if rt is None:
+                return None
+            t = Ex("", rt, t.weak and p.weak)
+        if t.weak:
+            return None
+        for p in parts:  # every literal must fit the common type (mostly)
+            if self.result_type(p, t) is None:
+                return None
+        return t.t
+
+    def e_ifexp(self, scope, depth, want):
+        a, b = self.expr(scope, depth, want), self.expr(scope, depth, want)
+        t = self.common([a, b])
+        if t is None or not self.ok(t, want):
+            return None
+        return Ex(f"({a.text} if {self.cond(scope, depth).text} else {b.text})", t)
+
+    def e_minmax(self, scope, depth, want):
+        parts = [self.expr(scope, depth, want) for _ in range(self.rng.choice([2, 2, 3]))]
+        t = self.common(parts)
+        if t is None or not self.ok(t, want):
+            return None
+        return Ex(f"{self.rng.choice(['min', 'max'])}({', '.join(p.text for p in parts)})", t)
+
+    def e_abs(self, scope, depth, want):
+        a = self.expr(scope, depth, want)
+        if a.weak or a.t == "bool":
+            return None
+        return Ex(f"abs({a.text})", a.t)
+
+    def e_convert(self, scope, depth, want):
+        target = self.rng.choice(SCALARS)
+        if not self.ok(target, want):
+            return None
+        a = self.expr(scope, depth)
+        return self.cast(a, target)
+
+    def cast(self, a: Ex, target: str):
+        """`a` converted to `target`, guarding float -> integer conversions against out-of-range values."""
+        mod = "np" if self.on("np_calls") and self.rng.random() < 0.3 else "gpuc"
+        name = "bool_" if target == "bool" else target
+        if self.rng.random() < 0.3 and target in ("int64", "float64", "bool"):
+            call = {"int64": "int", "float64": "float", "bool": "bool"}[target]
+        else:
+            call = f"{mod}.{name}"
+        if a.weak and (is_int(target) or target == "bool") and a.t != "int64" and a.t != "bool":
+            return None
+        if a.weak and is_int(target):
+            try:
+                v = eval(a.text)
+            except Exception:
+                return None
+            lo, hi = int_range(target)
+            if not lo <= v <= hi:
+                return None
+        if is_int(target) and is_float(a.t):
+            return Ex(f"({call}({a.text}) if abs({a.text}) < 1e9 else 5)", target)
+        return Ex(f"{call}({a.text})", target)
+
+    def e_math(self, scope, depth, want):
+        if not self.on("math") or want not in (None, "float", "int", "bool"):
+            return None
+        a = self.expr(scope, depth, "float" if self.rng.random() < 0.7 else None)
+        if a.t == "bool" or a.weak:
+            return None
+        ft = a.t if is_float(a.t) else "float64"
+        choice = self.rng.choice(["sqrt", "fabs", "copysign", "floor", "ceil", "isnan", "isinf"])
+        if choice in ("floor", "ceil"):
+            return Ex(f"(math.{choice}({a.text}) if abs({a.text}) < 1e15 else 0)", "int64") if want in (None, "int") else None
+        if choice in ("isnan", "isinf"):
+            return Ex(f"math.{choice}({a.text})", "bool") if want in (None, "bool") else None
+        if want not in (None, "float"):
+            return None
+        if choice == "sqrt":
+            return Ex(f"math.sqrt(abs({a.text}))", ft)
+        if choice == "copysign":
+            return Ex(f"math.copysign({a.text}, {self.rng.choice(['-1.0', '1.0', a.text])})", ft)
+        return Ex(f"math.fabs({a.text})", ft)
+
+    def e_len(self, scope, want=None, *_):
+        if want not in (None, "int") or not self.arrays:
+            return None
+        name, (dtype, ndim) = self.rng.choice(list(self.arrays.items()))
+        form = self.rng.choice(["len", "size", "shape"])
+        if form == "len":
+            return Ex(f"len({name})", "int64")
+        if form == "size":
+            return Ex(f"{name}.size", "int64")
+        return Ex(f"{name}.shape[{self.rng.randrange(ndim)}]", "int64")
+
+    def e_tuple_item(self, scope, want=None, *_):
+        tuples = [(n, t) for n, t in scope.vars.items() if isinstance(t, Tup)]
+        if not tuples:
+            return None
+        name, t = self.rng.choice(tuples)
+        k = self.rng.randrange(len(t.elts))
+        et = t.elts[k]
+        if not isinstance(et, str) or not self.ok(et, want):
+            return None
+        return Ex(f"{name}[{k if self.rng.random() < 0.7 else k - len(t.elts)}]", et)
+
+    def e_call(self, scope, depth, want):
+        if not self.funcs or not self.in_kernel:
+            return None
+        name, params, ret = self.rng.choice(self.funcs)
+        if not isinstance(ret, str) or not self.ok(ret, want):
+            return None
+        args = [self.arg_for(scope, t, depth) for t in params]
+        return Ex(f"{name}({', '.join(args)})", ret)
+
+    def arg_for(self, scope, t, depth):
+        found = self.scalar_vars(scope, lambda u: u == t)
+        if found and self.rng.random() < 0.5:
+            return self.rng.choice(found)[0]
+        ex = self.expr(scope, depth + 1)
+        if ex.t == t and not ex.weak:
+            return ex.text
+        if ex.weak and ((t == "int64" and ex.t == "int64" and _fits_text(ex.text, "int64"))
+                        or (t == "float64" and ex.t == "float64") or (t == "bool" and ex.t == "bool")):
+            return ex.text
+        cast = self.cast(ex, t) if isinstance(t, str) else None
+        return cast.text if cast is not None else self.cast(Ex("1", "int64", True, 1), t).text
+
+    def cond(self, scope, depth=1) -> Ex:
+        if self.rng.random() < 0.4:
+            ex = self.expr(scope, depth)
+            if not ex.weak:
+                return ex
+        for _ in range(10):
+            ex = self.e_compare(scope, depth, "bool")
+            if ex is not None:
+                return ex
+        return Ex(f"({self.leaf(scope).text} == 1)", "bool")
+
+    # -- statements ---------------------------------------------------------------------------
+    def block(self, scope, n):
+        for _ in range(n):
+            if scope.done or self.budget <= 0:
+                break
+            self.budget -= 1
+            self.pick(STMT_RULES, scope)
+        return scope
+
+    def nested(self, scope, n):
+        self.indent += 1
+        start = len(self.lines)
+        inner = self.block(scope, n)
+        if len(self.lines) == start:
+            self.emit("pass")
+        self.indent -= 1
+        return inner
+
+    def assign_type_ok(self, scope, name, t) -> bool:
+        """Inside loops, variables keep their type (a change would be a conflict at the loop header)."""
+        old = scope.vars.get(name)
+        return old is None or old == t or (self.loop_depth == 0 and self.on("retype"))
+
+    def s_assign_new(self, scope):
+        ex = self.expr(scope)
+        if ex.weak and not _fits_text(ex.text, "int64"):
+            return None
+        name = self.fresh()
+        self.emit(f"{name} = {ex.text}")
+        scope.vars[name] = ex.t if not ex.weak else ex.t
+        return True
+
+    def s_assign_existing(self, scope):
+        found = self.scalar_vars(scope)
+        if not found:
+            return None
+        name, t = self.rng.choice(found)
+        ex = self.expr(scope)
+        if ex.weak and not _fits_text(ex.text, "int64"):
+            return None
+        if not self.assign_type_ok(scope, name, ex.t):
+            ex = self.cast(ex, t)
+            if ex is None:
+                return None
+        self.emit(f"{name} = {ex.text}")
+        scope.vars[name] = ex.t
+        scope.dead.discard(name)
+        return True
+
+    def s_augassign(self, scope):
+        found = self.scalar_vars(scope, lambda t: t != "bool")
+        if not found:
+            return None
+        name, t = self.rng.choice(found)
+        op = self.rng.choice(["+", "-", "*", "//", "%"] + (["&", "|", "^"] if is_int(t) else []))
+        ex = self.expr(scope, 1, "int" if op in "&|^" else None)
+        if op in ("//", "%"):
+            ex = self.guard_nonzero(ex)
+        rt = self.result_type(Ex(name, t), ex)
+        if rt is None:
+            return None
+        rt = "int64" if rt == "bool" else rt
+        if not self.assign_type_ok(scope, name, rt):
+            return None
+        self.emit(f"{name} {op}= {ex.text}")
+        scope.vars[name] = rt
+        return True
+
+    def s_annassign(self, scope):
+        target = self.rng.choice(SCALARS)
+        ex = self.expr(scope)
+        if (is_int(target) and is_float(ex.t)) or (ex.weak and not _fits_text(ex.text, target)):
+            return None
+        name = self.fresh()
+        ann = {"int64": "int", "float64": "float", "bool": "bool"}.get(target) if self.rng.random() < 0.3 else None
+        self.emit(f"{name}: {ann or 'gpuc.' + ('bool_' if target == 'bool' else target)} = {ex.text}")
+        scope.vars[name] = target
+        return True
+
+    def out_for(self, t, allow_float_to_int=False):
+        """An output array that can hold a value of type `t` without an undefined conversion."""
+        fitting = [n for n, d in self.outs if d == t] or [n for n, d in self.outs if is_float(d) or d == "bool"
+                                                          or not is_float(t) or allow_float_to_int]
+        return self.rng.choice(fitting) if fitting else None
+
+    def next_slot(self):
+        self.slot = (self.slot + 1) % OUT_LEN
+        return self.slot if self.rng.random() < 0.85 else self.slot - OUT_LEN
+
+    def s_store(self, scope):
+        if not self.in_kernel:
+            return None
+        ex = self.expr(scope)
+        if not isinstance(ex.t, str):
+            return None
+        out = self.out_for(ex.t)
+        if out is None or (ex.weak and not _fits_text(ex.text, dict(self.outs)[out])):
+            return None
+        self.emit(f"{out}[{self.next_slot()}] = {ex.text}")
+        return True
+
+    def s_aug_store(self, scope):
+        if not self.in_kernel or not self.on("augassign"):
+            return None
+        out, dtype = self.rng.choice(self.outs)
+        op = self.rng.choice(["+", "-", "*"] + (["&", "|", "^"] if is_int(dtype) else []))
+        ex = self.expr(scope, 1, "int" if op in "&|^" or is_int(dtype) else None)
+        rt = self.result_type(Ex(out, dtype), ex)
+        if rt is None or (is_float(rt) and not is_float(dtype)) or (op in "&|^" and not is_int(rt)):
+            return None
+        self.emit(f"{out}[{self.next_slot()}] {op}= {ex.text}")
+        return True
+
+    def s_store_math(self, scope):
+        if not self.in_kernel or not self.on("math_transcendental"):
+            return None
+        floats = [n for n, d in self.outs if is_float(d)]
+        a = self.expr(scope, 1, "float" if self.rng.random() < 0.7 else None)
+        if not floats or a.t == "bool":
+            return None
+        r = self.rng.random()
+        if r < 0.2:
+            b = self.expr(scope, 2, "float")
+            text = f"{a.text} ** {b.text}" if not (a.weak and b.weak) else None
+        elif r < 0.3 and self.on("math_extra"):
+            b = self.expr(scope, 2, "float")
+            text = f"math.{self.rng.choice(MATH_EXTRA2)}({a.text}, {b.text})"
+        elif r < 0.45 and self.on("math_extra"):
+            text = f"math.{self.rng.choice(MATH_EXTRA1)}({a.text})"
+        else:
+            text = f"math.{self.rng.choice(MATH1 + ['pow'])}({a.text}" + (", 2.5)" if r >= 0.9 else ")")
+            text = text.replace("math.pow(" + a.text + ")", f"math.pow({a.text}, 0.5)")
+        if text is None:
+            return None
+        self.emit(f"{self.rng.choice(floats)}[{self.next_slot()}] = {text}")
+        return True
+
+    def s_if(self, scope):
+        self.emit(f"if {self.cond(scope).text}:")
+        then = self.nested(scope.copy(), self.rng.randint(1, 3))
+        branches = [then]
+        r = self.rng.random()
+        if r < 0.35:          # if without else
+            branches.append(scope.copy())
+        else:
+            if r < 0.6:
+                self.emit(f"elif {self.cond(scope).text}:")
+                branches.append(self.nested(scope.copy(), self.rng.randint(1, 2)))
+            self.emit("else:")
+            branches.append(self.nested(scope.copy(), self.rng.randint(1, 3)))
+        merged = merge(branches)
+        scope.vars, scope.dead, scope.done = merged.vars, merged.dead, merged.done
+        return True
+
+    def s_retype_in_branch(self, scope):
+        """A variable that changes type in one branch: unreadable after the join (docs: a conflict)."""
+        if not self.on("retype") or self.loop_depth:
+            return None
+        found = self.scalar_vars(scope)
+        if not found:
+            return None
+        name, t = self.rng.choice(found)
+        ex = self.expr(scope, 1)
+        if ex.weak and not _fits_text(ex.text, "int64"):
+            return None
+        self.emit(f"if {self.cond(scope).text}:")
+        self.indent += 1
+        self.emit(f"{name} = {ex.text}")
+        inner = scope.copy()
+        inner.vars[name] = ex.t
+        if self.ret is not None and self.on("early_return") and self.rng.random() < 0.5:
+            self.emit(f"return {self.return_value(inner)}")
+            inner.done = True
+        elif self.ret is None and self.in_kernel and self.rng.random() < 0.15:
+            self.emit("return")
+            inner.done = True
+        self.indent -= 1
+        merged = merge([inner, scope.copy()])
+        scope.vars, scope.dead = merged.vars, merged.dead
+        if name in scope.dead and self.on("conflict_read") and self.rng.random() < 0.1:
+            out = self.out_for("float64")
+            if out is not None:
+                self.emit(f"{out}[{self.next_slot()}] = {name}")  # the docs require a compile error here
+        return True
+
+    def s_for(self, scope):
+        if not self.on("loops") or self.loop_depth >= 2:
+            return None
+        t = self.rng.choice(INTS)
+        j = self.fresh("j")
+        self.emit(f"for {j} in {self.range_text(scope, t)}:")
+        return self.loop_body(scope, j, t)
+
+    def range_text(self, scope, t):
+        small = [n for n, u in scope.vars.items() if u == t and n.startswith("n")]
+
+        def bound(lo, hi):
+            if not t.startswith("int"):  # unsigned: no negative start; a stop of -1 ends a count down at 0
+                lo = max(lo, -1 if lo < 0 and hi <= 1 else 0)
+            r = self.rng.random()
+            if small and r < 0.4:
+                return self.rng.choice(small)
+            v = self.rng.randint(lo, hi)
+            if r < 0.7 or (v < 0 and not t.startswith("int")):
+                return str(v) if v >= 0 else f"({v})"
+            return f"{'gpuc' if not self.on('np_calls') or self.rng.random() < 0.5 else 'np'}.{t}({v})"
+        r = self.rng.random()
+        if r < 0.3:
+            return f"range({bound(0, 5)})"
+        if r < 0.55:
+            return f"range({bound(-2, 3)}, {bound(0, 6)})"
+        step = self.rng.choice([1, 2, 3, -1, -2])
+        if step < 0 and not t.startswith("int") and not self.on("unsigned_negative_step"):
+            step = -step
+        if self.on("runtime_step") and self.rng.random() < 0.3:
+            ex = self.expr(scope, 2, "int")
+            text = f"({ex.text} % 3 + 1)"
+            step_text = text if step > 0 else f"-{text}"
+        else:
+            step_text = str(step) if step > 0 else f"({step})"
+        if step > 0:
+            return f"range({bound(-2, 2)}, {bound(0, 7)}, {step_text})"
+        return f"range({bound(0, 7)}, {bound(-2, 1)}, {step_text})"
+
+    def loop_body(self, scope, loopvar, t):
+        inner = scope.copy()
+        if loopvar is not None:
+            inner.vars[loopvar] = t
+        carried = None
+        if self.on("carried") and self.rng.random() < 0.25:   # read before its assignment later in the body
+            carried, ct = self.fresh(), self.rng.choice(["int64", "float64", "float32", "uint32"])
+            inner.vars[carried] = ct
+        self.loop_depth += 1
+        self.indent += 1
+        start = len(self.lines)
+        if loopvar is None:
+            self.emit(f"{self.counter_name} += 1")
+        self.block(inner, self.rng.randint(1, 4))
+        if self.on("break_continue") and self.rng.random() < 0.4 and not inner.done:
+            self.emit(f"if {self.cond(inner).text}:")
+            self.indent += 1
+            self.emit(self.rng.choice(["break", "continue"]))
+            self.indent -= 1
+        if carried is not None and not inner.done:
+            ct = inner.vars.pop(carried)
+            ex = self.expr(inner, 1)
+            inner.vars[carried] = ct
+            cast = ex if ex.t == inner.vars[carried] and not ex.weak else self.cast(ex, inner.vars[carried])
+            self.emit(f"{carried} = {(cast or Ex('1', 'int64', True, 1)).text}")
+        if len(self.lines) == start:
+            self.emit("pass")
+        self.indent -= 1
+        self.loop_depth -= 1
+        inner.done = False
+        merged = merge([inner, scope.copy()])
+        scope.vars, scope.dead = merged.vars, merged.dead
+        return True
+
+    def s_while(self, scope):
+        if not self.on("while") or self.loop_depth >= 2:
+            return None
+        k = self.fresh("k")
+        t = self.rng.choice(INTS)
+        self.emit(f"{k} = {'gpuc.' + t + '(0)' if t != 'int64' else '0'}")
+        scope.vars[k] = t
+        self.emit(f"while {k} < {self.rng.randint(1, 5)}:")
+        self.counter_name = k
+        return self.loop_body(scope, None, t)
+
+    def s_tuple(self, scope):
+        if not self.on("tuples"):
+            return None
+        r = self.rng.random()
+        found = self.scalar_vars(scope)
+        if r < 0.3 and len(found) >= 2:
+            (a, ta), (b, tb) = self.rng.sample(found, 2)
+            if self.loop_depth and ta != tb:
+                return None
+            self.emit(f"{a}, {b} = {b}, {a}")
+            scope.vars[a], scope.vars[b] = tb, ta
+            return True
+        parts = [self.expr(scope, 1) for _ in range(self.rng.choice([2, 2, 3]))]
+        if any(p.weak and not _fits_text(p.text, "int64") for p in parts):
+            return None
+        if r < 0.65:
+            names = [self.fresh() for _ in parts]
+            self.emit(f"{', '.join(names)} = {', '.join(p.text for p in parts)}")
+            for n, p in zip(names, parts):
+                scope.vars[n] = p.t
+        else:
+            name = self.fresh("t")
+            self.emit(f"{name} = ({', '.join(p.text for p in parts)},)")
+            scope.vars[name] = Tup(tuple(p.t for p in parts))
+        return True
+
+    def s_return(self, scope):
+        if not self.on("early_return") or self.in_kernel and self.rng.random() < 0.7:
+            return None
+        self.emit(f"if {self.cond(scope).text}:")
+        self.indent += 1
+        self.emit("return" if self.ret is None else f"return {self.return_value(scope)}")
+        self.indent -= 1
+        return True
+
+    def return_value(self, scope) -> str:
+        if self.rng.random() < 0.15 and self.ret in ("int64", "float64", "int32", "uint32"):
+            return "0"  # literals adapt to the return type
+        ex = self.expr(scope, 1)
+        if ex.t == self.ret and not ex.weak:
+            return ex.text
+        cast = self.cast(ex, self.ret)
+        return cast.text if cast is not None else self.cast(Ex("1", "int64", True, 1), self.ret).text
+
+    def s_array_ifexp(self, scope):
+        if not self.in_kernel or not self.on("array_ifexp") or self.indent != 1:
+            return None
+        same = {}
+        for n, a in self.arrays.items():
+            same.setdefault(a, []).append(n)
+        pairs = [v for v in same.values() if len(v) >= 2]
+        if not pairs:
+            return None
+        a, b = self.rng.sample(self.rng.choice(pairs), 2)
+        name = self.fresh("arr")
+        self.emit(f"{name} = {a} if {self.cond(scope).text} else {b}")
+        self.arrays[name] = self.arrays[a]
+        return True
+
+    # -- programs -----------------------------------------------------------------------------
+    def func(self, index):
+        name = f"f{index}"
+        params = [self.rng.choice(SCALARS) for _ in range(self.rng.randint(1, 3))]
+        self.ret = self.rng.choice(SCALARS)
+        scope = Scope({f"p{k}": t for k, t in enumerate(params)})
+        self.lines.append("@gpuc.func")
+        self.lines.append(f"def {name}({', '.join(scope.vars)}):")
+        self.indent, self.budget, self.in_kernel = 1, self.rng.randint(2, 6), False
+        arrays, self.arrays = self.arrays, {}
+        self.block(scope, 6)
+        if not scope.done:
+            self.emit(f"return {self.return_value(scope)}")
+        self.arrays = arrays
+        self.lines.append("")
+        self.funcs.append((name, params, self.ret))
+        self.ret = None
+
+    def kernel(self, params):
+        scope = Scope({n: t for n, t in params if isinstance(t, str)})
+        self.lines.append("@gpuc.kernel")
+        self.lines.append(f"def kernel({', '.join(n for n, _ in params)}):")
+        self.indent, self.budget, self.in_kernel = 1, self.rng.randint(6, 16), True
+        self.block(scope, 16)
+        if not scope.done:
+            for name, t in list(scope.vars.items()):
+                if isinstance(t, str) and self.rng.random() < 0.7:
+                    out = self.out_for(t)
+                    if out is not None:
+                        self.emit(f"{out}[{self.next_slot()}] = {name}")
+                elif isinstance(t, Tup) and self.rng.random() < 0.5:
+                    out = self.out_for(t.elts[-1])
+                    if out is not None:
+                        self.emit(f"{out}[{self.next_slot()}] = {name}[-1]")
+
+
+def _fits_value(v: int, t: str) -> bool:
+    lo, hi = int_range(t)
+    return lo <= v <= hi
+
+
+def _fits_text(text: str, t: str) -> bool:
+    try:
+        v = eval(text)
+    except Exception:
+        return True
+    if isinstance(v, bool) or isinstance(v, float):
+        return True
+    lo, hi = int_range(t if t != "bool" else "int64") if t not in FLOATS else (-(1 << 64), 1 << 64)
+    return lo <= v <= hi
+
+
+# (weight, feature or None, method)
+LEAF_RULES = [
+    (3, None, "e_literal"), (5, None, "e_var"), (3, None, "e_element"), (1, None, "e_len"),
+    (1, "tuples", "e_tuple_item"),
+]
+EXPR_RULES = LEAF_RULES + [
+    (6, None, "e_binop"), (2, None, "e_bitop"), (1, None, "e_pow"), (1, None, "e_unary"),
+    (2, None, "e_compare"), (1, "boolop", "e_boolop"), (2, "ifexp", "e_ifexp"), (2, "minmax", "e_minmax"),
+    (1, None, "e_abs"), (2, "conversions", "e_convert"), (1, "math", "e_math"), (2, "funcs", "e_call"),
+]
+STMT_RULES = [
+    (5, None, "s_assign_new"), (3, None, "s_assign_existing"), (3, "augassign", "s_augassign"),
+    (1, "annassign", "s_annassign"), (5, None, "s_store"), (1, "augassign", "s_aug_store"),
+    (1, "math_transcendental", "s_store_math"), (4, None, "s_if"), (2, "retype", "s_retype_in_branch"),
+    (3, "loops", "s_for"), (2, "while", "s_while"), (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
+    (1, "array_ifexp", "s_array_ifexp"),
+]
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+def scalar_value(rng: random.Random, t: str):
+    if t == "bool":
+        return rng.random() < 0.5
+    if is_int(t):
+        lo, hi = int_range(t)
+        r = rng.random()
+        if r < 0.6:
+            return wrap(rng.randint(-5, 9), t)
+        if r < 0.8:
+            return rng.choice([lo, hi, wrap(-1, t), wrap(1 << 31, t), 0])
+        return rng.randint(lo, hi)
+    r = rng.random()
+    if r < 0.5:
+        v = rng.choice([0.5, 1.5, -2.0, 3.25, -0.75, 2.0, 10.0])
+    elif r < 0.7:
+        v = rng.choice([0.0, -0.0, 1e20, -1e-20, 3e38 if t == "float64" else 3e30, float("inf"), float("nan")])
+    else:
+        v = rng.uniform(-100, 100)
+    return float(NUMPY[t](v))
+
+
+def array_values(rng: random.Random, dtype: str, shape):
+    n = int(np.prod(shape))
+    return np.array([scalar_value(rng, dtype) for _ in range(n)], dtype=NUMPY[dtype]).reshape(shape)
+
+
+def array_spec(rng, dtype, ndim, strided, values=None):
+    shape = values.shape if values is not None else (SIZE_1D,) if ndim == 1 else SHAPE_2D
+    if not strided:
+        base = values if values is not None else array_values(rng, dtype, shape)
+        return ArgSpec("array", dtype, base.astype(NUMPY[dtype]))
+    if ndim == 1:
+        step = rng.choice([2, 3, -1, -2])
+        view = (slice(None, None, step),)
+        base_shape = (shape[0] * abs(step),)
+    else:
+        view = (slice(None, None, rng.choice([1, -1])), slice(None, None, 2))
+        base_shape = (shape[0], shape[1] * 2)
+    base = array_values(rng, dtype, base_shape)
+    if values is not None:
+        base[view] = values
+    return ArgSpec("array", dtype, base, view)
+
+
+def generate(seed: int, index: int, features=FEATURES) -> Case:
+    """Program `index` of the stream `seed` (the same pair always gives the same program)."""
+    rng = random.Random(f"{seed}:{index}")
+    g = Generator(rng, features)
+    strided = g.on("strided")
+    outs = [rng.choice(FLOATS)] + [rng.choice(SCALARS) for _ in range(rng.randint(1, 2))]
+    ins = [(rng.choice(SCALARS), rng.choice([1, 1, 2])) for _ in range(rng.randint(1, 2))]
+    scalars = [rng.choice(SCALARS) for _ in range(rng.randint(1, 3))]
+    counts = [rng.choice(INTS) for _ in range(rng.randint(0, 2))]
+    params = ([(f"o{k}", ("out", d)) for k, d in enumerate(outs)] + [(f"a{k}", a) for k, a in enumerate(ins)]
+              + [(f"s{k}", t) for k, t in enumerate(scalars)] + [(f"n{k}", t) for k, t in enumerate(counts)])
+    g.outs = [(f"o{k}", d) for k, d in enumerate(outs)]
+    g.arrays = {f"a{k}": a for k, a in enumerate(ins)}
+    g.lines = ["import math", "", "import numpy as np", "", "import gpuc", "", ""]
+    if g.on("funcs"):
+        for k in range(rng.choice([0, 1, 1, 2])):
+            g.func(k)
+            g.lines.append("")
+    g.kernel([(n, t if isinstance(t, str) else None) for n, t in params])
+    source = "\n".join(g.lines) + "\n"
+
+    base = []
+    for name, t in params:
+        if name.startswith("o"):
+            base.append(array_spec(rng, t[1], 1, strided and rng.random() < 0.3,
+                                   np.zeros(OUT_LEN, NUMPY[t[1]])))
+        elif name.startswith("a"):
+            base.append(array_spec(rng, t[0], t[1], strided and rng.random() < 0.3))
+        elif name.startswith("n"):
+            base.append(ArgSpec("scalar", t, rng.randint(0, 6), numpy=t != "int64" or rng.random() < 0.5))
+        else:
+            base.append(ArgSpec("scalar", t, scalar_value(rng, t), numpy=t not in ("int64", "float64", "bool")
+                                or rng.random() < 0.5))
+    launches = [base]
+    if g.on("specializations"):
+        for _ in range(rng.choice([0, 1, 2])):
+            launches.append(perturb(rng, base))
+    return Case(seed, index, source, launches)
+
+
+def perturb(rng: random.Random, specs):
+    """Another specialization of the same kernel: some argument types, values or layouts changed."""
+    out = []
+    for s in specs:
+        if s.kind == "scalar" and rng.random() < 0.5:
+            if is_int(s.dtype):
+                t = rng.choice(INTS) if rng.random() < 0.85 else rng.choice(FLOATS)
+                v = wrap(int(s.value), t) if is_int(t) else float(NUMPY[t](s.value))
+            elif is_float(s.dtype):
+                t = rng.choice(FLOATS) if rng.random() < 0.9 else rng.choice(INTS)
+                v = float(NUMPY[t](s.value)) if is_float(t) else scalar_value(rng, t)
+            else:
+                t, v = "bool", not s.value
+            out.append(ArgSpec("scalar", t, v, numpy=t not in ("int64", "float64", "bool") or rng.random() < 0.5))
+        elif s.kind == "array" and rng.random() < 0.3:
+            values = s.value[s.view] if s.view else s.value
+            strided = not s.view and rng.random() < 0.5
+            if s.view:  # contiguous now, the same values
+                out.append(ArgSpec("array", s.dtype, np.ascontiguousarray(values)))
+            else:
+                out.append(array_spec(rng, s.dtype, values.ndim, strided, values))
+        else:
+            out.append(s)
+    return out

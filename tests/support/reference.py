@@ -1,0 +1,412 @@
+"""The reference side of the random-program tests: run a generated kernel with the documented semantics.
+
+`Program(source)` parses the module text; `program.run(args)` types the kernel for the launch
+arguments (support.typer) and interprets it over reference values (support.numeric): integers wrap
+at their width, float32 rounds after every operation, `//` and `%` follow Python, literals are weak.
+Array arguments are NumPy arrays and are updated in place. It raises `Expected` where the docs
+require a compile error and `Undefined` where the program has no defined result (division by
+zero, out-of-range shifts or conversions, out-of-bounds indices, math domain errors, too many
+steps); such programs are discarded by the generator.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .numeric import (Arr, Expected, Tup, Undefined, convert, from_numpy, is_float, is_int, signed, truth, wrap,
+                      zero, BITS, NUMPY)
+from .typer import FOLD, INT_MATH, MATH_CONSTANTS, PRED_MATH, TYPE_NAMES, Typer, strong
+
+MAX_STEPS = 20_000
+
+__all__ = ["Program", "Expected", "Undefined", "launch_types"]
+
+
+def launch_types(args) -> tuple:
+    """The gpuc types of launch arguments (as the launcher types them: int -> int64, float -> float64)."""
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            out.append(Arr("bool" if a.dtype == np.bool_ else a.dtype.name, a.ndim))
+        elif isinstance(a, (bool, np.bool_)):
+            out.append("bool")
+        elif type(a) is int:
+            out.append("int64")
+        elif type(a) is float:
+            out.append("float64")
+        elif isinstance(a, np.generic):
+            out.append(a.dtype.name)
+        else:
+            raise TypeError(a)
+    return tuple(out)
+
+
+class _Return(Exception):
+    def __init__(self, value) -> None:
+        self.value = value
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class Program:
+    def __init__(self, source: str, kernel: str = "kernel") -> None:
+        self.source = source
+        tree = ast.parse(source)
+        self.funcs = {d.name: d for d in tree.body if isinstance(d, ast.FunctionDef)}
+        self.kernel = kernel
+        self._typed: dict = {}
+
+    def typed(self, name, argtypes, exact_compare=False):
+        key = (name, argtypes, exact_compare)
+        found = self._typed.get(key)
+        if found is None:
+            if key in self._typed:
+                raise Undefined("recursion")
+            self._typed[key] = None
+            found = self._typed[key] = Typer(self, self.funcs[name], argtypes, exact_compare).run()
+        return found
+
+    def check(self, args, exact_compare=False):
+        """Type the kernel for `args`; raises Expected where the docs require a compile error."""
+        typed = self.typed(self.kernel, launch_types(args), exact_compare)
+        if typed.ret is not None:
+            raise Expected("kernel returns a value")
+        return typed
+
+    def run(self, args, masks=None, exact_compare=False) -> None:
+        """Run the kernel for one work item (index 0 of 1) over `args`, updating arrays in place.
+        `masks` (bool arrays like the array arguments) get True where a transcendental result was stored."""
+        typed = self.check(args, exact_compare)
+        values = []
+        for a, t in zip(args, typed.argtypes):
+            values.append(a if isinstance(a, np.ndarray) else convert(a.item() if isinstance(a, np.generic) else a, t))
+        mask_of = {id(a): m for a, m in zip(args, masks or []) if isinstance(a, np.ndarray)}
+        with np.errstate(all="ignore"):
+            Evaluator(self, mask_of, exact_compare).call(typed, values)
+
+
+class Evaluator:
+    def __init__(self, program: Program, masks: dict, exact_compare: bool) -> None:
+        self.program, self.masks, self.exact_compare = program, masks, exact_compare
+        self.steps = 0
+
+    def call(self, typed, values):
+        saved = getattr(self, "t", None)
+        self.t = typed
+        env = dict(zip([a.arg for a in self.program.funcs[typed.name].args.args], values))
+        try:
+            self.block(self.program.funcs[typed.name].body, env)
+            result = None
+        except _Return as r:
+            result = r.value
+        finally:
+            self.t = saved
+        if typed.ret is not None:
+            result = result if isinstance(typed.ret, Tup) else convert(result, typed.ret)
+        return result
+
+    def tick(self):
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise Undefined("too many steps")
+
+    # -- statements ---------------------------------------------------------------------------
+    def block(self, stmts, env):
+        for s in stmts:
+            self.tick()
+            getattr(self, "s_" + type(s).__name__)(s, env)
+
+    def s_Pass(self, s, env):
+        pass
+
+    def s_Expr(self, s, env):
+        if not isinstance(s.value, ast.Constant):
+            self.eval(s.value, env)
+
+    def s_Assign(self, s, env):
+        value = self.eval(s.value, env)
+        for target in s.targets:
+            self.bind(target, value, env, s)
+
+    def s_AnnAssign(self, s, env):
+        env[s.target.id] = convert(self.eval(s.value, env), TYPE_ANNOTATION(s.annotation))
+
+    def s_AugAssign(self, s, env):
+        target = s.target
+        if isinstance(target, ast.Name):
+            env[target.id] = self.binop(s, s.op, self.name(target, env), s.value, env)
+        else:
+            array, index = self.element(target, env)
+            current = from_numpy(array[index], self.dtype(array))
+            self.store(array, index, self.binop(s, s.op, current, s.value, env), s)
+
+    def bind(self, target, value, env, stmt):
+        if isinstance(target, ast.Name):
+            if stmt is not None:
+                t, weak = self.t.types[id(stmt.value)]
+                if weak:  # a literal stored in a variable becomes int64, float64 or bool
+                    value = convert(value, strong(t, True, value))
+            env[target.id] = value
+        elif isinstance(target, ast.Subscript):
+            array, index = self.element(target, env)
+            self.store(array, index, value, stmt)
+        else:
+            for sub, v in zip(target.elts, value):
+                self.bind(sub, v, env, None)
+
+    def store(self, array, index, value, stmt):
+        array[index] = convert(value, self.dtype(array))
+        mask = self.masks.get(id(array))
+        if mask is not None:
+            mask[index] = stmt is not None and id(stmt) in self.t.inexact
+
+    def s_If(self, s, env):
+        self.block(s.body if truth(self.eval(s.test, env)) else s.orelse, env)
+
+    def s_Return(self, s, env):
+        raise _Return(None if s.value is None else self.eval(s.value, env))
+
+    def s_Break(self, s, env):
+        raise _Break
+
+    def s_Continue(self, s, env):
+        raise _Continue
+
+    def s_While(self, s, env):
+        while truth(self.eval(s.test, env)):
+            self.tick()
+            try:
+                self.block(s.body, env)
+            except _Break:
+                break
+            except _Continue:
+                pass
+
+    def s_For(self, s, env):
+        loop_t = self.t.optype[id(s)]
+        bounds = [int(self.eval(a, env)) for a in s.iter.args]
+        if len(bounds) == 3 and bounds[2] == 0:
+            raise Undefined("range step 0")
+        for j in range(*bounds):
+            self.tick()
+            if convert(j, loop_t) != j:
+                raise Undefined(f"loop value {j} does not fit {loop_t}")
+            env[s.target.id] = j
+            try:
+                self.block(s.body, env)
+            except _Break:
+                break
+            except _Continue:
+                pass
+
+    # -- expressions --------------------------------------------------------------------------
+    def eval(self, node, env):
+        if id(node) in self.t.consts:
+            return self.t.consts[id(node)]
+        return getattr(self, "e_" + type(node).__name__)(node, env)
+
+    def name(self, node, env):
+        if node.id in env:
+            return env[node.id]
+        if isinstance(self.t.types[id(node)][0], Arr):
+            raise Undefined(f"array variable {node.id} read where it is unassigned")
+        return zero(self.t.types[id(node)][0])  # assigned on other paths only: 0 (docs)
+
+    def e_Name(self, node, env):
+        return self.name(node, env)
+
+    def e_BinOp(self, node, env):
+        return self.binop(node, node.op, self.eval(node.left, env), node.right, env)
+
+    def binop(self, node, op, left, right_node, env):
+        c = self.t.optype[id(node)]
+        right = self.eval(right_node, env)
+        a, b = convert(left, c), convert(right, c)
+        if isinstance(op, ast.Div):
+            if not is_float(c):
+                a, b = np.float64(a), np.float64(b)
+            if b == 0:
+                raise Undefined("division by zero")
+            return a / b
+        if c == "bool" and not isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            a, b, c = int(a), int(b), "int64"
+        if is_float(c):
+            return self.float_op(op, a, b)
+        if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:
+            raise Undefined("integer division by zero")
+        if isinstance(op, ast.Pow):
+            if b < 0:
+                raise Undefined("runtime negative integer power")
+            return wrap(pow(a, b, 1 << BITS[c]), c)
+        if isinstance(op, (ast.LShift, ast.RShift)) and not 0 <= b < BITS[c]:
+            raise Undefined("shift out of range")
+        result = FOLD[type(op)](a, b)
+        return bool(result) if c == "bool" else wrap(result, c)
+
+    def float_op(self, op, a, b):
+        if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:
+            raise Undefined("float division by zero")
+        if isinstance(op, ast.Pow):
+            return np.power(a, b)
+        return FOLD[type(op)](a, b)
+
+    def e_UnaryOp(self, node, env):
+        value = self.eval(node.operand, env)
+        t = self.t.types[id(node)][0]
+        if isinstance(node.op, ast.Not):
+            return not truth(value)
+        if isinstance(node.op, ast.UAdd):
+            return value
+        if isinstance(node.op, ast.USub):
+            return wrap(-value, t) if is_int(t) else -value
+        return (not value) if t == "bool" else wrap(~value, t)
+
+    def e_Compare(self, node, env):
+        types = self.t.optype[id(node)]
+        left = self.eval(node.left, env)
+        for op, right_node, c in zip(node.ops, node.comparators, types):
+            right = self.eval(right_node, env)
+            if c is None:  # an out-of-range literal compared exactly
+                a, b = exact(left), exact(right)
+            else:
+                a, b = convert(left, c), convert(right, c)
+            if not COMPARE[type(op)](a, b):
+                return False
+            left = right
+        return True
+
+    def e_BoolOp(self, node, env):
+        c = self.t.optype[id(node)]
+        stop = isinstance(node.op, ast.Or)
+        for v in node.values:
+            value = self.eval(v, env)
+            if truth(value) == stop:
+                return convert(value, c)
+        return convert(value, c)
+
+    def e_IfExp(self, node, env):
+        c = self.t.optype[id(node)]
+        value = self.eval(node.body if truth(self.eval(node.test, env)) else node.orelse, env)
+        return value if isinstance(c, Arr) else convert(value, c)
+
+    def e_Tuple(self, node, env):
+        out = []
+        for e, t in zip(node.elts, self.t.types[id(node)][0].elts):
+            out.append(convert(self.eval(e, env), t) if isinstance(t, str) else self.eval(e, env))
+        return tuple(out)
+
+    def e_Attribute(self, node, env):
+        array = self.eval(node.value, env)
+        if node.attr == "shape":
+            return tuple(array.shape)
+        return array.ndim if node.attr == "ndim" else array.size
+
+    def e_Subscript(self, node, env):
+        base = self.eval(node.value, env)
+        if isinstance(base, tuple):
+            return base[self.t.consts[id(node.slice)]]
+        array, index = self.element(node, env, base)
+        return from_numpy(array[index], self.dtype(array))
+
+    def element(self, node, env, array=None):
+        if array is None:
+            array = self.eval(node.value, env)
+        nodes = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = []
+        for n, extent in zip(nodes, array.shape):
+            i = int(self.eval(n, env))
+            if not -extent <= i < extent:
+                raise Undefined(f"index {i} out of bounds for extent {extent}")
+            index.append(i + extent if i < 0 else i)
+        return array, tuple(index)
+
+    @staticmethod
+    def dtype(array):
+        return "bool" if array.dtype == np.bool_ else array.dtype.name
+
+    def e_Call(self, node, env):
+        f = node.func
+        t = self.t.types[id(node)][0]
+        if isinstance(f, ast.Name):
+            if f.id in ("min", "max"):
+                return self.minmax(node, f.id, env)
+            if f.id == "abs":
+                v = self.eval(node.args[0], env)
+                return wrap(abs(v), t) if is_int(t) else abs(v)
+            if f.id == "len":
+                return self.eval(node.args[0], env).shape[0]
+            if f.id in ("int", "float", "bool"):
+                return convert(self.eval(node.args[0], env), t)
+            return self.call_func(node, env)
+        if f.value.id == "math":
+            return self.call_math(node, f.attr, env)
+        if f.attr in ("index", "ndrange"):
+            return 0 if f.attr == "index" else 1
+        return convert(self.eval(node.args[0], env), t)
+
+    def minmax(self, node, which, env):
+        c = self.t.optype[id(node)]
+        values = [convert(self.eval(a, env), c) for a in node.args]
+        result = values[0]
+        for v in values[1:]:
+            if (v < result) if which == "min" else (v > result):  # Python's tie and NaN behaviour
+                result = v
+        return result
+
+    def call_func(self, node, env):
+        argtypes, values = [], []
+        for a in node.args:
+            t, weak = self.t.types[id(a)]
+            v = self.eval(a, env)
+            st = strong(t, weak, self.t.consts.get(id(a)))
+            argtypes.append(st)
+            values.append(convert(v, st) if isinstance(st, str) else v)
+        callee = self.program.typed(node.func.id, tuple(argtypes), self.exact_compare)
+        return self.call(callee, values)
+
+    def call_math(self, node, name, env):
+        values = [self.eval(a, env) for a in node.args]
+        try:
+            if name in PRED_MATH:
+                return bool(getattr(math, name)(float(values[0])))
+            if name in INT_MATH:
+                result = getattr(math, name)(float(values[0]))
+                if not -(1 << 63) <= result < (1 << 63):
+                    raise Undefined(f"math.{name} out of int64 range")
+                return result
+            t = self.t.optype[id(node)]
+            args = [float(convert(v, t)) for v in values]
+            if name == "fma":
+                if not all(math.isfinite(x) for x in args):
+                    raise Undefined("fma of non-finite values")
+                result = float(Fraction(args[0]) * Fraction(args[1]) + Fraction(args[2]))
+            else:
+                result = getattr(math, name)(*args)
+        except (ValueError, OverflowError) as exc:
+            raise Undefined(f"math.{name}{tuple(values)}: {exc}")
+        return convert(result, t)
+
+
+def exact(value):
+    """A value for an exact comparison: Python int or float (Python compares those exactly)."""
+    return float(value) if isinstance(value, (float, np.floating)) else int(value)
+
+
+def TYPE_ANNOTATION(node):
+    if isinstance(node, ast.Name):
+        return {"int": "int64", "float": "float64", "bool": "bool"}[node.id]
+    return TYPE_NAMES[node.attr]
+
+
+COMPARE = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+           ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}

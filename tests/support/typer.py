@@ -1,0 +1,574 @@
+"""Static typing of a generated program the way docs/frontend.md defines it, independently of gpuc.
+
+One `Typed` per (function, argument types): the type and weakness of every expression node, the
+folded value of every weak (literal-only) node, the common type each operator computes in, and the
+return type. Joins follow the docs: a variable assigned on only some incoming paths keeps its type
+(it reads as 0 on the others); two different types make it unreadable until it is assigned again;
+loop headers are joins, computed to a fixpoint. Anything the docs call a compile error raises
+`Expected`; anything the reference does not model raises `Undefined` (the program is discarded).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from dataclasses import dataclass, field
+
+from .numeric import (Arr, Expected, SCALARS, Tup, Undefined, common, default_type, fits, int_range, is_float,
+                      is_int, is_scalar)
+
+TRANSCENDENTAL = {"exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos", "atan",
+                  "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt", "erf", "erfc", "gamma",
+                  "lgamma", "atan2", "hypot", "radians", "degrees"}
+EXACT_MATH = {"sqrt": 1, "fabs": 1, "copysign": 2, "fma": 3, "fmod": 2}
+FLOAT_MATH = {name: 2 if name in ("pow", "atan2", "hypot") else 1 for name in TRANSCENDENTAL} | EXACT_MATH
+INT_MATH = {"floor", "ceil", "trunc"}
+PRED_MATH = {"isnan", "isinf", "isfinite"}
+MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
+TYPE_NAMES = {"int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float32",
+              "float64": "float64", "bool_": "bool", "boolean": "bool"}
+BUILTIN_TYPES = {"int": "int64", "float": "float64", "bool": "bool"}
+
+FOLD = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
+        ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift,
+        ast.RShift: operator.rshift}
+BITWISE = (ast.BitAnd, ast.BitOr, ast.BitXor)
+SHIFTS = (ast.LShift, ast.RShift)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    types: frozenset
+
+
+class _Unknown(Exception):
+    """Inside a loop's fixpoint iteration: a variable whose type is not known yet."""
+
+
+@dataclass
+class Typed:
+    name: str
+    argtypes: tuple
+    types: dict = field(default_factory=dict)      # id(node) -> (type, weak)
+    consts: dict = field(default_factory=dict)     # id(node) -> Python value of a weak node
+    optype: dict = field(default_factory=dict)     # id(node) -> type an operator computes in (list for Compare)
+    inexact: set = field(default_factory=set)      # id(Assign) storing a transcendental result
+    ret: object = None
+
+
+def join(envs):
+    envs = [e for e in envs if e is not None]
+    if not envs:
+        return None
+    out = {}
+    for name in {n for e in envs for n in e}:
+        found = set()
+        for e in envs:
+            state = e.get(name)
+            if isinstance(state, Conflict):
+                found |= state.types
+            elif state is not None:
+                found.add(state)
+        out[name] = next(iter(found)) if len(found) == 1 else Conflict(frozenset(found))
+    return out
+
+
+def strong(t, weak, value):
+    """The type a value gets when it is stored in a variable or passed on: weak literals become int64/float64/bool."""
+    if not weak:
+        return t
+    t = default_type(value)
+    if not fits(value, t):
+        raise Expected("literal", f"{value!r} does not fit {t}")
+    return t
+
+
+class Typer:
+    def __init__(self, program, fdef: ast.FunctionDef, argtypes: tuple, exact_compare: bool = False) -> None:
+        self.program, self.fdef = program, fdef
+        self.typed = Typed(fdef.name, argtypes)
+        self.exact_compare = exact_compare
+        self.returns: list = []
+        self.loops: list = []
+        self.tolerant = False
+        self.store_rhs = None
+
+    # -- statements ---------------------------------------------------------------------------
+    def run(self) -> Typed:
+        params = [a.arg for a in self.fdef.args.args]
+        if len(params) != len(self.typed.argtypes):
+            raise Expected("arity", self.fdef.name)
+        end = self.block(self.fdef.body, dict(zip(params, self.typed.argtypes)))
+        valued = [r for r in self.returns if r[0] is not None]
+        if valued and (end is not None or len(valued) != len(self.returns)):
+            raise Expected("missing return", self.fdef.name)
+        strong_types = {t for t, weak, _ in valued if not weak}
+        if len(strong_types) > 1:
+            raise Expected("returns", f"{self.fdef.name}: {sorted(map(str, strong_types))}")
+        if strong_types:
+            ret = strong_types.pop()
+            for t, weak, value in valued:
+                if weak and not (is_scalar(ret) and fits(value, ret) and (is_float(ret) or not isinstance(value, float))):
+                    raise Undefined(f"literal return {value!r} in a function returning {ret}")
+        elif valued:
+            kinds = {default_type(v) for _, _, v in valued}
+            if len(kinds) > 1:
+                raise Undefined("only literal returns of different kinds")
+            ret = strong(*valued[0])
+        else:
+            ret = None
+        self.typed.ret = ret
+        return self.typed
+
+    def block(self, stmts, env):
+        for s in stmts:
+            if env is None:
+                raise Undefined("unreachable statement")
+            handler = getattr(self, "s_" + type(s).__name__, None)
+            if handler is None:
+                raise Undefined(f"statement {type(s).__name__}")
+            try:
+                env = handler(s, env)
+            except _Unknown:
+                if not self.tolerant:
+                    raise
+        return env
+
+    def s_Pass(self, s, env):
+        return env
+
+    def s_Expr(self, s, env):
+        if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+            return env
+        self.expr(s.value, env)
+        return env
+
+    def s_Assign(self, s, env):
+        self.store_rhs = s if any(isinstance(t, ast.Subscript) for t in s.targets) and len(s.targets) == 1 else None
+        t, weak = self.expr(s.value, env)
+        self.store_rhs = None
+        for target in s.targets:
+            self.bind(target, t, weak, self.typed.consts.get(id(s.value)), env, s.value)
+        return env
+
+    def s_AnnAssign(self, s, env):
+        want = self.type_of(s.annotation)
+        t, weak = self.expr(s.value, env)
+        if not is_scalar(t) or not isinstance(s.target, ast.Name):
+            raise Undefined("annotated non-scalar")
+        if weak and not fits(self.typed.consts[id(s.value)], want):
+            raise Undefined("annotated literal out of range")
+        env[s.target.id] = want
+        return env
+
+    def s_AugAssign(self, s, env):
+        target = s.target
+        if isinstance(target, ast.Name):
+            cur = self.read(target.id, env)
+            self.typed.types[id(target)] = (cur, False)
+            result = self.binop(s, s.op, (cur, False, None), self.operand(s.value, env), s.value)
+            env[target.id] = result
+        elif isinstance(target, ast.Subscript):
+            elem = self.subscript(target, env)
+            result = self.binop(s, s.op, (elem, False, None), self.operand(s.value, env), s.value)
+            if not is_scalar(result):
+                raise Undefined("augmented store of a non-scalar")
+        else:
+            raise Undefined("augmented assignment target")
+        return env
+
+    def bind(self, target, t, weak, value, env, value_node):
+        if isinstance(target, ast.Name):
+            env[target.id] = strong(t, weak, value)
+        elif isinstance(target, ast.Subscript):
+            elem = self.subscript(target, env)
+            if not is_scalar(t):
+                raise Expected("store", "storing a non-scalar in an array")
+            if weak and not fits(value, elem):
+                raise Undefined(f"literal {value!r} stored in a {elem} array")
+        elif isinstance(target, ast.Tuple):
+            if not isinstance(t, Tup) or len(t.elts) != len(target.elts):
+                raise Expected("unpack", "tuple unpacking needs a tuple of as many values")
+            for sub, et in zip(target.elts, t.elts):
+                self.bind(sub, et, False, None, env, None)
+        else:
+            raise Undefined("assignment target")
+
+    def s_If(self, s, env):
+        self.condition(s.test, env)
+        then = self.block(s.body, dict(env))
+        other = self.block(s.orelse, dict(env))
+        return join([then, other])
+
+    def s_Return(self, s, env):
+        if s.value is None:
+            self.returns.append((None, False, None))
+        else:
+            t, weak = self.expr(s.value, env)
+            if isinstance(t, Arr):
+                raise Expected("return array")
+            self.returns.append((t, weak, self.typed.consts.get(id(s.value))))
+        return None
+
+    def s_Break(self, s, env):
+        self.loops[-1][0].append(dict(env))
+        return None
+
+    def s_Continue(self, s, env):
+        self.loops[-1][1].append(dict(env))
+        return None
+
+    def s_While(self, s, env):
+        if s.orelse:
+            raise Undefined("while-else")
+
+        def body(h):
+            self.condition(s.test, h)
+            return self.block(s.body, h)
+        return self.loop(env, body)
+
+    def s_For(self, s, env):
+        call = s.iter
+        if (s.orelse or not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name)
+                or call.func.id != "range" or not 1 <= len(call.args) <= 3 or not isinstance(s.target, ast.Name)):
+            raise Undefined("for over something other than range")
+        operands = []
+        for a in call.args:
+            t, weak = self.expr(a, env)
+            if not (is_int(t) or (weak and isinstance(self.typed.consts[id(a)], int)
+                                  and not isinstance(self.typed.consts[id(a)], bool))):
+                raise Undefined(f"range over {t}")
+            operands.append((t, weak, self.typed.consts.get(id(a))))
+        loop_t = common(operands, check=False) or "int64"
+        if not is_int(loop_t):
+            raise Undefined(f"range with a {loop_t} loop variable")  # int64 with uint64: not defined
+        self.typed.optype[id(s)] = loop_t
+        lo, hi = int_range(loop_t)
+        for (_, weak, value), lo_ok, hi_ok in zip(operands if len(operands) > 1 else [(None, False, None)] + operands,
+                                                   (lo, lo - 1, -hi), (hi, hi + 1, hi)):
+            if weak and not lo_ok <= value <= hi_ok:  # the docs leave this open: not generated
+                raise Undefined(f"range literal {value} for a {loop_t} loop")
+
+        def body(h):
+            h[s.target.id] = loop_t
+            return self.block(s.body, h)
+        return self.loop(env, body)
+
+    def loop(self, env, body):
+        header = dict(env)
+        saved = self.tolerant
+        try:
+            for _ in range(64):  # types only move towards Conflict: the header settles
+                self.tolerant = True
+                self.loops.append(([], []))
+                try:
+                    end = body(dict(header))
+                except _Unknown:  # the condition reads a variable not typed yet: this round stops
+                    end = None
+                _, continues = self.loops.pop()
+                new = join([header, end, *continues])  # the header only grows: it settles
+                if new == header:
+                    break
+                header = new
+        finally:
+            self.tolerant = saved
+        self.loops.append(([], []))
+        end = body(dict(header))
+        breaks, continues = self.loops.pop()
+        header = join([env, end, *continues])
+        return join([header, *breaks])
+
+    def condition(self, node, env):
+        t, _ = self.expr(node, env)
+        if not is_scalar(t):
+            raise Expected("condition", f"{t} as a condition")
+
+    def read(self, name, env):
+        state = env.get(name)
+        if state is None or isinstance(state, Conflict):
+            if self.tolerant:
+                raise _Unknown(name)
+            if state is None:
+                raise Expected("unassigned", name)
+            raise Expected("conflict", f"{name}: {sorted(map(str, state.types))}")
+        return state
+
+    def type_of(self, node):
+        if isinstance(node, ast.Name) and node.id in BUILTIN_TYPES:
+            return BUILTIN_TYPES[node.id]
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("gpuc", "np")
+                and node.attr in TYPE_NAMES):
+            return TYPE_NAMES[node.attr]
+        raise Undefined(f"annotation {ast.dump(node)}")
+
+    # -- expressions --------------------------------------------------------------------------
+    def expr(self, node, env):
+        handler = getattr(self, "e_" + type(node).__name__, None)
+        if handler is None:
+            raise Undefined(f"expression {type(node).__name__}")
+        saved = self.store_rhs
+        if saved is not None and node is not saved.value:
+            self.store_rhs = None  # only the stored value itself may be inexact, not its operands
+        try:
+            t, weak = handler(node, env)
+        finally:
+            self.store_rhs = saved
+        self.typed.types[id(node)] = (t, weak)
+        return t, weak
+
+    def operand(self, node, env):
+        t, weak = self.expr(node, env)
+        if not is_scalar(t):
+            raise Undefined(f"{t} as an operand")
+        return t, weak, self.typed.consts.get(id(node))
+
+    def weak(self, node, value):
+        self.typed.consts[id(node)] = value
+        return default_type(value), True
+
+    def e_Constant(self, node, env):
+        if not isinstance(node.value, (bool, int, float)):
+            raise Undefined("constant")
+        return self.weak(node, node.value)
+
+    def e_Name(self, node, env):
+        return self.read(node.id, env), False
+
+    def e_BinOp(self, node, env):
+        left, right = self.operand(node.left, env), self.operand(node.right, env)
+        if left[1] and right[1]:
+            try:
+                value = FOLD[type(node.op)](left[2], right[2])
+            except (ZeroDivisionError, ValueError, OverflowError) as exc:
+                raise Undefined(f"literal arithmetic: {exc}")
+            if isinstance(value, complex) or (isinstance(value, float) and isinstance(node.op, ast.Pow)):
+                raise Undefined("literal power")
+            if isinstance(value, int) and not -(1 << 63) <= value < (1 << 64):
+                raise Undefined("literal-only arithmetic beyond 64 bits")  # the docs leave it open
+            return self.weak(node, value)
+        return self.binop(node, node.op, left, right, node.right), False
+
+    def binop(self, node, op, left, right, right_node):
+        c = common([left, right])
+        self.typed.optype[id(node)] = c
+        if isinstance(op, ast.Div):
+            return "float64" if not is_float(c) else c
+        if isinstance(op, BITWISE + SHIFTS):
+            if is_float(c):
+                raise Expected("bitwise float", f"{type(op).__name__} on {c}")
+            if c == "bool" and isinstance(op, SHIFTS):
+                raise Undefined("shift of bools")
+            return c
+        if isinstance(op, ast.Pow):
+            if right[1] and isinstance(right[2], int) and right[2] < 0 and not is_float(c):
+                raise Expected("negative power")
+            if is_float(c):
+                self.inexact_here("float power")
+        return "int64" if c == "bool" else c
+
+    def inexact_here(self, what):
+        if self.store_rhs is None:
+            raise Undefined(f"{what} used other than as the value of an array store")
+        self.typed.inexact.add(id(self.store_rhs))
+
+    def e_UnaryOp(self, node, env):
+        t, weak, value = self.operand(node.operand, env)
+        if isinstance(node.op, ast.Not):
+            if weak:
+                return self.weak(node, not value)
+            return "bool", False
+        if weak and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return self.weak(node, -value if isinstance(node.op, ast.USub) else +value)
+        if weak:
+            raise Undefined("~ on a literal")
+        if isinstance(node.op, ast.Invert):
+            if is_float(t):
+                raise Expected("bitwise float", "~ on a float")
+            return t, False
+        if t == "bool":
+            raise Undefined("unary minus/plus on bool")
+        return t, False
+
+    def e_Compare(self, node, env):
+        operands = [self.operand(n, env) for n in [node.left, *node.comparators]]
+        types = []
+        for a, b in zip(operands, operands[1:]):
+            if a[1] and b[1]:
+                raise Undefined("comparison of two literals")
+            try:
+                types.append(common([a, b]))
+            except Expected:
+                if not self.exact_compare:
+                    raise
+                types.append(None)  # compared exactly
+        self.typed.optype[id(node)] = types
+        return "bool", False
+
+    def e_BoolOp(self, node, env):
+        operands = [self.operand(n, env) for n in node.values]
+        if all(w for _, w, _ in operands):
+            raise Undefined("literal-only and/or")
+        c = common(operands)
+        self.typed.optype[id(node)] = c
+        return c, False
+
+    def e_IfExp(self, node, env):
+        self.condition(node.test, env)
+        ta, tb = self.expr(node.body, env)[0], self.expr(node.orelse, env)[0]
+        if isinstance(ta, Arr) or isinstance(tb, Arr):
+            if ta != tb:
+                raise Expected("conflict", f"conditional expression of {ta} and {tb}")
+            self.typed.optype[id(node)] = ta
+            return ta, False
+        a, b = self.operand(node.body, env), self.operand(node.orelse, env)
+        if a[1] and b[1]:
+            raise Undefined("literal-only conditional expression")
+        c = common([a, b])
+        self.typed.optype[id(node)] = c
+        return c, False
+
+    def e_Tuple(self, node, env):
+        elts = []
+        for e in node.elts:
+            t, weak = self.expr(e, env)
+            if isinstance(t, Arr):
+                raise Undefined("array in a tuple")
+            elts.append(strong(t, weak, self.typed.consts.get(id(e))))
+        return Tup(tuple(elts)), False
+
+    def e_Attribute(self, node, env):
+        base = node.value
+        if isinstance(base, ast.Name) and base.id == "math" and node.attr in MATH_CONSTANTS:
+            return self.weak(node, MATH_CONSTANTS[node.attr])
+        t, _ = self.expr(base, env)
+        if isinstance(t, Arr):
+            if node.attr == "shape":
+                return Tup(("int64",) * t.ndim), False
+            if node.attr in ("ndim", "size"):
+                return "int64", False
+        raise Undefined(f"attribute {node.attr}")
+
+    def e_Subscript(self, node, env):
+        t = self.subscript(node, env)
+        return t, False
+
+    def subscript(self, node, env):
+        base, _ = self.expr(node.value, env)
+        if isinstance(base, Tup):
+            t, weak = self.expr(node.slice, env)
+            value = self.typed.consts.get(id(node.slice))
+            if not weak or not isinstance(value, int) or isinstance(value, bool):
+                raise Expected("tuple index", "tuples are indexed with constant integers")
+            if not -len(base.elts) <= value < len(base.elts):
+                raise Expected("tuple index", "out of range")
+            return base.elts[value]
+        if not isinstance(base, Arr):
+            raise Expected("index scalar", f"indexing a {base}")
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(index) != base.ndim:
+            raise Expected("index count")
+        for i in index:
+            t, weak = self.expr(i, env)
+            if is_float(t):
+                raise Expected("float index")
+            if not is_int(t):
+                raise Undefined(f"index of type {t}")
+        return base.dtype
+
+    def e_Call(self, node, env):
+        if node.keywords:
+            raise Undefined("keyword arguments")
+        f = node.func
+        if isinstance(f, ast.Name):
+            handler = getattr(self, "c_" + f.id, None)
+            if handler is not None:
+                return handler(node, env)
+            if f.id in self.program.funcs:
+                return self.call_func(node, f.id, env)
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            if f.value.id == "math":
+                return self.call_math(node, f.attr, env)
+            if f.value.id in ("gpuc", "np") and f.attr in TYPE_NAMES:
+                return self.convert_call(node, TYPE_NAMES[f.attr], env)
+            if f.value.id == "gpuc" and f.attr in ("index", "ndrange") and not node.args:
+                return "int64", False
+        raise Undefined(f"call {ast.dump(f)}")
+
+    def args(self, node, env):
+        out = [self.operand(a, env) for a in node.args]
+        return out
+
+    def c_min(self, node, env):
+        operands = self.args(node, env)
+        if len(operands) < 2 or all(w for _, w, _ in operands):
+            raise Undefined("min/max arity or literal-only")
+        c = common(operands)
+        self.typed.optype[id(node)] = c
+        return c, False
+
+    c_max = c_min
+
+    def c_abs(self, node, env):
+        (t, weak, value), = self.args(node, env)
+        if weak or t == "bool":
+            raise Undefined("abs of a literal or bool")
+        return t, False
+
+    def convert_call(self, node, to, env):
+        if len(node.args) != 1:
+            raise Expected("arity")
+        t, weak, value = self.args(node, env)[0]
+        if weak and not fits(value, to):
+            raise Undefined(f"{value!r} converted to {to}")
+        return to, False
+
+    def c_int(self, node, env):
+        return self.convert_call(node, "int64", env)
+
+    def c_float(self, node, env):
+        return self.convert_call(node, "float64", env)
+
+    def c_bool(self, node, env):
+        return self.convert_call(node, "bool", env)
+
+    def c_len(self, node, env):
+        t, _ = self.expr(node.args[0], env)
+        if not isinstance(t, Arr):
+            raise Undefined("len of a non-array")
+        return "int64", False
+
+    def call_math(self, node, name, env):
+        if name in PRED_MATH:
+            self.args(node, env)
+            return "bool", False
+        if name in INT_MATH:
+            self.args(node, env)
+            return "int64", False
+        arity = FLOAT_MATH.get(name)
+        if arity is None or len(node.args) != arity:
+            raise Undefined(f"math.{name}")
+        if name in TRANSCENDENTAL or name == "fma":
+            self.inexact_here(f"math.{name}")
+        operands = self.args(node, env)
+        c = common(operands, check=False)
+        t = "float64" if c is None or not is_float(c) else c
+        self.typed.optype[id(node)] = t
+        return t, False
+
+    def call_func(self, node, name, env):
+        argtypes = []
+        for a in node.args:
+            t, weak = self.expr(a, env)
+            argtypes.append(strong(t, weak, self.typed.consts.get(id(a))))
+        callee = self.program.typed(name, tuple(argtypes), self.exact_compare)
+        if callee.ret is None:
+            raise Expected("no value", f"{name} returns nothing")
+        return callee.ret, False
+
+
+def check_scalars(types):
+    for t in types:
+        if not (is_scalar(t) or isinstance(t, (Arr, Tup))) or (is_scalar(t) and t not in SCALARS):
+            raise Undefined(f"argument type {t}")

@@ -90,7 +90,7 @@ def available(name: str, target: str, bits: int) -> bool:
     """Whether `target` can compute math.<name> on floats of `bits` bits."""
     if name in _COMPOSED:
         return all(available(part, target, bits) for part in _COMPOSED[name])
-    return (target in _LIBRARY_TARGETS or name in INTRINSICS.get((target, bits), ())
+    return (target in _LIBRARY_TARGETS or name in INTRINSICS.get((target, bits), _EVERY_INTRINSIC)
             or (target, name) in INSTRUCTIONS)
 
 
@@ -146,23 +146,29 @@ class MathFunction(Handler):
         types = self.scalars(typer, node, self.spec.low, self.spec.high)
         t = common_type(types, [typer.is_weak(a) for a in node.args])
         ft = t if t.is_float else float64
+        if self.spec.rule == "int" and not t.is_float:  # an integer comes back unchanged (bool as int64)
+            result = int64 if t.is_bool else t
+            typer.fit(node.args[0], result)
+            return CallPlan(result, tuple(types), t)
+        for a in node.args:  # each argument is used as a float (math.hypot(x, 2**63) is fine)
+            typer.fit(a, ft)
         if self.spec.rule == "bool":
             return CallPlan(boolean, tuple(types), t)
-        if self.spec.rule == "int":  # an integer comes back unchanged (bool as int64), a float as int64
-            return CallPlan(int64 if t.is_float or t.is_bool else t, tuple(types), t)
+        if self.spec.rule == "int":  # a float gives int64, as Python's math.floor gives an int
+            return CallPlan(int64, tuple(types), t)
         if not available(self.name, typer.session.target_name, ft.bits):
             raise unavailable(self.name, ft, typer.session.target_name)
         return CallPlan(ft, tuple(types), ft)
 
     def lower(self, lw, node, plan):
-        args = [lw.expr(a) for a in node.args]
         t = plan.extra
-        values = [lw.convert(v, at, t if t.is_float else float64) for v, at in zip(args, plan.args)]
+        if self.spec.rule == "int" and not t.is_float:
+            return lw.operand(node.args[0], plan.result)
+        # each argument converts from its own type (a literal directly), never through an integer type
+        values = [lw.operand(a, t if t.is_float else float64) for a in node.args]
         if self.spec.rule == "bool":
             return _classify(lw, self.name, t, values[0])
         if self.spec.rule == "int":
-            if not t.is_float:
-                return lw.convert(args[0], plan.args[0], plan.result)
             return float_to_int(lw, emit(lw, self.name, t, values), t, int64)
         if self.name in ("radians", "degrees"):
             return _angle(lw, self.name, values[0], t)

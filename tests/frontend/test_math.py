@@ -366,3 +366,16 @@ def test_float_remainders_use_an_exact_fmod_on_gpus(dtype, ptxas):
     ptxas(compiled(gpuc.PTXTarget(), "asm"))
     spirv = compiled(gpuc.SPIRVTarget(), "asm")
     assert " fmod " in spirv and "OpFRem" not in spirv
+
+
+@gpuc.kernel
+def big_literals(out, x):
+    out[0] = math.atan2(x, 18446744073709551615)  # a literal beyond int64 becomes that float, as in Python
+    out[1] = math.hypot(x, 2**63)
+    out[2] = math.isfinite(2**63)
+
+
+def test_literals_beyond_int64_are_used_as_floats():
+    out = np.zeros(3)
+    big_literals[1](out, 1.0)
+    assert out.tolist() == [math.atan2(1.0, 18446744073709551615), math.hypot(1.0, 2**63), 1.0]

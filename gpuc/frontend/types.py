@@ -233,10 +233,22 @@ def _promote_weak(weak: ScalarType, strong: ScalarType) -> ScalarType:
 
 
 def common_type(types, weak=None) -> ScalarType:
+    """The common type of several operands, independent of their order: the strong types promote
+    among themselves, then each weak literal meets the result (`b and -2 and u` for a bool b and a
+    uint32 u is uint32, as NumPy's result_type would say). Literals only: their own promotion."""
     weak = list(weak) if weak is not None else [False] * len(types)
-    result, result_weak = types[0], weak[0]
-    for t, w in zip(types[1:], weak[1:]):
-        result, result_weak = promote(result, t, result_weak, w), result_weak and w
+    strong = [t for t, w in zip(types, weak) if not w]
+    if not strong:
+        result = types[0]
+        for t in types[1:]:
+            result = promote(result, t)
+        return result
+    result = strong[0]
+    for t in strong[1:]:
+        result = promote(result, t)
+    for t, w in zip(types, weak):
+        if w:
+            result = promote(result, t, False, True)
     return result
 
 

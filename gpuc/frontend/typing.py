@@ -75,8 +75,8 @@ def _types_of(env):
 
 
 class _Unbound(Exception):
-    """A read of a variable no path has assigned yet, while a loop is still being typed: the loop's
-    later rounds may bring an assignment along the back edge, so the path just stops for this round."""
+    """A read of a variable with no type yet (or two), while a loop is still being typed: the loop's
+    later rounds may bring its assignment along the back edge, so the statement is skipped this round."""
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ class Typer(LocatingVisitor):
         self.loops: list[tuple[list, list]] = []   # (break envs, continue envs)
         self.locals = _assigned_names(self.tree)
         self.unsettled = 0     # how many enclosing loops are in a round before their header settled
-        self.stopped = False   # whether a path stopped at an _Unbound read in the current loop round
+        self.stopped = False   # whether a statement was skipped at an _Unbound read in the current loop round
 
     # -- entry -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -350,8 +350,7 @@ class Typer(LocatingVisitor):
             try:
                 self.visit(stmt)
             except _Unbound:
-                self.env, self.stopped = None, True
-                return
+                self.stopped = True  # the statement is typed again once the loop's header settles
 
     def expr(self, node: ast.expr) -> GType:
         t = self.visit(node)
@@ -481,20 +480,27 @@ class Typer(LocatingVisitor):
             raise UserError(f"a {t} cannot be used as a condition", hint="compare it, e.g. len(a) > 0", node=node)
 
     def _loop(self, header_env, body, test=None, target=None, forever=False) -> None:
-        """Type a loop until the environment at its header settles (the header joins the entry with
-        the back edges). Until then a read of a variable no path has assigned yet only stops that path:
-        a later round may bring its assignment around the back edge (`if j > 0: t += v` then `v = ...`).
-        Once settled, a round in which a path still stopped is repeated strictly, so the read is an error
-        -- unless an enclosing loop is itself unsettled, which then decides."""
-        entry, outer_stopped, strict = header_env, self.stopped, False
-        for _ in range(4 * len(self.locals) + 8):  # each round moves some variable up: absent, typed, joined, Conflict
+        """Type a loop until the environment at its header settles (the header joins the entry with the
+        back edges). Until then a statement that reads a variable with no single type yet is skipped: a
+        later round may bring its assignment around the back edge (`if j > 0: t += v` then `v = ...`).
+        A settled round that skipped nothing is final; one that skipped is repeated strictly, so that the
+        read is an error -- unless an enclosing loop is itself unsettled, which then decides. Only the
+        final round's returns and reached statements count."""
+        outer_stopped, strict = self.stopped, False
+        snapshot = (len(self.typed.returns), set(self.typed.reached), dict(self.typed.big))
+        entry, tolerant_rounds = header_env, 2 * len(self.locals) + 8
+        for rounds in range(tolerant_rounds + 4 * len(self.locals) + 8):
+            del self.typed.returns[snapshot[0]:]
+            self.typed.reached, self.typed.big = set(snapshot[1]), dict(snapshot[2])
             self.stopped = False
             breaks, continues = self._loop_round(entry, body, test, target, strict)
-            back = merge([self.env] + continues)
-            new_entry = merge([header_env, back])
+            # strict rounds accumulate, so they settle for certain (each variable only moves up)
+            new_entry = merge([entry if strict else header_env, self.env] + continues)
             if _types_of(new_entry) == _types_of(entry):
-                if not self.stopped or strict or self.unsettled:
+                if strict or not self.stopped or self.unsettled:
                     break
+                strict = True
+            elif rounds >= tolerant_rounds:
                 strict = True
             entry = new_entry
         else:
@@ -511,7 +517,7 @@ class Typer(LocatingVisitor):
             try:
                 if test is not None:
                     self.condition(test)
-            except _Unbound:
+            except _Unbound:  # the condition reads a variable not typed yet: this round stops
                 self.env, self.stopped = None, True
             if self.env is not None:
                 if target is not None:
@@ -549,8 +555,9 @@ class Typer(LocatingVisitor):
     def _range(self, it: ast.Call) -> RangePlan:
         """The loop variable's type: the common type of the arguments (a literal step aside, so that
         `range(u, 0, -1)` counts a uint32 down). Every value the loop variable takes must fit it: a
-        literal start must, a literal stop may lie one past the type's range (`range(u, -1, -1)` ends
-        at 0), a literal step may be negative for unsigned types."""
+        literal start must, a literal stop may lie one past the type's range in the direction of travel
+        (`range(u, -1, -1)` ends at 0) and anywhere behind it, a literal step may be negative for
+        unsigned types."""
         for a in it.args:
             t = self.value_expr(a, "a range argument")
             if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)):
@@ -566,12 +573,18 @@ class Typer(LocatingVisitor):
             raise UserError(f"range arguments of types {names} have no common integer type",
                             hint="convert one of them, e.g. int(n) or gpuc.uint64(i)", node=it)
         lo, hi = int_range(loop_t)
-        checks = ((start, lo, hi, "start"), (stop, lo - 1, hi + 1, "stop"),
-                  (step, -hi if not loop_t.signed else lo, hi, "step"))
-        for value, low, high, what in checks:
-            if value is not None and not low <= value <= high:
-                raise UserError(f"the range {what} {value} does not fit the loop variable's type {loop_t}",
-                                hint="convert an argument, e.g. int(n)", node=it)
+        # The values lie in [start, stop) counting up and in (stop, start] counting down: a stop beyond the
+        # far end only makes the loop empty, one just past the near end lets it reach the type's last value.
+        up = step is None or step > 0                                 # a run-time step may be positive
+        down = step is None and loop_t.signed or step is not None and step < 0   # ... and negative if signed
+        bad = [(what, value) for what, value, wrong in (
+            ("start", start, start is not None and not lo <= start <= hi),
+            ("stop", stop, stop is not None and (up and stop > hi + 1 or down and stop < lo - 1)),
+            ("step", step, step is not None and not (lo if loop_t.signed else -hi) <= step <= hi)) if wrong]
+        if bad:
+            what, value = bad[0]
+            raise UserError(f"the range {what} {value} does not fit the loop variable's type {loop_t}",
+                            hint="convert an argument, e.g. int(n)", node=it)
         if step == 0:
             raise UserError("the range step must not be zero", node=it)
         self.consumed(*[a for a in args if a is not None])
@@ -601,6 +614,8 @@ class Typer(LocatingVisitor):
 
     def visit_Name(self, node: ast.Name) -> GType:
         info = self.env.get(node.id)
+        if self.unsettled and (isinstance(info, Conflict) or info is None and node.id in self.locals):
+            raise _Unbound(node.id)
         if info is not None:
             if isinstance(info, Conflict):
                 (t1, l1), (t2, l2) = info.first, info.second
@@ -611,8 +626,6 @@ class Typer(LocatingVisitor):
             self.typed.slots[id(node)] = (node.id, info[0])
             return info[0]
         if node.id in self.locals:
-            if self.unsettled:
-                raise _Unbound(node.id)
             raise UserError(f"variable {node.id!r} is used before it is assigned",
                             hint="assign it on every path before this line")
         return self._global_value(node.id, node)

@@ -270,3 +270,19 @@ def test_float_kernel_reproducers():
     k[3](out, x)
     want = np.stack([x + float(2**63), x + float(2**64 - 1), x < float(2**63), x * float(2**63)], axis=1)
     np.testing.assert_array_equal(out, want)
+
+
+def test_several_operands_meet_in_one_type_whatever_their_order():
+    # `b and -2 and u` was float64 (the bool and the literal made an int64 first); NumPy's answer is uint32
+    @gpuc.func
+    def chained(b, u):
+        return b and -2 and u
+
+    @gpuc.func
+    def ordered(b, u):
+        return max(b, 7, u), max(u, 7, b), min(7, b, u)
+
+    compile_error(chained, (boolean, uint32), "the literal -2 does not fit in uint32")
+    from gpuc.frontend.typing import Typing
+    assert Typing("native").function(ordered, (boolean, uint32)).return_type.elements == (uint32,) * 3
+    assert native(ordered, (boolean, uint32))(True, np.uint32(9)) == (9, 9, 1)

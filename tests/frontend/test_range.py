@@ -119,6 +119,28 @@ def test_a_literal_stop_just_past_the_types_range(t, step):
             assert fn(typed(t, a)) == (len(values), values[-1] if values else a), (t, a, stop, step)
 
 
+def test_a_literal_stop_behind_the_start_makes_the_loop_empty():
+    # with an unsigned run-time step the loop counts up: a stop below the type's range only means no values
+    @gpuc.func
+    def f(u, s):
+        n = 0
+        for j in range(u, -2, s):
+            n += 1
+        for j in range(u, -2**40):
+            n += 1
+        return n
+
+    @gpuc.func
+    def g(i):
+        n = 0
+        for j in range(i, 2**40, -1):
+            n += 1
+        return n
+
+    assert native(f, (uint32, uint32))(np.uint32(5), np.uint32(2)) == 0
+    assert native(g, (int32,))(np.int32(7)) == 0
+
+
 def test_the_reproducers():
     @gpuc.func
     def down(u):

@@ -278,8 +278,9 @@ def test_a_variable_no_path_assigns_is_still_an_error():
     def f(n):
         t = 0.0
         for j in range(n):
-            t += v
-            v = 2.5
+            while t < 10.0:
+                t += v
+        v = 2.5
         return t
 
     @gpuc.func

@@ -100,7 +100,7 @@ class JITModule:
         return fn
 
     def kernel(self, signature=None) -> "Kernel":
-        """The launcher for `signature` (default: the module's), built once and cached."""
+        """The launcher for `signature` (default: the module's), cached while it is in use."""
         signature = as_signature(signature) if signature is not None else self.signature
         if signature is None:
             raise TypeError(f"launching @{self.entry} needs its KernelSignature: pass signature=... to launch() "
@@ -110,7 +110,13 @@ class JITModule:
             launcher = self._launchers[signature] = Kernel(self, signature)
         return launcher
 
+    @property
+    def closed(self) -> bool:
+        return self._jit.closed
+
     def close(self) -> None:
+        """Free the JIT and its code. Launchers taken from the module then refuse to run; ctypes
+        functions from `function()` must not be called any more."""
         self._launchers.clear()
         self._jit.close()
 
@@ -249,6 +255,8 @@ class Kernel:
         return self._pack(*values)
 
     def __call__(self, n, args, threads: int | None = None) -> None:
+        if self.module.closed:  # its code is unmapped: calling it would crash the process
+            raise ValueError(f"the module of @{self.module.entry} was closed; its kernels can no longer run")
         launch_marshalled(self._fn, self.marshal(args), n, threads)
 
 

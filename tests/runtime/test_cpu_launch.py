@@ -226,3 +226,18 @@ define void @kernel(ptr %out) {
     with pytest.raises(gpuc.CompilationError, match=r"calls @my\.trace, which nothing defines") as info:
         load(job)
     assert "register a plugin" in str(info.value)
+
+
+def test_a_launcher_of_a_closed_module_refuses_to_run():
+    # Its code was unmapped with the JIT: the call jumped into freed memory.
+    ir = "declare i64 @gpuc.ctx.index(i32)\ndefine void @fill(ptr %p, i64 %n, i64 %s) {\n" \
+         "  %i = call i64 @gpuc.ctx.index(i32 0)\n  %a = getelementptr i64, ptr %p, i64 %i\n" \
+         "  store i64 7, ptr %a\n  ret void\n}\n"
+    module = JITModule(job(ir, entry="fill"), signature=[("array", np.int64, 1)])
+    launcher = module.kernel()
+    out = np.zeros(2, dtype=np.int64)
+    launcher(2, (out,))
+    assert out.tolist() == [7, 7]
+    module.close()
+    with pytest.raises(ValueError, match="was closed"):
+        launcher(2, (out,))

@@ -31,7 +31,7 @@ typedef int CUresult; typedef int CUdevice; typedef unsigned long long CUdevicep
 typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
 #define OK 0
 // recorded state, read back from Python with ctypes
-int fake_nparams = 0; int fake_sizes[64]; unsigned char fake_params[64 * 16];
+int fake_nparams = 0; int fake_sizes[64]; unsigned char fake_params[64 * 32];
 unsigned int fake_dims[6]; unsigned int fake_shared; uintptr_t fake_stream; uintptr_t fake_extra; int fake_launches = 0;
 uintptr_t fake_current_ctx = 0; int fake_ctx_sets = 0; int fake_jit_nopts = 0; int fake_jit_opts[16]; uintptr_t fake_jit_vals[16];
 char fake_image[256]; uintptr_t fake_last_stream_sync = 12345; int fake_allocs = 0, fake_frees = 0;
@@ -94,7 +94,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   fake_dims[0] = gx; fake_dims[1] = gy; fake_dims[2] = gz; fake_dims[3] = bx; fake_dims[4] = by; fake_dims[5] = bz;
   fake_shared = shared; fake_stream = (uintptr_t)s; fake_extra = (uintptr_t)extra; fake_launches++;
   memset(fake_params, 0, sizeof fake_params);
-  for (int i = 0; i < fake_nparams; i++) memcpy(fake_params + 16 * i, params[i], fake_sizes[i]);  // as the driver does
+  for (int i = 0; i < fake_nparams; i++) memcpy(fake_params + 32 * i, params[i], fake_sizes[i]);  // as the driver does
   return OK;
 }
 CUresult cuStreamSynchronize(CUstream s) { fake_last_stream_sync = (uintptr_t)s; return OK; }
@@ -152,8 +152,8 @@ thread = threading.Thread(target=run)
 thread.start()
 thread.join()
 assert not errors, errors
-raw = bytes((ctypes.c_ubyte * (64 * 16)).in_dll(lib, "fake_params"))
-params = [raw[16 * i:16 * i + s] for i, s in enumerate(sizes)]
+raw = bytes((ctypes.c_ubyte * (64 * 32)).in_dll(lib, "fake_params"))
+params = [raw[32 * i:32 * i + s] for i, s in enumerate(sizes)]
 i64 = lambda v: v.to_bytes(8, "little", signed=True)
 assert params == [out.ptr.to_bytes(8, "little"), i64(5), i64(1), (-7).to_bytes(4, "little", signed=True),
                   i64(2**40 + 3), bytes(ctypes.c_double(1.25)), b"\1", bytes(ctypes.c_float(0.5)),
@@ -199,3 +199,54 @@ def test_the_runtime_against_a_stub_libcuda(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all checks passed" in done.stdout
+
+
+TUPLE_PROBE = r"""
+import ctypes, re
+import numpy as np
+import gpuc, gpuc.cuda as cuda
+lib = ctypes.CDLL("libcuda.so.1")
+
+@gpuc.kernel
+def shifted(out, t):
+    i = gpuc.index()
+    a, (flag, b) = t
+    out[i] = a * i + (b if flag else -b)
+
+captured = {}
+original = cuda.CudaModule.from_ptx.__func__
+def from_ptx(cls, ptx, entry=None):  # size the stub's parameter copies from the PTX, as the driver does
+    head = ptx.split(".entry", 1)[1].split(")", 1)[0]
+    sizes = [int(m.group(2)) if m.group(2) else int(m.group(1)) // 8
+             for m in re.finditer(r"\.param \.(?:[usbf](\d+)|align \d+ \.b8 \S+\[(\d+)\])", head)]
+    ctypes.c_int.in_dll(lib, "fake_nparams").value = len(sizes)
+    for i, s in enumerate(sizes):
+        (ctypes.c_int * 64).in_dll(lib, "fake_sizes")[i] = s
+    captured["sizes"] = sizes
+    return original(cls, ptx, entry)
+cuda.CudaModule.from_ptx = classmethod(from_ptx)
+
+out = cuda.to_device(np.zeros(4))
+shifted[4](out, (np.int32(-3), (True, 2.5)))
+raw = bytes((ctypes.c_ubyte * (64 * 32)).in_dll(lib, "fake_params"))
+sizes = captured["sizes"]
+assert sizes == [8, 8, 8, 24, 8, 8, 8], sizes
+params = [raw[32 * i:32 * i + s] for i, s in enumerate(sizes)]
+assert params[3] == (-3).to_bytes(4, "little", signed=True) + bytes(4) + b"\1" + bytes(7) + bytes(ctypes.c_double(2.5)), params[3]
+assert params[4:] == [(4).to_bytes(8, "little"), (1).to_bytes(8, "little"), (1).to_bytes(8, "little")], params
+print("fake libcuda: tuple checks passed")
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the stub libcuda")
+def test_a_tuple_argument_reaches_cuLaunchKernel_with_the_ptx_layout(tmp_path):
+    (tmp_path / "fake.c").write_text(FAKE_LIBCUDA)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(tmp_path / "libcuda.so.1"), str(tmp_path / "fake.c"),
+                    "-ldl"], check=True)
+    (tmp_path / "probe.py").write_text(TUPLE_PROBE)
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+               PYTHONPATH=f"{ROOT}:{os.environ.get('PYTHONPATH', '')}")
+    done = subprocess.run([sys.executable, str(tmp_path / "probe.py")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "tuple checks passed" in done.stdout

@@ -139,3 +139,38 @@ def test_python_kernel_with_non_ascii_names_for_ptx(survive):
         print("ENTRY", result.entry)
         """)
     assert "ENTRY " in result.stdout
+
+
+def test_third_party_plugin_ir_is_contained(survive):
+    # A plugin links IR NVPTX aborts on into a Python kernel: the module is no longer gpuc's own,
+    # so its code is generated in the helper process.
+    result = survive("""
+        import gpuc
+        from gpuc.llvm import Module
+
+        EVIL = ("define i64 @evil_impl(double %x) {\\n  %w = fptosi double %x to i128\\n"
+                "  %h = lshr i128 %w, 64\\n  %r = trunc i128 %h to i64\\n  ret i64 %r\\n}\\n")
+
+        def resolve(job, marker, module):
+            if not marker.uses:
+                return False
+            module.link(Module.parse(EVIL, module.context))
+            marker.replace_all_uses_with(module.functions["evil_impl"])
+            return True
+
+        plugin = gpuc.make_plugin("test.evil", early_callback=resolve)
+        evil = gpuc.marker("test.evil", gpuc.int64, (gpuc.float64,))
+
+        @gpuc.kernel
+        def k(x, out):
+            i = gpuc.index()
+            out[i] = evil(x[i])
+
+        types = (gpuc.Array[gpuc.float64, 1], gpuc.Array[gpuc.int64, 1])
+        try:
+            gpuc.compile(gpuc.CompilerJob((k, types), gpuc.CompilerConfig(gpuc.PTXTarget(), plugins=[plugin])), "asm")
+        except gpuc.InternalCompilerError as exc:
+            print("ERROR-TYPE-OK")
+            print(exc)
+        """)
+    assert "ERROR-TYPE-OK" in result.stdout and "unsupported library call" in result.stdout, result.stdout

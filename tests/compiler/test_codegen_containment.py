@@ -1,0 +1,75 @@
+"""Where GPU code is generated: gpuc's own IR in-process, other IR in the helper pool, which recovers."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import gpuc
+from gpuc.llvm import isolated
+
+IR = "define void @kernel(ptr %p, i32 %x) {\n  store i32 %x, ptr %p\n  ret void\n}\n"
+
+
+@pytest.fixture
+def helper_calls(monkeypatch):
+    calls = []
+    real = isolated.isolated_emit
+
+    def spy(*args, **kwargs):
+        calls.append(args[1])  # the triple
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(isolated, "isolated_emit", spy)
+    return calls
+
+
+@pytest.mark.parametrize("target", [gpuc.PTXTarget(), gpuc.GCNTarget()], ids=["ptx", "gcn"])
+def test_ir_source_goes_to_the_helper(make_job, helper_calls, target):
+    assert gpuc.compile(make_job(IR, target=target, kernel=True), "asm").output
+    assert helper_calls == [target.triple()]
+
+
+@pytest.mark.parametrize("target", [gpuc.PTXTarget(), gpuc.GCNTarget()], ids=["ptx", "gcn"])
+def test_python_kernels_stay_in_process(helper_calls, target):
+    @gpuc.kernel
+    def fill(out):
+        out[gpuc.index()] = 1.0
+
+    job = gpuc.CompilerJob((fill, (gpuc.Array[gpuc.float32, 1],)), gpuc.CompilerConfig(target))
+    assert gpuc.compile(job, "asm").output
+    assert helper_calls == []
+
+
+def test_native_code_is_generated_in_process(make_job, helper_calls):
+    assert gpuc.compile(make_job(IR), "obj").output
+    assert helper_calls == []
+
+
+def test_helper_killed_between_compiles_is_replaced(make_job):
+    job = make_job(IR, target=gpuc.PTXTarget(), kernel=True)
+    first = gpuc.compile(job, "asm").output
+    for helper in isolated.client()._idle:
+        helper.proc.kill()
+        helper.proc.wait()
+    assert gpuc.compile(job, "asm").output == first
+
+
+def test_concurrent_compiles_use_separate_helpers(make_job):
+    job = make_job(IR, target=gpuc.PTXTarget(), kernel=True)
+    expected = gpuc.compile(job, "asm").output
+    results, errors = [], []
+
+    def work():
+        try:
+            results.extend(gpuc.compile(job, "asm").output for _ in range(3))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results == [expected] * 12

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from ..compiler import CompilerConfig, CompilerJob, compile_module
+from ..compiler.driver import generated_by_gpuc
 from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget
 from . import cpu
@@ -172,7 +173,8 @@ def _cuda_launcher(kernel, types):
     with compile_module(job) as built:
         nparams = len(built.module.functions[built.entry].function_type.params)
         written = written_params(built.module, built.module.functions[built.entry])
-        ptx = target.emit(job, built.module, target.cached_target_machine(job.config.opt_level), "asm")
+        ptx = target.emit(job, built.module, target.cached_target_machine(job.config.opt_level), "asm",
+                          contained=not generated_by_gpuc(job, built.trace))
         entry = built.entry
     # The context plugin appends the launch size (3 x i64) when the kernel asks for an index.
     plain = cuda.KernelSignature.from_spec(spec, ndrange=False)

@@ -32,6 +32,7 @@ def run_deep(fn, *args):
     if getattr(_local, "deep", False):
         return fn(*args)
     outcome: dict = {}
+    done = threading.Event()
 
     def work():
         _local.deep = True
@@ -39,6 +40,8 @@ def run_deep(fn, *args):
             outcome["value"] = fn(*args)
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
             outcome["error"] = exc
+        finally:
+            done.set()
 
     _enter()
     try:
@@ -49,13 +52,28 @@ def run_deep(fn, *args):
                 thread.start()
             finally:
                 threading.stack_size(previous)
-        thread.join()
+        _wait(done)
     finally:
         _leave()
     if "error" in outcome:
         error = outcome.pop("error")
         raise error
     return outcome["value"]
+
+
+def _wait(done: threading.Event) -> None:
+    """Wait for the frontend thread even through Ctrl-C, then raise the interruption: the thread
+    builds IR in the caller's LLVM context, which the caller frees as it unwinds, and it is deep
+    in recursion that the restored recursion limit would turn into a fatal error. (Not
+    Thread.join: interrupted, Python 3.11's join marks a running thread as finished.)"""
+    interrupted = None
+    while not done.is_set():
+        try:
+            done.wait()
+        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt and other asynchronous exceptions
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _enter() -> None:

@@ -112,3 +112,22 @@ def test_a_deep_caller_and_concurrent_compiles(survive):
         print("DEEP-CALLER-OK")
     """), timeout=300)
     assert "DEEP-CALLER-OK" in result.stdout, result.stderr
+
+
+def test_ctrl_c_during_a_long_frontend_run(survive):
+    # an interrupted caller returned at once, restoring the recursion limit under the deep frontend
+    # thread ("Fatal Python error: Cannot recover from stack overflow") and freeing its LLVM context
+    result = survive(case("""
+        import os, signal, threading
+        import numpy as np, gpuc
+        warm = make_module("warm", 2, 2)
+        warm.k[1](np.zeros(1, dtype=np.int64), 1)  # LLVM loaded: the signal lands in the frontend run
+        m = make_module("interrupted", 400, 1500)
+        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            m.k[1](np.zeros(1, dtype=np.int64), 1)
+            print("FINISHED-BEFORE-THE-SIGNAL")
+        except KeyboardInterrupt:
+            print("INTERRUPTED-OK")
+    """), timeout=300)
+    assert "INTERRUPTED-OK" in result.stdout or "FINISHED-BEFORE-THE-SIGNAL" in result.stdout, result.stderr

@@ -8,8 +8,10 @@ interpreter's recursion limit is raised to FRAMES while any such run is in progr
 
 Python (3.11 included) keeps one recursion limit per interpreter: while a compile runs, other
 threads see the raised limit too. It is restored as soon as the last concurrent compile ends,
-unless someone changed it in between. Beyond the limit, the visitors report a located
-CompilationError (see errors.LocatingVisitor) instead of a RecursionError.
+unless someone changed it in between (lowering it from another thread while a compile runs deep
+makes Python abort: "Cannot recover from stack overflow"). The caller waits for the frontend
+thread even when interrupted, for the same reason. Beyond the limit, the visitors report a
+located CompilationError (see errors.LocatingVisitor) instead of a RecursionError.
 """
 
 from __future__ import annotations

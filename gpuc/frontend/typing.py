@@ -575,8 +575,8 @@ class Typer(LocatingVisitor):
         lo, hi = int_range(loop_t)
         # The values lie in [start, stop) counting up and in (stop, start] counting down: a stop beyond the
         # far end only makes the loop empty, one just past the near end lets it reach the type's last value.
-        up = step is None or step > 0                                 # a run-time step may be positive
-        down = step is None and loop_t.signed or step is not None and step < 0   # ... and negative if signed
+        up = step is None or step > 0  # a step known at run time only may be positive ...
+        down = step < 0 if step is not None else loop_t.signed  # ... and, if signed, negative
         bad = [(what, value) for what, value, wrong in (
             ("start", start, start is not None and not lo <= start <= hi),
             ("stop", stop, stop is not None and (up and stop > hi + 1 or down and stop < lo - 1)),

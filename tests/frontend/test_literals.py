@@ -1,5 +1,6 @@
-"""Python literals next to typed values: comparisons give Python's exact answer, integers beyond int64 used with floats
-become that float, and everywhere else a literal that does not fit the type it takes is an error -- never a wrapped value."""
+"""Python literals next to typed values: comparisons give Python's exact answer, integers beyond int64 used with
+floats become that float, and everywhere else a literal that does not fit the type it takes is an error -- never a
+wrapped value."""
 
 from __future__ import annotations
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 
-REQUEST_TIMEOUT_S = 300
+REQUEST_TIMEOUT_S = 300  # a request the helper has not answered by then is abandoned
 
 
 class _Helper:
@@ -37,8 +39,10 @@ class _Helper:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         self.stderr = tempfile.TemporaryFile(prefix="gpuc-codegen-")
+        # Its own session: killing its process group also ends a child it forked for a request.
         self.proc = subprocess.Popen([sys.executable, "-m", "gpuc.llvm.isolated"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr, env=env, close_fds=True)
+                                     stdout=subprocess.PIPE, stderr=self.stderr, env=env, close_fds=True,
+                                     start_new_session=True)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -47,28 +51,41 @@ class _Helper:
         """The helper's reply; a helper that dies on the request raises EOFError after `close()`."""
         mark = os.fstat(self.stderr.fileno()).st_size
         _write(self.proc.stdin, header, bitcode)
+        timed_out = not select.select([self.proc.stdout], [], [], REQUEST_TIMEOUT_S)[0]
+        if timed_out:
+            self.kill()  # a backend that never finishes: the read below then sees EOF
         try:
             reply, payload = _read(self.proc.stdout)
         except (EOFError, ValueError):
             status = self.proc.wait()
             message = _llvm_message(self.stderr, mark)
             self.close(kill=True)
-            why = f"signal {-status}" if status < 0 else f"status {status}"
-            raise EOFError(f"the {header['triple']} backend crashed the helper process ({why})"
-                           + message) from None
+            if timed_out:
+                what = f"did not answer within {REQUEST_TIMEOUT_S} s; the helper process was killed"
+            else:
+                what = f"crashed the helper process ({f'signal {-status}' if status < 0 else f'status {status}'})"
+            raise EOFError(f"the {header['triple']} backend {what}{message}") from None
         if not reply.get("ok") and reply.get("crashed"):
             reply["error"] += _llvm_message(self.stderr, mark)
         return reply, payload
 
+    def kill(self) -> None:
+        if self.proc.returncode is not None:
+            return  # reaped: its process group id may belong to someone else by now
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already gone, with its children
+
     def close(self, kill: bool = False) -> int:
         if kill:
-            self.proc.kill()
+            self.kill()
         else:
             try:
                 self.proc.stdin.close()  # the helper exits at end of input
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
+                self.kill()
         status = self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
             try:

@@ -73,3 +73,16 @@ def test_concurrent_compiles_use_separate_helpers(make_job):
     for t in threads:
         t.join()
     assert not errors and results == [expected] * 12
+
+
+def test_helper_that_never_answers_is_abandoned(make_job, monkeypatch):
+    # A backend stuck in a loop must not hang the caller: the request times out, the helper goes.
+    import signal
+
+    job = make_job(IR, target=gpuc.PTXTarget(), kernel=True)
+    gpuc.compile(job, "asm")
+    monkeypatch.setattr(isolated, "REQUEST_TIMEOUT_S", 1)
+    isolated.client()._idle[-1].proc.send_signal(signal.SIGSTOP)  # the helper the next request takes
+    with pytest.raises(gpuc.InternalCompilerError, match="did not answer within 1 s"):
+        gpuc.compile(job, "asm")
+    assert gpuc.compile(job, "asm").output

@@ -100,7 +100,7 @@ def test_reference_unsigned_count_down_and_loop_carried_variable():
 
 def test_judge_finds_wrong_values_and_signed_zeros():
     case = progen.Case(0, 0, HEADER + "@gpuc.kernel\ndef kernel(out):\n    out[0] = -0.0\n", [[]])
-    want = fuzz.Outcome([np.array([-0.0, 1.0])], [np.zeros(2, bool)])
+    want = fuzz.Outcome([np.array([-0.0, 1.0])], [np.zeros(2)])
     assert not fuzz.judge(case, [want], [("ok", [np.array([-0.0, 1.0])])])
     found = fuzz.judge(case, [want], [("ok", [np.array([0.0, 1.0])])])
     assert [f.kind for f in found] == ["mismatch"] and "array argument 0[0]" in found[0].actual

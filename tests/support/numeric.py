@@ -149,19 +149,19 @@ def common(operands, check: bool = True) -> str | None:
 # -- conversions ----------------------------------------------------------------------------
 
 def convert(value, t: str):
-    """`value` (a typed or weak value) converted to scalar type `t` (NumPy casting; floats -> ints
-    truncate and are undefined out of range)."""
+    """`value` (a typed or weak value) converted to scalar type `t`: NumPy's casts, and where NumPy's
+    result is platform-defined (a float that is NaN or out of the integer type's range) saturation:
+    NaN gives 0, values beyond the range the type's minimum or maximum (docs/frontend.md)."""
     if t == "bool":
         return bool(value)
     if is_int(t):
         if isinstance(value, (float, np.floating)):
-            if not math.isfinite(value):
-                raise Undefined(f"{value} converted to {t}")
-            v = int(value)
+            if math.isnan(value):
+                return 0
             lo, hi = int_range(t)
-            if not lo <= v <= hi:
-                raise Undefined(f"{value} converted to {t} is out of range")
-            return v
+            if math.isinf(value):
+                return lo if value < 0 else hi
+            return min(max(int(value), lo), hi)
         return wrap(int(value), t)
     if isinstance(value, (bool, np.bool_)):
         value = int(value)

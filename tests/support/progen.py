@@ -23,7 +23,8 @@ FEATURES = {
     "funcs", "early_return", "loops", "while", "break_continue", "tuples", "augassign", "annassign",
     "minmax", "ifexp", "boolop", "compare_chain", "math", "math_transcendental", "big_literals",
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
-    "runtime_step", "unsigned_negative_step", "shifts", "conversions",
+    "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
+    "tuple_args", "chained", "index",
 }
 
 SIZE_1D = 6
@@ -37,7 +38,7 @@ BIG_INTS = [127, 255, -128, 2**31 - 1, 2**31, -2**31, 2**32 - 1, 2**32, 2**63 - 
 FLOAT_LITS = ["0.0", "-0.0", "0.5", "1.5", "-2.25", "3.0", "0.1", "1e10", "-1e-3", "7.75"]
 MATH1 = ["exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh"]
 MATH_EXTRA1 = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt",
-               "erf", "erfc", "gamma", "lgamma", "radians", "degrees"]
+               "erf", "erfc", "gamma", "lgamma", "exp2"]
 MATH_EXTRA2 = ["atan2", "hypot"]
 
 
@@ -86,6 +87,8 @@ class ArgSpec:
     numpy: bool = True        # scalars: a NumPy scalar (else a Python int/float/bool)
 
     def describe(self) -> str:
+        if self.kind == "tuple":
+            return "(" + "".join(e.describe() + ", " for e in self.value) + ")"
         if self.kind == "scalar":
             return f"{'np.' + self.dtype if self.numpy else type(self.value).__name__}({self.value!r})"
         view = "" if not self.view else "[" + ", ".join(_slice_text(s) for s in self.view) + "]"
@@ -97,15 +100,18 @@ def _slice_text(s: slice) -> str:
 
 
 def build_args(specs):
-    """Fresh launch arguments for `specs`, and for each array a bool mask of the same view."""
+    """Fresh launch arguments for `specs`, and for each array a tolerance mask of the same view."""
     args, masks = [], []
     for s in specs:
         if s.kind == "scalar":
             args.append(NUMPY[s.dtype](s.value) if s.numpy else s.value)
             masks.append(None)
+        elif s.kind == "tuple":
+            args.append(tuple(build_args(s.value)[0]))
+            masks.append(None)
         else:
             base = s.value.copy()
-            mask = np.zeros(base.shape, bool)
+            mask = np.zeros(base.shape)  # relative tolerances, 0 for exact
             args.append(base[s.view] if s.view else base)
             masks.append(mask[s.view] if s.view else mask)
     return args, masks
@@ -137,6 +143,7 @@ class Generator:
         self.outs: list = []            # output array names with dtypes
         self.slot = 0
         self.budget = 0
+        self.globals: list = []         # (name, type, value): module-level constants
         self.max_depth = rng.choice([1, 2, 2, 3])
 
     # -- helpers ------------------------------------------------------------------------------
@@ -203,6 +210,19 @@ class Generator:
             return None
         name, t = self.rng.choice(found)
         return Ex(name, t)
+
+    def e_global(self, scope, want=None, *_):
+        found = [(n, t) for n, t, _ in self.globals if self.ok(t, want)]
+        if not found:
+            return None
+        name, t = self.rng.choice(found)
+        value = next(v for n, _, v in self.globals if n == name)
+        return Ex(name, t, t in ("int64", "float64", "bool") and not isinstance(value, str), value)
+
+    def e_index(self, scope, want=None, *_):
+        if not self.on("index") or want not in (None, "int"):
+            return None
+        return Ex(self.rng.choice(["gpuc.index()", "gpuc.index(0)"]), "int64")
 
     def e_element(self, scope, want=None, *_):
         arrays = [(n, a) for n, a in self.arrays.items() if self.ok(a[0], want)]
@@ -376,7 +396,7 @@ class Generator:
             lo, hi = int_range(target)
             if not lo <= v <= hi:
                 return None
-        if is_int(target) and is_float(a.t):
+        if is_int(target) and is_float(a.t) and self.rng.random() < 0.3:  # (conversions saturate anyway)
             return Ex(f"({call}({a.text}) if abs({a.text}) < 1e9 else 5)", target)
         return Ex(f"{call}({a.text})", target)
 
@@ -387,10 +407,15 @@ class Generator:
         if a.t == "bool" or a.weak:
             return None
         ft = a.t if is_float(a.t) else "float64"
-        choice = self.rng.choice(["sqrt", "fabs", "copysign", "floor", "ceil", "isnan", "isinf"])
-        if choice in ("floor", "ceil"):
-            return Ex(f"(math.{choice}({a.text}) if abs({a.text}) < 1e15 else 0)", "int64") if want in (None, "int") else None
-        if choice in ("isnan", "isinf"):
+        choice = self.rng.choice(["sqrt", "fabs", "copysign", "floor", "ceil", "isnan", "isinf"]
+                                 + (["trunc", "fmod", "isfinite", "radians", "degrees"] if self.on("math_extra") else []))
+        if choice in ("radians", "degrees") and want in (None, "float"):
+            return Ex(f"math.{choice}({a.text})", ft)
+        if choice == "fmod" and want in (None, "float"):
+            return Ex(f"math.fmod({a.text}, {self.guard_nonzero(self.expr(scope, depth, 'float')).text})", ft)
+        if choice in ("floor", "ceil", "trunc"):
+            return Ex(f"math.{choice}({a.text})", "int64" if not is_int(a.t) else a.t) if want in (None, "int") else None
+        if choice in ("isnan", "isinf", "isfinite"):
             return Ex(f"math.{choice}({a.text})", "bool") if want in (None, "bool") else None
         if want not in (None, "float"):
             return None
@@ -485,6 +510,15 @@ class Generator:
         name = self.fresh()
         self.emit(f"{name} = {ex.text}")
         scope.vars[name] = ex.t if not ex.weak else ex.t
+        return True
+
+    def s_chained(self, scope):
+        ex = self.expr(scope)
+        if ex.weak and not _fits_text(ex.text, "int64"):
+            return None
+        a, b = self.fresh(), self.fresh()
+        self.emit(f"{a} = {b} = {ex.text}")
+        scope.vars[a] = scope.vars[b] = ex.t
         return True
 
     def s_assign_existing(self, scope):
@@ -802,7 +836,7 @@ class Generator:
         self.ret = None
 
     def kernel(self, params):
-        scope = Scope({n: t for n, t in params if isinstance(t, str)})
+        scope = Scope({n: t for n, t in params if isinstance(t, (str, Tup))})
         self.lines.append("@gpuc.kernel")
         self.lines.append(f"def kernel({', '.join(n for n, _ in params)}):")
         self.indent, self.budget, self.in_kernel = 1, self.rng.randint(6, 16), True
@@ -838,7 +872,7 @@ def _fits_text(text: str, t: str) -> bool:
 # (weight, feature or None, method)
 LEAF_RULES = [
     (3, None, "e_literal"), (5, None, "e_var"), (3, None, "e_element"), (1, None, "e_len"),
-    (1, "tuples", "e_tuple_item"),
+    (1, "tuples", "e_tuple_item"), (1, "globals", "e_global"), (0.3, "index", "e_index"),
 ]
 EXPR_RULES = LEAF_RULES + [
     (6, None, "e_binop"), (2, None, "e_bitop"), (1, None, "e_pow"), (1, None, "e_unary"),
@@ -850,7 +884,7 @@ STMT_RULES = [
     (1, "annassign", "s_annassign"), (5, None, "s_store"), (1, "augassign", "s_aug_store"),
     (1, "math_transcendental", "s_store_math"), (4, None, "s_if"), (2, "retype", "s_retype_in_branch"),
     (3, "loops", "s_for"), (2, "while", "s_while"), (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
-    (1, "array_ifexp", "s_array_ifexp"),
+    (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"),
 ]
 
 
@@ -909,16 +943,30 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
     ins = [(rng.choice(SCALARS), rng.choice([1, 1, 2])) for _ in range(rng.randint(1, 2))]
     scalars = [rng.choice(SCALARS) for _ in range(rng.randint(1, 3))]
     counts = [rng.choice(INTS) for _ in range(rng.randint(0, 2))]
+    tuples = [Tup(tuple(rng.choice(SCALARS) for _ in range(rng.randint(2, 3))))
+              for _ in range(rng.random() < 0.3 and g.on("tuple_args"))]
     params = ([(f"o{k}", ("out", d)) for k, d in enumerate(outs)] + [(f"a{k}", a) for k, a in enumerate(ins)]
-              + [(f"s{k}", t) for k, t in enumerate(scalars)] + [(f"n{k}", t) for k, t in enumerate(counts)])
+              + [(f"s{k}", t) for k, t in enumerate(scalars)] + [(f"n{k}", t) for k, t in enumerate(counts)]
+              + [(f"q{k}", t) for k, t in enumerate(tuples)])
     g.outs = [(f"o{k}", d) for k, d in enumerate(outs)]
     g.arrays = {f"a{k}": a for k, a in enumerate(ins)}
-    g.lines = ["import math", "", "import numpy as np", "", "import gpuc", "", ""]
+    g.lines = ["import math", "", "import numpy as np", "", "import gpuc", ""]
+    if g.on("globals"):
+        for k in range(rng.randint(0, 3)):
+            t = rng.choice(SCALARS)
+            v = scalar_value(rng, t) if t != "int64" else rng.choice(SMALL_INTS)
+            if t in ("int64", "float64", "bool") and rng.random() < 0.6 and (t != "float64" or np.isfinite(v)):
+                g.globals.append((f"K{k}", t, v))  # a Python number: a weak literal in functions
+                g.lines.append(f"K{k} = {v!r}")
+            elif np.isfinite(v):
+                g.globals.append((f"K{k}", t, "np"))  # a NumPy scalar keeps its dtype
+                g.lines.append(f"K{k} = np.{t if t != 'bool' else 'bool_'}({v!r})")
+    g.lines += ["", ""]
     if g.on("funcs"):
         for k in range(rng.choice([0, 1, 1, 2])):
             g.func(k)
             g.lines.append("")
-    g.kernel([(n, t if isinstance(t, str) else None) for n, t in params])
+    g.kernel([(n, t if isinstance(t, (str, Tup)) else None) for n, t in params])
     source = "\n".join(g.lines) + "\n"
 
     base = []
@@ -930,6 +978,9 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
             base.append(array_spec(rng, t[0], t[1], strided and rng.random() < 0.3))
         elif name.startswith("n"):
             base.append(ArgSpec("scalar", t, rng.randint(0, 6), numpy=t != "int64" or rng.random() < 0.5))
+        elif name.startswith("q"):
+            base.append(ArgSpec("tuple", "", [ArgSpec("scalar", e, scalar_value(rng, e), numpy=e not in (
+                "int64", "float64", "bool") or rng.random() < 0.5) for e in t.elts]))
         else:
             base.append(ArgSpec("scalar", t, scalar_value(rng, t), numpy=t not in ("int64", "float64", "bool")
                                 or rng.random() < 0.5))

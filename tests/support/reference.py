@@ -19,9 +19,10 @@ import numpy as np
 
 from .numeric import (Arr, Expected, Tup, Undefined, convert, from_numpy, is_float, is_int, signed, truth, wrap,
                       zero, BITS, NUMPY)
-from .typer import FOLD, INT_MATH, MATH_CONSTANTS, PRED_MATH, TYPE_NAMES, Typer, strong
+from .typer import FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
 
 MAX_STEPS = 20_000
+RTOL32, RTOL64 = 1e-5, 1e-13  # transcendental results: libm's float32 functions round differently
 
 __all__ = ["Program", "Expected", "Undefined", "launch_types"]
 
@@ -40,6 +41,8 @@ def launch_types(args) -> tuple:
             out.append("float64")
         elif isinstance(a, np.generic):
             out.append(a.dtype.name)
+        elif isinstance(a, tuple):
+            out.append(Tup(launch_types(a)))
         else:
             raise TypeError(a)
     return tuple(out)
@@ -63,41 +66,52 @@ class Program:
         self.source = source
         tree = ast.parse(source)
         self.funcs = {d.name: d for d in tree.body if isinstance(d, ast.FunctionDef)}
+        self.globals = {}  # module-level numbers: name -> (type, weak, value)
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                self.globals[node.targets[0].id] = _constant(node.value)
         self.kernel = kernel
         self._typed: dict = {}
 
-    def typed(self, name, argtypes, exact_compare=False):
-        key = (name, argtypes, exact_compare)
+    def typed(self, name, argtypes):
+        key = (name, argtypes)
         found = self._typed.get(key)
         if found is None:
             if key in self._typed:
                 raise Undefined("recursion")
             self._typed[key] = None
-            found = self._typed[key] = Typer(self, self.funcs[name], argtypes, exact_compare).run()
+            found = self._typed[key] = Typer(self, self.funcs[name], argtypes).run()
         return found
 
-    def check(self, args, exact_compare=False):
+    def check(self, args):
         """Type the kernel for `args`; raises Expected where the docs require a compile error."""
-        typed = self.typed(self.kernel, launch_types(args), exact_compare)
+        typed = self.typed(self.kernel, launch_types(args))
         if typed.ret is not None:
             raise Expected("kernel returns a value")
         return typed
 
-    def run(self, args, masks=None, exact_compare=False) -> None:
+    def run(self, args, masks=None) -> None:
         """Run the kernel for one work item (index 0 of 1) over `args`, updating arrays in place.
-        `masks` (bool arrays like the array arguments) get True where a transcendental result was stored."""
-        typed = self.check(args, exact_compare)
-        values = []
-        for a, t in zip(args, typed.argtypes):
-            values.append(a if isinstance(a, np.ndarray) else convert(a.item() if isinstance(a, np.generic) else a, t))
+        `masks` (float arrays like the array arguments) get the relative tolerance where a transcendental
+        result was stored (0 elsewhere: exact)."""
+        typed = self.check(args)
+        values = [_value(a, t) for a, t in zip(args, typed.argtypes)]
         mask_of = {id(a): m for a, m in zip(args, masks or []) if isinstance(a, np.ndarray)}
         with np.errstate(all="ignore"):
-            Evaluator(self, mask_of, exact_compare).call(typed, values)
+            Evaluator(self, mask_of).call(typed, values)
+
+
+def _value(arg, t):
+    if isinstance(arg, np.ndarray):
+        return arg
+    if isinstance(arg, tuple):
+        return tuple(_value(a, e) for a, e in zip(arg, t.elts))
+    return convert(arg.item() if isinstance(arg, np.generic) else arg, t)
 
 
 class Evaluator:
-    def __init__(self, program: Program, masks: dict, exact_compare: bool) -> None:
-        self.program, self.masks, self.exact_compare = program, masks, exact_compare
+    def __init__(self, program: Program, masks: dict) -> None:
+        self.program, self.masks = program, masks
         self.steps = 0
 
     def call(self, typed, values):
@@ -168,7 +182,8 @@ class Evaluator:
         array[index] = convert(value, self.dtype(array))
         mask = self.masks.get(id(array))
         if mask is not None:
-            mask[index] = stmt is not None and id(stmt) in self.t.inexact
+            inexact = stmt is not None and id(stmt) in self.t.inexact
+            mask[index] = (RTOL32 if isinstance(value, np.float32) else RTOL64) if inexact else 0.0
 
     def s_If(self, s, env):
         self.block(s.body if truth(self.eval(s.test, env)) else s.orelse, env)
@@ -196,7 +211,7 @@ class Evaluator:
         loop_t = self.t.optype[id(s)]
         bounds = [int(self.eval(a, env)) for a in s.iter.args]
         if len(bounds) == 3 and bounds[2] == 0:
-            raise Undefined("range step 0")
+            return  # a step that is 0 at run time runs no iterations (docs)
         for j in range(*bounds):
             self.tick()
             if convert(j, loop_t) != j:
@@ -371,30 +386,49 @@ class Evaluator:
             st = strong(t, weak, self.t.consts.get(id(a)))
             argtypes.append(st)
             values.append(convert(v, st) if isinstance(st, str) else v)
-        callee = self.program.typed(node.func.id, tuple(argtypes), self.exact_compare)
+        callee = self.program.typed(node.func.id, tuple(argtypes))
         return self.call(callee, values)
 
     def call_math(self, node, name, env):
         values = [self.eval(a, env) for a in node.args]
+        t = self.t.types[id(node)][0]
+        if name in PRED_MATH:
+            return bool(getattr(np, name)(float(values[0])))
+        if name in INT_MATH:  # a float rounds to int64 (saturating); an integer stays as it is
+            x = values[0]
+            return convert(getattr(np, name)(x) if isinstance(x, (float, np.floating)) else x, t)
+        args = [float(convert(v, t)) for v in values]
+        if name == "fma":
+            if not all(math.isfinite(x) for x in args):
+                raise Undefined("fma of non-finite values")
+            return convert(float(Fraction(args[0]) * Fraction(args[1]) + Fraction(args[2])), t)
+        if name in ("radians", "degrees"):  # CPython's x * (pi / 180) in float64, then rounded
+            return convert(args[0] * (math.pi / 180 if name == "radians" else 180 / math.pi), t)
+        ieee = IEEE.get(name)
+        if ieee is not None:  # where Python raises, kernels give C's IEEE result (docs)
+            return convert(float(ieee(*[np.float64(x) for x in args])), t)
         try:
-            if name in PRED_MATH:
-                return bool(getattr(math, name)(float(values[0])))
-            if name in INT_MATH:
-                result = getattr(math, name)(float(values[0]))
-                if not -(1 << 63) <= result < (1 << 63):
-                    raise Undefined(f"math.{name} out of int64 range")
-                return result
-            t = self.t.optype[id(node)]
-            args = [float(convert(v, t)) for v in values]
-            if name == "fma":
-                if not all(math.isfinite(x) for x in args):
-                    raise Undefined("fma of non-finite values")
-                result = float(Fraction(args[0]) * Fraction(args[1]) + Fraction(args[2]))
-            else:
-                result = getattr(math, name)(*args)
+            return convert(getattr(math, name)(*args), t)
         except (ValueError, OverflowError) as exc:
             raise Undefined(f"math.{name}{tuple(values)}: {exc}")
-        return convert(result, t)
+
+
+IEEE = {"sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2,
+        "log10": np.log10, "log1p": np.log1p, "pow": np.power, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+        "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "atan2": np.arctan2, "hypot": np.hypot,
+        "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+        "atanh": np.arctanh, "fmod": np.fmod, "fabs": np.fabs, "copysign": np.copysign, "cbrt": np.cbrt}
+
+
+def _constant(node):
+    """A module-level number: a Python literal is weak (like a literal); a NumPy scalar keeps its dtype."""
+    value = ast.literal_eval(node) if not isinstance(node, ast.Call) else None
+    if value is not None:
+        if isinstance(value, bool) or isinstance(value, (int, float)):
+            return None, True, value
+        raise Undefined("global constant")
+    t = TYPE_NAMES[node.func.attr]
+    return t, False, convert(ast.literal_eval(node.args[0]), t)
 
 
 def exact(value):

@@ -16,20 +16,22 @@ import operator
 from dataclasses import dataclass, field
 
 from .numeric import (Arr, Expected, SCALARS, Tup, Undefined, common, default_type, fits, int_range, is_float,
-                      is_int, is_scalar)
+                      is_int, is_scalar, signed)
 
-TRANSCENDENTAL = {"exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos", "atan",
-                  "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt", "erf", "erfc", "gamma",
-                  "lgamma", "atan2", "hypot", "radians", "degrees"}
-EXACT_MATH = {"sqrt": 1, "fabs": 1, "copysign": 2, "fma": 3, "fmod": 2}
+TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos",
+                  "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt", "erf", "erfc",
+                  "gamma", "lgamma", "atan2", "hypot"}
+EXACT_MATH = {"sqrt": 1, "fabs": 1, "copysign": 2, "fma": 3, "fmod": 2, "radians": 1, "degrees": 1}
 FLOAT_MATH = {name: 2 if name in ("pow", "atan2", "hypot") else 1 for name in TRANSCENDENTAL} | EXACT_MATH
 INT_MATH = {"floor", "ceil", "trunc"}
 PRED_MATH = {"isnan", "isinf", "isfinite"}
-MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
+MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "tau": math.tau}
 TYPE_NAMES = {"int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float32",
               "float64": "float64", "bool_": "bool", "boolean": "bool"}
 BUILTIN_TYPES = {"int": "int64", "float": "float64", "bool": "bool"}
 
+COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+           ast.Eq: operator.eq, ast.NotEq: operator.ne}
 FOLD = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
         ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift,
@@ -86,10 +88,9 @@ def strong(t, weak, value):
 
 
 class Typer:
-    def __init__(self, program, fdef: ast.FunctionDef, argtypes: tuple, exact_compare: bool = False) -> None:
+    def __init__(self, program, fdef: ast.FunctionDef, argtypes: tuple) -> None:
         self.program, self.fdef = program, fdef
         self.typed = Typed(fdef.name, argtypes)
-        self.exact_compare = exact_compare
         self.returns: list = []
         self.loops: list = []
         self.tolerant = False
@@ -110,8 +111,10 @@ class Typer:
         if strong_types:
             ret = strong_types.pop()
             for t, weak, value in valued:
-                if weak and not (is_scalar(ret) and fits(value, ret) and (is_float(ret) or not isinstance(value, float))):
-                    raise Undefined(f"literal return {value!r} in a function returning {ret}")
+                if weak and isinstance(value, float) and not is_float(ret):
+                    raise Undefined(f"float literal return {value!r} in a function returning {ret}")
+                if weak and not (is_scalar(ret) and fits(value, ret)):
+                    raise Expected("literal", f"return {value!r} in a function returning {ret}")
         elif valued:
             kinds = {default_type(v) for _, _, v in valued}
             if len(kinds) > 1:
@@ -159,7 +162,7 @@ class Typer:
         if not is_scalar(t) or not isinstance(s.target, ast.Name):
             raise Undefined("annotated non-scalar")
         if weak and not fits(self.typed.consts[id(s.value)], want):
-            raise Undefined("annotated literal out of range")
+            raise Expected("literal", f"{self.typed.consts[id(s.value)]!r} does not fit {want}")
         env[s.target.id] = want
         return env
 
@@ -187,7 +190,7 @@ class Typer:
             if not is_scalar(t):
                 raise Expected("store", "storing a non-scalar in an array")
             if weak and not fits(value, elem):
-                raise Undefined(f"literal {value!r} stored in a {elem} array")
+                raise Expected("literal", f"{value!r} stored in a {elem} array")
         elif isinstance(target, ast.Tuple):
             if not isinstance(t, Tup) or len(t.elts) != len(target.elts):
                 raise Expected("unpack", "tuple unpacking needs a tuple of as many values")
@@ -241,20 +244,39 @@ class Typer:
                                   and not isinstance(self.typed.consts[id(a)], bool))):
                 raise Undefined(f"range over {t}")
             operands.append((t, weak, self.typed.consts.get(id(a))))
-        loop_t = common(operands, check=False) or "int64"
-        if not is_int(loop_t):
-            raise Undefined(f"range with a {loop_t} loop variable")  # int64 with uint64: not defined
+        loop_t = self.range_type(operands)
         self.typed.optype[id(s)] = loop_t
-        lo, hi = int_range(loop_t)
-        for (_, weak, value), lo_ok, hi_ok in zip(operands if len(operands) > 1 else [(None, False, None)] + operands,
-                                                   (lo, lo - 1, -hi), (hi, hi + 1, hi)):
-            if weak and not lo_ok <= value <= hi_ok:  # the docs leave this open: not generated
-                raise Undefined(f"range literal {value} for a {loop_t} loop")
 
         def body(h):
             h[s.target.id] = loop_t
             return self.block(s.body, h)
         return self.loop(env, body)
+
+    def range_type(self, operands):
+        """The loop variable's type and the docs' rules for literal range arguments."""
+        padded = [(None, True, 0)] + operands if len(operands) == 1 else list(operands)
+        start, stop, step = padded + [(None, True, 1)] * (3 - len(padded))
+        typed = [o for o in (start, stop) if o[0] is not None] + ([step] if not step[1] else [])
+        loop_t = common(typed, check=False) or "int64"
+        if not is_int(loop_t):
+            if loop_t == "bool":
+                raise Undefined("range over bools")
+            raise Expected("range types", f"range arguments with no common integer type ({loop_t})")
+        lo, hi = int_range(loop_t)
+        if step[1] and step[2] == 0:
+            raise Expected("range step", "a literal step of 0")
+        if step[1] and not (-hi if not signed(loop_t) else lo) <= step[2] <= hi:
+            raise Expected("range literal", f"step {step[2]} for a {loop_t} loop")
+        if start[1] and start[0] is not None and not lo <= start[2] <= hi:
+            raise Expected("range literal", f"start {start[2]} for a {loop_t} loop")
+        if stop[1]:
+            up = step[2] > 0 if step[1] else None
+            value = stop[2]
+            if up is None and not lo - 1 <= value <= hi + 1:
+                raise Undefined("a stop literal beyond the type with a runtime step")  # direction unknown
+            if (up and value > hi + 1) or (up is False and value < lo - 1):
+                raise Expected("range literal", f"stop {value} for a {loop_t} loop")
+        return loop_t
 
     def loop(self, env, body):
         header = dict(env)
@@ -334,6 +356,12 @@ class Typer:
         return self.weak(node, node.value)
 
     def e_Name(self, node, env):
+        if node.id not in env and node.id in self.program.globals:
+            t, weak, value = self.program.globals[node.id]
+            if weak:
+                return self.weak(node, value)
+            self.typed.consts[id(node)] = value  # a strong constant: evaluated as its value
+            return t, False
         return self.read(node.id, env), False
 
     def e_BinOp(self, node, env):
@@ -346,7 +374,7 @@ class Typer:
             if isinstance(value, complex) or (isinstance(value, float) and isinstance(node.op, ast.Pow)):
                 raise Undefined("literal power")
             if isinstance(value, int) and not -(1 << 63) <= value < (1 << 64):
-                raise Undefined("literal-only arithmetic beyond 64 bits")  # the docs leave it open
+                raise Expected("literal", f"{value} does not fit in 64 bits")
             return self.weak(node, value)
         return self.binop(node, node.op, left, right, node.right), False
 
@@ -393,23 +421,24 @@ class Typer:
 
     def e_Compare(self, node, env):
         operands = [self.operand(n, env) for n in [node.left, *node.comparators]]
+        if all(w for _, w, _ in operands):  # literals only: Python's answer, a weak bool
+            values = [v for _, _, v in operands]
+            return self.weak(node, all(COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:])))
         types = []
         for a, b in zip(operands, operands[1:]):
-            if a[1] and b[1]:
-                raise Undefined("comparison of two literals")
             try:
                 types.append(common([a, b]))
             except Expected:
-                if not self.exact_compare:
-                    raise
-                types.append(None)  # compared exactly
+                types.append(None)  # a literal beyond the integer type's range compares exactly (docs)
         self.typed.optype[id(node)] = types
         return "bool", False
 
     def e_BoolOp(self, node, env):
         operands = [self.operand(n, env) for n in node.values]
-        if all(w for _, w, _ in operands):
-            raise Undefined("literal-only and/or")
+        if all(w for _, w, _ in operands):  # literals only: Python's operand, a weak literal
+            stop = isinstance(node.op, ast.Or)
+            chosen = next((v for _, _, v in operands[:-1] if bool(v) == stop), operands[-1][2])
+            return self.weak(node, chosen)
         c = common(operands)
         self.typed.optype[id(node)] = c
         return c, False
@@ -471,6 +500,8 @@ class Typer:
             raise Expected("index count")
         for i in index:
             t, weak = self.expr(i, env)
+            if weak and isinstance(self.typed.consts[id(i)], int) and not fits(self.typed.consts[id(i)], "int64"):
+                raise Expected("literal", "an index literal beyond int64")
             if is_float(t):
                 raise Expected("float index")
             if not is_int(t):
@@ -492,7 +523,8 @@ class Typer:
                 return self.call_math(node, f.attr, env)
             if f.value.id in ("gpuc", "np") and f.attr in TYPE_NAMES:
                 return self.convert_call(node, TYPE_NAMES[f.attr], env)
-            if f.value.id == "gpuc" and f.attr in ("index", "ndrange") and not node.args:
+            if f.value.id == "gpuc" and f.attr in ("index", "ndrange") and all(
+                    isinstance(a, ast.Constant) and a.value in (0, 1, 2) for a in node.args):
                 return "int64", False
         raise Undefined(f"call {ast.dump(f)}")
 
@@ -520,8 +552,10 @@ class Typer:
         if len(node.args) != 1:
             raise Expected("arity")
         t, weak, value = self.args(node, env)[0]
-        if weak and not fits(value, to):
-            raise Undefined(f"{value!r} converted to {to}")
+        if weak and is_int(to) and not isinstance(value, bool):
+            lo, hi = int_range(to)
+            if not (lo <= value <= hi if isinstance(value, int) else math.isfinite(value) and lo <= int(value) <= hi):
+                raise Expected("literal", f"{value!r} converted to {to}")
         return to, False
 
     def c_int(self, node, env):
@@ -543,9 +577,9 @@ class Typer:
         if name in PRED_MATH:
             self.args(node, env)
             return "bool", False
-        if name in INT_MATH:
-            self.args(node, env)
-            return "int64", False
+        if name in INT_MATH:  # int64 for a float, an integer's own type, int64 for a bool
+            (t, weak, value), = self.args(node, env)
+            return ("int64" if weak or not is_int(t) else t), False
         arity = FLOAT_MATH.get(name)
         if arity is None or len(node.args) != arity:
             raise Undefined(f"math.{name}")
@@ -562,7 +596,7 @@ class Typer:
         for a in node.args:
             t, weak = self.expr(a, env)
             argtypes.append(strong(t, weak, self.typed.consts.get(id(a))))
-        callee = self.program.typed(name, tuple(argtypes), self.exact_compare)
+        callee = self.program.typed(name, tuple(argtypes))
         if callee.ret is None:
             raise Expected("no value", f"{name} returns nothing")
         return callee.ret, False

@@ -109,6 +109,7 @@ class IsolatedCodegen:
         self._idle: list[_Helper] = []
         self._lock = threading.Lock()
         self._max_idle = max_idle or os.cpu_count() or 4
+        self.pid = os.getpid()  # helpers belong to the process that started them, not to its forks
 
     def emit(self, bitcode: bytes, triple: str, cpu: str, features: str, opt_level: int, kind: str,
              fresh: bool = True) -> bytes:
@@ -159,6 +160,8 @@ class IsolatedCodegen:
         helper.close()
 
     def close(self) -> None:
+        if os.getpid() != self.pid:
+            return  # a forked copy of the pool: the helpers are the parent's to close
         with self._lock:
             helpers, self._idle = self._idle, []
         for helper in helpers:
@@ -189,7 +192,7 @@ def client() -> IsolatedCodegen:
     """The process's helper pool, created on first use and closed at exit."""
     global _client
     with _client_lock:
-        if _client is None:
+        if _client is None or _client.pid != os.getpid():  # first use, or first use in a fork
             _client = IsolatedCodegen()
             atexit.register(_client.close)
     return _client

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +90,31 @@ def test_helper_that_never_answers_is_abandoned(make_job, monkeypatch):
     with pytest.raises(gpuc.InternalCompilerError, match="did not answer within 1 s"):
         gpuc.compile(job, "asm")
     assert gpuc.compile(job, "asm").output
+
+
+FORK = """
+import os, gpuc
+from gpuc.llvm import isolated
+IR = {ir!r}
+job = gpuc.CompilerJob(gpuc.IRSource(IR, entry="kernel"), gpuc.CompilerConfig(gpuc.PTXTarget(), kernel=True))
+expected = gpuc.compile(job, "asm").output
+parent_pool = isolated.client()
+pid = os.fork()
+if pid == 0:
+    ok = isolated.client() is not parent_pool and gpuc.compile(job, "asm").output == expected
+    isolated.client().close()
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, "the forked process failed"
+assert isolated.client() is parent_pool and gpuc.compile(job, "asm").output == expected
+print("FORK-OK")
+"""
+
+
+def test_forked_process_gets_its_own_helpers(tmp_path):
+    # Sharing the parent's helpers would interleave two processes' requests on one pipe. (In a
+    # fresh interpreter: forking this multi-threaded test process could deadlock the child.)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", FORK.format(ir=IR)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)})
+    assert "FORK-OK" in done.stdout, done.stdout + done.stderr

@@ -137,7 +137,8 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
                 run_pipeline(job, module, tm, trace, early_only_pipeline())
         if config.validate or machine_code:  # a backend aborts on IR it cannot lower: always check that
             with trace.stage("validate"):
-                issues = collect_issues(job, module, entry, full=config.validate)
+                issues = collect_issues(job, module, entry, full=config.validate,
+                                        own_plugins_only=own_plugins_only(job, trace))
                 if issues:
                     raise ValidationError(issues, job)
         with trace.stage("finish"):
@@ -199,8 +200,12 @@ def generated_by_gpuc(job, trace: Trace) -> bool:
     Python frontend) and no plugin but gpuc's own that could have changed it. Such IR, once
     validated, is trusted with in-process code generation; other IR may hold what a backend aborts
     on, and targets with `isolated_codegen` generate its code in a helper process."""
-    if not getattr(job.source, "generated_by_gpuc", False):
-        return False
+    return getattr(job.source, "generated_by_gpuc", False) and own_plugins_only(job, trace)
+
+
+def own_plugins_only(job, trace: Trace) -> bool:
+    """Whether no plugin but gpuc's own can have changed the module: none else has a
+    finalize_module hook or a callback that fired."""
     own = {p.name for p in builtin_plugins()}
     if any(p.finalize_module is not None and p.name not in own for p in job.config.plugins):
         return False

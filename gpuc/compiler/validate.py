@@ -61,8 +61,10 @@ def _external_issue(target, name: str, callers: list[str]) -> IRIssue:
                    function=callers[0] if callers else None, symbol=name)
 
 
-def collect_issues(job, module: Module, entry_name: str, *, full: bool = True) -> list[IRIssue]:
-    """Every problem validation finds; `full=False` checks only what the backend cannot lower."""
+def collect_issues(job, module: Module, entry_name: str, *, full: bool = True,
+                   own_plugins_only: bool = False) -> list[IRIssue]:
+    """Every problem validation finds; `full=False` checks only what the backend cannot lower.
+    `own_plugins_only`: no plugin but gpuc's own can have changed the module since irgen."""
     target = job.config.target
     markers = {m for p in job.config.plugins for m in p.markers}
     issues: list[IRIssue] = []
@@ -82,7 +84,7 @@ def collect_issues(job, module: Module, entry_name: str, *, full: bool = True) -
         else:
             issues += _lowering_issue(target, fn, target.symbol_issue(name), "refers to")
     issues += _global_issues(target, module)
-    issues += _type_issues(target, module, _text_to_scan(job, module))
+    issues += _type_issues(target, module, _text_to_scan(job, module, own_plugins_only))
     entry = module.functions.get(entry_name)
     issue = kernel_issue(entry) if full and job.config.kernel and entry is not None else None
     if issue is not None:
@@ -119,16 +121,19 @@ def _global_issues(target, module: Module) -> list[IRIssue]:
     return issues
 
 
-def _text_to_scan(job, module: Module) -> str:
-    # Types hide in instructions, which only the printed module shows completely; printing costs
-    # 2-5% of a CPU compile, so on the CPU the job's own IR text is scanned when it has one (the
-    # Python frontend never emits these types), and a hit is then located in the module.
-    if job.config.target.is_gpu:
+def _text_to_scan(job, module: Module, own_plugins_only: bool) -> str:
+    # Types hide in instructions, which only the printed module shows completely. Printing costs
+    # 2-5% of a CPU compile, so on the CPU, when no foreign plugin has touched the module, a Python
+    # source is not scanned (the frontend never emits these types) and an IR source's own text is
+    # (a hit is then located in the module).
+    if job.config.target.is_gpu or not own_plugins_only:
         return str(module)
+    if getattr(job.source, "generated_by_gpuc", False):
+        return ""
     text = getattr(job.source, "text", None)
     if isinstance(text, str):
         return str(module) if any(k in text for k in _TYPE_KEYWORDS) else ""
-    return "" if getattr(job.source, "generated_by_gpuc", False) else str(module)
+    return str(module)
 
 
 def kernel_issue(entry) -> IRIssue | None:

@@ -141,36 +141,53 @@ def test_python_kernel_with_non_ascii_names_for_ptx(survive):
     assert "ENTRY " in result.stdout
 
 
-def test_third_party_plugin_ir_is_contained(survive):
-    # A plugin links IR NVPTX aborts on into a Python kernel: the module is no longer gpuc's own,
-    # so its code is generated in the helper process.
-    result = survive("""
-        import gpuc
-        from gpuc.llvm import Module
+PLUGIN_CASE = """
+import gpuc
+from gpuc.llvm import Module
 
-        EVIL = ("define i64 @evil_impl(double %x) {\\n  %w = fptosi double %x to i128\\n"
-                "  %h = lshr i128 %w, 64\\n  %r = trunc i128 %h to i64\\n  ret i64 %r\\n}\\n")
+EVIL = {evil!r}
 
-        def resolve(job, marker, module):
-            if not marker.uses:
-                return False
-            module.link(Module.parse(EVIL, module.context))
-            marker.replace_all_uses_with(module.functions["evil_impl"])
-            return True
+def resolve(job, marker, module):
+    if not marker.uses:
+        return False
+    module.link(Module.parse(EVIL, module.context))
+    marker.replace_all_uses_with(module.functions["evil_impl"])
+    return True
 
-        plugin = gpuc.make_plugin("test.evil", early_callback=resolve)
-        evil = gpuc.marker("test.evil", gpuc.int64, (gpuc.float64,))
+plugin = gpuc.make_plugin("test.evil", early_callback=resolve)
+evil = gpuc.marker("test.evil", gpuc.int64, (gpuc.{argtype},))
 
-        @gpuc.kernel
-        def k(x, out):
-            i = gpuc.index()
-            out[i] = evil(x[i])
+@gpuc.kernel
+def k(x, out):
+    i = gpuc.index()
+    out[i] = evil(x[i])
 
-        types = (gpuc.Array[gpuc.float64, 1], gpuc.Array[gpuc.int64, 1])
-        try:
-            gpuc.compile(gpuc.CompilerJob((k, types), gpuc.CompilerConfig(gpuc.PTXTarget(), plugins=[plugin])), "asm")
-        except gpuc.InternalCompilerError as exc:
-            print("ERROR-TYPE-OK")
-            print(exc)
-        """)
-    assert "ERROR-TYPE-OK" in result.stdout and "unsupported library call" in result.stdout, result.stdout
+types = (gpuc.Array[gpuc.{argtype}, 1], gpuc.Array[gpuc.int64, 1])
+try:
+    gpuc.compile(gpuc.CompilerJob((k, types), gpuc.CompilerConfig(gpuc.{target}, plugins=[plugin])), {output!r})
+except gpuc.{error} as exc:
+    print("ERROR-TYPE-OK")
+    print(exc)
+"""
+
+PLUGIN_CASES = [
+    # The module is no longer gpuc's own, so PTX generates its code in the helper process.
+    ("ptx-helper", PTX, "float64", "define i64 @evil_impl(double %x) {\n  %w = fptosi double %x to i128\n"
+     "  %h = lshr i128 %w, 64\n  %r = trunc i128 %h to i64\n  ret i64 %r\n}\n", "InternalCompilerError",
+     ["PTXTarget", "crashed", "unsupported library call"]),
+    # ... and the CPU, which has no helper, scans the printed module for types, not the source.
+    ("native-types", NATIVE, "int64", "define i64 @evil_impl(i64 %x) {\n  %a = sitofp i64 %x to ppc_fp128\n"
+     "  %b = fmul ppc_fp128 %a, %a\n  %r = fptosi ppc_fp128 %b to i64\n  ret i64 %r\n}\n", "ValidationError",
+     ["@evil_impl uses type ppc_fp128", "NativeTarget"]),
+]
+
+
+@pytest.mark.parametrize("target, argtype, evil, error, fragments", [c[1:] for c in PLUGIN_CASES],
+                         ids=[c[0] for c in PLUGIN_CASES])
+def test_third_party_plugin_ir(survive, target, argtype, evil, error, fragments):
+    # A plugin links IR the backend aborts on into a Python kernel.
+    result = survive(PLUGIN_CASE.format(evil=evil, argtype=argtype, target=target, output=OUTPUT[target],
+                                        error=error))
+    assert "ERROR-TYPE-OK" in result.stdout, result.stdout + result.stderr
+    for fragment in fragments:
+        assert fragment in result.stdout, result.stdout

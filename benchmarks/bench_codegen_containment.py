@@ -13,15 +13,15 @@ compiles (`gpuc.compile(job, "asm")`) are timed side by side, interleaved round-
   shipped     the workload itself for the target as shipped, by the route gpuc takes ("route")
 
 IR helper / IR inproc is the price of containment; shipped / inproc must be 1.0 for Python
-kernels. Times are milliseconds: IR inproc / IR helper the best wall time of the repetitions
-(the helper works in another process; the machine's other load only ever adds time), inproc /
-shipped the median CPU time of the compiling thread (all of the work, when code is generated
-in-process; steadier than wall time on a busy machine). The ratio of the shipped route is shown
-for in-process routes only, where the two columns measure the same kind of work. The "validate" column is the validate stage of the shipped
-compiles (what the backend cannot lower is
-checked on every compile that generates machine code). For the CPU target, whose code is generated
-in-process (the JIT must be), the validate stage is set against the whole `compile_module` time.
-Run it on an older checkout too (it needs only gpuc.compile) to compare with gpuc before containment.
+kernels. Times are milliseconds: IR inproc / IR helper the best wall time of the repetitions (the
+helper works in another process; the machine's other load only ever adds time), inproc / shipped
+the median CPU time of the compiling thread (all of the work, when code is generated in-process;
+steadier than wall time on a busy machine). The ratio of the shipped route is shown for in-process
+routes only, where the two columns measure the same kind of work. The "validate" column is the
+validate stage of the shipped compiles (what the backend cannot lower is checked on every compile
+that generates machine code). For the CPU target, whose code is generated in-process (the JIT must
+be), the validate stage is set against the whole `compile_module` time. Run it on an older
+checkout too (it needs only gpuc.compile) to compare with gpuc before containment.
 
     python benchmarks/bench_codegen_containment.py            # ~1 minute
     python benchmarks/bench_codegen_containment.py --quick    # ~15 seconds

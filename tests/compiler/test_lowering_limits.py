@@ -121,8 +121,8 @@ define void @kernel(ptr %p, double %x) {
         gpuc.compile(make_job(ir, target=gpuc.PTXTarget()), "asm")
     filecheck(str(info.value), """
         CHECK: 3 problem(s)
-        CHECK-DAG: - @kernel calls the intrinsic @llvm.cos.f64, which PTXTarget(cap='sm_90') cannot compile: the NVPTX backend cannot lower llvm.cos on f64
-        CHECK-DAG: - @kernel calls the intrinsic @llvm.amdgcn.workitem.id.x, which PTXTarget(cap='sm_90') cannot compile: it is an intrinsic of the AMDGPU backend
+        CHECK-DAG: - @kernel calls the intrinsic @llvm.cos.f64, which PTXTarget(cap='sm_90') cannot compile: {{.*}}llvm.cos on f64
+        CHECK-DAG: - @kernel calls the intrinsic @llvm.amdgcn.workitem.id.x, {{.*}}: it is an intrinsic of the AMDGPU backend
         CHECK-DAG: - global @tls cannot be compiled for PTXTarget(cap='sm_90'): GPUs have no thread-local storage
         """)
     kinds = {(i.kind, i.function, i.symbol) for i in info.value.issues}
@@ -141,8 +141,9 @@ def test_without_validation_only_lowering_is_checked_for_machine_code(make_job):
 
 
 def test_own_namespace_and_types_pass(make_job):
-    ir = "declare i32 @llvm.x86.rdpid()\n\ndefine i32 @kernel(ptr %p) {\n  %v = load x86_fp80, ptr %p\n" \
-         "  %w = fadd x86_fp80 %v, %v\n  store x86_fp80 %w, ptr %p\n  %r = call i32 @llvm.x86.rdpid()\n  ret i32 %r\n}\n"
+    ir = ("declare i32 @llvm.x86.rdpid()\n\ndefine i32 @kernel(ptr %p) {\n  %v = load x86_fp80, ptr %p\n"
+          "  %w = fadd x86_fp80 %v, %v\n  store x86_fp80 %w, ptr %p\n  %r = call i32 @llvm.x86.rdpid()\n"
+          "  ret i32 %r\n}\n")
     assert gpuc.compile(make_job(ir), "obj").output
 
 

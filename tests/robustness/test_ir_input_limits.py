@@ -38,7 +38,8 @@ def test_lone_surrogate_in_ir_text(survive):
 def test_lone_surrogate_in_entry_name(survive):
     # entry="\\udcff" (an undecodable byte from argv) was an InternalCompilerError.
     out = compile_in_subprocess(survive, f"gpuc.IRSource({GOOD!r}, entry='\\udcff')")
-    assert "COMPILATION-ERROR" in out and "the entry name is not valid Unicode: it holds the lone surrogate '\\udcff'" in out, out
+    assert "COMPILATION-ERROR" in out, out
+    assert "the entry name is not valid Unicode: it holds the lone surrogate '\\udcff'" in out, out
 
 
 def test_undecodable_file_name_still_compiles(survive):
@@ -64,7 +65,8 @@ def test_cli_entry_with_undecodable_bytes(survive, tmp_path):
 
 def test_function_names_with_non_utf8_bytes_compile(survive):
     # Names are bytes to LLVM: @"\\FF" is valid IR even though it is not UTF-8.
-    ir = 'define void @"\\\\FF"() {\\n  ret void\\n}\\n\\ndefine void @f() {\\n  call void @"\\\\FF"()\\n  ret void\\n}\\n'
+    ir = ('define void @"\\\\FF"() {\\n  ret void\\n}\\n\\n'
+          'define void @f() {\\n  call void @"\\\\FF"()\\n  ret void\\n}\\n')
     out = compile_in_subprocess(survive, f"gpuc.IRSource('{ir}', entry='f')")
     assert "COMPILED" in out, out
 

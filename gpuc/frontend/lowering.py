@@ -400,7 +400,7 @@ class Lowerer(LocatingVisitor):
         self.b.cond_br(more, body, done)
         self._loop_body(body, latch, done, node.body)
 
-    def _less(self, op: str, a, b, t: ScalarType):
+    def _compare(self, op: str, a, b, t: ScalarType):
         """`a op b` for a value `a` of `t` and `b` a value of `t` or a Python int (maybe just outside t)."""
         if isinstance(b, int):
             exact = B.exact_compare(op, t, None, b)
@@ -412,12 +412,12 @@ class Lowerer(LocatingVisitor):
     def _range_guard(self, start, stop, step, t: ScalarType):
         """Whether range(start, stop, step) yields anything (a zero step at run time yields nothing)."""
         if isinstance(step, int):
-            return self._less("<" if step > 0 else ">", start, stop, t)
+            return self._compare("<" if step > 0 else ">", start, stop, t)
         zero = ConstantInt.get(step.type, 0)
         if not t.signed:
-            return self.b.and_(self.b.icmp("ne", step, zero), self._less("<", start, stop, t))
-        up = self.b.and_(self.b.icmp("sgt", step, zero), self._less("<", start, stop, t))
-        down = self.b.and_(self.b.icmp("slt", step, zero), self._less(">", start, stop, t))
+            return self.b.and_(self.b.icmp("ne", step, zero), self._compare("<", start, stop, t))
+        up = self.b.and_(self.b.icmp("sgt", step, zero), self._compare("<", start, stop, t))
+        down = self.b.and_(self.b.icmp("slt", step, zero), self._compare(">", start, stop, t))
         return self.b.or_(up, down)
 
     def _range_step(self, i, stop, step, t: ScalarType):
@@ -434,7 +434,7 @@ class Lowerer(LocatingVisitor):
                 following = b.nsw_add(i, one) if t.signed else b.nuw_add(i, one)
             else:
                 following = b.nsw_sub(i, one) if t.signed else b.sub(i, one)
-            return self._less("<" if step > 0 else ">", following, stop, t), following
+            return self._compare("<" if step > 0 else ">", following, stop, t), following
         increment = self.bits(t, step) if isinstance(step, int) else step
         if isinstance(step, int) and step < 0:
             more = self._range_more(i, stop, self.bits(t, -step), t, up=False)

@@ -356,3 +356,49 @@ def test_contiguous_and_strided_arrays_join(fn, layouts):
         ys = (base[1:5] * 10).copy() if layouts[1] is C1 else base[::-2]
         want = fn(xs, ys, c)
         assert_same(native(fn, layouts + (int64,))(xs, ys, c), want)
+
+
+@gpuc.func
+def settles_after_a_conflicted_round(n):
+    t = 0.0
+    for i in range(n):
+        if i > 0:
+            t = x
+        x = 1
+        if i > 0:
+            x = v * 2.0
+        else:
+            x = 0.5
+        v = 0.25 * i
+    return t
+
+
+@gpuc.func
+def returns_a_carried_value(n):
+    for i in range(n):
+        if i > 1:
+            return y
+        y = 1.5 * i
+    return -1.0
+
+
+@gpuc.func
+def carried_around_two_loops(n):
+    t = 0
+    for i in range(n):
+        j = 0
+        while j < i:
+            if j > 0:
+                t += a + b
+            a = j
+            j += 1
+        b = i
+    return t
+
+
+@pytest.mark.parametrize("fn", [settles_after_a_conflicted_round, returns_a_carried_value, carried_around_two_loops],
+                         ids=lambda f: f.__name__)
+def test_loop_typing_keeps_only_the_settled_rounds_types(fn):
+    # while a loop is typed, statements reading not-yet-typed variables are skipped; nothing of those rounds may stick
+    for n in range(6):
+        same(fn, (int64,), n)

@@ -59,8 +59,9 @@ def check_literal_fits(value, t: ScalarType) -> None:
     if type(value) is float and not (math.isfinite(value) and lo <= int(value) <= hi):
         raise UserError(f"the literal {value} cannot be converted to {t} (out of its range)")
     if type(value) is int and not lo <= value <= hi:
-        raise UserError(f"the literal {value} does not fit in {t}",
-                        hint="convert the other operand first, e.g. int(x) or gpuc.int64(x)")
+        hint = ("integers of 2**63 and more fit uint64 values and floats only: write gpuc.uint64(...) or a float"
+                if value >= 1 << 63 else "convert the other operand first, e.g. int(x) or gpuc.int64(x)")
+        raise UserError(f"the literal {value} does not fit in {t}", hint=hint)
 
 
 # -- operator plans -------------------------------------------------------------------------

@@ -311,8 +311,8 @@ class Typer(LocatingVisitor):
         if self.typed.big:
             node = min(self.typed.big.values(), key=lambda n: (n.lineno, n.col_offset))
             raise UserError(f"the integer {self.typed.consts[id(node)]} does not fit in int64",
-                            hint="integers of 2**63 and more can be used with uint64 values and floats only; "
-                                 "write gpuc.uint64(...) or a float", node=node)
+                            hint="integers of 2**63 and more fit uint64 values and floats only: write "
+                                 "gpuc.uint64(...) or a float", node=node)
 
     # -- literals ------------------------------------------------------------------------------
     def literal(self, node, value) -> None:

@@ -250,3 +250,38 @@ def test_a_tuple_argument_reaches_cuLaunchKernel_with_the_ptx_layout(tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "tuple checks passed" in done.stdout
+
+
+NAME_PROBE = r"""
+import ctypes
+import numpy as np
+import gpuc, gpuc.cuda as cuda
+from gpuc.targets.ptx import ptx_symbol
+lib = ctypes.CDLL("libcuda.so.1")
+
+@gpuc.kernel
+def заполнить(out, x):
+    out[gpuc.index()] = x
+
+out = cuda.to_device(np.zeros(4))
+заполнить[4](out, 2.5)
+name = ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(lib, "fake_func_name"))).value.decode()
+assert name.startswith(ptx_symbol("заполнить")) and name.isascii(), name
+assert ctypes.c_int.in_dll(lib, "fake_launches").value == 1
+print("fake libcuda: name checks passed")
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the stub libcuda")
+def test_a_kernel_named_in_cyrillic_is_launched_by_its_ptx_name(tmp_path):
+    # NVPTX aborted on the name; now PTX names it `$437_...` and the launcher looks that name up.
+    (tmp_path / "fake.c").write_text(FAKE_LIBCUDA)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(tmp_path / "libcuda.so.1"), str(tmp_path / "fake.c"),
+                    "-ldl"], check=True)
+    (tmp_path / "probe.py").write_text(NAME_PROBE)
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+               PYTHONPATH=f"{ROOT}:{os.environ.get('PYTHONPATH', '')}")
+    done = subprocess.run([sys.executable, str(tmp_path / "probe.py")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "name checks passed" in done.stdout

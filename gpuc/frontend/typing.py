@@ -45,15 +45,28 @@ class Conflict:
     second: tuple
 
 
+@dataclass(frozen=True)
+class Partial:
+    """A variable holding arrays that is bound on only some of the joining paths: on the others there is
+    no array to read (a scalar reads 0 there instead), so reading it is an error."""
+
+    info: tuple
+
+
+def _holds_array(t) -> bool:
+    return isinstance(t, ArrayType) or isinstance(t, TupleType) and any(map(_holds_array, t.elements))
+
+
 def merge(envs):
     """Join variable environments (None = unreachable). A variable bound on some paths only keeps its
-    type (it reads 0 on the others); types that do not `join` become a Conflict."""
+    type (it reads 0 on the others; an array becomes Partial); types that do not `join` become a Conflict."""
     envs = [e for e in envs if e is not None]
     if not envs:
         return None
     out = {}
     for env in envs:
         for name, info in env.items():
+            info = info.info if isinstance(info, Partial) else info
             old = out.get(name)
             if old is None or old == info:
                 out[name] = info
@@ -64,6 +77,10 @@ def merge(envs):
             else:
                 joined = join(old[0], info[0])
                 out[name] = Conflict(old, info) if joined is None else (joined, old[1])
+    for name, info in out.items():
+        if isinstance(info, tuple) and _holds_array(info[0]) and any(
+                isinstance(env.get(name), (Partial, type(None))) for env in envs):
+            out[name] = Partial(info)
     return out
 
 
@@ -71,7 +88,8 @@ _CONFLICT = object()
 
 
 def _types_of(env):
-    return None if env is None else {k: (_CONFLICT if isinstance(v, Conflict) else v[0]) for k, v in env.items()}
+    return None if env is None else {k: (_CONFLICT if isinstance(v, Conflict) else v if isinstance(v, Partial)
+                                         else v[0]) for k, v in env.items()}
 
 
 class _Unbound(Exception):
@@ -614,8 +632,12 @@ class Typer(LocatingVisitor):
 
     def visit_Name(self, node: ast.Name) -> GType:
         info = self.env.get(node.id)
-        if self.unsettled and (isinstance(info, Conflict) or info is None and node.id in self.locals):
+        if self.unsettled and (isinstance(info, (Conflict, Partial)) or info is None and node.id in self.locals):
             raise _Unbound(node.id)
+        if isinstance(info, Partial):
+            raise UserError(f"variable {node.id!r} holds an array but is assigned on only some paths to here "
+                            f"(line {self.typed.info.file_line(info.info[1])})",
+                            hint=f"assign {node.id} on every path before this line (an array has no default)")
         if info is not None:
             if isinstance(info, Conflict):
                 (t1, l1), (t2, l2) = info.first, info.second

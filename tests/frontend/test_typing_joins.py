@@ -402,3 +402,38 @@ def test_loop_typing_keeps_only_the_settled_rounds_types(fn):
     # while a loop is typed, statements reading not-yet-typed variables are skipped; nothing of those rounds may stick
     for n in range(6):
         same(fn, (int64,), n)
+
+
+# An array bound on only some paths once became a null array that LLVM then "optimized" into the other
+# path's array: a silently wrong read where Python raises UnboundLocalError.
+@pytest.mark.parametrize("body", [
+    "if c > 0:\n        a = xs\n    return a[0]",
+    "for i in range(c):\n        a = xs\n    return a[0]",
+    "for i in range(c + 2):\n        if i > 0:\n            t += a[0]\n        a = xs\n    return t",
+    "t = (xs, 1)\n    if c > 0:\n        u = t\n    return u[0][0]",
+])
+def test_an_array_bound_on_only_some_paths_is_an_error(body, tmp_path):
+    path = tmp_path / "partial_array.py"
+    path.write_text(f"import gpuc\n\n@gpuc.func\ndef f(xs, c):\n    t = 0.0\n    {body}\n")
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    with pytest.raises(gpuc.CompilationError, match="holds an array but is assigned on only some paths") as info:
+        gpuc.code_llvm(namespace["f"], (Array[float64, 1], int64))
+    assert "partial_array.py:" in str(info.value)
+
+
+def test_an_array_bound_on_every_path_joins():
+    @gpuc.func
+    def f(xs, ys, c):
+        if c > 0:
+            a = xs
+        else:
+            a = ys
+        for i in range(2):
+            b = a
+            s = b[i]
+        return a[0] + s
+
+    xs, ys = np.array([1.0, 2.0]), np.array([3.0, 5.0])
+    for c in (0, 1):
+        same(f, (Array[float64, 1], Array[float64, 1], int64), xs, ys, c)

@@ -165,24 +165,57 @@ FCMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "un
 # -- lowering of arithmetic (shared by binary operators and augmented assignment) --------------
 
 
-def _int_floordiv(lw, a, b, t):
+def _safe_divisor(lw, a, b, t):
+    """(divisor, b == 0): `b`, or 1 where the hardware division would trap or LLVM's would be undefined
+    (b == 0, and MIN / -1 for signed types); with 1 the quotient is `a` and the remainder 0."""
     bld = lw.b
-    if not t.signed:
-        return bld.udiv(a, b)
-    q, r = bld.sdiv(a, b), bld.srem(a, b)
+    zero = ConstantInt.get(b.type, 0)
+    by_zero = bld.icmp("eq", b, zero)
+    bad = by_zero
+    if t.signed:
+        overflow = bld.and_(bld.icmp("eq", a, ConstantInt.get(a.type, -(1 << (t.bits - 1)))),
+                            bld.icmp("eq", b, ConstantInt.get(b.type, -1)))
+        bad = bld.or_(by_zero, overflow)
+    return bld.select(bad, ConstantInt.get(b.type, 1), b), by_zero
+
+
+def _int_floordiv(lw, a, b, t):
+    """Python's floored quotient; as NumPy, x // 0 is 0 and MIN // -1 wraps to MIN."""
+    bld = lw.b
+    d, by_zero = _safe_divisor(lw, a, b, t)
     zero = ConstantInt.get(a.type, 0)
-    adjust = bld.and_(bld.icmp("ne", r, zero), bld.icmp("slt", bld.xor(r, b), zero))
-    return bld.sub(q, bld.zext(adjust, a.type))
+    if t.signed:
+        q, r = bld.sdiv(a, d), bld.srem(a, d)
+        adjust = bld.and_(bld.icmp("ne", r, zero), bld.icmp("slt", bld.xor(r, d), zero))
+        q = bld.sub(q, bld.zext(adjust, a.type))
+    else:
+        q = bld.udiv(a, d)
+    return bld.select(by_zero, zero, q)
 
 
 def _int_mod(lw, a, b, t):
+    """Python's remainder (the divisor's sign); as NumPy, x % 0 and MIN % -1 are 0."""
     bld = lw.b
+    d, _ = _safe_divisor(lw, a, b, t)
     if not t.signed:
-        return bld.urem(a, b)
-    r = bld.srem(a, b)
+        return bld.urem(a, d)
+    r = bld.srem(a, d)
     zero = ConstantInt.get(a.type, 0)
-    adjust = bld.and_(bld.icmp("ne", r, zero), bld.icmp("slt", bld.xor(r, b), zero))
-    return bld.select(adjust, bld.add(r, b), r)
+    adjust = bld.and_(bld.icmp("ne", r, zero), bld.icmp("slt", bld.xor(r, d), zero))
+    return bld.select(adjust, bld.add(r, d), r)
+
+
+def _int_shift(lw, a, b, t, op):
+    """`<<` / `>>` as NumPy defines them for any count: a count outside [0, bits) shifts every bit out
+    (0, or -1 for `>>` of a negative signed value) instead of LLVM's poison."""
+    bld = lw.b
+    in_range = bld.icmp("ult", b, ConstantInt.get(b.type, t.bits))
+    count = bld.select(in_range, b, ConstantInt.get(b.type, t.bits - 1))
+    if op == "<<":
+        return bld.select(in_range, bld.shl(a, count), ConstantInt.get(a.type, 0))
+    if t.signed:
+        return bld.ashr(a, count)  # a count of bits - 1 already gives 0 or -1
+    return bld.select(in_range, bld.lshr(a, count), ConstantInt.get(a.type, 0))
 
 
 def _float_divmod(lw, a, b, t):
@@ -264,10 +297,11 @@ def lower_binary(lw, plan: BinPlan, left, lt, right, rt, rconst=None):
             return _float_divmod(lw, a, b, t)[1]
         if op == "**":
             return lw.math("pow", t, [a, b])
-    simple = {"+": bld.add, "-": bld.sub, "*": bld.mul, "&": bld.and_, "|": bld.or_, "^": bld.xor,
-              "<<": bld.shl, ">>": bld.ashr if t.signed else bld.lshr}
+    simple = {"+": bld.add, "-": bld.sub, "*": bld.mul, "&": bld.and_, "|": bld.or_, "^": bld.xor}
     if op in simple:
         return simple[op](a, b)
+    if op in ("<<", ">>"):
+        return _int_shift(lw, a, b, t, op)
     if op == "//":
         return _int_floordiv(lw, a, b, t)
     if op == "%":

@@ -200,7 +200,8 @@ def run_batch(programs, timeout: float) -> dict:
 
 
 def _run_worker(batch: Path, outdir: Path, timeout: float):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
+    gpuc_root = os.environ.get("GPUC_FUZZ_ROOT", str(ROOT))  # another checkout of gpuc to test
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([gpuc_root, str(TESTS)])}
     proc = subprocess.Popen([sys.executable, "-m", "support.fuzz_worker", str(batch), str(outdir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=outdir)
     state = {"begun": None, "since": time.monotonic(), "ended": set()}
@@ -365,8 +366,11 @@ def main(argv=None) -> int:
     parser.add_argument("--without", nargs="*", default=[], help="features to switch off")
     parser.add_argument("--with", dest="extra", nargs="*", default=[], help="extra features to switch on")
     parser.add_argument("--out", type=Path, help="write every finding here")
+    parser.add_argument("--gpuc", type=Path, help="test the gpuc package under this directory instead")
     ns = parser.parse_args(argv)
     features = (set(progen.FEATURES) | set(ns.extra)) - set(ns.without)
+    if ns.gpuc:
+        os.environ["GPUC_FUZZ_ROOT"] = str(ns.gpuc.resolve())
     t0 = time.monotonic()
     report = run_programs(ns.seed, ns.count, ns.workers, ns.timeout, features, start=ns.start)
     text = [f.describe() for f in report.findings]

@@ -20,6 +20,10 @@ NUMPY = {"bool": np.bool_, "int32": np.int32, "uint32": np.uint32, "int64": np.i
          "float32": np.float32, "float64": np.float64}
 
 
+class Weak(int):
+    """An integer literal's value while it is evaluated (it converts to float32 through float64)."""
+
+
 class Expected(Exception):
     """The program is one the docs define as a compile error (its `kind` says which rule)."""
 
@@ -167,7 +171,9 @@ def convert(value, t: str):
         value = int(value)
     if t == "float64":
         return np.float64(value)
-    if isinstance(value, int):  # int -> float32 rounds once (not through float64)
+    if isinstance(value, Weak):  # a literal becomes float32 through float64 (as in NumPy)
+        return np.float32(float(value))
+    if isinstance(value, int):  # a typed integer -> float32 rounds once
         if -(1 << 63) <= value < (1 << 63):
             return np.float32(np.int64(value))
         if 0 <= value < (1 << 64):

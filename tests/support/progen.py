@@ -24,7 +24,7 @@ FEATURES = {
     "minmax", "ifexp", "boolop", "compare_chain", "math", "math_transcendental", "big_literals",
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
-    "tuple_args", "chained", "index",
+    "tuple_args", "chained", "index", "func_arrays", "func_tuples",
 }
 
 SIZE_1D = 6
@@ -304,9 +304,13 @@ class Generator:
         a = self.expr(scope, depth, "int")
         if a.weak or not self.ok(a.t, want):
             return None
-        e = self.rng.choice(["0", "1", "2", "3"]) if self.rng.random() < 0.6 else f"({self.expr(scope, depth, 'int').text} & 3)"
-        t = a.t if e.isdigit() else None
-        return Ex(f"({a.text} ** {e})", t) if t else None
+        if self.rng.random() < 0.6:
+            return Ex(f"({a.text} ** {self.rng.choice(['0', '1', '2', '3'])})", a.t)
+        e = self.expr(scope, depth, "int")
+        # a runtime exponent, sometimes negative (the docs: an integer ** a negative runtime exponent is 1)
+        e = Ex(f"({e.text} & 3)" if self.rng.random() < 0.6 else f"({e.text} % 5 - 2)", e.t, e.weak, None)
+        t = self.result_type(a, e)
+        return Ex(f"({a.text} ** {e.text})", t) if t is not None and is_int(t) and self.ok(t, want) else None
 
     def e_unary(self, scope, depth, want):
         a = self.expr(scope, depth, want)
@@ -453,8 +457,38 @@ class Generator:
         name, params, ret = self.rng.choice(self.funcs)
         if not isinstance(ret, str) or not self.ok(ret, want):
             return None
-        args = [self.arg_for(scope, t, depth) for t in params]
+        return self.call_text(scope, name, params, ret, depth)
+
+    def call_text(self, scope, name, params, ret, depth):
+        args = []
+        for t in params:
+            if isinstance(t, tuple):  # an array parameter: any kernel array of that dtype and rank
+                same = [n for n, a in self.arrays.items() if a == t[1]]
+                if not same:
+                    return None
+                args.append(self.rng.choice(same))
+            else:
+                args.append(self.arg_for(scope, t, depth))
         return Ex(f"{name}({', '.join(args)})", ret)
+
+    def s_call_tuple(self, scope):
+        """A func returning a tuple: unpacked, or kept and indexed later."""
+        funcs = [f for f in self.funcs if isinstance(f[2], Tup)]
+        if not funcs or not self.in_kernel:
+            return None
+        name, params, ret = self.rng.choice(funcs)
+        call = self.call_text(scope, name, params, ret, 1)
+        if call is None:
+            return None
+        if self.rng.random() < 0.5:
+            names = [self.fresh() for _ in ret.elts]
+            self.emit(f"{', '.join(names)} = {call.text}")
+            scope.vars.update(zip(names, ret.elts))
+        else:
+            t = self.fresh("t")
+            self.emit(f"{t} = {call.text}")
+            scope.vars[t] = ret
+        return True
 
     def arg_for(self, scope, t, depth):
         found = self.scalar_vars(scope, lambda u: u == t)
@@ -543,14 +577,18 @@ class Generator:
         if not found:
             return None
         name, t = self.rng.choice(found)
-        op = self.rng.choice(["+", "-", "*", "//", "%"] + (["&", "|", "^"] if is_int(t) else []))
-        ex = self.expr(scope, 1, "int" if op in "&|^" else None)
-        if op in ("//", "%"):
+        op = self.rng.choice(["+", "-", "*", "//", "%", "/", "**"] + (["&", "|", "^", "<<", ">>"] if is_int(t) else []))
+        ex = self.expr(scope, 1, "int" if op in ("&", "|", "^", "<<", ">>", "**") else None)
+        if op in ("//", "%", "/"):
             ex = self.guard_nonzero(ex)
         rt = self.result_type(Ex(name, t), ex)
-        if rt is None:
+        if rt is None or (op in ("&", "|", "^", "<<", ">>", "**") and not is_int(rt)):
             return None
-        rt = "int64" if rt == "bool" else rt
+        if op in ("<<", ">>"):
+            ex = Ex(f"({ex.text} & {31 if rt in ('int32', 'uint32') else 63})", ex.t)
+        elif op == "**":
+            ex = Ex(f"({ex.text} & 3)", ex.t)
+        rt = "int64" if rt == "bool" else "float64" if op == "/" and not is_float(rt) else rt
         if not self.assign_type_ok(scope, name, rt):
             return None
         self.emit(f"{name} {op}= {ex.text}")
@@ -794,6 +832,13 @@ class Generator:
         return True
 
     def return_value(self, scope) -> str:
+        if isinstance(self.ret, Tup):
+            ret, parts = self.ret, []
+            for t in ret.elts:
+                self.ret = t
+                parts.append(self.return_value(scope))
+            self.ret = ret
+            return f"({', '.join(parts)})"
         if self.rng.random() < 0.15 and self.ret in ("int64", "float64", "int32", "uint32"):
             return "0"  # literals adapt to the return type
         ex = self.expr(scope, 1)
@@ -822,11 +867,19 @@ class Generator:
         name = f"f{index}"
         params = [self.rng.choice(SCALARS) for _ in range(self.rng.randint(1, 3))]
         self.ret = self.rng.choice(SCALARS)
+        if self.on("func_tuples") and self.rng.random() < 0.2:
+            self.ret = Tup(tuple(self.rng.choice(SCALARS) for _ in range(2)))
         scope = Scope({f"p{k}": t for k, t in enumerate(params)})
-        self.lines.append("@gpuc.func")
-        self.lines.append(f"def {name}({', '.join(scope.vars)}):")
-        self.indent, self.budget, self.in_kernel = 1, self.rng.randint(2, 6), False
         arrays, self.arrays = self.arrays, {}
+        if self.on("func_arrays") and arrays and self.rng.random() < 0.4:
+            params.append(("array", self.rng.choice(list(arrays.values()))))
+            self.arrays = {f"p{len(params) - 1}": params[-1][1]}
+        names = [f"p{k}" for k in range(len(params))]
+        self.lines.append("@gpuc.func")
+        self.lines.append(f"def {name}({', '.join(names)}):")
+        if self.rng.random() < 0.2:
+            self.lines.append('    """A generated helper."""')
+        self.indent, self.budget, self.in_kernel = 1, self.rng.randint(2, 6), False
         self.block(scope, 6)
         if not scope.done:
             self.emit(f"return {self.return_value(scope)}")
@@ -884,7 +937,7 @@ STMT_RULES = [
     (1, "annassign", "s_annassign"), (5, None, "s_store"), (1, "augassign", "s_aug_store"),
     (1, "math_transcendental", "s_store_math"), (4, None, "s_if"), (2, "retype", "s_retype_in_branch"),
     (3, "loops", "s_for"), (2, "while", "s_while"), (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
-    (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"),
+    (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
 ]
 
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .numeric import (Arr, Expected, Tup, Undefined, convert, from_numpy, is_float, is_int, signed, truth, wrap,
+from .numeric import (Arr, Expected, Tup, Undefined, Weak, convert, from_numpy, is_float, is_int, signed, truth, wrap,
                       zero, BITS, NUMPY)
 from .typer import FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
 
@@ -227,7 +227,8 @@ class Evaluator:
     # -- expressions --------------------------------------------------------------------------
     def eval(self, node, env):
         if id(node) in self.t.consts:
-            return self.t.consts[id(node)]
+            value = self.t.consts[id(node)]
+            return Weak(value) if type(value) is int else value
         return getattr(self, "e_" + type(node).__name__)(node, env)
 
     def name(self, node, env):
@@ -260,9 +261,7 @@ class Evaluator:
         if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:
             raise Undefined("integer division by zero")
         if isinstance(op, ast.Pow):
-            if b < 0:
-                raise Undefined("runtime negative integer power")
-            return wrap(pow(a, b, 1 << BITS[c]), c)
+            return 1 if b < 0 else wrap(pow(a, b, 1 << BITS[c]), c)  # the docs: a negative runtime exponent gives 1
         if isinstance(op, (ast.LShift, ast.RShift)) and not 0 <= b < BITS[c]:
             raise Undefined("shift out of range")
         result = FOLD[type(op)](a, b)

@@ -146,10 +146,9 @@ class MathFunction(Handler):
         types = self.scalars(typer, node, self.spec.low, self.spec.high)
         t = common_type(types, [typer.is_weak(a) for a in node.args])
         ft = t if t.is_float else float64
-        if self.spec.rule == "int" and not t.is_float:  # an integer comes back unchanged (bool as int64)
-            result = int64 if t.is_bool else t
-            typer.fit(node.args[0], result)
-            return CallPlan(result, tuple(types), t)
+        if self.spec.rule == "int" and not t.is_float:  # an integer gives int(x): int64, as for a float
+            typer.fit(node.args[0], int64)
+            return CallPlan(int64, tuple(types), t)
         for a in node.args:  # each argument is used as a float (math.hypot(x, 2**63) is fine)
             typer.fit(a, ft)
         if self.spec.rule == "bool":

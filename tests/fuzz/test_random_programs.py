@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from support import fuzz, progen
+from support.launches import ArgSpec
 from support.numeric import Expected
 from support.reference import Program
 
@@ -112,7 +113,7 @@ def test_judge_finds_wrong_values_and_signed_zeros():
 
 def test_hangs_and_crashes_are_blamed_on_their_program():
     good = HEADER + "@gpuc.kernel\ndef kernel(out):\n    out[0] = 7\n"
-    spec = [[progen.ArgSpec("array", "int64", np.zeros(2, np.int64))]]
+    spec = [[ArgSpec("array", "int64", np.zeros(2, np.int64))]]
     programs = [("g1", good, spec), ("hang", "while True:\n    pass\n", spec),
                 ("g2", good, spec), ("crash", "import os\nos.abort()\n", spec), ("g3", good, spec)]
     results = fuzz.run_batch(programs, timeout=20)

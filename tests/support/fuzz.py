@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import progen
+from .launches import build_args
 from .numeric import Expected, Undefined
 from .reference import Program
 
@@ -98,7 +99,7 @@ def _params(source: str):
 def predict(source: str, specs) -> Outcome:
     """The documented outcome of launching the kernel of `source` with `specs` (raises Undefined)."""
     program = Program(source)
-    args, masks = progen.build_args(specs)
+    args, masks = build_args(specs)
     try:
         program.run(args, masks)
     except Expected as exc:

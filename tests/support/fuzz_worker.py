@@ -22,7 +22,7 @@ import numpy as np
 
 def run_program(name: str, source: str, launches, workdir: Path):
     import gpuc
-    from support.progen import build_args
+    from support.launches import build_args
 
     path = workdir / f"{name}.py"
     path.write_text(source)

@@ -259,11 +259,11 @@ class Evaluator:
         if is_float(c):
             return self.float_op(op, a, b)
         if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:
-            raise Undefined("integer division by zero")
+            return 0  # NumPy's result (docs); Python raises ZeroDivisionError
         if isinstance(op, ast.Pow):
             return 1 if b < 0 else wrap(pow(a, b, 1 << BITS[c]), c)  # the docs: a negative runtime exponent gives 1
         if isinstance(op, (ast.LShift, ast.RShift)) and not 0 <= b < BITS[c]:
-            raise Undefined("shift out of range")
+            return -1 if isinstance(op, ast.RShift) and a < 0 else 0  # every bit shifted out (docs)
         result = FOLD[type(op)](a, b)
         return bool(result) if c == "bool" else wrap(result, c)
 

@@ -367,6 +367,10 @@ class Typer:
     def e_BinOp(self, node, env):
         left, right = self.operand(node.left, env), self.operand(node.right, env)
         if left[1] and right[1]:
+            lv, rv = left[2], right[2]
+            if (isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(rv, int) and rv > 128
+                    and isinstance(lv, int) and abs(lv) > 1 - isinstance(node.op, ast.LShift)):
+                raise Expected("literal", "a literal expression far beyond 64 bits")
             try:
                 value = FOLD[type(node.op)](left[2], right[2])
             except (ZeroDivisionError, ValueError, OverflowError) as exc:

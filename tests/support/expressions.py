@@ -277,7 +277,7 @@ class ExprRules:
         if choice == "fmod" and want in (None, "float"):
             return Ex(f"math.fmod({a.text}, {self.guard_nonzero(self.expr(scope, depth, 'float')).text})", ft)
         if choice in ("floor", "ceil", "trunc"):
-            return Ex(f"math.{choice}({a.text})", "int64" if not is_int(a.t) else a.t) if want in (None, "int") else None
+            return Ex(f"math.{choice}({a.text})", "int64") if want in (None, "int") else None
         if choice in ("isnan", "isinf", "isfinite"):
             return Ex(f"math.{choice}({a.text})", "bool") if want in (None, "bool") else None
         if want not in (None, "float"):

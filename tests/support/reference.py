@@ -393,7 +393,7 @@ class Evaluator:
         t = self.t.types[id(node)][0]
         if name in PRED_MATH:
             return bool(getattr(np, name)(float(values[0])))
-        if name in INT_MATH:  # a float rounds to int64 (saturating); an integer stays as it is
+        if name in INT_MATH:  # a float rounds to int64 (saturating); an integer converts as int(x)
             x = values[0]
             return convert(getattr(np, name)(x) if isinstance(x, (float, np.floating)) else x, t)
         args = [float(convert(v, t)) for v in values]

@@ -581,9 +581,9 @@ class Typer:
         if name in PRED_MATH:
             self.args(node, env)
             return "bool", False
-        if name in INT_MATH:  # int64 for a float, an integer's own type, int64 for a bool
-            (t, weak, value), = self.args(node, env)
-            return ("int64" if weak or not is_int(t) else t), False
+        if name in INT_MATH:  # int64: a float rounded (saturating), an integer as int(x) gives it
+            self.args(node, env)
+            return "int64", False
         arity = FLOAT_MATH.get(name)
         if arity is None or len(node.args) != arity:
             raise Undefined(f"math.{name}")

@@ -219,7 +219,7 @@ def _int_shift(lw, a, b, t, op):
 
 
 def _float_divmod(lw, a, b, t):
-    """CPython's float_divmod: (floor quotient, remainder with the divisor's sign)."""
+    """CPython's float_divmod: (floor quotient, remainder with the divisor's sign); NumPy's by zero."""
     bld = lw.b
     zero, one, half = (ConstantFP.get(a.type, v) for v in (0.0, 1.0, 0.5))
     from .mathlib import emit
@@ -233,6 +233,8 @@ def _float_divmod(lw, a, b, t):
     floordiv = lw.math("floor", t, [div])
     floordiv = bld.select(bld.fcmp("ogt", bld.fsub(div, floordiv), half), bld.fadd(floordiv, one), floordiv)
     floordiv = bld.select(bld.fcmp("une", div, zero), floordiv, lw.math("copysign", t, [zero, bld.fdiv(a, b)]))
+    # by zero, NumPy's quotient is a / b (±inf, or NaN for 0 // 0); Python raises ZeroDivisionError
+    floordiv = bld.select(bld.fcmp("oeq", b, zero), bld.fdiv(a, b), floordiv)
     return floordiv, mod
 
 

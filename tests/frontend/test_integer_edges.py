@@ -1,5 +1,5 @@
-"""Integer `//`, `%`, `<<`, `>>` at their edges (zero divisors, MIN // -1, counts outside the width) give
-NumPy's defined results on every path, constant or run time, instead of a trap or LLVM's poison."""
+"""`//`, `%`, `<<`, `>>` at their edges (zero divisors, MIN // -1, counts outside the width, infinities and
+NaN) give NumPy's defined results on every path, constant or run time, instead of a trap or LLVM's poison."""
 
 from __future__ import annotations
 
@@ -70,3 +70,23 @@ def test_trapping_divisions_do_not_kill_the_process(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "alive [0, 0, 0, 0]" in proc.stdout
+
+
+@gpuc.kernel
+def _float_divmod(out, a, b):
+    out[0] = a // b
+    out[1] = a % b
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: d.__name__)
+def test_float_floor_division_and_remainder_at_the_edges_match_numpy(dt):
+    tiny = np.finfo(dt).smallest_subnormal
+    values = [dt(v) for v in (0.0, -0.0, 1.0, -1.0, 2.5, -7.25, np.inf, -np.inf, np.nan, np.finfo(dt).max, tiny)]
+    for a in values:
+        for b in values:
+            out = np.zeros(2, dt)
+            _float_divmod[1](out, a, b)
+            with np.errstate(all="ignore"):
+                want = np.array([np.floor_divide(a, b), np.remainder(a, b)], dt)
+            assert out.tobytes() == want.tobytes() or (np.isnan(out) == np.isnan(want)).all() and \
+                (out[~np.isnan(out)].tobytes() == want[~np.isnan(want)].tobytes()), (a, b, out, want)

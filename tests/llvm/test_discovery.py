@@ -58,7 +58,7 @@ def test_another_llvm_config_first_on_path_is_refused_unloaded(tmp_path):
     proc = _run(f"""
         from gpuc.llvm.capi import discovery
         discovery._LIBDIRS = ()          # only llvm-config and the loader: the fake comes first
-        assert discovery.candidates()[0] == {str(fake)!r}, discovery.candidates()
+        assert next(discovery.candidates()) == {str(fake)!r}, list(discovery.candidates())
         import gpuc.llvm
         print("version", gpuc.llvm.version())
         print("maps", {str(fake)!r} in open("/proc/self/maps").read())
@@ -87,7 +87,7 @@ def test_not_found_lists_every_candidate_tried(tmp_path):
     proc = _run(f"""
         from gpuc.llvm.capi import discovery
         discovery._LIBDIRS = ()
-        discovery.candidates = lambda: [{str(fake)!r}, "/nonexistent/libLLVM.so.22.1"]
+        discovery.candidates = lambda: iter([{str(fake)!r}, "/nonexistent/libLLVM.so.22.1"])
         import gpuc.llvm
         try:
             gpuc.llvm.version()

@@ -87,24 +87,33 @@ def _llvm_config_libdirs() -> list[str]:
     return dirs
 
 
-def candidates() -> list[str]:
-    """Library files to try, best first; GPUC_LIBLLVM, when set, is the only one."""
+def candidates():
+    """Library files to try, best first, found lazily (llvm-config and the loader's cache are asked
+    only when the usual directories have no LLVM 22); GPUC_LIBLLVM, when set, is the only one."""
     env = os.environ.get("GPUC_LIBLLVM")
     if env:
-        return [env]
-    found: list[str] = []
-    searched = [(libdir, _NAMES) for libdir in _LIBDIRS]
+        yield env
+        return
+    seen: set[str] = set()
+
+    def fresh(paths):
+        for path in paths:
+            real = os.path.realpath(path)
+            if real not in seen:
+                seen.add(real)
+                yield path
+
+    def search(libdirs, patterns):
+        for libdir in libdirs:
+            for pattern in patterns:
+                yield from fresh(sorted(glob.glob(os.path.join(libdir, pattern)), reverse=True))
+
+    yield from search(_LIBDIRS, _NAMES)
     # llvm-config may be another LLVM's: its libraries are listed too, to be refused by version.
-    searched += [(libdir, _NAMES + ("libLLVM.so", "libLLVM-[0-9]*.so")) for libdir in _llvm_config_libdirs()]
-    for libdir, patterns in searched:
-        for pattern in patterns:
-            for path in sorted(glob.glob(os.path.join(libdir, pattern)), reverse=True):
-                if os.path.realpath(path) not in map(os.path.realpath, found):
-                    found.append(path)
+    yield from search(_llvm_config_libdirs(), _NAMES + ("libLLVM.so", "libLLVM-[0-9]*.so"))
     util = ctypes.util.find_library(f"LLVM-{REQUIRED_MAJOR}") or ctypes.util.find_library(f"LLVM.so.{REQUIRED_MAJOR}")
     if util:
-        found.append(util)
-    return found
+        yield from fresh([util])
 
 
 def _unload(dll: ctypes.CDLL) -> None:

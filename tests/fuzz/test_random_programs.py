@@ -29,7 +29,7 @@ from support.launches import ArgSpec
 from support.numeric import Expected
 from support.reference import Program
 
-CI_SEED, CI_COUNT = 2026, 300
+CI_SEED, CI_COUNT = 2026, 400
 
 # Constructs left out of the CI sample while gpuc cannot handle them yet, feature -> why (the soak keeps
 # them); empty since NumPy scalar calls and loop-carried variables work.

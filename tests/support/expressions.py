@@ -15,8 +15,10 @@ ARITH = ["+", "-", "*", "//", "%", "/"]
 BITOPS = ["&", "|", "^"]
 CMPOPS = ["<", "<=", ">", ">=", "==", "!="]
 SMALL_INTS = [0, 1, 2, 3, 5, 7, -1, -2, -3, 10, 100]
-BIG_INTS = [127, 255, -128, 2**31 - 1, 2**31, -2**31, 2**32 - 1, 2**32, 2**63 - 1, -2**63, 2**63, 2**64 - 1]
+BIG_INTS = [127, 255, -128, 2**31 - 1, 2**31, -2**31, 2**32 - 1, 2**32, 2**63 - 1, -2**63, 2**63, 2**64 - 1,
+            2**24 + 1, 2**53 + 1, 2**63 - 2**39 + 1]   # the last ones round differently through float64
 FLOAT_LITS = ["0.0", "-0.0", "0.5", "1.5", "-2.25", "3.0", "0.1", "1e10", "-1e-3", "7.75"]
+EDGE_FLOATS = ["3.4028235e38", "1e39", "5e-324", "1e-46", "1.401298464324817e-45", "-1e308"]
 
 
 @dataclass
@@ -48,7 +50,8 @@ class ExprRules:
     def e_literal(self, scope, want=None, *_):
         r = self.rng.random()
         if want == "float" or (want is None and r < 0.3):
-            text = self.rng.choice(FLOAT_LITS)
+            edge = self.on("big_literals") and self.rng.random() < 0.05
+            text = self.rng.choice(EDGE_FLOATS if edge else FLOAT_LITS)
             return Ex(text, "float64", True, float(text))
         if want is None and r < 0.4:
             text = self.rng.choice(["True", "False"])

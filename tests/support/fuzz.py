@@ -11,6 +11,7 @@ is blamed on the program it had begun, and the rest of its batch runs in a fresh
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import pickle
 import subprocess
@@ -119,9 +120,7 @@ def sample(seed: int, index: int, features=progen.FEATURES, attempts: int = 200)
         case.index = index
         try:
             return case, [predict(case.source, specs) for specs in case.launches], attempt
-        except Undefined:
-            continue
-        except RecursionError:
+        except (Undefined, RecursionError, MemoryError):
             continue
     raise RuntimeError(f"no defined program for {seed}:{index} in {attempts} attempts")
 
@@ -321,17 +320,19 @@ def shrink(source: str, first_failing, rounds: int = 200) -> str:
 
 
 def _deletions(source: str):
-    """Sources with one statement removed (bodies left empty get `pass`), shortest first."""
-    import ast
-
+    """Sources with one statement removed (bodies left empty get `pass`; at module level, helper
+    functions and constants but not imports or the kernel), shortest first."""
     tree = ast.parse(source)
     spots = []
     for node in ast.walk(tree):
         for attr in ("body", "orelse"):
             body = getattr(node, attr, None)
-            if isinstance(body, list) and not isinstance(node, ast.Module):
-                for i in range(len(body)):
-                    spots.append((node, attr, i))
+            if isinstance(body, list):
+                for i, stmt in enumerate(body):
+                    if not isinstance(node, ast.Module) or not (
+                            isinstance(stmt, (ast.Import, ast.ImportFrom))
+                            or getattr(stmt, "name", None) == "kernel"):
+                        spots.append((node, attr, i))
     texts = []
     for node, attr, i in spots:
         body = getattr(node, attr)
@@ -339,13 +340,15 @@ def _deletions(source: str):
         if isinstance(removed, ast.Expr) and isinstance(removed.value, ast.Constant):
             continue
         replacement = body[:i] + body[i + 1:]
-        if not replacement and attr == "body":
+        if not replacement and attr == "body" and not isinstance(node, ast.Module):
             replacement = [ast.Pass()]
         setattr(node, attr, replacement)
         texts.append(ast.unparse(tree) + "\n")
         setattr(node, attr, body)
     # unwrap compound statements too: an if/for/while replaced by its body
     for node, attr, i in spots:
+        if isinstance(node, ast.Module):
+            continue
         body = getattr(node, attr)
         inner = body[i]
         if isinstance(inner, (ast.If, ast.For, ast.While)) and not any(

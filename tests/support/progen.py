@@ -90,6 +90,7 @@ class Generator(ExprRules):
         self.outs: list = []            # output array names with dtypes
         self.slot = 0
         self.budget = 0
+        self.forever = None             # the exit test of a `while True` loop being started
         self.globals: list = []         # (name, type, value): module-level constants
         self.max_depth = rng.choice([1, 2, 2, 3])
 
@@ -371,6 +372,10 @@ class Generator(ExprRules):
         start = len(self.lines)
         if loopvar is None:
             self.emit(f"{self.counter_name} += 1")
+            if self.forever:
+                self.emit(f"if {self.forever}:")
+                self.emit("    break")
+                self.forever = None
         self.block(inner, self.rng.randint(1, 4))
         if self.on("break_continue") and self.rng.random() < 0.4 and not inner.done:
             self.emit(f"if {self.cond(inner).text}:")
@@ -399,7 +404,11 @@ class Generator(ExprRules):
         t = self.rng.choice(INTS)
         self.emit(f"{k} = {'gpuc.' + t + '(0)' if t != 'int64' else '0'}")
         scope.vars[k] = t
-        self.emit(f"while {k} < {self.rng.randint(1, 5)}:")
+        if self.rng.random() < 0.3:  # while True, left by a break
+            self.emit("while True:")
+            self.forever = f"{k} > {self.rng.randint(0, 4)}"
+        else:
+            self.emit(f"while {k} < {self.rng.randint(1, 5)}:")
         self.counter_name = k
         return self.loop_body(scope, None, t)
 

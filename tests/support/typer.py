@@ -230,7 +230,8 @@ class Typer:
         def body(h):
             self.condition(s.test, h)
             return self.block(s.body, h)
-        return self.loop(env, body)
+        forever = isinstance(s.test, ast.Constant) and bool(s.test.value)  # `while True`: left by break only
+        return self.loop(env, body, forever)
 
     def s_For(self, s, env):
         call = s.iter
@@ -278,7 +279,9 @@ class Typer:
                 raise Expected("range literal", f"stop {value} for a {loop_t} loop")
         return loop_t
 
-    def loop(self, env, body):
+    def loop(self, env, body, forever=False):
+        """Type a loop to the fixpoint of its header; the environment after it joins the header's
+        exit (none for `while True`) and the breaks."""
         header = dict(env)
         saved = self.tolerant
         try:
@@ -300,7 +303,7 @@ class Typer:
         end = body(dict(header))
         breaks, continues = self.loops.pop()
         header = join([env, end, *continues])
-        return join([header, *breaks])
+        return join(breaks if forever else [header, *breaks])
 
     def condition(self, node, env):
         t, _ = self.expr(node, env)

@@ -119,8 +119,8 @@ class ExprRules:
         return Ex(f"({a.text} {op} {b.text})", t, a.weak and b.weak)
 
     def guard_nonzero(self, b: Ex) -> Ex:
-        if is_int(b.t) and not b.weak and self.rng.random() < 0.3:
-            return b  # integer // and % by 0 give 0 (docs)
+        if not b.weak and self.rng.random() < 0.3:
+            return b  # division by 0 is defined (docs): integer // and % give 0, floats NumPy's results
         if b.weak:
             return b if b.value else Ex("3", "int64", True, 3)
         return Ex(f"({b.text} or 3)", "int64" if b.t == "bool" else b.t)

@@ -251,9 +251,7 @@ class Evaluator:
         if isinstance(op, ast.Div):
             if not is_float(c):
                 a, b = np.float64(a), np.float64(b)
-            if b == 0:
-                raise Undefined("division by zero")
-            return a / b
+            return a / b  # by zero: IEEE's ±inf or NaN, as NumPy
         if c == "bool" and not isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             a, b, c = int(a), int(b), "int64"
         if is_float(c):
@@ -268,8 +266,8 @@ class Evaluator:
         return bool(result) if c == "bool" else wrap(result, c)
 
     def float_op(self, op, a, b):
-        if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:
-            raise Undefined("float division by zero")
+        if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:  # the docs: NumPy's x / 0.0, and NaN for %
+            return a / b if isinstance(op, ast.FloorDiv) else type(a)(np.nan)
         if isinstance(op, ast.Pow):
             return np.power(a, b)
         return FOLD[type(op)](a, b)

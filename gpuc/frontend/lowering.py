@@ -358,6 +358,8 @@ class Lowerer(LocatingVisitor):
         self.b.position_at_end(done)
 
     def condition(self, node):
+        if self.is_literal(node):  # Python's truth of the literal's own value (`if 2**63:`)
+            return ConstantInt.get(self.ctx.i1, int(bool(self.typed.consts[id(node)])))
         return self.truth(self.expr(node), self.type_of(node))
 
     def visit_While(self, node: ast.While) -> None:

@@ -494,6 +494,7 @@ class Typer(LocatingVisitor):
 
     def condition(self, node: ast.expr) -> None:
         t = self.value_expr(node, "a condition")
+        self.consumed(node)  # a literal condition is decided by its Python value, never materialized
         if not isinstance(t, ScalarType):
             raise UserError(f"a {t} cannot be used as a condition", hint="compare it, e.g. len(a) > 0", node=node)
 

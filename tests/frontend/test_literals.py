@@ -287,3 +287,23 @@ def test_several_operands_meet_in_one_type_whatever_their_order():
     from gpuc.frontend.typing import Typing
     assert Typing("native").function(ordered, (boolean, uint32)).return_type.elements == (uint32,) * 3
     assert native(ordered, (boolean, uint32))(True, np.uint32(9)) == (9, 9, 1)
+
+
+# `if 2**63:` was refused as "does not fit in int64", found by the random-program generator: a literal
+# condition is decided by Python's truth of its value.
+@gpuc.kernel
+def _literal_conditions(out, c):
+    if 2**63:
+        out[0] = 1
+    out[1] = 1 if 2**63 else 2
+    while 0:
+        out[2] = 5
+    out[3] = 7 if not 2**63 else 8
+    if not 0.0:
+        out[4] = 9 + c
+
+
+def test_literal_conditions_use_pythons_truth():
+    out = np.zeros(5, np.int64)
+    _literal_conditions[1](out, 1)
+    assert out.tolist() == [1, 1, 0, 8, 10]

@@ -62,7 +62,15 @@ def test_gcn(p):
     assert "s_endpgm" in compile_for(p, gpuc.GCNTarget(), "asm")
 
 
-@pytest.mark.parametrize("p", PROGRAMS, ids=IDS)
+# Not documented, so bugs: strict xfails that flip once fixed.
+SPIRV_BUGS = {
+    "tuple_argument": "LLVM's SPIR-V backend emits an OpCompositeExtract of an undefined id for a nested "
+                      "tuple taken out of a by-value tuple kernel parameter",
+}
+
+
+@pytest.mark.parametrize("p", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=SPIRV_BUGS[p.id]))
+                               if p.id in SPIRV_BUGS else p for p in PROGRAMS], ids=IDS)
 def test_spirv(p, spirv_val):
     if p.spirv_error:
         with pytest.raises(gpuc.CompilationError, match=re.escape(p.spirv_error)):

@@ -334,6 +334,244 @@ def transpose_add(a, b, out):
     out[i, j] = a[i, j] + b[j, i]
 
 
+# -- probes of the documented rules: edge values, specializations, conversions, views ------------
+
+@gpuc.kernel
+def early_ret(x, out):
+    i = gpuc.index()
+    if i >= len(x):
+        return
+    if x[i] < 0:
+        out[i] = -1
+        return
+    out[i] = x[i] * 2
+
+
+@gpuc.kernel
+def big_hist(x, hist):
+    i = gpuc.index()
+    gpuc.atomic_add(hist, x[i] % len(hist), 1)
+
+
+@gpuc.kernel
+def big_hist_f(x, hist):
+    i = gpuc.index()
+    gpuc.atomic_add(hist, x[i] % len(hist), 1.0)
+
+
+@gpuc.kernel
+def divmods(a, b, q, r, s):
+    i = gpuc.index()
+    q[i] = a[i] // b[i]
+    r[i] = a[i] % b[i]
+    s[i] = (a[i] << (b[i] & 7)) >> 1
+
+
+@gpuc.kernel
+def specialize(x, out):
+    i = gpuc.index()
+    v = x[i]
+    out[i] = v * v - v // 3 + abs(v) % 5 + min(v, 2) - max(v, 3)
+
+
+@gpuc.kernel
+def f32math(x, out):
+    i = gpuc.index()
+    v = x[i]
+    out[i, 0] = math.sqrt(abs(v))
+    out[i, 1] = math.floor(v) + math.ceil(v) * 0.5
+    out[i, 2] = math.fabs(v) + math.copysign(1.5, v)
+    out[i, 3] = math.fmod(v, 0.75)
+    out[i, 4] = math.radians(v)
+    out[i, 5] = int(v)
+    out[i, 6] = np.float32(v * 3.3)
+    out[i, 7] = v ** 2 - v
+
+
+@gpuc.kernel
+def f32trans(x, out):
+    i = gpuc.index()
+    v = x[i]
+    out[i, 0] = math.exp(v)
+    out[i, 1] = math.log(abs(v) + 1)
+    out[i, 2] = math.sin(v) * math.cos(v)
+    out[i, 3] = math.erf(v)
+    out[i, 4] = math.tanh(v)
+    out[i, 5] = math.atan2(v, 1.5)
+    out[i, 6] = math.hypot(v, 2)
+    out[i, 7] = math.pow(abs(v), 1.5)
+
+
+@gpuc.kernel
+def tuple_arg(out, p):
+    i = gpuc.index()
+    scale, (off, flag) = p
+    out[i] = i * scale + off if flag else -1.0
+
+
+@gpuc.kernel
+def mask(x, m, cnt):
+    i = gpuc.index()
+    m[i] = x[i] > 0.5 and not math.isnan(x[i])
+    if m[i]:
+        gpuc.atomic_add(cnt, 0, np.uint64(1))
+
+
+@gpuc.kernel
+def reverse_rows(a, out):
+    r = gpuc.index()
+    n = a.shape[1]
+    k = 0
+    for j in range(n - 1, -1, -1):
+        if a[r, j] < 0:
+            continue
+        out[r, k] = a[r, j]
+        k += 1
+    while k < n:
+        out[r, k] = 0
+        k += 1
+
+
+@gpuc.kernel
+def neg_index(a, out):
+    i = gpuc.index()
+    out[i] = a[-1 - i] + a[i - len(a)]
+
+
+@gpuc.kernel
+def stencil3d(u, out):
+    i, j, k = gpuc.index(0), gpuc.index(1), gpuc.index(2)
+    nz, ny, nx = u.shape
+    s = u[k, j, i] * 6
+    cnt = 0
+    for dk in range(-1, 2):
+        for dj in range(-1, 2):
+            for di in range(-1, 2):
+                kk, jj, ii = k + dk, j + dj, i + di
+                if 0 <= kk < nz and 0 <= jj < ny and 0 <= ii < nx and (dk != 0 or dj != 0 or di != 0):
+                    s -= u[kk, jj, ii]
+                    cnt += 1
+    out[k, j, i] = s / cnt
+
+
+@gpuc.func
+def tile_of():
+    return gpuc.index(0) // 4, gpuc.index(1) // 4
+
+
+@gpuc.kernel
+def tiles(out):
+    tx, ty = tile_of()
+    out[gpuc.index(1), gpuc.index(0)] = tx + 10 * ty
+
+
+@gpuc.kernel
+def grid2d(a):
+    y = gpuc.index(1)
+    while y < a.shape[0]:
+        x = gpuc.index(0)
+        while x < a.shape[1]:
+            a[y, x] += x * y
+            x += gpuc.ndrange(0)
+        y += gpuc.ndrange(1)
+
+
+@gpuc.kernel
+def countdown(u, out):
+    i = gpuc.index()
+    s = np.uint32(0)
+    for j in range(u[i], 0, -1):
+        s += j
+    for j in range(u[i], -1, -2):
+        s ^= j
+    out[i] = s
+
+
+@gpuc.kernel
+def wrap32(a, b, out):
+    i = gpuc.index()
+    out[i, 0] = a[i] * 1000003 + 12345
+    out[i, 1] = a[i] + b[i]       # int32 + uint32 -> int64
+    out[i, 2] = a[i] > -1
+    out[i, 3] = b[i] > -1
+    out[i, 4] = (a[i] and np.int64(b[i])) + (b[i] or 7)
+    out[i, 5] = -a[i] // 7 + -a[i] % 7
+    out[i, 6] = a[i] ** 3
+    out[i, 7] = ~a[i] ^ (a[i] >> 3)
+
+
+@gpuc.kernel
+def powers(x, n, out):
+    i = gpuc.index()
+    out[i, 0] = x[i] ** 0.5
+    out[i, 1] = x[i] ** n[i]
+    out[i, 2] = x[i] ** 2
+    out[i, 3] = 2.0 ** n[i]
+
+
+@gpuc.func
+def newton(x0, c):
+    x = x0
+    it = 0
+    while True:
+        fx = x * x * x - c
+        if abs(fx) < 1e-12:
+            break
+        it += 1
+        if it > 100:
+            return x, -1
+        x = x - fx / (3 * x * x)
+    return x, it
+
+
+@gpuc.kernel
+def solve(c, root, iters):
+    i = gpuc.index()
+    r, n = newton(1.0, c[i])
+    root[i] = r
+    iters[i] = n
+
+
+@gpuc.func
+def depth(n: gpuc.int32) -> gpuc.int32:
+    if n <= 0:
+        return n
+    return depth(n - 1) + 1
+
+
+@gpuc.func
+def ackermann(m: int, n: int) -> int:
+    if m == 0:
+        return n + 1
+    if n == 0:
+        return ackermann(m - 1, 1)
+    return ackermann(m - 1, ackermann(m, n - 1))
+
+
+@gpuc.kernel
+def recur(out):
+    i = gpuc.index()
+    out[i, 0] = depth(np.int32(i * 10))
+    out[i, 1] = ackermann(2, i)
+
+
+@gpuc.kernel
+def conv_mix(x, out):
+    i = gpuc.index()
+    v = x[i]
+    out[i, 0] = np.int32(v)
+    out[i, 1] = np.uint32(np.int64(v)) 
+    out[i, 2] = int(v * 100) % 7
+    out[i, 3] = bool(v) + np.float32(v) * 2
+
+
+@gpuc.kernel
+def walk_strided(a, out):
+    i = gpuc.index(0)
+    j = gpuc.index(1)
+    out[j, i] = a[j, i] * 2 + a.shape[0] * 100 + a.ndim + a.size
+
+
 # -- the programs, with their inputs -------------------------------------------------------------
 
 GCN_NO_LIBM = "not available on the gcn target"
@@ -412,4 +650,60 @@ PROGRAMS = [
             lambda: (rng(6).integers(-9, 9, 40, dtype=np.int32), np.zeros(40, np.int32), np.int32(2), np.int32(6))),
     Program("transpose_add_views", transpose_add, (4, 3),
             lambda: (_f(np.float64, 6, 12)[::2, ::3], _f(np.float64, 4, 3, seed=1), np.zeros((3, 4)))),
+]
+
+
+def _divmod_inputs(dtype):
+    info = np.iinfo(dtype)
+    neg = info.min < 0
+    return (np.array([info.min, info.max, -7 if neg else 7, 7, 0, 5, info.min, 3], dtype),
+            np.array([-1 if neg else 1, 3, 2, -2 if neg else 2, 0, 0, 1, info.max], dtype),
+            np.zeros(8, dtype), np.zeros(8, dtype), np.zeros(8, dtype))
+
+
+_HIST_DATA = rng(7).integers(0, 1000, 50000)
+
+PROGRAMS += [
+    Program("early_return", early_ret, 40, lambda: (np.arange(-5, 30, dtype=np.int32), np.zeros(35, np.int32))),
+    Program("atomic_hist_50000_items", big_hist, 50000, lambda: (_HIST_DATA.copy(), np.zeros(37, np.int64))),
+    Program("atomic_hist_float_counts", big_hist_f, 50000, lambda: (_HIST_DATA.copy(), np.zeros(37)),
+            spirv_error=SPIRV_NO_FLOAT_ATOMICS),
+    *[Program(f"divmod_shift_{np.dtype(t).name}", divmods, 8, lambda t=t: _divmod_inputs(t))
+      for t in (np.int32, np.uint32, np.int64, np.uint64)],
+    *[Program(f"specialize_{np.dtype(t).name}", specialize, 20,
+              lambda t=t: ((np.arange(20) * 37 - 300).astype(t), np.zeros(20, t)))
+      for t in (np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64)],
+    Program("float32_exact_math", f32math, 30,
+            lambda: (np.linspace(-5, 5, 30).astype(np.float32), np.zeros((30, 8), np.float32))),
+    Program("float32_transcendental", f32trans, 30,
+            lambda: (np.linspace(-5, 5, 30).astype(np.float32), np.zeros((30, 8), np.float32)),
+            rtol=1e-5, gcn_error="not available on the gcn target"),
+    Program("tuple_argument", tuple_arg, 10, lambda: (np.zeros(10), (2.5, (np.int32(3), True)))),
+    Program("bool_mask", mask, 12,
+            lambda: (np.array([0.1, 0.6, np.nan, 1, -0.0, 0.5, 0.7, np.inf, -np.inf, 2, 3, 0.2]),
+                     np.zeros(12, bool), np.zeros(1, np.uint64))),
+    Program("reverse_rows_continue", reverse_rows, 4,
+            lambda: (rng(2).integers(-5, 10, (4, 9)).astype(np.int32)[:, ::-1], np.full((4, 9), -9, np.int32))),
+    Program("negative_indices", neg_index, 6, lambda: (np.arange(6.0) ** 2, np.zeros(6))),
+    Program("stencil_3d", stencil3d, (5, 4, 3),
+            lambda: (rng(3).random((3, 4, 5)).astype(np.float32), np.zeros((3, 4, 5), np.float32))),
+    Program("index_in_func_tuple", tiles, (8, 8), lambda: (np.zeros((8, 8), np.int64),)),
+    Program("grid_stride_2d", grid2d, (3, 2), lambda: (np.ones((7, 11), np.float32),)),
+    Program("unsigned_countdown", countdown, 6,
+            lambda: (np.array([0, 1, 2, 3, 10, 100], np.uint32), np.zeros(6, np.uint32))),
+    Program("int32_wrapping_mixed", wrap32, 8,
+            lambda: (np.array([0, 1, -1, 2**31 - 1, -2**31, 12345, -999, 7], np.int32),
+                     np.array([0, 5, 2**32 - 1, 1, 0, 77, 3, 9], np.uint32), np.zeros((8, 8), np.int64))),
+    Program("powers", powers, 5,
+            lambda: (np.array([0.0, 1.5, 2.0, 9.0, 1e10]), np.array([0, 1, -2, 3, 5]), np.zeros((5, 4))),
+            rtol=1e-15, gcn_error="not available on the gcn target"),
+    Program("newton_while_true", solve, 5,
+            lambda: (np.array([1.0, 8.0, 27.5, 0.001, 1e6]), np.zeros(5), np.zeros(5, np.int64))),
+    Program("annotated_recursion", recur, 6, lambda: (np.zeros((6, 2), np.int64),)),
+    Program("conversions", conv_mix, 6,
+            lambda: (np.array([0.0, -0.5, 1.99, -3.7, 100.25, 2e9]), np.zeros((6, 4)))),
+    Program("reversed_strided_view", walk_strided, (3, 4),
+            lambda: (np.arange(60.0).reshape(5, 12)[::-1, ::4][:4], np.zeros((4, 3)))),
+    Program("transposed_int32_view", walk_strided, (3, 4),
+            lambda: (np.arange(60, dtype=np.int32).reshape(12, 5).T[1:, ::4], np.zeros((4, 3), np.int32))),
 ]

@@ -707,3 +707,33 @@ PROGRAMS += [
     Program("transposed_int32_view", walk_strided, (3, 4),
             lambda: (np.arange(60, dtype=np.int32).reshape(12, 5).T[1:, ::4], np.zeros((4, 3), np.int32))),
 ]
+
+
+@gpuc.func
+def halve_steps(n: int) -> (int, (int, float)):
+    if n <= 1:
+        return (0, (n, 1.0))
+    steps, (last, scale) = halve_steps(n // 2)
+    return (steps + 1, (last + n % 2, scale * 0.5))
+
+
+@gpuc.kernel
+def recursive_tuples(out):
+    i = gpuc.index()
+    steps, (bits, scale) = halve_steps(i * 37 + 1)
+    out[i, 0] = steps
+    out[i, 1] = bits
+    out[i, 2] = scale
+
+
+@gpuc.kernel
+def compact(x, out, count):
+    i = gpuc.index()
+    if x[i] > 0:
+        j = gpuc.atomic_add(count, 0, 1)
+        out[j] = x[i]
+
+
+PROGRAMS += [
+    Program("recursive_tuple_return", recursive_tuples, 16, lambda: (np.zeros((16, 3)),)),
+]

@@ -560,7 +560,7 @@ def conv_mix(x, out):
     i = gpuc.index()
     v = x[i]
     out[i, 0] = np.int32(v)
-    out[i, 1] = np.uint32(np.int64(v)) 
+    out[i, 1] = np.uint32(np.int64(v))
     out[i, 2] = int(v * 100) % 7
     out[i, 3] = bool(v) + np.float32(v) * 2
 
@@ -588,7 +588,7 @@ def _u(dtype, *shape, seed=0):
 
 
 def matmul_f32_reference(a, b, c):
-    """`acc = 0.0` is float64 in kernels (docs), so float32 products are summed in float64; NumPy would sum in float32."""
+    """`acc = 0.0` is float64 in kernels (docs): float32 products are summed in float64, not in float32 as NumPy would."""
     acc = np.zeros(c.shape)
     for k in range(a.shape[1]):
         acc += (a[:, k, None] * b[None, k, :]).astype(np.float64)
@@ -736,4 +736,82 @@ def compact(x, out, count):
 
 PROGRAMS += [
     Program("recursive_tuple_return", recursive_tuples, 16, lambda: (np.zeros((16, 3)),)),
+]
+
+
+# -- vectorizable loops (float order, NaN in min/max), float division, uint64 conversions ----------
+
+@gpuc.kernel
+def dot_rows(a, b, out):
+    r = gpuc.index()
+    acc = np.float32(0)
+    for j in range(a.shape[1]):
+        acc += a[r, j] * b[r, j]
+    out[r] = acc
+
+
+@gpuc.kernel
+def nan_minmax(x, out):
+    r = gpuc.index()
+    lo = x[r, 0]
+    hi = x[r, 0]
+    for j in range(1, x.shape[1]):
+        lo = min(lo, x[r, j])
+        hi = max(x[r, j], hi)
+    out[r, 0] = lo
+    out[r, 1] = hi
+
+
+@gpuc.kernel
+def int_sum_vec(x, out):
+    r = gpuc.index()
+    s = x[r, 0] - x[r, 0]
+    m = x[r, 0]
+    for j in range(x.shape[1]):
+        s += x[r, j] * 3 + 1
+        m = max(m, x[r, j])
+    out[r, 0] = s
+    out[r, 1] = m
+
+
+@gpuc.kernel
+def fdiv(x, y, out):
+    i = gpuc.index()
+    out[i, 0] = x[i] // y[i]
+    out[i, 1] = x[i] % y[i]
+    out[i, 2] = abs(x[i])
+    out[i, 3] = -x[i] if x[i] < 0 else x[i] * 1.0
+    out[i, 4] = x[i] / y[i]
+
+
+@gpuc.kernel
+def u64conv(x, f, out, back):
+    i = gpuc.index()
+    out[i] = x[i] * 1.0 + np.float32(x[i] & 0xFFFF)
+    back[i] = np.uint64(f[i])
+
+
+def _nan_rows():
+    x = rng(11).standard_normal((6, 200))
+    x[0, 0] = x[1, 57] = x[2, 199] = np.nan
+    x[3, :] = np.nan
+    x[4, 100:], x[4, :100] = -0.0, 0.0
+    return x, np.zeros((6, 2))
+
+
+_SPECIAL = np.array([0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, np.nan, 7.0, -7.0, 1e308])
+
+PROGRAMS += [
+    Program("float32_dot_rows", dot_rows, 4,
+            lambda: (rng(9).standard_normal((4, 1000)).astype(np.float32),
+                     rng(10).standard_normal((4, 1000)).astype(np.float32), np.zeros(4, np.float32))),
+    Program("nan_min_max_rows", nan_minmax, 6, _nan_rows),
+    *[Program(f"vector_sum_max_{np.dtype(t).name}", int_sum_vec, 3,
+              lambda t=t: (_u(t, 3, 333, seed=12), np.zeros((3, 2), t)))
+      for t in (np.int32, np.uint32, np.int64, np.uint64)],
+    Program("float_floor_division_specials", fdiv, 100,
+            lambda: (np.repeat(_SPECIAL, 10), np.tile(_SPECIAL, 10), np.zeros((100, 5)))),
+    Program("uint64_float_conversions", u64conv, 6,
+            lambda: (np.array([0, 1, 2**53 + 1, 2**63, 2**64 - 1, 12345678901234567], np.uint64),
+                     np.array([0.0, 1.9, 2.0**63, 1.8e19, 3.5, 2.0**64 - 4096]), np.zeros(6), np.zeros(6, np.uint64))),
 ]

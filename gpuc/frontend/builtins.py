@@ -28,6 +28,8 @@ def constant_type(value) -> ScalarType | None:
         return boolean
     if isinstance(value, int):
         if not -(1 << 63) <= value < (1 << 64):
+            if value.bit_length() > 128:  # e.g. 1 << 2**31, which is not even computed
+                raise UserError("this integer is far beyond 64 bits", hint="literals are 64-bit integers")
             raise UserError(f"the integer {value} does not fit in 64 bits")
         return int64
     if isinstance(value, float):

@@ -165,15 +165,16 @@ def _fold(op: str, left, right):
     literal 18446744073709551616), or None when it is not a number, too big to compute, or undefined."""
     if not all(isinstance(v, (bool, int, float)) for v in (left, right)):
         return None
-    if op in ("**", "<<") and isinstance(right, int) and abs(right) > 256:
-        return None if op == "**" and left in (0, 1, -1) else _TOO_BIG
+    if isinstance(left, int) and isinstance(right, int) and right > 256 and (
+            op == "<<" and left != 0 or op == "**" and abs(left) > 1):
+        return _TOO_BIG  # not computed: 2 << 2**31 alone would take 256 MiB
     try:
         return _FOLD[op](left, right)
     except (ArithmeticError, ValueError, TypeError):
         return None  # division by zero and the like are left to run time (documented as undefined)
 
 
-_TOO_BIG = 1 << 65  # stands for a result far outside 64 bits
+_TOO_BIG = 1 << 1000  # stands for a result far outside 64 bits
 
 
 def _fold_unary(plan, value):

@@ -307,3 +307,28 @@ def test_literal_conditions_use_pythons_truth():
     out = np.zeros(5, np.int64)
     _literal_conditions[1](out, 1)
     assert out.tolist() == [1, 1, 0, 8, 10]
+
+
+# `0 << 2147483647` was refused as too big, found by a soak of the random-program generator: only results
+# that really are huge are left uncomputed.
+@gpuc.kernel
+def _huge_counts(out):
+    out[0] = 0 << 2147483647
+    out[1] = 1 ** 2147483647
+    out[2] = (-1) ** 2147483647
+    out[3] = 5 >> 300
+    out[4] = 2.0 ** -300 * 1e90
+
+
+def test_literal_shifts_and_powers_with_huge_counts_fold_when_small():
+    out = np.zeros(5)
+    _huge_counts[1](out)
+    assert out.tolist() == [0, 1, -1, 0, 2.0 ** -300 * 1e90]
+
+
+def test_literal_shifts_that_are_huge_are_errors_without_being_computed():
+    @gpuc.func
+    def f():
+        return 1 << 2147483647
+
+    compile_error(f, (), "this integer is far beyond 64 bits")

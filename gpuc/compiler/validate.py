@@ -84,6 +84,7 @@ def collect_issues(job, module: Module, entry_name: str, *, full: bool = True,
         else:
             issues += _lowering_issue(target, fn, target.symbol_issue(name), "refers to")
     issues += _global_issues(target, module)
+    issues += _gc_issues(target, module)
     issues += _type_issues(target, module, _text_to_scan(job, module, own_plugins_only))
     entry = module.functions.get(entry_name)
     issue = kernel_issue(entry) if full and job.config.kernel and entry is not None else None
@@ -118,6 +119,21 @@ def _global_issues(target, module: Module) -> list[IRIssue]:
         if reason is not None:
             issues.append(IRIssue("unsupported-on-target", f"global @{gv.name} cannot be compiled for "
                                   f"{target!r}: {reason}", symbol=gv.name))
+    return issues
+
+
+# LLVM's built-in garbage-collection strategies; code generation aborts the process on any other.
+_GC_STRATEGIES = ("coreclr", "erlang", "ocaml", "shadow-stack", "statepoint-example")
+
+
+def _gc_issues(target, module: Module) -> list[IRIssue]:
+    issues = []
+    for fn in module.functions:
+        gc = fn.gc
+        if gc is not None and gc not in _GC_STRATEGIES:
+            issues.append(IRIssue("unsupported-on-target", f"@{fn.name} names the garbage collector {gc!r}, "
+                                  f"which {target!r} cannot compile: LLVM knows only "
+                                  f"{', '.join(_GC_STRATEGIES)}", function=fn.name))
     return issues
 
 

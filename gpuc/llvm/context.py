@@ -141,8 +141,8 @@ class Context(Owner):
         return Type.from_ref(lib.LLVMVoidTypeInContext(self), self._scope)
 
     def ptr(self, address_space: int = 0):
-        from .types import Type
-        return Type.from_ref(lib.LLVMPointerTypeInContext(self, address_space), self._scope)
+        from .types import Type, check_address_space
+        return Type.from_ref(lib.LLVMPointerTypeInContext(self, check_address_space(address_space)), self._scope)
 
     def struct_type(self, elements, *, packed: bool = False, name: str | None = None):
         from .types import StructType

@@ -215,6 +215,12 @@ class Function(GlobalValue):
         lib.LLVMSetFunctionCallConv(self, cc)
 
     @property
+    def gc(self) -> str | None:
+        """The garbage-collection strategy the function names (`gc "..."`), or None."""
+        name = lib.LLVMGetGC(self)
+        return name.decode(errors="replace") if name else None
+
+    @property
     def attributes(self) -> Attributes:
         return Attributes(self, FUNCTION_INDEX)
 

@@ -11,7 +11,7 @@ from ._base import Owner, Scope, register_scope, scope_of
 from .capi import address_of, lib
 from .context import Context
 from .globals import Function, GlobalVariable
-from .types import FunctionType, Type
+from .types import FunctionType, Type, _same_context, check_address_space
 from .values import Value
 
 
@@ -217,6 +217,7 @@ class Module(Owner):
     def add_function(self, name: str, fnty: FunctionType) -> Function:
         if lib.LLVMGetNamedFunction(self, name.encode()):
             raise ValueError(f"function @{name} already exists in the module")
+        _same_context(self, fnty, "Module.add_function")
         return Function(lib.LLVMAddFunction(self, name.encode(), fnty), self._scope)
 
     def get_or_insert_function(self, name: str, fnty: FunctionType) -> Function:
@@ -229,6 +230,8 @@ class Module(Owner):
         return self.add_function(name, fnty)
 
     def add_global(self, ty: Type, name: str, address_space: int = 0) -> GlobalVariable:
+        _same_context(self, ty, "Module.add_global")
+        check_address_space(address_space)
         return GlobalVariable(lib.LLVMAddGlobalInAddressSpace(self, ty, name.encode(), address_space), self._scope)
 
     def get_type(self, name: str) -> Type | None:

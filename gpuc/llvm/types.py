@@ -61,6 +61,13 @@ def _same_context(anchor, ty: Type, what: str) -> None:
         raise ValueError(f"{what}: {ty} belongs to another LLVM context; types cannot cross contexts")
 
 
+def check_address_space(address_space: int) -> int:
+    """`address_space` if LLVM can represent it (24 bits); C would silently truncate it."""
+    if not 0 <= address_space < 1 << 24:
+        raise ValueError(f"address spaces are 0 to 2**24 - 1, not {address_space}")
+    return address_space
+
+
 def _check_kind(ty: Type, rejected=None, allowed=None, *, what: str) -> None:
     kind = ty.kind
     if (rejected is not None and kind in rejected) or (allowed is not None and kind not in allowed):
@@ -141,8 +148,8 @@ class ArrayType(_Sequential):
     @staticmethod
     def get(element: Type, count: int) -> "ArrayType":
         _check_kind(element, _NOT_ELEMENT | {capi.LLVMScalableVectorTypeKind}, what="an array element type")
-        if count < 0:
-            raise ValueError(f"array length must not be negative, got {count}")
+        if not 0 <= count < 1 << 64:
+            raise ValueError(f"array length must be in [0, 2**64), got {count}")
         return ArrayType(lib.LLVMArrayType2(element, count), element._scope)
 
     @property
@@ -157,8 +164,8 @@ class VectorType(_Sequential):
     @staticmethod
     def get(element: Type, count: int) -> "VectorType":
         _check_kind(element, allowed=_VECTOR_ELEMENT, what="a vector element type")
-        if count < 1:
-            raise ValueError(f"a vector needs at least one element, got {count}")
+        if not 1 <= count < 1 << 32:
+            raise ValueError(f"a vector has 1 to 2**32 - 1 elements, got {count}")
         return VectorType(lib.LLVMVectorType(element, count), element._scope)
 
     @property

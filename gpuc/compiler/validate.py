@@ -19,6 +19,10 @@ _APPROXIMATE_CALL = re.compile(r"\bcall (?:[a-z]+ )*?(?:afn|fast) ")
 # The type keywords, not identifiers that contain them (@to_fp128, %fp128.addr); `target` only
 # as a target extension type, target("spirv.Image"), not in `target triple = ...`.
 _TYPE_KEYWORDS = ("x86_fp80", "ppc_fp128", "fp128", "vscale", 'target("')
+# Integer and vector types wider than this make LLVM's code generators crash (a <100000 x i1> xor,
+# a <1000000 x i64> add) or run for minutes (an i16384 multiply): a documented limit, not a backend's.
+MAX_TYPE_WIDTH = 4096
+_WIDE_TYPE = re.compile(r"(?<![\w.$@%\"-])(?:i(\d{4,})(?![\w.$])|<\s*(\d{4,}) x )")
 _TYPE_KEYWORD = re.compile(r"(?<![\w.$@%\"-])(x86_fp80|ppc_fp128|fp128|vscale|target(?=\(\"))(?![\w.$])")
 
 
@@ -85,7 +89,9 @@ def collect_issues(job, module: Module, entry_name: str, *, full: bool = True,
             issues += _lowering_issue(target, fn, target.symbol_issue(name), "refers to")
     issues += _global_issues(target, module)
     issues += _gc_issues(target, module)
-    issues += _type_issues(target, module, _text_to_scan(job, module, own_plugins_only))
+    text = _text_to_scan(job, module, own_plugins_only)
+    issues += _type_issues(target, module, text)
+    issues += _width_issues(module, text)
     entry = module.functions.get(entry_name)
     issue = kernel_issue(entry) if full and job.config.kernel and entry is not None else None
     if issue is not None:
@@ -148,7 +154,7 @@ def _text_to_scan(job, module: Module, own_plugins_only: bool) -> str:
         return ""
     text = getattr(job.source, "text", None)
     if isinstance(text, str):
-        return str(module) if any(k in text for k in _TYPE_KEYWORDS) else ""
+        return str(module) if any(k in text for k in _TYPE_KEYWORDS) or _too_wide(text) else ""
     return str(module)
 
 
@@ -179,6 +185,28 @@ def _type_issues(target, module: Module, text: str) -> list[IRIssue]:
         issue = _first_bad_type(target, str(gv), f"global @{gv.name}")
         if issue is not None:
             issues.append(IRIssue("unsupported-type", issue))
+    return issues
+
+
+def _too_wide(text: str) -> str | None:
+    for m in _WIDE_TYPE.finditer(text):
+        if m.group(1) and int(m.group(1)) > MAX_TYPE_WIDTH:
+            return f"i{m.group(1)}"
+        if m.group(2) and int(m.group(2)) > MAX_TYPE_WIDTH:
+            return f"<{m.group(2)} x ...>"
+    return None
+
+
+def _width_issues(module: Module, text: str) -> list[IRIssue]:
+    if not text or _too_wide(text) is None:
+        return []
+    issues = []
+    for what, value, name in [*((f"@{f.name}", f, f.name) for f in module.functions),
+                              *((f"global @{g.name}", g, None) for g in module.globals)]:
+        wide = _too_wide(str(value))
+        if wide is not None:
+            issues.append(IRIssue("unsupported-type", f"{what} uses the type {wide}, wider than gpuc's limit of "
+                                  f"{MAX_TYPE_WIDTH} bits (integers) or elements (vectors)", function=name))
     return issues
 
 

@@ -1,5 +1,6 @@
 """A second hostile pass: IR-building calls given another context's types or numbers C would
-truncate, and IR naming a garbage collector LLVM does not know. Each once crashed the process or
+truncate, IR naming a garbage collector LLVM does not know, and integer or vector types too wide for
+the code generators. Each once crashed the process or
 built a silently different type; each now raises a clear error in a process that lives on."""
 
 from __future__ import annotations
@@ -79,4 +80,40 @@ def test_an_unknown_garbage_collector_is_refused(survive, target, output):
 
 def test_a_known_garbage_collector_compiles(survive):
     result = survive(UNKNOWN_GC.format(gc="shadow-stack", target="NativeTarget()", output="obj"))
+    assert result.stdout.count("COMPILED") == 2, result.stdout
+
+
+WIDE_TYPE = """
+import gpuc
+IR = {ir!r}
+for optimize in (True, False):
+    try:
+        gpuc.compile(gpuc.CompilerJob(gpuc.IRSource(IR, entry="f"),
+                                      gpuc.CompilerConfig(gpuc.NativeTarget(), kernel=False, optimize=optimize)), "obj")
+    except gpuc.ValidationError as exc:
+        print("REFUSED:", exc)
+    else:
+        print("COMPILED")
+"""
+
+
+@pytest.mark.parametrize("ir, wide", [
+    # SIGSEGV in the x86 code generator
+    ("define void @f(ptr %p) {\n %v = load <1000000 x i64>, ptr %p\n %w = add <1000000 x i64> %v, %v\n"
+     " store <1000000 x i64> %w, ptr %p\n ret void\n}", "<1000000 x ...>"),
+    # SIGABRT: SmallVector unable to grow
+    ("define <100000 x i1> @f(<100000 x i1> %a, <100000 x i1> %b) {\n %c = xor <100000 x i1> %a, %b\n"
+     " ret <100000 x i1> %c\n}", "<100000 x ...>"),
+    # code generation ran for minutes
+    ("define i1000000 @f(i1000000 %a) {\n %c = mul i1000000 %a, %a\n ret i1000000 %c\n}", "i1000000"),
+])
+def test_types_too_wide_for_the_code_generators_are_refused(survive, ir, wide):
+    result = survive(WIDE_TYPE.format(ir=ir), timeout=180)
+    assert result.stdout.count("REFUSED:") == 2, result.stdout
+    assert f"@f uses the type {wide}, wider than gpuc's limit of 4096" in result.stdout, result.stdout
+
+
+def test_types_at_the_width_limit_and_names_that_look_wide_compile(survive):
+    ir = ("define i4096 @f(i4096 %a, <4096 x i8> %i10000) {\n %c = add i4096 %a, %a\n ret i4096 %c\n}")
+    result = survive(WIDE_TYPE.format(ir=ir))
     assert result.stdout.count("COMPILED") == 2, result.stdout

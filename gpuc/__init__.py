@@ -1,6 +1,6 @@
 """gpuc: a GPU/CPU compiler toolkit for Python on LLVM, with an open, plugin-driven optimization pipeline."""
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 from .compiler import (  # noqa: E402
     CompilationError, CompiledFunction, CompileResult, CompilerConfig, CompilerError, CompilerJob, IRIssue,

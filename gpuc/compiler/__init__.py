@@ -2,7 +2,7 @@
 
 from .config import CompiledFunction, CompilerConfig, CompilerJob, IRSource
 from .driver import OUTPUTS, STAGES, CompileResult, ModuleResult, code_llvm, code_native, compile, compile_module
-from .errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
+from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
                      SourceLocation, ValidationError)
 from .pipeline import Pipeline, build_pipeline
 from .plugins import POINTS, Plugin, make_plugin, register_plugin, registered_plugins, unregister_plugin

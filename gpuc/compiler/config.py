@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..llvm import Context, LLVMError, Module
-from .errors import CompilationError, SourceLocation
+from ..errors import CompilationError, SourceLocation
 from .plugins import REGISTRY, Plugin, builtin_plugins, ordered
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
-from .errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
+from ..errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
 from .pipeline import call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
 from .plugins import builtin_plugins
 from .trace import Trace

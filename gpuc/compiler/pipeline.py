@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..llvm import LLVMError, Module, TargetMachine, run_passes
 from ..llvm.capi import lib
-from .errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
+from ..errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
 from .trace import CallbackRecord, SegmentRecord
 
 # Run after a round in which a callback changed the module, before the point repeats.

@@ -12,7 +12,7 @@ import re
 
 from .. import llvm
 from ..llvm import Module
-from .errors import IRIssue
+from ..errors import IRIssue
 from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
 
 _APPROXIMATE_CALL = re.compile(r"\bcall (?:[a-z]+ )*?(?:afn|fast) ")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from ..compiler.errors import CompilationError
+from ..errors import CompilationError
 
 
 class UserError(Exception):

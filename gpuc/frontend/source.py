@@ -11,7 +11,7 @@ import textwrap
 import threading
 from dataclasses import dataclass, field
 
-from ..compiler.errors import CompilationError, SourceLocation
+from ..errors import CompilationError, SourceLocation
 from .types import GType, as_type, mangle
 
 _NOT_FOUND = object()

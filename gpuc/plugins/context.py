@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compiler import CompilationError
+from ..errors import CompilationError
 from ..llvm import (CALLING_CONVENTIONS, AllocaInst, ArrayType, Builder, CallInst, ConstantInt, Function,
                     FunctionType, Instruction, Module, StructType)
 

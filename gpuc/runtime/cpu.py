@@ -28,7 +28,8 @@ import math
 import weakref
 from dataclasses import dataclass
 
-from ..compiler import CompilationError, CompilerJob, compile_module
+from ..compiler import CompilerJob, compile_module
+from ..errors import CompilationError
 from ..llvm import LLJIT, Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType, run_passes
 from ..plugins.context import MAX_EXTENT, context_type, has_context_param
 from ..targets import NativeTarget

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..compiler.errors import CompilationError
+from ..errors import CompilationError
 from ..llvm import Module
 from .interface import Target, float_element, split_intrinsic, unselectable_table
 

@@ -1,8 +1,10 @@
-"""The compiler's error types: user errors, plugin failures, IR validation and internal bugs."""
+"""gpuc's error types, at the bottom of the layers: user errors, plugin failures, IR validation and
+internal bugs. Every layer raises these; this module imports nothing from gpuc."""
 
 from __future__ import annotations
 
 import platform
+import sys
 from dataclasses import dataclass
 
 
@@ -77,16 +79,22 @@ class InternalCompilerError(CompilerError):
     """A bug in gpuc. The message carries the versions and the job, for a bug report."""
 
     def __init__(self, message: str, job=None) -> None:
-        from .. import __version__
-        from ..llvm import version as llvm_version
+        from ._version import __version__
 
-        try:
-            llvm = ".".join(map(str, llvm_version()))
-        except Exception:  # noqa: BLE001 - reporting must not fail
-            llvm = "unknown"
+        llvm = _llvm_version()
         self.job = job
         super().__init__(
             f"internal compiler error: {message}\n"
             f"  gpuc {__version__}, LLVM {llvm}, Python {platform.python_version()}\n"
             f"  job: {job.describe() if job is not None else '(none)'}\n"
             "  This is a bug in gpuc; please report it with the lines above.")
+
+
+def _llvm_version() -> str:
+    """The loaded libLLVM's version, without importing the LLVM layer (which sits above this one):
+    an internal error can only happen once it is loaded."""
+    capi = sys.modules.get("gpuc.llvm.capi")
+    try:
+        return ".".join(map(str, capi.version())) if capi is not None else "not loaded"
+    except Exception:  # noqa: BLE001 - reporting must not fail
+        return "unknown"

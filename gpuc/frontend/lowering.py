@@ -6,13 +6,13 @@ import ast
 
 from ..compiler.config import CompiledFunction
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
-from . import builtins as B
+from . import operations as B
 from .depth import run_deep
 from .errors import LocatingVisitor, UserError, located
 from .mathlib import float_to_int
 from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
                     int_range, llvm_type, memory_type, none, storage)
-from .typing import PyObject, TypedFunction, Typing
+from .inference import PyObject, TypedFunction, Typing
 
 
 def lower_program(source, job, context, tm=None):

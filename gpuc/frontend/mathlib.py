@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from ..llvm import ConstantFP, ConstantInt
-from .builtins import CallPlan, Handler
+from .operations import CallPlan, Handler
 from .errors import UserError
 from .types import ScalarType, boolean, common_type, float64, int64
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .builtins import Convert, Handler
+from .operations import Convert, Handler
 from .errors import UserError
 from .types import SCALARS, as_type
 

@@ -47,11 +47,6 @@ def constant_type(value) -> ScalarType | None:
     return None
 
 
-def strong(t: GType, weak: bool) -> GType:
-    """A literal's type once it is stored or passed: weak literals already carry their default type."""
-    return t
-
-
 def check_literal_fits(value, t: ScalarType) -> None:
     """A weak literal used as a `t` must be representable: an integer in t's range, a float converted
     to an integer (truncated, as NumPy does) too. Any number converts to a float or a bool."""

@@ -23,7 +23,7 @@ from .errors import LocatingVisitor, UserError, located
 from .source import _NOT_FOUND, GpucFunction, symbol_name
 from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, as_type, boolean, common_type, int64,
                     int_range, join, none, promote)
-from . import builtins as B
+from . import operations as B
 from . import intrinsics
 
 
@@ -697,7 +697,7 @@ class Typer(LocatingVisitor):
         raise UserError(f"a {base} has no attribute {node.attr!r}")
 
     def visit_Tuple(self, node: ast.Tuple) -> GType:
-        elements = tuple(B.strong(self.value_expr(e), self.is_weak(e)) for e in node.elts)
+        elements = tuple(self.value_expr(e) for e in node.elts)  # a literal already has its default type
         return TupleType(elements)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> GType:
@@ -870,7 +870,7 @@ class Typer(LocatingVisitor):
             t = self.value_expr(a, "an argument")
             if isinstance(t, TupleType) and any(isinstance(e, ArrayType) for e in t.elements):
                 raise UserError("tuples holding arrays cannot be passed to functions", node=a)
-            sig.append(B.strong(t, self.is_weak(a)))
+            sig.append(t)
         sig = tuple(sig)
         callee = self.session.function(target, sig)
         if not callee.done:  # a recursive call: use what the returns seen so far say

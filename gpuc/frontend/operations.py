@@ -13,6 +13,7 @@ import operator
 import types as _pytypes
 from dataclasses import dataclass
 
+from ..abi import INDEX_MARKER, NDRANGE_MARKER
 from ..llvm import ConstantFP, ConstantInt
 from ..llvm import capi
 from .errors import UserError
@@ -472,7 +473,7 @@ class ContextIntrinsic(Handler):
         return CallPlan(int64, (), dim)
 
     def lower(self, lw, node, plan):
-        fn = lw.declare(f"gpuc.ctx.{self.name}", lw.ctx.i64, [lw.ctx.i32])
+        fn = lw.declare(INDEX_MARKER if self.name == "index" else NDRANGE_MARKER, lw.ctx.i64, [lw.ctx.i32])
         return lw.b.call(fn, [ConstantInt.get(lw.ctx.i32, plan.extra)])
 
 

@@ -15,31 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..abi import (CONTEXT_FIELDS, CONTEXT_MARKERS, CONTEXT_PARAM, INDEX_MARKER, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
+                   NDRANGE_MARKER, context_type)
 from ..errors import CompilationError
-from ..llvm import (CALLING_CONVENTIONS, AllocaInst, ArrayType, Builder, CallInst, ConstantInt, Function,
-                    FunctionType, Instruction, Module, StructType)
+from ..llvm import (CALLING_CONVENTIONS, AllocaInst, Builder, CallInst, ConstantInt, Function,
+                    FunctionType, Instruction, Module)
 
-INDEX, NDRANGE = "gpuc.ctx.index", "gpuc.ctx.ndrange"
-MARKERS = (INDEX, NDRANGE)
-CTX_PARAM = "gpuc.ctx"                               # the native context parameter's name
-NDRANGE_PARAMS = ("gpuc.n0", "gpuc.n1", "gpuc.n2")   # the GPU launch-size parameters' names
-CONTEXT_TYPE = "gpuc.Context"
-FIELDS = {INDEX: 0, NDRANGE: 1}                      # field of %gpuc.Context each marker reads
-
-
-def context_type(module: Module) -> StructType:
-    """`%gpuc.Context = type { [3 x i64], [3 x i64] }` (index, ndrange) in `module`'s context."""
-    existing = module.get_type(CONTEXT_TYPE)
-    if existing is not None:
-        return existing
-    dims = ArrayType.get(module.context.i64, 3)
-    return StructType.create(module.context, [dims, dims], name=CONTEXT_TYPE)
-
-
-def has_context_param(fn: Function) -> bool:
-    """Whether the native plugin gave `fn` the trailing context parameter."""
-    args = fn.args
-    return bool(args) and args[-1].name == CTX_PARAM and str(args[-1].type) == "ptr"
+INDEX, NDRANGE = INDEX_MARKER, NDRANGE_MARKER
+MARKERS = CONTEXT_MARKERS
+FIELDS = CONTEXT_FIELDS
 
 
 # -- finding marker calls and the functions that reach them -------------------------------------
@@ -181,7 +165,7 @@ def _erase_markers(module: Module) -> None:
 def _lower_native(job, module: Module, calls: list[MarkerCall]) -> None:
     llctx = module.context
     ctx_ty = context_type(module)
-    thread_params(module, _reaching(module, {c.call.function for c in calls}), [llctx.ptr()], [CTX_PARAM])
+    thread_params(module, _reaching(module, {c.call.function for c in calls}), [llctx.ptr()], [CONTEXT_PARAM])
     i32 = llctx.i32
     with Builder(llctx) as builder:
         for c in calls:  # the calls moved with their blocks into the rebuilt functions
@@ -192,10 +176,6 @@ def _lower_native(job, module: Module, calls: list[MarkerCall]) -> None:
             value = builder.load(llctx.i64, field, f"{c.marker[9:]}{c.dim}", align=8)
             _assume_in_range(builder, module, value)
             _replace(c.call, value)
-
-
-#: Index spaces are smaller than this along every dimension (the launchers check it).
-MAX_EXTENT = 1 << 62
 
 
 def _assume_in_range(builder: Builder, module: Module, value) -> None:
@@ -263,7 +243,7 @@ def _lower_gpu(job, module: Module, calls: list[MarkerCall]) -> None:
                and entry in _reaching(module, {c.call.function for c in calls}))
     seeds = {c.call.function for c in calls if c.marker == NDRANGE} | ({entry} if guarded else set())
     i64 = module.context.i64
-    rebuilt = thread_params(module, _reaching(module, seeds), [i64] * 3, NDRANGE_PARAMS) if seeds else {}
+    rebuilt = thread_params(module, _reaching(module, seeds), [i64] * 3, LAUNCH_SIZE_PARAMS) if seeds else {}
     with Builder(module.context) as builder:
         for c in calls:
             builder.position_before(c.call)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ..compiler import CompilerJob, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType, run_passes
-from ..plugins.context import MAX_EXTENT, context_type, has_context_param
+from ..abi import MAX_EXTENT, context_type, has_context_param
 from ..targets import NativeTarget
 from .cpu_params import SLOT_FORMATS, KernelSignature, as_signature, marshallers, slot_types
 from .pool import run_chunks

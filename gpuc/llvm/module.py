@@ -210,6 +210,19 @@ class Module(Owner):
     def functions(self) -> "FunctionList":
         return FunctionList(self)
 
+    def function_names(self) -> set[str]:
+        """The names of every function (definitions and declarations) in the module, in one
+        walk that wraps no value: cheap enough to run at every plugin callback point."""
+        size = ctypes.c_size_t()
+        out = ctypes.byref(size)
+        first, nxt, name_of = lib.LLVMGetFirstFunction, lib.LLVMGetNextFunction, lib.LLVMGetValueName2
+        names = set()
+        ref = first(self)
+        while ref:
+            names.add(name_of(ref, out).decode("utf-8", "surrogateescape"))
+            ref = nxt(ref)
+        return names
+
     @property
     def globals(self) -> "GlobalList":
         return GlobalList(self)

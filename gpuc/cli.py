@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from . import __version__
 from .compiler import CompilerConfig, CompilerError, CompilerJob, IRSource, Plugin, compile, registered_plugins
-from .targets import TARGETS, GCNTarget, NativeTarget, PTXTarget, SPIRVTarget
+from .targets import TARGETS
 
 
 class UsageError(Exception):
@@ -74,13 +75,31 @@ def _load_plugins(spec: str) -> list[Plugin]:
 
 
 def _target(args):
-    if args.target == "native":
-        return NativeTarget()
-    if args.target == "ptx":
-        return PTXTarget(cap=args.cap)
-    if args.target == "gcn":
-        return GCNTarget(arch=args.arch)
-    return SPIRVTarget()
+    """The target --target names, built by its class from the options it reads."""
+    cls = TARGETS[args.target]
+    prefix = "target_option_"
+    given = {key[len(prefix):]: value for key, value in vars(args).items()
+             if key.startswith(prefix) and value is not None}
+    stray = sorted(set(given) - set(cls.cli_options))
+    if stray:
+        raise UsageError(f"--{stray[0]} does not apply to --target {args.target}"
+                         + (f" (it reads {', '.join('--' + o for o in cls.cli_options)})" if cls.cli_options else ""))
+    return cls.from_cli(given)
+
+
+def _add_target_options(parser: argparse.ArgumentParser) -> None:
+    """Each option a registered target reads (--cap for ptx, ...), once, with whose it is."""
+    users: dict[str, list[str]] = {}
+    helps: dict[str, str] = {}
+    for name, cls in TARGETS.items():
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for opt, (field, text) in cls.cli_options.items():
+            default = defaults.get(field, dataclasses.MISSING)
+            users.setdefault(opt, []).append(name if default in (dataclasses.MISSING, None)
+                                             else f"{name}: default {default}")
+            helps.setdefault(opt, text)
+    for opt, whose in users.items():
+        parser.add_argument(f"--{opt}", dest=f"target_option_{opt}", metavar=opt.upper(), help=f"{helps[opt]} ({'; '.join(whose)})")
 
 
 def _compile(args) -> int:
@@ -95,7 +114,11 @@ def _compile(args) -> int:
         plugins += _load_plugins(spec)
     plugins += [p for p in registered_plugins() if p not in plugins]  # those a factory registered
     try:
-        config = CompilerConfig(_target(args), kernel=args.kernel, opt_level=args.O, optimize=not args.no_opt,
+        target = _target(args)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--target {args.target}: {exc}") from None
+    try:
+        config = CompilerConfig(target, kernel=args.kernel, opt_level=args.O, optimize=not args.no_opt,
                                 validate=not args.no_opt, plugins=plugins)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -129,8 +152,8 @@ def _write_output(out: str | bytes, args) -> None:
 
 
 def _targets(_args) -> int:
-    rows = [("native", NativeTarget()), ("ptx", PTXTarget()), ("gcn", GCNTarget()), ("spirv", SPIRVTarget())]
-    for name, target in rows:
+    for name, cls in TARGETS.items():
+        target = cls()
         print(f"{name:<7} {target.triple():<26} cpu={target.cpu() or '-':<10} kernels: "
               f"{target.kernel_calling_convention or 'plain functions'}")
     return 0
@@ -152,8 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("file")
     c.add_argument("--entry", required=True, help="the entry function's name")
     c.add_argument("--target", choices=sorted(TARGETS), default="native")
-    c.add_argument("--cap", default="sm_90", help="PTX compute capability (default sm_90)")
-    c.add_argument("--arch", default="gfx90a", help="GCN architecture (default gfx90a)")
+    _add_target_options(c)
     c.add_argument("--emit", choices=("llvm", "bc", "asm", "obj"), default="llvm")
     c.add_argument("--kernel", action="store_true", help="compile the entry as a kernel")
     c.add_argument("-O", type=int, choices=(0, 1, 2, 3), default=2, help="optimization level (default 2)")

@@ -229,10 +229,10 @@ def _emit_request(request: dict, bitcode: bytes, keep_machine: bool = False) -> 
 
 
 def _serve_here(request: dict, bitcode: bytes) -> tuple[dict, bytes]:
-    from .target import initialize, target_name_for_triple
+    from .target import initialize_all
 
     try:
-        initialize(target_name_for_triple(request["triple"]))
+        initialize_all()
         header, payload = {"ok": True}, _emit_request(request, bitcode, keep_machine=True)
     except Exception as exc:  # noqa: BLE001 - reported to the client
         header, payload = {"ok": False, "error": str(exc)}, b""
@@ -241,9 +241,9 @@ def _serve_here(request: dict, bitcode: bytes) -> tuple[dict, bytes]:
 
 
 def _serve_one(request: dict, bitcode: bytes) -> tuple[dict, bytes]:
-    from .target import initialize, target_name_for_triple
+    from .target import initialize_all
 
-    initialize(target_name_for_triple(request["triple"]))  # once, here: registration is not emission state
+    initialize_all()  # once, here: registration is not emission state
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child does the work and leaves without running any Python cleanup

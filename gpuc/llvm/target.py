@@ -44,6 +44,16 @@ def initialize(name: str) -> None:
         _initialized.add(name)
 
 
+def initialize_all() -> None:
+    """Register every LLVM target gpuc knows that this libLLVM was built with (each costs well
+    under a millisecond after the first)."""
+    for name in _TARGETS:
+        try:
+            initialize(name)
+        except LLVMError:
+            pass  # not built into this libLLVM: triples for it fail in Target.from_triple
+
+
 def host_triple() -> str:
     return capi.take_message(ctypes.c_void_p(lib.LLVMGetDefaultTargetTriple()))
 
@@ -54,6 +64,12 @@ def host_cpu() -> str:
 
 def host_features() -> str:
     return capi.take_message(ctypes.c_void_p(lib.LLVMGetHostCPUFeatures()))
+
+
+# LLVM backends (by their registered names) whose state from one emission breaks the next: LLVM
+# 22's SPIR-V backend crashes on a machine's second emission (llvm/llvm-project#223774) and keeps
+# process-wide caches (llvm/llvm-project#160613).
+_STATEFUL_BACKENDS = frozenset({"spirv", "spirv32", "spirv64"})
 
 
 class Target:
@@ -79,13 +95,20 @@ class Target:
         return lib.LLVMGetTargetName(self._ref).decode()
 
     def machine(self, cpu: str = "", features: str = "", *, opt_level: int = 2,
-                reloc: int = capi.LLVMRelocDefault, code_model: int = capi.LLVMCodeModelDefault) -> "TargetMachine":
+                reloc: int = capi.LLVMRelocDefault, code_model: int = capi.LLVMCodeModelDefault,
+                stateful: bool | None = None) -> "TargetMachine":
+        """A target machine. `stateful`: the backend keeps state between emissions that breaks the
+        next one, so each emission after the first runs in a fresh process or machine; None
+        decides by the LLVM backends known to do so (gpuc's targets say it themselves)."""
+        if stateful is None:
+            stateful = self.name in _STATEFUL_BACKENDS
         ref = lib.LLVMCreateTargetMachine(self._ref, self.triple.encode(), cpu.encode(), features.encode(),
                                           CODEGEN_LEVELS[opt_level], reloc, code_model)
         if not ref:
             raise LLVMError(f"could not create a target machine for {self.triple} cpu={cpu!r}")
-        remake = lambda: self.machine(cpu, features, opt_level=opt_level, reloc=reloc, code_model=code_model)  # noqa: E731
-        return TargetMachine(ref, self.triple, cpu, features, opt_level=opt_level, remake=remake)
+        remake = lambda: self.machine(cpu, features, opt_level=opt_level, reloc=reloc, code_model=code_model,  # noqa: E731
+                                      stateful=stateful)
+        return TargetMachine(ref, self.triple, cpu, features, opt_level=opt_level, remake=remake, stateful=stateful)
 
 
 class TargetData(Owner):
@@ -108,31 +131,20 @@ class TargetData(Owner):
         return lib.LLVMPointerSize(self)
 
 
-# Triples whose backend keeps state between emissions: emitted in a helper process (see
-# gpuc/llvm/isolated.py); without os.fork, such machines emit through a fresh copy after their
-# first use, which avoids the crash but not the process-wide caches.
-_ISOLATED_TRIPLES = ("spirv",)
-
-# triple prefix -> LLVM target name (for initialize())
-_TRIPLE_TARGETS = {"x86_64": "X86", "aarch64": "AArch64", "nvptx": "NVPTX", "amdgcn": "AMDGPU", "spirv": "SPIRV"}
-
-
-def target_name_for_triple(triple: str) -> str:
-    for prefix, name in _TRIPLE_TARGETS.items():
-        if triple.startswith(prefix):
-            return name
-    raise ValueError(f"gpuc does not support the triple {triple!r}")
-
-
 class TargetMachine(Owner):
     """A configured code generator for one triple, CPU and feature set."""
 
-    __slots__ = ("triple", "cpu", "features", "opt_level", "_remake", "_emitted", "_data_layout")
+    __slots__ = ("triple", "cpu", "features", "opt_level", "stateful", "_remake", "_emitted", "_data_layout")
 
-    def __init__(self, ref, triple: str, cpu: str, features: str, *, opt_level: int = 2, remake=None) -> None:
+    def __init__(self, ref, triple: str, cpu: str, features: str, *, opt_level: int = 2, remake=None,
+                 stateful: bool = False) -> None:
         super().__init__(ref)
         self.triple, self.cpu, self.features, self.opt_level = triple, cpu, features, opt_level
-        self._remake = remake  # builds an identical machine (see _ISOLATED_TRIPLES)
+        # A stateful backend's machines emit in a helper process (gpuc/llvm/isolated.py); without
+        # os.fork, through a fresh copy after their first use (`_remake` builds it), which avoids
+        # the crash but not the process-wide caches.
+        self.stateful = stateful
+        self._remake = remake
         self._emitted = False
         self._data_layout: str | None = None
 
@@ -164,7 +176,7 @@ class TargetMachine(Owner):
             raise ValueError(f"emit kind must be one of {sorted(FILE_TYPES)}, not {kind!r}")
         if verify:
             module.verify()
-        stateful = self.triple.startswith(_ISOLATED_TRIPLES)
+        stateful = self.stateful
         if isolate or (stateful and hasattr(os, "fork")):
             from .isolated import isolated_emit
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..llvm import ConstantInt, FunctionType, Module
 from .interface import Target, split_intrinsic, unselectable_table
 
 # Math intrinsics AMDGPU cannot select (it lowers sin/cos/exp/log/pow only in single precision).
@@ -13,6 +14,11 @@ _UNSELECTABLE = unselectable_table({
     "f64": "sin cos exp exp2 exp10 log log2 log10 pow sincos",
     "bf16": "lrint llrint lround llround", "*": "clear_cache",
 })
+# The math functions AMDGPU expands itself, per float width: llvm.sin.f64 and llvm.pow.f64 crash its
+# instruction selection, llvm.asin and friends fail with "no libcall". gpuc links no device math
+# library for AMD GPUs, so nothing else is available there.
+_EXPANDED = frozenset({"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fma"})
+_MATH_INTRINSICS = {32: _EXPANDED | {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow"}, 64: _EXPANDED}
 # Intrinsics on the stack, which lower only for pointers into the private address space (5).
 _STACK_INTRINSICS = ("frameaddress", "stacksave", "stackrestore")
 
@@ -31,6 +37,11 @@ class GCNTarget(Target):
     intrinsic_namespaces = ("llvm.amdgcn.",)
     unselectable_intrinsics = _UNSELECTABLE
     isolated_codegen = True
+    array_address_space = 1  # global
+    math_intrinsics = _MATH_INTRINSICS
+    # `frem` is C's fmod, which the AMDGPU backend expands exactly (an iterative reduction).
+    math_instructions = {"fmod": "frem"}
+    cli_options = {"arch": ("arch", "GCN architecture")}
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"gfx[0-9a-f]+", self.arch):
@@ -44,6 +55,22 @@ class GCNTarget(Target):
 
     def features(self) -> str:
         return self.feature_string
+
+    def global_index(self, builder, module: Module, dim: int):
+        # workgroup id * workgroup size + work-item id; the workgroup size comes from the HSA
+        # dispatch packet: u16 workgroup_size_{x,y,z} at byte 4, 6, 8.
+        llctx = module.context
+        i64, xyz = llctx.i64, "xyz"[dim]
+
+        def read(name: str, ty):
+            return builder.call(module.get_or_insert_function(name, FunctionType.get(ty, [])), [])
+
+        block = builder.zext(read(f"llvm.amdgcn.workgroup.id.{xyz}", llctx.i32), i64)
+        thread = builder.zext(read(f"llvm.amdgcn.workitem.id.{xyz}", llctx.i32), i64)
+        packet = read("llvm.amdgcn.dispatch.ptr", llctx.ptr(4))
+        field = builder.gep(llctx.i8, packet, [ConstantInt.get(i64, 4 + 2 * dim)])
+        threads = builder.zext(builder.load(llctx.int_type(16), field, align=2), i64)
+        return builder.add(builder.mul(block, threads), thread, f"index{dim}")
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):

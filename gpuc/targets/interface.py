@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 
 from ..llvm import Function, Module, Target as LLVMTarget, TargetMachine, initialize
+from .pipelines import SEGMENTS
 
 
 _per_thread = threading.local()
@@ -57,10 +58,40 @@ def float_element(suffixes: tuple[str, ...]) -> str | None:
 
 
 @dataclass(frozen=True)
+class MathOp:
+    """A math function the frontend asks a target to lower: its Python `name`, its C name (libm,
+    libdevice and OpenCL spell it so), the library function's parameter count, and whether LLVM
+    has an intrinsic `llvm.<c_name>.f32/.f64` for it."""
+
+    name: str
+    c_name: str
+    params: int
+    intrinsic: bool
+
+
+@dataclass(frozen=True)
+class MathLowering:
+    """How a target computes a math function: `kind` "intrinsic" (call the LLVM intrinsic
+    `symbol`), "call" (call the math library's function `symbol`, with `calling_convention` when
+    it is not C's) or "instruction" (`symbol` names the instruction, e.g. "frem")."""
+
+    kind: str
+    symbol: str
+    calling_convention: str | None = None
+
+
+#: How kernels read gpuc.index() / gpuc.ndrange() (docs/kernel-abi.md), the values of
+#: `Target.launch_context`: from the %gpuc.Context a trailing `ptr %gpuc.ctx` points to (the CPU
+#: launcher fills it), or from the target's work-item registers (`Target.global_index`) with the
+#: launch size in trailing i64 parameters.
+CONTEXT_POINTER, WORK_ITEM_REGISTERS = "context-pointer", "work-item-registers"
+
+
+@dataclass(frozen=True)
 class Target:
     """Base class of gpuc targets; instances are immutable and hashable (they key caches)."""
 
-    name = "abstract"           # short name: "native", "ptx", "gcn", "spirv"
+    name = "abstract"           # short name, its key in TARGETS and the CLI
     llvm_target = ""            # LLVM target to initialize: "X86", "NVPTX", ...
     kernel_calling_convention = None  # e.g. "ptx_kernel"; a class attribute, not a field
     emit_kinds = ("asm", "obj")  # what `emit` can produce; the driver rejects the others up front
@@ -77,6 +108,61 @@ class Target:
     #: in-process: the helper's bitcode round trip costs 1.1-1.3x on small kernels
     #: (benchmarks/bench_codegen_containment.py).
     isolated_codegen = False
+    #: Whether the backend keeps state between emissions that breaks the next one (SPIR-V): its
+    #: machine code is then generated in a fresh helper process each time (or a fresh machine).
+    stateful_codegen = False
+
+    # -- what the frontend and the built-in plugins ask (keep these cheap: they run per call) --
+    #: The LLVM address space of array data pointers (docs/kernel-abi.md).
+    array_address_space = 0
+    #: Atomic read-modify-write on float elements (gpuc.atomic_add on a float array); where it is
+    #: False, `float_atomics_missing` completes "atomic_add on floats ..." to tell the user why.
+    float_atomics = True
+    float_atomics_missing = ""
+    #: The math library calls go to ("libm", "libdevice", "OpenCL"); None when the target has none,
+    #: so that only what `math_intrinsics` and `math_instructions` cover is available.
+    math_library = None
+    #: Math functions (by name) whose LLVM intrinsic the backend expands itself, per float width;
+    #: None: every one LLVM has. The others call the math library.
+    math_intrinsics = None
+    #: Math functions computed by one instruction instead of a call: name -> instruction ("frem").
+    math_instructions = {}
+    #: How kernels read their index and launch size: CONTEXT_POINTER or WORK_ITEM_REGISTERS.
+    launch_context = WORK_ITEM_REGISTERS
+    #: `gpuc compile` options this target reads: option ("cap") -> (dataclass field, help).
+    cli_options = {}
+
+    def math_lowering(self, op: MathOp, bits: int) -> MathLowering | None:
+        """How math.<op.name> on floats of `bits` bits is computed here, or None when it is not."""
+        expanded = self.math_intrinsics
+        if op.intrinsic and (expanded is None or op.name in expanded.get(bits, ())):
+            return MathLowering("intrinsic", f"llvm.{op.c_name}.f{bits}")
+        instruction = self.math_instructions.get(op.name)
+        if instruction is not None:
+            return MathLowering("instruction", instruction)
+        if self.math_library is not None:
+            return self.math_library_call(op, bits)
+        return None
+
+    def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
+        """The math library's function for `op` (targets with a `math_library` override this)."""
+        raise NotImplementedError(f"{type(self).__name__} names a math library but not its functions")
+
+    def global_index(self, builder, module: Module, dim: int):
+        """The global work-item index along `dim` (0-2), an i64 emitted at `builder`'s position,
+        for WORK_ITEM_REGISTERS targets (the context plugin calls it)."""
+        raise NotImplementedError(f"{type(self).__name__} reads no work-item registers")
+
+    @classmethod
+    def from_cli(cls, options: dict[str, str]) -> "Target":
+        """The target `gpuc compile --target NAME` describes; `options` holds the given options."""
+        return cls(**{field: options[opt] for opt, (field, _) in cls.cli_options.items() if opt in options})
+
+    @classmethod
+    def pipeline_references(cls) -> dict[str, tuple[str, str]]:
+        """For tools/gen_pipelines.py: pipeline key -> (triple, cpu) to print LLVM's pipelines for."""
+        target = cls()
+        return {target.pipeline_key(): (target.triple(), target.cpu())}
 
     # -- description ---------------------------------------------------------------------
     def triple(self) -> str:
@@ -89,18 +175,20 @@ class Target:
         return ""
 
     def pipeline_key(self) -> str:
-        """Which generated pipeline family (gpuc/compiler/_pipelines.py) this target uses."""
-        return self.name
+        """Which generated pipelines (gpuc/targets/pipelines.py) this target runs: its LLVM
+        backend's, since the passes a backend adds to default<On> are what differs."""
+        return self.llvm_target
 
     def pipeline_segments(self, opt_level: int) -> dict[str, str]:
         """The pass segments ("simplify", "optimize", "cleanup") for `opt_level` 1-3: LLVM's own
-        default<On> for the target, which a target may adjust."""
-        from ..compiler._pipelines import SEGMENTS
-        return SEGMENTS[self.pipeline_key()][opt_level]
+        default<On> for the target (without target passes for a backend not generated), which a
+        target may adjust."""
+        return SEGMENTS.get(self.pipeline_key(), SEGMENTS["generic"])[opt_level]
 
     def target_machine(self, opt_level: int = 2) -> TargetMachine:
         initialize(self.llvm_target)
-        return LLVMTarget.from_triple(self.triple()).machine(self.cpu(), self.features(), opt_level=opt_level)
+        return LLVMTarget.from_triple(self.triple()).machine(self.cpu(), self.features(), opt_level=opt_level,
+                                                            stateful=self.stateful_codegen)
 
     def cached_target_machine(self, opt_level: int = 2) -> TargetMachine:
         """A machine reused by every compile for this target and level on the calling thread.
@@ -170,6 +258,13 @@ class Target:
 
     def symbol_issue(self, name: str) -> str | None:
         """validate: why a symbol that must keep its name (a declaration) cannot be emitted, or None."""
+        return None
+
+    def add_launch_entry(self, job, module: Module, entry: Function) -> Function | None:
+        """optimize, right after the `early` point (the context plugin has given the entry its
+        launch parameters), before any optimization: add the function a launcher calls instead
+        of the entry (the CPU's loop over the index space), or None when it calls the entry
+        itself. The driver keeps the returned function external and names it on the result."""
         return None
 
     def mark_kernel(self, job, fn: Function, module: Module) -> None:

@@ -9,8 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CompilationError
-from ..llvm import Module
-from .interface import Target, float_element, split_intrinsic, unselectable_table
+from ..llvm import FunctionType, Module
+from .interface import MathLowering, MathOp, Target, float_element, split_intrinsic, unselectable_table
 
 # Lowest PTX ISA version that supports each compute capability (by sm number).
 _PTX_FOR_SM = ((100, 86), (90, 80), (89, 78), (87, 74), (86, 71), (80, 70), (75, 63), (72, 61), (70, 60), (0, 60))
@@ -24,6 +24,9 @@ _UNSELECTABLE = unselectable_table({
 })
 # ... except these, which have approximate instructions (sin.approx.f32) for calls flagged `afn`.
 _APPROXIMATE = unselectable_table({"f16 f32": "sin cos tanh"})
+# The math functions NVPTX expands itself; the rest call libdevice. (It cannot select most math
+# intrinsics, llvm.exp2.f64 crashes it, and llvm.exp2.f32 becomes the approximate ex2.approx.)
+_EXPANDED = frozenset({"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fma"})
 # A PTX identifier: [a-zA-Z]{followsym}* or [_$%]{followsym}+, followsym = [a-zA-Z0-9_$].
 _PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
 # Names gpuc leaves as they are: valid PTX without "$", which mangled names always contain.
@@ -87,6 +90,11 @@ class PTXTarget(Target):
     intrinsic_namespaces = ("llvm.nvvm.",)
     unselectable_intrinsics = _UNSELECTABLE
     isolated_codegen = True
+    math_library = "libdevice"  # linked by link_libraries
+    math_intrinsics = {32: _EXPANDED, 64: _EXPANDED}
+    # No `frem`: NVPTX expands it as x - trunc(x/y)*y, wrong for large quotients (1e17 % 3.0
+    # gives 4), so fmod calls libdevice's exact __nv_fmod.
+    cli_options = {"cap": ("cap", "PTX compute capability")}
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"sm_\d+[af]?", self.cap):
@@ -105,6 +113,18 @@ class PTXTarget(Target):
 
     def allows_external(self, name: str) -> bool:
         return name.startswith("llvm.") or name in _DRIVER_FUNCTIONS
+
+    def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
+        return MathLowering("call", f"__nv_{op.c_name}f" if bits == 32 else f"__nv_{op.c_name}")
+
+    def global_index(self, builder, module: Module, dim: int):
+        # blockIdx * blockDim + threadIdx, from the special registers %ctaid, %ntid and %tid.
+        i32, i64, xyz = module.context.i32, module.context.i64, "xyz"[dim]
+        block, threads, thread = (
+            builder.zext(builder.call(module.get_or_insert_function(f"llvm.nvvm.read.ptx.sreg.{reg}.{xyz}",
+                                                                    FunctionType.get(i32, [])), []), i64)
+            for reg in ("ctaid", "ntid", "tid"))
+        return builder.add(builder.mul(block, threads), thread, f"index{dim}")
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .interface import Target, unselectable_table, without_pass
+from ..llvm import CALLING_CONVENTIONS, ConstantInt, FunctionType, Module
+from .interface import MathLowering, MathOp, Target, unselectable_table, without_pass
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
 _UNSELECTABLE = unselectable_table({
@@ -25,6 +26,14 @@ class SPIRVTarget(Target):
     is_gpu = True
     intrinsic_namespaces = ("llvm.spv.",)
     unselectable_intrinsics = _UNSELECTABLE
+    stateful_codegen = True  # the backend's state from one emission breaks the next
+    array_address_space = 1  # CrossWorkgroup
+    float_atomics = False
+    float_atomics_missing = ("needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, which gpuc's "
+                             "spirv target does not enable")
+    # The OpenCL extended instruction set: the backend turns the mangled OpenCL C builtin
+    # declarations into OpExtInst. OpenCL's fmod is exact by its specification.
+    math_library = "OpenCL"
 
     def triple(self) -> str:
         return "spirv64-unknown-unknown"
@@ -32,6 +41,19 @@ class SPIRVTarget(Target):
     def allows_external(self, name: str) -> bool:
         # OpenCL built-ins reach the backend as mangled declarations and become OpExtInst/builtins.
         return name.startswith(("llvm.", "_Z", "__spirv_"))
+
+    def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
+        # OpenCL C's mangled name, e.g. _Z5atan2dd
+        return MathLowering("call", f"_Z{len(op.c_name)}{op.c_name}" + ("f" if bits == 32 else "d") * op.params)
+
+    def global_index(self, builder, module: Module, dim: int):
+        # OpenCL's get_global_id(uint) -> size_t: the SPIR-V backend turns it into GlobalInvocationId.
+        llctx = module.context
+        fn = module.get_or_insert_function("_Z13get_global_idj", FunctionType.get(llctx.i64, [llctx.i32]))
+        fn.calling_convention = "spir_func"
+        call = builder.call(fn, [ConstantInt.get(llctx.i32, dim)], f"index{dim}")
+        call.calling_convention = CALLING_CONVENTIONS["spir_func"]
+        return call
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):

@@ -1,7 +1,7 @@
 """Device memory bandwidth: a gpuc-compiled copy kernel against the driver's cuMemcpyDtoD.
 
 The kernel is LLVM IR following docs/kernel-abi.md (one element per work item, element strides,
-the ndrange bound check), compiled to PTX by gpuc for the device's compute capability, loaded
+the launch-size bound check), compiled to PTX by gpuc for the device's compute capability, loaded
 with gpuc.runtime.cuda and launched with the default 256-thread blocks. Times come from CUDA
 events around `--reps` back-to-back launches (after a warm-up); bandwidth counts the bytes read
 plus the bytes written. Without a CUDA device the script says why and exits with status 0.
@@ -80,10 +80,10 @@ def _kernel_copy(dtype: str, dst, src, cap: str):
     job = gpuc.CompilerJob(gpuc.IRSource(_COPY_IR.replace("{T}", _LLVM_TYPE[dtype]), entry="copy"),
                            gpuc.CompilerConfig(gpuc.PTXTarget(cap=cap), kernel=True))
     module = cuda.CudaModule.from_ptx(gpuc.compile(job, "asm").output, "copy")
-    kernel = module.kernel(cuda.KernelSignature.from_spec([("array", dtype, 1)] * 2))
+    launcher = module.launcher(cuda.KernelSignature([("array", dtype, 1)] * 2, launch="sizes"))
     config = cuda.launch_config(dst.size)
-    params = kernel.signature.marshal((dst, src), config.ndrange)  # marshalled once: time the GPU only
-    return module, lambda: cuda.launch(kernel.function, config.grid, config.block, params, sync=False)
+    params = cuda.marshal(launcher.signature, (dst, src), config.launch_size)  # once: time the GPU only
+    return module, lambda: cuda.launch(launcher.function, config.grid, config.block, params, sync=False)
 
 
 def main(argv=None) -> int:

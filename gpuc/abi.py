@@ -1,13 +1,29 @@
 """The kernel ABI, written once (docs/kernel-abi.md): what the frontend emits, what the context
-plugin rewrites, and what every runtime passes.
+plugin rewrites, what the CPU launch wrapper reads and what every runtime passes.
 
 This module sits just above the LLVM layer: the frontend, the targets, the plugins and both
-runtimes import it, and it imports nothing of theirs.
+runtimes import it, and it imports nothing of theirs. It fixes
+
+- how an array argument is flattened (data pointer, shapes, strides in elements) and stored
+  (bool as a byte), which attributes the parameters carry, and what C-contiguity means;
+- how the launch context reaches a kernel entry: not at all, through the CPU's trailing
+  `ptr %gpuc.ctx` (%gpuc.Context), or through the GPUs' trailing `i64 %gpuc.n0..n2` (launch
+  sizes); `launch_form(entry)` reads it from the entry's parameters, never from a count;
+- `KernelSignature`: one description of a kernel's parameters (ScalarParam / ArrayParam /
+  TupleParam, which arrays it may write, its launch form) that both runtimes marshal with;
+- which pointer parameters a compiled kernel may write (`written_params`).
 """
 
 from __future__ import annotations
 
-from .llvm import ArrayType, Function, Module, StructType
+import ctypes
+import functools
+import operator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .llvm import ArrayType, Function, Module, StructType, run_passes
 
 # -- the launch context: markers, parameters and the context struct ----------------------------
 
@@ -23,6 +39,11 @@ CONTEXT_TYPE = "gpuc.Context"
 CONTEXT_FIELDS = {INDEX_MARKER: 0, NDRANGE_MARKER: 1}
 #: Index spaces are smaller than this along every dimension, and in all (the launchers check it).
 MAX_EXTENT = 1 << 62
+
+#: How the launch context reaches a kernel entry (`launch_form`).
+LAUNCH_NONE, LAUNCH_CONTEXT, LAUNCH_SIZES = "none", "context", "sizes"
+LAUNCH_FORMS = (LAUNCH_NONE, LAUNCH_CONTEXT, LAUNCH_SIZES)
+_LAUNCH_TYPES = {LAUNCH_NONE: (), LAUNCH_CONTEXT: ("ptr",), LAUNCH_SIZES: ("i64",) * 3}
 
 
 def context_type(module: Module) -> StructType:
@@ -40,5 +61,433 @@ def has_context_param(fn: Function) -> bool:
     return bool(args) and args[-1].name == CONTEXT_PARAM and str(args[-1].type) == "ptr"
 
 
-__all__ = ["CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM", "CONTEXT_TYPE", "INDEX_MARKER",
-           "LAUNCH_SIZE_PARAMS", "MAX_EXTENT", "NDRANGE_MARKER", "context_type", "has_context_param"]
+def has_launch_size_params(fn: Function) -> bool:
+    """Whether the GPUs' context propagation gave `fn` the trailing launch-size parameters."""
+    args = fn.args[-3:]
+    return len(args) == 3 and all(a.name == name and str(a.type) == "i64" for a, name in zip(args, LAUNCH_SIZE_PARAMS))
+
+
+def launch_form(fn: Function) -> str:
+    """How the launch context reaches the entry `fn`: LAUNCH_CONTEXT, LAUNCH_SIZES or LAUNCH_NONE,
+    read from the names and types of its trailing parameters."""
+    if has_context_param(fn):
+        return LAUNCH_CONTEXT
+    if has_launch_size_params(fn):
+        return LAUNCH_SIZES
+    return LAUNCH_NONE
+
+
+def kernel_params(fn: Function) -> list:
+    """The LLVM types of `fn`'s own parameters: all of them but the launch parameters."""
+    params = fn.function_type.params
+    return params[:len(params) - len(_LAUNCH_TYPES[launch_form(fn)])]
+
+
+# -- arrays: flattening and storage -------------------------------------------------------------
+
+#: Attributes of an array's data pointer parameter, and of bool parameters and return values.
+DATA_POINTER_ATTRIBUTES = ("noundef",)
+BOOL_ATTRIBUTES = ("zeroext",)
+
+
+def array_param_count(ndim: int) -> int:
+    """How many parameters an `ndim`-dimensional array flattens to: data, shapes, strides."""
+    return 1 + 2 * ndim
+
+
+def array_params(context, ndim: int, addrspace: int = 0) -> list:
+    """The flattened parameter types of an array: `ptr addrspace(a) data, i64 shape.., i64 stride..`."""
+    return [context.ptr(addrspace)] + [context.i64] * (2 * ndim)
+
+
+def array_param_names(name: str, ndim: int) -> list[str]:
+    """The names of an array argument's flattened parameters (launchers read the `.data` one)."""
+    return [f"{name}.data"] + [f"{name}.shape{k}" for k in range(ndim)] + [f"{name}.stride{k}" for k in range(ndim)]
+
+
+def array_struct(context, ndim: int, addrspace: int = 0):
+    """How a function holds an array between its parameters and its uses: the flattened
+    parameters packed into one literal struct { ptr, i64 x ndim shapes, i64 x ndim strides }."""
+    return context.struct_type(array_params(context, ndim, addrspace))
+
+
+def storage_type(value_type, context):
+    """How an element of LLVM type `value_type` is stored in an array: i1 as i8 (NumPy's bool_)."""
+    return context.i8 if str(value_type) == "i1" else value_type
+
+
+def c_strides(shape, itemsize: int = 1) -> tuple:
+    """The strides of a C-contiguous array of `shape`: in elements, or in bytes with `itemsize`."""
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def is_c_contiguous(shape, strides) -> bool:
+    """Whether an array with element `strides` is C-contiguous, as NumPy decides: an empty array
+    is, and dimensions of extent 1 may have any stride (they are only ever indexed with 0)."""
+    if 0 in shape:
+        return True
+    expected = 1
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+# -- which arrays a compiled kernel may write ---------------------------------------------------
+
+_READ_ONLY = ("readonly", "readnone")
+
+
+def written_params(module: Module, kernel: Function) -> frozenset[int]:
+    """The indices of `kernel`'s pointer parameters that it may write through.
+
+    LLVM's function-attrs pass infers `readonly`/`readnone` for a pointer parameter only when no
+    store, atomic, call that may write, or escape of the pointer (stored, cast to an integer,
+    passed to an unknown function) can reach it: a parameter without them may be written. The
+    kernel's own attributes are inferred afresh, so none left stale by a plugin is trusted; its
+    callees' attributes are their compiles' contract, as for every LLVM optimization. Where
+    inference cannot see through the code (unoptimized IR keeps arrays in stack slots), the
+    answer is "may write": a refusal, never a missed write.
+    """
+    pointers = [i for i, ty in enumerate(kernel.function_type.params) if str(ty).startswith("ptr")]
+    for i in pointers:
+        for name in _READ_ONLY:
+            kernel.param_attributes(i).remove(name)
+    run_passes(module, "function-attrs")
+    return frozenset(i for i in pointers if not any(name in kernel.param_attributes(i) for name in _READ_ONLY))
+
+
+# -- kernel signatures --------------------------------------------------------------------------
+
+_CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
+           "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32,
+           "int64": ctypes.c_int64, "uint64": ctypes.c_uint64, "float32": ctypes.c_float,
+           "float64": ctypes.c_double}
+_LLVM_TYPES = {"bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32",
+               "uint32": "i32", "int64": "i64", "uint64": "i64", "float32": "float", "float64": "double"}
+#: Scalars spelled as LLVM types are signless: integers of either sign's range are accepted (the
+#: bits are what matter), and "ptr" takes an address (or an array, for its data pointer).
+LLVM_SCALARS = {"i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "float": "float32",
+                "double": "float64", "ptr": "uint64"}
+
+
+def _dtype(spec) -> np.dtype:
+    """A native-endian NumPy dtype from a name ("float32"), a NumPy dtype or a ctypes type."""
+    try:
+        dtype = np.dtype(spec)
+    except TypeError:
+        raise TypeError(f"{spec!r} is not a scalar type; use a name like 'float32', a NumPy dtype or a "
+                        "ctypes type") from None
+    if dtype.name not in _CTYPES or not dtype.isnative:
+        raise TypeError(f"kernels take {', '.join(_CTYPES)} scalars and arrays, not {dtype.str!r}")
+    return dtype
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    """A scalar parameter: one LLVM parameter of `llvm_type`, holding a value of `dtype`."""
+
+    dtype: np.dtype
+    llvm_type: str
+    signless: bool = False
+
+    @classmethod
+    def from_spec(cls, spec) -> ScalarParam:
+        if isinstance(spec, str) and spec in LLVM_SCALARS:  # first: NumPy reads "float" as float64
+            return cls(np.dtype(LLVM_SCALARS[spec]), spec, signless=True)
+        dtype = _dtype(spec)
+        return cls(dtype, _LLVM_TYPES[dtype.name])
+
+    @property
+    def ctype(self) -> type:
+        return _CTYPES[self.dtype.name]
+
+    def converter(self, what: str, view=None):
+        """A function from an argument to its checked value (integers as their signed bit pattern)."""
+        kind = self.dtype.kind
+        if kind == "b":
+            return functools.partial(_to_bool, what=what)
+        if kind == "f":
+            return functools.partial(_to_float, what=what)
+        bits = 8 * self.dtype.itemsize
+        if self.signless:
+            low, high = -(1 << (bits - 1)), (1 << bits) - 1
+        else:
+            info = np.iinfo(self.dtype)
+            low, high = int(info.min), int(info.max)
+        address = view if self.llvm_type == "ptr" else None
+        return functools.partial(_to_int, low=low, high=high, bits=bits, what=what, name=str(self), view=address)
+
+    def __str__(self) -> str:
+        return self.llvm_type if self.signless else self.dtype.name
+
+
+def _to_bool(value, what):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be a bool, not {type(value).__name__}")
+    return bool(value)
+
+
+def _to_float(value, what):
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be a number, not {type(value).__name__}")
+    return float(value)
+
+
+def _to_int(value, low, high, bits, what, name, view):
+    try:
+        value = operator.index(value)
+    except TypeError:
+        if view is None:
+            raise TypeError(f"{what} must be an integer, not {type(value).__name__}") from None
+        value = view(value, what).ptr  # an array passed for a pointer: its data
+    if not low <= value <= high:
+        raise OverflowError(f"{what}: {value} does not fit in {name}")
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+@dataclass(frozen=True)
+class ArrayParam:
+    """An array parameter: `ptr data, i64 shape.., i64 stride..`; "C" `layout` promises C-contiguity;
+    `written`: whether the kernel may write through it (read-only arrays are refused there)."""
+
+    dtype: np.dtype
+    ndim: int
+    layout: str = "A"
+    written: bool = True
+
+    @property
+    def llvm_types(self) -> list[str]:
+        return ["ptr"] + ["i64"] * (2 * self.ndim)
+
+    def converter(self, what: str, view):
+        """A function from an argument to its checked array view; `view(arg, what)` reads the
+        runtime's kind of array (a NumPy array, a `__cuda_array_interface__` object) as an object
+        with `ptr`, `shape`, `strides` (in elements), `dtype`, `readonly` and `c_contiguous`."""
+        return functools.partial(_check_array, param=self, what=what, view=view)
+
+    def __str__(self) -> str:
+        return f"array {self.dtype.name}[{self.ndim}d{', C' if self.layout == 'C' else ''}]"
+
+
+def _check_array(arg, param: ArrayParam, what: str, view):
+    array = view(arg, what)
+    if array.dtype != param.dtype:
+        raise TypeError(f"{what} must hold {param.dtype.name}, not {array.dtype.str!r} ({array.dtype.name})")
+    if len(array.shape) != param.ndim:
+        raise TypeError(f"{what} must have {param.ndim} dimension(s), not {len(array.shape)}")
+    if param.written and array.readonly:
+        raise ValueError(f"{what} is read-only (a broadcast view, a buffer of bytes, a read-only mapping, an "
+                         "interface that says so, ...) but the kernel may write to it; pass a writable copy")
+    if param.layout == "C" and not array.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous (the kernel was compiled for Array[..., \"C\"]); "
+                         "pass a contiguous copy")
+    return array
+
+
+@dataclass(frozen=True)
+class TupleParam:
+    """A tuple of scalars (or tuples): one LLVM parameter of a literal struct type, passed by value."""
+
+    elements: tuple
+
+    @property
+    def llvm_type(self) -> str:
+        types = [e.llvm_type for e in self.elements]
+        return "{ " + ", ".join(types) + " }" if types else "{}"
+
+    @functools.cached_property
+    def ctype(self) -> type:
+        """A ctypes Structure with the struct's layout (natural alignment, as C and NVPTX lay it out)."""
+        fields = [(f"f{i}", e.ctype) for i, e in enumerate(self.elements)]
+        return type("TupleArgument", (ctypes.Structure,), {"_fields_": fields})
+
+    def converter(self, what: str, view=None):
+        """A function from an argument to the tuple of its checked element values."""
+        parts = tuple(e.converter(f"{what}[{i}]", view) for i, e in enumerate(self.elements))
+        return functools.partial(_check_tuple, parts=parts, what=what)
+
+    def __str__(self) -> str:
+        return "tuple[" + ", ".join(map(str, self.elements)) + "]"
+
+
+def _check_tuple(value, parts, what):
+    if not isinstance(value, tuple) or len(value) != len(parts):
+        got = f"a tuple of {len(value)}" if isinstance(value, tuple) else type(value).__name__
+        raise TypeError(f"{what} must be a tuple of {len(parts)} element(s), not {got}")
+    return tuple(part(element) for part, element in zip(parts, value))
+
+
+def _param(item, index: int, in_tuple: bool = False):
+    if isinstance(item, (ScalarParam, ArrayParam, TupleParam)) and not (in_tuple and isinstance(item, ArrayParam)):
+        return item
+    kind, *rest = item if isinstance(item, (tuple, list)) and item else (None,)
+    if kind == "scalar" and len(rest) == 1:
+        return ScalarParam.from_spec(rest[0])
+    if kind == "tuple" and len(rest) == 1 and isinstance(rest[0], (tuple, list)):
+        return TupleParam(tuple(_param(e, index, in_tuple=True) for e in rest[0]))
+    if kind == "array" and not in_tuple and len(rest) in (2, 3) and rest[1] in (1, 2, 3) \
+            and (len(rest) == 2 or rest[2] in ("A", "C")):
+        return ArrayParam(_dtype(rest[0]), rest[1], rest[2] if len(rest) == 3 else "A")
+    raise ValueError(f"bad kernel parameter {index}: {item!r}; use ('scalar', type), ('array', dtype, ndim[, layout]) "
+                     "with ndim 1-3 and layout 'A' or 'C', or ('tuple', (scalar or tuple parameters, ...))")
+
+
+@dataclass(frozen=True, init=False)
+class KernelSignature:
+    """What a kernel's parameters are, and how the launch context reaches it.
+
+    `params` are ScalarParam / ArrayParam / TupleParam, built from specs `("scalar", type)` (a
+    NumPy name, dtype or ctypes type, or a signless LLVM type: i1, i8, i16, i32, i64, float,
+    double, ptr), `("array", dtype, ndim[, layout])` (ndim 1-3, layout "A" or "C") or
+    `("tuple", (element, ...))`. `launch` is a LAUNCH_* form, or None while unknown: a signature
+    for a compiled entry takes it from the entry (`for_entry`), never from a parameter count.
+    """
+
+    params: tuple
+    launch: str | None
+
+    def __init__(self, params, launch: str | None = None) -> None:
+        if launch is not None and launch not in LAUNCH_FORMS:
+            raise ValueError(f"launch must be one of {', '.join(LAUNCH_FORMS)} (or None), not {launch!r}")
+        object.__setattr__(self, "params", tuple(_param(p, i) for i, p in enumerate(params)))
+        object.__setattr__(self, "launch", launch)
+
+    @classmethod
+    def from_spec(cls, spec, launch: str | None = None) -> KernelSignature:
+        return spec if isinstance(spec, cls) and launch in (None, spec.launch) else cls(getattr(spec, "params", spec),
+                                                                                          launch)
+
+    def llvm_types(self) -> tuple[str, ...]:
+        """The kernel's own LLVM parameter types (arrays flattened), as LLVM prints them."""
+        out: list[str] = []
+        for p in self.params:
+            out += p.llvm_types if isinstance(p, ArrayParam) else [p.llvm_type]
+        return tuple(out)
+
+    def entry_types(self) -> tuple[str, ...]:
+        """The entry's LLVM parameter types: the kernel's own, then its launch parameters."""
+        if self.launch is None:
+            raise TypeError("the signature does not say how the launch context reaches the kernel (launch=...)")
+        return self.llvm_types() + _LAUNCH_TYPES[self.launch]
+
+    def for_entry(self, entry: EntryABI | Function) -> KernelSignature:
+        """This signature checked against a compiled entry (a Function or its EntryABI): the
+        launch form is the entry's, and arrays are marked by what it may write (when known)."""
+        entry = entry if isinstance(entry, EntryABI) else EntryABI.of(entry)
+        if self.launch not in (None, entry.launch):
+            raise TypeError(f"the signature says the launch context reaches @{entry.name} as {self.launch!r}, "
+                            f"but the entry takes it as {entry.launch!r}")
+        if self.llvm_types() != entry.types:
+            raise TypeError(f"the signature ({', '.join(map(str, self.params))}) flattens to "
+                            f"({', '.join(self.llvm_types())}) but @{entry.name} takes ({', '.join(entry.types)})")
+        out = KernelSignature(self.params, entry.launch)
+        return out if entry.written is None else out.with_written(entry.written)
+
+    def with_written(self, written) -> KernelSignature:
+        """This signature with each array marked by whether its data pointer (an LLVM parameter
+        index) is in `written`."""
+        params, index = [], 0
+        for p in self.params:
+            if isinstance(p, ArrayParam):
+                params.append(replace(p, written=index in written))
+                index += array_param_count(p.ndim)
+                continue
+            params.append(p)
+            index += 1
+        return KernelSignature(params, self.launch)
+
+    def converters(self, view, names=(), entry: str = "") -> list:
+        """One function per parameter from an argument to its checked value: a number for a scalar,
+        a tuple of values for a tuple, the array view for an array (`view`: see ArrayParam).
+        `names` are the entry's LLVM parameter names and `entry` its name, for messages."""
+        out, index = [], 0
+        for i, p in enumerate(self.params):
+            name = names[index].removesuffix(".data") if index < len(names) and names[index] else ""
+            what = f"argument {i}" + (f" ({name})" if name else "") + (f" of @{entry}" if entry else "")
+            if not entry and not name and not isinstance(p, ArrayParam):
+                what += f" ({p})"
+            out.append(p.converter(what, view))
+            index += array_param_count(p.ndim) if isinstance(p, ArrayParam) else 1
+        return out
+
+    def arity_error(self, args, entry: str = "") -> TypeError:
+        who = f"@{entry}" if entry else "the kernel"
+        return TypeError(f"{who} takes {len(self.params)} argument(s) ({', '.join(map(str, self.params))}), "
+                         f"got {len(args)}")
+
+
+@dataclass(frozen=True)
+class EntryABI:
+    """What a launcher needs to know of a compiled kernel entry, read from its LLVM function:
+    its name, launch form, own parameter types and names (launch parameters left out), and the
+    pointer parameters it may write (None: not analysed; every array counts as written)."""
+
+    name: str
+    launch: str
+    types: tuple
+    names: tuple
+    written: frozenset | None = None
+
+    @classmethod
+    def of(cls, fn: Function, written=None) -> EntryABI:
+        types = kernel_params(fn)
+        return cls(fn.name, launch_form(fn), tuple(str(t) for t in types),
+                   tuple(arg.name for arg in fn.args[:len(types)]), None if written is None else frozenset(written))
+
+
+def as_signature(sig) -> KernelSignature:
+    return KernelSignature.from_spec(sig)
+
+
+def flat_values(param, value) -> list:
+    """A converted argument as the flat list of its LLVM scalars, in parameter order: an array's
+    data pointer, shapes and strides; a tuple's elements (nested tuples flattened)."""
+    if isinstance(param, ArrayParam):
+        return [value.ptr, *value.shape, *value.strides]
+    if isinstance(param, TupleParam):
+        out: list = []
+        for element, v in zip(param.elements, value):
+            out += flat_values(element, v)
+        return out
+    return [value]
+
+
+# -- the CPU launch wrapper's argv --------------------------------------------------------------
+
+#: The CPU launch wrapper's argv: one 8-byte slot per LLVM scalar of the kernel's flattened
+#: parameters (tuples take one per element), holding the value in its low bytes (i1 as a byte 0/1).
+ARGV_SLOT_BYTES = 8
+#: The `struct` format of one argv slot per LLVM scalar type.
+SLOT_FORMATS = {"i1": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "q", "float": "f4x", "double": "d",
+                "ptr": "q"}
+
+
+def slot_types(ty) -> list[str] | None:
+    """The argv slots (LLVM scalar types) of an LLVM parameter type; None if it cannot be passed."""
+    name = str(ty)
+    if name in SLOT_FORMATS:
+        return [name]
+    if not isinstance(ty, StructType) or ty.is_packed or ty.name:
+        return None
+    out: list[str] = []
+    for element in ty.elements:
+        slots = slot_types(element)
+        if slots is None:
+            return None
+        out += slots
+    return out
+
+
+__all__ = ["ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+           "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
+           "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
+           "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",
+           "array_params", "array_struct", "as_signature", "c_strides", "context_type", "flat_values",
+           "has_context_param", "has_launch_size_params", "is_c_contiguous", "kernel_params", "launch_form",
+           "slot_types", "storage_type", "written_params"]

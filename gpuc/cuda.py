@@ -18,15 +18,16 @@ import weakref
 
 import numpy as np
 
+from .abi import c_strides
 from .runtime import cuda as _rt
 from .runtime.cuda import (
-    CudaArray, CudaError, CudaKernel, CudaModule, CudaUnavailableError, DeviceInfo, KernelSignature, LaunchConfig,
-    available, device_info, launch, launch_config, parse_cuda_array, synchronize, unavailable_reason)
+    CUDALauncher, CudaArray, CudaError, CudaModule, CudaUnavailableError, DeviceInfo, KernelSignature, LaunchConfig,
+    available, device_info, launch, launch_config, marshal, parse_cuda_array, synchronize, unavailable_reason)
 
 __all__ = [
-    "CudaArray", "CudaError", "CudaKernel", "CudaModule", "CudaUnavailableError", "DeviceArray", "DeviceInfo",
+    "CUDALauncher", "CudaArray", "CudaError", "CudaModule", "CudaUnavailableError", "DeviceArray", "DeviceInfo",
     "KernelSignature", "LaunchConfig", "available", "copy_to_host", "device_array", "device_info", "launch",
-    "launch_config", "parse_cuda_array", "synchronize", "to_device", "unavailable_reason",
+    "launch_config", "marshal", "parse_cuda_array", "synchronize", "to_device", "unavailable_reason",
 ]
 
 
@@ -60,11 +61,7 @@ class DeviceArray:
         """Byte strides, as NumPy reports them."""
         if self.size == 0:  # NumPy's own choice for empty arrays (all zeros in NumPy 2); costs no memory
             return np.empty(self.shape, self.dtype).strides
-        strides, step = [], self.dtype.itemsize
-        for extent in reversed(self.shape):
-            strides.append(step)
-            step *= extent
-        return tuple(reversed(strides))
+        return c_strides(self.shape, self.dtype.itemsize)
 
     @property
     def __cuda_array_interface__(self) -> dict:

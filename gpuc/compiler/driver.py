@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
 from ..errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
-from .pipeline import call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
+from .pipeline import Pipeline, build_pipeline, call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
 from .plugins import builtin_plugins
-from .trace import Trace
+from .trace import SegmentRecord, StageRecord, Trace
 from .validate import collect_issues, kernel_issue
 
 OUTPUTS = ("llvm", "bc", "asm", "obj")
@@ -22,13 +23,28 @@ class CompileResult:
     entry: str
     trace: Trace
     job: CompilerJob
+    #: The function a launcher calls instead of the entry (`Target.add_launch_entry`), if any.
+    launch_entry: str | None = None
 
 
 class ModuleResult:
     """A finished module (before codegen) that the caller owns; `close()` frees it and its context."""
 
-    def __init__(self, module: Module, entry: str, trace: Trace, job: CompilerJob) -> None:
+    def __init__(self, module: Module, entry: str, trace: Trace, job: CompilerJob,
+                 launch_entry: str | None = None) -> None:
         self.module, self.entry, self.trace, self.job = module, entry, trace, job
+        #: The function a launcher calls instead of the entry (`Target.add_launch_entry`), if any.
+        self.launch_entry = launch_entry
+
+    def emit(self, output: str) -> str | bytes:
+        """The codegen stage on the finished module, recorded in the trace: "llvm", "bc", "asm" or
+        "obj", as `compile()` gives it. Code generation may change the module: close it afterwards."""
+        job = self.job
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, not {output!r}")
+        with _guard(job), self.trace.stage("codegen"):
+            tm = job.config.target.cached_target_machine(job.config.opt_level)
+            return _codegen(job, self.module, tm, output, contained=not generated_by_gpuc(job, self.trace))
 
     def close(self) -> None:
         context = self.module.context
@@ -56,7 +72,7 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
         with _build(job, tm, machine_code=output in ("asm", "obj")) as built:
             with built.trace.stage("codegen"):
                 data = _codegen(job, built.module, tm, output, contained=not generated_by_gpuc(job, built.trace))
-            return CompileResult(data, built.entry, built.trace, job)
+            return CompileResult(data, built.entry, built.trace, job, built.launch_entry)
 
 
 def compile_module(job: CompilerJob) -> ModuleResult:
@@ -131,10 +147,15 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
             _finalize(job, compiled, module)
         if config.optimize:
             with trace.stage("optimize"):
-                run_pipeline(job, module, tm, trace)
-        elif any(name in module.functions for _, name, _ in config.markers_at("early")):
-            with trace.stage("early"):  # without optimization only the early point runs, if it has work
-                run_pipeline(job, module, tm, trace, early_only_pipeline())
+                launch_entry = _optimize(job, module, tm, trace)
+        else:
+            if any(name in module.functions for _, name, _ in config.markers_at("early")):
+                with trace.stage("early"):  # without optimization only the early point runs, if it has work
+                    run_pipeline(job, module, tm, trace, early_only_pipeline())
+            start = time.perf_counter()
+            launch_entry = _add_launch_entry(job, module, trace)
+            if launch_entry is not None:
+                trace.stages.append(StageRecord("launch_entry", time.perf_counter() - start))
         if config.validate or machine_code:  # a backend aborts on IR it cannot lower: always check that
             with trace.stage("validate"):
                 issues = collect_issues(job, module, entry, full=config.validate,
@@ -142,8 +163,8 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
                 if issues:
                     raise ValidationError(issues, job)
         with trace.stage("finish"):
-            entry = _finish(job, module, entry, tm)
-        return ModuleResult(module, entry, trace, job)
+            entry = _finish(job, module, entry, tm, launch_entry)
+        return ModuleResult(module, entry, trace, job, launch_entry)
     except BaseException:
         if module is not None:
             module.close()
@@ -170,7 +191,28 @@ def _finalize(job, compiled, module: Module) -> None:
                                   point="finalize_module", job=job) from None
 
 
-def _finish(job, module: Module, entry_name: str, tm) -> str:
+def _optimize(job, module: Module, tm, trace: Trace) -> str | None:
+    """The pipeline, with the target's launch entry added right after the `early` point; returns its name."""
+    steps = build_pipeline(job.config.target, job.config.opt_level).steps
+    cut = next(i + 1 for i, step in enumerate(steps) if step.kind == "point" and step.name == "early")
+    run_pipeline(job, module, tm, trace, Pipeline(steps[:cut]))
+    launch_entry = _add_launch_entry(job, module, trace)
+    run_pipeline(job, module, tm, trace, Pipeline(steps[cut:]))
+    return launch_entry
+
+
+def _add_launch_entry(job, module: Module, trace: Trace) -> str | None:
+    """Let the target add the function its launcher calls (`Target.add_launch_entry`)."""
+    start = time.perf_counter()
+    entry = module.functions.get(job.source.entry_name)
+    added = None if entry is None else job.config.target.add_launch_entry(job, module, entry)
+    if added is None:
+        return None
+    trace.segments.append(SegmentRecord("launch_entry", time.perf_counter() - start))
+    return added.name
+
+
+def _finish(job, module: Module, entry_name: str, tm, launch_entry: str | None = None) -> str:
     config, target = job.config, job.config.target
     entry = module.functions[entry_name]
     if config.name and config.name != entry_name:
@@ -180,7 +222,7 @@ def _finish(job, module: Module, entry_name: str, tm) -> str:
         entry.name = config.name
     entry.linkage = "external"
     for fn in module.functions:
-        if not fn.is_declaration and fn != entry and not fn.name.startswith("llvm."):
+        if not fn.is_declaration and fn != entry and fn.name != launch_entry and not fn.name.startswith("llvm."):
             fn.linkage = "internal"
     for gv in module.globals:
         if not gv.is_declaration and not gv.name.startswith("llvm."):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import abi
 from ..compiler.config import CompiledFunction
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
 from . import operations as B
@@ -73,14 +74,17 @@ class Program:
         i = 0
         for t in typed.signature:
             if isinstance(t, ArrayType):
-                fn.param_attributes(i).add("noundef")
-                i += 1 + 2 * t.ndim
+                for name in abi.DATA_POINTER_ATTRIBUTES:
+                    fn.param_attributes(i).add(name)
+                i += abi.array_param_count(t.ndim)
                 continue
             if t == B.boolean:
-                fn.param_attributes(i).add("zeroext")
+                for name in abi.BOOL_ATTRIBUTES:
+                    fn.param_attributes(i).add(name)
             i += 1
         if typed.return_type == B.boolean:
-            fn.return_attributes.add("zeroext")
+            for name in abi.BOOL_ATTRIBUTES:
+                fn.return_attributes.add(name)
 
 
 class Lowerer(LocatingVisitor):
@@ -212,7 +216,7 @@ class Lowerer(LocatingVisitor):
         params, i = self.fn.args, 0
         for arg, t in zip(tree.args.args, self.typed.signature):
             if isinstance(t, ArrayType):
-                n = 1 + 2 * t.ndim
+                n = abi.array_param_count(t.ndim)
                 value = Constant.poison(self.ltype(t))
                 for k in range(n):
                     value = self.b.insert_value(value, params[i + k], k)
@@ -226,8 +230,7 @@ class Lowerer(LocatingVisitor):
         params, i = self.fn.args, 0
         for arg, t in zip(tree.args.args, self.typed.signature):
             if isinstance(t, ArrayType):
-                names = [f"{arg.arg}.data"] + [f"{arg.arg}.shape{k}" for k in range(t.ndim)] + \
-                        [f"{arg.arg}.stride{k}" for k in range(t.ndim)]
+                names = abi.array_param_names(arg.arg, t.ndim)
                 for k, name in enumerate(names):
                     params[i + k].name = name
                 i += len(names)

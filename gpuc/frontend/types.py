@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..abi import array_params, array_struct, storage_type
 from .errors import UserError
 
 
@@ -310,7 +311,7 @@ def llvm_type(t: GType, context, addrspace: int = 0):
             return context.int_type(t.bits)
         return context.float if t.bits == 32 else context.double
     if isinstance(t, ArrayType):
-        return context.struct_type([context.ptr(addrspace)] + [context.i64] * (2 * t.ndim))
+        return array_struct(context, t.ndim, addrspace)
     if isinstance(t, TupleType):
         return context.struct_type([llvm_type(e, context, addrspace) for e in t.elements])
     if isinstance(t, NoneType):
@@ -319,12 +320,12 @@ def llvm_type(t: GType, context, addrspace: int = 0):
 
 
 def memory_type(t: ScalarType, context):
-    """How an array element is stored: bool is a byte (0 or 1), like NumPy's bool_."""
-    return context.i8 if t.is_bool else llvm_type(t, context)
+    """How an array element is stored (gpuc/abi.py): bool is a byte (0 or 1), like NumPy's bool_."""
+    return storage_type(llvm_type(t, context), context)
 
 
 def abi_params(t: GType, context, addrspace: int = 0) -> list:
-    """The flattened parameters of an argument of type `t` (arrays: data, shapes, strides)."""
+    """The flattened parameters of an argument of type `t` (gpuc/abi.py; arrays: data, shapes, strides)."""
     if isinstance(t, ArrayType):
-        return [context.ptr(addrspace)] + [context.i64] * (2 * t.ndim)
+        return array_params(context, t.ndim, addrspace)
     return [llvm_type(t, context, addrspace)]

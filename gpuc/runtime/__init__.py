@@ -1,10 +1,14 @@
 """Running compiled code: the CPU through the ORC JIT, NVIDIA GPUs through the CUDA driver API
-(`gpuc.runtime.cuda`, imported on first use), and the launcher behind `kernel[n](*args)`."""
+(`gpuc.runtime.cuda`, imported on first use), and the launcher behind `kernel[n](*args)`.
 
+Both runtimes marshal arguments with one `gpuc.abi.KernelSignature` (re-exported here)."""
+
+from ..abi import KernelSignature
 from ..frontend.source import Kernel as _FrontendKernel
 from . import dispatch
-from .cpu import JITModule, Kernel, KernelSignature, default_threads, launch, load
+from .cpu import CPULauncher, JITModule, default_threads, index_space, launch, load
 
 _FrontendKernel.launcher = dispatch.launch
 
-__all__ = ["JITModule", "Kernel", "KernelSignature", "default_threads", "dispatch", "launch", "load"]
+__all__ = ["CPULauncher", "JITModule", "KernelSignature", "default_threads", "dispatch", "index_space", "launch",
+           "load"]

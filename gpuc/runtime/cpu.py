@@ -1,18 +1,14 @@
 """The CPU runtime: compile a job for the host, run it through the ORC LLJIT, launch kernels on threads.
 
-A kernel job (`CompilerConfig(kernel=True)`, or any entry the context plugin gave a `ptr %gpuc.ctx`)
-gets a generated wrapper in its module, before the module goes to the JIT:
+A kernel job compiles (in its one driver run) to a module with a launch entry, the range wrapper
+of gpuc/targets/cpu_launch.py:
 
     void @<entry>.range(ptr %argv, i64 %begin, i64 %end, ptr %ndrange)
 
-It runs work items `begin <= i < end` of the index space `ndrange` (3 x i64). A linear index
-maps to (index0, index1, index2) in row-major order with dimension 0 fastest:
-`i = index0 + n0 * (index1 + n1 * index2)`, so consecutive items walk dimension 0 and a chunk
-of linear indices is a run of rows. `argv` holds one 8-byte slot per scalar the kernel takes
-(docs/kernel-abi.md flattening: an array is its data pointer, shapes and strides; a tuple its
-elements), the value itself in the slot's low bytes (`i1` as a byte 0/1; see cpu_params.py).
-The wrapper loads them once, then loops over rows and, within a row, over index0 calling the kernel, which is marked `alwaysinline` so
-that LLVM inlines it, promotes the context to registers and can vectorize the inner loop.
+which runs work items `begin <= i < end` of the index space `ndrange` (3 x i64), reading the
+kernel's flattened arguments from `argv` (gpuc/abi.py: one 8-byte slot per LLVM scalar). This
+module hands the finished module to the JIT and marshals arguments with the kernel's
+`abi.KernelSignature`.
 
 `launch` splits `[0, total)` into chunks that the calling thread and pool threads take in turn
 (gpuc/runtime/pool.py); ctypes releases the GIL during foreign calls, so chunks run in parallel.
@@ -21,30 +17,32 @@ that LLVM inlines it, promotes the context to registers and can vectorize the in
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 import os
 import struct
-import math
 import weakref
-from dataclasses import dataclass
+from typing import NamedTuple
 
+import numpy as np
+
+from ..abi import (MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature,
+                   flat_values, slot_types, written_params)
 from ..compiler import CompilerJob, compile_module
 from ..errors import CompilationError
-from ..llvm import LLJIT, Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType, run_passes
-from ..abi import MAX_EXTENT, context_type, has_context_param
+from ..llvm import LLJIT, Module
 from ..targets import NativeTarget
-from .cpu_params import SLOT_FORMATS, KernelSignature, as_signature, marshallers, slot_types
 from .pool import run_chunks
-from .written import written_params
 
 
 class JITModule:
     """A compiled job loaded into its own JIT; symbols stay valid until `close()` or until the module
     and every launcher and function taken from it are dropped.
 
-    `signature` (a KernelSignature) is the default for `launch`. The module keeps no reference to
-    its job: a kernel's launcher cache holds modules compiled from that kernel, and a reference
-    back would be a cycle that keeps every dropped kernel's JIT alive until a full garbage collection.
+    `signature` (an abi.KernelSignature, or its spec) is the default for `launch`. The module keeps
+    no reference to its job: a kernel's launcher cache holds modules compiled from that kernel, and
+    a reference back would be a cycle that keeps every dropped kernel's JIT alive until a full
+    garbage collection.
     """
 
     def __init__(self, job: CompilerJob, signature: "KernelSignature | None" = None) -> None:
@@ -56,29 +54,16 @@ class JITModule:
         self._launchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         built = compile_module(job)
         self.entry, self.trace = built.entry, built.trace
+        #: The range wrapper launches call (the driver's launch entry), None if the entry has none.
+        self.launch_entry = built.launch_entry
         try:
             _check_externals(built.module, job)
             entry = built.module.functions[self.entry]
-            self.has_context = has_context_param(entry)
-            types = entry.function_type.params[:-1] if self.has_context else entry.function_type.params
-            #: The LLVM types of the kernel's parameters (without the context), as LLVM prints them.
-            self.params = tuple(str(t) for t in types)
-            #: Their names (for messages), and the indices of pointer parameters the kernel may write.
-            self.param_names = tuple(arg.name for arg in entry.args[:len(types)])
-            self.written, self.slots = frozenset(), ()
-            slots = [slot_types(t) for t in types]
-            self.range_name = None
-            if (job.config.kernel or self.has_context) and str(entry.return_type) == "void" \
-                    and all(s is not None for s in slots):
-                self.slots = tuple(t for s in slots for t in s)  # the argv slots
-                self.written = written_params(built.module, entry)
-                tm = job.config.target.cached_target_machine(job.config.opt_level)
-                self.range_name = add_range_wrapper(built.module, entry, self.has_context)
-                pipeline = "always-inline"
-                if job.config.opt_level:  # the target's own pipeline, as the compile used
-                    segments = job.config.target.pipeline_segments(job.config.opt_level)
-                    pipeline = ",".join(segments[name] for name in ("simplify", "optimize", "cleanup"))
-                run_passes(built.module, pipeline, tm)
+            written = written_params(built.module, entry) if self.launch_entry is not None else None
+            #: The entry's ABI: launch form, parameter types and names, which pointers it may write.
+            self.abi = EntryABI.of(entry, written)
+            self.slots = tuple(t for ty in entry.function_type.params[:len(self.abi.types)]
+                               for t in (slot_types(ty) or ()))  # the argv slots
         except BaseException:
             built.close()
             raise
@@ -100,7 +85,7 @@ class JITModule:
         fn._gpuc_owner = self  # keep the JIT (and the code) alive as long as the callable
         return fn
 
-    def kernel(self, signature=None) -> "Kernel":
+    def launcher(self, signature=None) -> "CPULauncher":
         """The launcher for `signature` (default: the module's), cached while it is in use."""
         signature = as_signature(signature) if signature is not None else self.signature
         if signature is None:
@@ -108,7 +93,7 @@ class JITModule:
                             "or to JITModule()")
         launcher = self._launchers.get(signature)
         if launcher is None:
-            launcher = self._launchers[signature] = Kernel(self, signature)
+            launcher = self._launchers[signature] = CPULauncher(self, signature)
         return launcher
 
     @property
@@ -154,105 +139,53 @@ def load(job: CompilerJob, signature=None) -> JITModule:
     return JITModule(job, signature)
 
 
-# -- the range wrapper -------------------------------------------------------------------------
-
-def add_range_wrapper(module: Module, kernel: Function, with_context: bool) -> str:
-    """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %ndrange)` (see the module doc)."""
-    llctx = module.context
-    i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
-    name = f"{kernel.name}.range"
-    fn = module.add_function(name, FunctionType.get(llctx.void, [ptr, i64, i64, ptr]))
-    argv, begin, end, ndrange = fn.args
-    for arg, arg_name in zip(fn.args, ("argv", "begin", "end", "ndrange")):
-        arg.name = arg_name
-    fn.attributes.add("nounwind")
-    if "noinline" not in kernel.attributes:
-        kernel.attributes.add("alwaysinline")
-    ctx_ty = context_type(module)
-    blocks = {b: fn.append_block(b) for b in ("entry", "rows", "row", "items", "done")}
-
-    def const(v, ty=i64):
-        return ConstantInt.get(ty, v)
-
-    def ctx_field(b, field, dim):
-        return b.gep(ctx_ty, ctx, [const(0, i32), const(field, i32), const(dim, i32)])
-
-    with Builder(llctx) as b:
-        b.position_at_end(blocks["entry"])
-        ctx = b.alloca(ctx_ty, "ctx")
-        params = kernel.function_type.params
-        slots = iter(range(1 << 62))
-        args = [_load_param(b, llctx, argv, slots, ty) for ty in (params[:-1] if with_context else params)]
-        n = [b.load(i64, b.gep(i64, ndrange, [const(d)]), f"n{d}", align=8) for d in range(3)]
-        for d in range(3):
-            b.store(n[d], ctx_field(b, 1, d), align=8)
-        b.br(blocks["rows"])
-
-        b.position_at_end(blocks["rows"])  # one row: a run of index0 at fixed (index1, index2)
-        linear = b.phi(i64, [(begin, blocks["entry"])], "linear")
-        b.cond_br(b.icmp("ult", linear, end), blocks["row"], blocks["done"])
-
-        b.position_at_end(blocks["row"])
-        first = b.urem(linear, n[0], "first0")
-        rest = b.udiv(linear, n[0])
-        b.store(b.urem(rest, n[1], "index1"), ctx_field(b, 0, 1), align=8)
-        b.store(b.udiv(rest, n[1], "index2"), ctx_field(b, 0, 2), align=8)
-        row_end = b.add(b.sub(linear, first), n[0])
-        limit = b.select(b.icmp("ult", row_end, end), row_end, end, "limit")
-        stop = b.add(first, b.sub(limit, linear), "stop0")
-        b.br(blocks["items"])
-
-        b.position_at_end(blocks["items"])
-        index0 = b.phi(i64, [(first, blocks["row"])], "index0")
-        b.store(index0, ctx_field(b, 0, 0), align=8)
-        b.call(kernel, [*args, ctx] if with_context else args)
-        following = b.nuw_add(index0, const(1))
-        index0.add_incoming(following, blocks["items"])
-        b.cond_br(b.icmp("ult", following, stop), blocks["items"], blocks["rows"])
-        linear.add_incoming(limit, blocks["items"])
-
-        b.position_at_end(blocks["done"])
-        b.ret()
-    return name
+# -- launching ----------------------------------------------------------------------------
 
 
-def _load_param(b: Builder, llctx, argv, slots, ty):
-    """A parameter from the next argv slots: a scalar from one, a literal struct from one per element."""
-    if isinstance(ty, StructType):
-        value = Constant.poison(ty)
-        for k, element in enumerate(ty.elements):
-            value = b.insert_value(value, _load_param(b, llctx, argv, slots, element), k)
-        return value
-    i = next(slots)
-    slot = b.gep(llctx.i8, argv, [ConstantInt.get(llctx.i64, 8 * i)], f"slot{i}")
-    if str(ty) == "i1":
-        return b.icmp("ne", b.load(llctx.i8, slot, align=8), ConstantInt.get(llctx.i8, 0), f"arg{i}")
-    return b.load(ty, slot, f"arg{i}", align=8)
+class HostArray(NamedTuple):
+    """A NumPy array as the ABI sees it (strides in elements)."""
+
+    ptr: int
+    shape: tuple
+    strides: tuple
+    dtype: np.dtype
+    readonly: bool
+    c_contiguous: bool
 
 
-class Kernel:
-    """A launcher: `kernel(n, args, threads=None)` with marshalling precomputed for one signature."""
+def host_array(arg, what: str) -> HostArray:
+    """`arg` (a NumPy array) as an abi array view; a TypeError for anything else."""
+    if not isinstance(arg, np.ndarray):
+        raise TypeError(f"{what} must be a numpy array, not {type(arg).__name__}")
+    size, strides = arg.itemsize, arg.strides
+    if any(s % size for s in strides):
+        raise ValueError(f"{what}: strides {strides} are not multiples of the item size {size}")
+    flags = arg.flags
+    return HostArray(arg.ctypes.data, arg.shape, tuple(s // size for s in strides), arg.dtype,
+                     not flags.writeable, flags.c_contiguous)
+
+
+class CPULauncher:
+    """Runs a JITModule's kernel: `launcher(n, args, threads=None)`, marshalling precomputed for one
+    signature (the abi.KernelSignature bound to the compiled entry)."""
 
     def __init__(self, module: JITModule, signature: KernelSignature) -> None:
-        if module.range_name is None:
+        if module.launch_entry is None:
             raise TypeError(f"@{module.entry} cannot be launched: only void kernels (CompilerConfig(kernel=True)) "
                             "with scalar, tuple and pointer parameters get a launch wrapper")
-        if signature.llvm_types() != module.params:
-            raise TypeError(f"the signature {signature.params} flattens to ({', '.join(signature.llvm_types())}) "
-                            f"but @{module.entry} takes ({', '.join(module.params)})")
-        self.module, self.signature = module, signature
+        self.module, self.signature = module, signature.for_entry(module.abi)
         self._fn = module.function(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p,
-                                   name=module.range_name)
+                                   name=module.launch_entry)
         self._pack = struct.Struct("<" + "".join(SLOT_FORMATS[t] for t in module.slots)).pack
-        self._marshallers = marshallers(signature, module.written, module.param_names, module.entry)
+        self._converters = self.signature.converters(host_array, module.abi.names, module.entry)
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""
-        if len(args) != len(self._marshallers):
-            raise TypeError(f"@{self.module.entry} takes {len(self._marshallers)} argument(s), got {len(args)}")
+        if len(args) != len(self._converters):
+            raise self.signature.arity_error(args, self.module.entry)
         values: list = []
-        for marshal, arg in zip(self._marshallers, args):
-            values += marshal(arg)
+        for param, convert, arg in zip(self.signature.params, self._converters, args):
+            values += flat_values(param, convert(arg))
         return self._pack(*values)
 
     def __call__(self, n, args, threads: int | None = None) -> None:
@@ -267,7 +200,7 @@ def launch(module: JITModule, n, args, threads: int | None = None, *, signature=
     `args` are the kernel's arguments (numpy arrays for array parameters); `signature` (default:
     the module's) says what they are. `threads` defaults to `GPUC_NUM_THREADS`, else `os.cpu_count()`.
     """
-    module.kernel(signature)(n, args, threads)
+    module.launcher(signature)(n, args, threads)
 
 
 # -- threads -------------------------------------------------------------------------------
@@ -291,7 +224,7 @@ def default_threads() -> int:
 MAX_WORK_ITEMS = MAX_EXTENT
 
 
-def ndrange(n) -> tuple[int, int, int]:
+def index_space(n) -> tuple[int, int, int]:
     """`n` (an int or up to 3 ints) as (n0, n1, n2), padded with 1."""
     dims = (n,) if not isinstance(n, (tuple, list)) else tuple(n)
     if not 1 <= len(dims) <= 3:
@@ -319,7 +252,7 @@ MIN_ITEMS_PER_CHUNK = 4096  # a chunk costs a couple of microseconds: as much as
 
 def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     """Call a range wrapper `fn` over `n` on `threads` threads (the calling thread is one of them)."""
-    n0, n1, n2 = ndrange(n)
+    n0, n1, n2 = index_space(n)
     total = n0 * n1 * n2
     if total == 0:
         return

@@ -1,8 +1,9 @@
 """The CUDA runtime: a primary context, PTX modules, device memory and kernel launches through
 NVIDIA's cuda-bindings driver API, initialized on first use.
 
-Argument marshalling (signatures, `__cuda_array_interface__` parsing, the kernelParams array and
-grid/block sizing) is pure Python and needs no GPU; see docs/kernel-abi.md for the parameter layout.
+Argument marshalling (`__cuda_array_interface__` parsing, the kernelParams array from an
+abi.KernelSignature, grid/block sizing) is pure Python and needs no GPU; see gpuc/abi.py and
+docs/kernel-abi.md for the parameter layout.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import weakref
 from dataclasses import dataclass
 
 
+from ..abi import LAUNCH_NONE, LAUNCH_SIZES
 from .cuda_params import (ArrayParam, CudaArray, KernelSignature, LaunchConfig, PackedParams, ScalarParam,  # noqa: F401
-                          launch_config, parse_cuda_array)  # the pure half, re-exported here
+                          TupleParam, converters, launch_config, marshal, parse_cuda_array)  # the pure half
 
 
 class CudaError(RuntimeError):
@@ -267,12 +269,13 @@ class CudaModule:
         except CudaError as exc:
             raise CudaError(f"the module has no kernel {name!r}: {exc}", code=exc.code) from None
 
-    def kernel(self, signature: KernelSignature, name: str | None = None) -> CudaKernel:
-        """A launchable kernel: `name` (default: the entry) with the given signature."""
+    def launcher(self, signature, name: str | None = None) -> CUDALauncher:
+        """A launcher for the kernel `name` (default: the entry) with the given KernelSignature (or
+        its spec), whose `launch` says whether the kernel takes the launch size (%gpuc.n0..n2)."""
         function = self.function if name is None else self.get_function(name)
         if function is None:
             raise ValueError("this module was loaded without an entry; pass the kernel's name")
-        return CudaKernel(function, signature, owner=self)
+        return CUDALauncher(function, KernelSignature.from_spec(signature), owner=self, entry=name or self.entry)
 
     def close(self) -> None:
         self._finalizer()
@@ -321,16 +324,26 @@ def wait_for_streams(streams) -> None:
             _call(driver, "cuStreamSynchronize", driver.CUstream(stream))
 
 
-class CudaKernel:
-    """A CUfunction with its signature: `kernel[n](*args)` or `kernel.launch(*args, n=n)`."""
+class CUDALauncher:
+    """A CUfunction with its abi.KernelSignature: `launcher[n](*args)` or `launcher.launch(*args, n=n)`."""
 
-    def __init__(self, function, signature: KernelSignature, owner=None) -> None:
+    def __init__(self, function, signature: KernelSignature, owner=None, entry: str | None = None,
+                 names=()) -> None:
+        if signature.launch is None:
+            raise TypeError("the signature does not say whether the kernel takes the launch size: pass "
+                            "KernelSignature(..., launch=\"sizes\") (it takes %gpuc.n0..n2, as kernels using "
+                            "gpuc.index() do) or launch=\"none\"")
+        if signature.launch not in (LAUNCH_SIZES, LAUNCH_NONE):
+            raise TypeError(f"a CUDA kernel takes the launch size as parameters or not at all, not {signature.launch!r}")
         self.function, self.signature = function, signature
+        self._entry = entry or ""
+        self._convert = converters(signature, names, self._entry)
         self._owner = owner  # keeps the module loaded
 
     def launch(self, *args, n, block=None, shared_mem: int = 0, stream=None, sync: bool = True) -> None:
-        config = launch_config(n, block, exact=not self.signature.ndrange)  # no bound check: no surplus threads
-        params = self.signature.marshal(args, config.ndrange)
+        # without the launch-size check in the kernel, surplus threads of a rounded-up grid would run it
+        config = launch_config(n, block, exact=self.signature.launch != LAUNCH_SIZES)
+        params = marshal(self.signature, args, config.launch_size, self._convert, self._entry)
         if config.empty:
             return
         launch(self.function, config.grid, config.block, params, shared_mem=shared_mem, stream=stream, sync=sync)

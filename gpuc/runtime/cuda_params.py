@@ -1,213 +1,57 @@
-"""CUDA kernel parameters without a GPU: signatures, `__cuda_array_interface__` parsing, the
-kernelParams array for cuLaunchKernel, and grid/block sizing (docs/kernel-abi.md)."""
+"""CUDA kernel parameters without a GPU: `__cuda_array_interface__` parsing, the kernelParams
+array for cuLaunchKernel from an abi.KernelSignature, and grid/block sizing (docs/kernel-abi.md)."""
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import operator
 from dataclasses import dataclass
 
 import numpy as np
 
-# -- signatures and argument marshalling (pure: no GPU needed) ---------------------------------
+from ..abi import (LAUNCH_SIZES, ArrayParam, KernelSignature, ScalarParam, TupleParam,  # noqa: F401 (re-exported)
+                   c_strides, is_c_contiguous)
 
-_CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
-           "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32,
-           "int64": ctypes.c_int64, "uint64": ctypes.c_uint64, "float32": ctypes.c_float,
-           "float64": ctypes.c_double}
-_LLVM_TYPES = {"bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32",
-               "uint32": "i32", "int64": "i64", "uint64": "i64", "float32": "float", "float64": "double"}
-# Scalars spelled as LLVM types (as gpuc.runtime.cpu spells them) are signless: integers of either
-# sign's range are accepted, and "ptr" takes an address or a GPU array's data pointer.
-_LLVM_SCALARS = {"i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "float": "float32",
-                 "double": "float64", "ptr": "uint64"}
+# -- argument marshalling (pure: no GPU needed) ------------------------------------------------
 
 
-def _dtype(spec) -> np.dtype:
-    """A native-endian NumPy dtype from a name ("float32"), a NumPy dtype or a ctypes type."""
-    try:
-        dtype = np.dtype(spec)
-    except TypeError:
-        raise TypeError(f"{spec!r} is not a scalar type; use a name like 'float32', a NumPy dtype or a "
-                        "ctypes type") from None
-    if dtype.name not in _CTYPES or not dtype.isnative:
-        raise TypeError(f"kernels take {', '.join(_CTYPES)} scalars and arrays, not {dtype.str!r}")
-    return dtype
+def converters(signature: KernelSignature, names=(), entry: str = "") -> list:
+    """The signature's argument converters for GPU arrays (`parse_cuda_array`)."""
+    return signature.converters(parse_cuda_array, names, entry)
 
 
-@dataclass(frozen=True)
-class ScalarParam:
-    dtype: np.dtype
-    llvm_type: str
-    signless: bool = False
-
-    @classmethod
-    def from_spec(cls, spec) -> ScalarParam:
-        if isinstance(spec, str) and spec in _LLVM_SCALARS:  # first: NumPy reads "float" as float64
-            return cls(np.dtype(_LLVM_SCALARS[spec]), spec, signless=True)
-        dtype = _dtype(spec)
-        return cls(dtype, _LLVM_TYPES[dtype.name])
-
-    def __str__(self) -> str:
-        return self.llvm_type if self.signless else self.dtype.name
-
-
-@dataclass(frozen=True)
-class ArrayParam:
-    dtype: np.dtype
-    ndim: int
-    written: bool = True  # whether the kernel may write through it (read-only arrays are refused)
-
-    def __str__(self) -> str:
-        return f"array {self.dtype.name}[{self.ndim}d]"
-
-
-@dataclass(frozen=True)
-class TupleParam:
-    """A tuple of scalars (or tuples): an LLVM literal struct, passed by value with C's layout."""
-
-    elements: tuple
-
-    @property
-    def llvm_type(self) -> str:
-        types = [e.llvm_type for e in self.elements]
-        return "{ " + ", ".join(types) + " }" if types else "{}"
-
-    @functools.cached_property
-    def ctype(self) -> type:
-        """A ctypes Structure with the struct's layout (natural alignment, as on NVPTX)."""
-        fields = [(f"f{i}", e.ctype if isinstance(e, TupleParam) else _CTYPES[e.dtype.name])
-                  for i, e in enumerate(self.elements)]
-        return type("TupleArgument", (ctypes.Structure,), {"_fields_": fields})
-
-    def value(self, value, what: str):
-        if not isinstance(value, tuple) or len(value) != len(self.elements):
-            got = f"a tuple of {len(value)}" if isinstance(value, tuple) else type(value).__name__
-            raise TypeError(f"{what} must be a tuple of {len(self.elements)} element(s), not {got}")
-        out = self.ctype()
-        for i, (param, element) in enumerate(zip(self.elements, value)):
-            inner = f"{what}[{i}]"
-            converted = param.value(element, inner) if isinstance(param, TupleParam) else \
-                _scalar_value(param, element, inner)
-            setattr(out, f"f{i}", converted if isinstance(param, TupleParam) else converted.value)
-        return out
-
-    def __str__(self) -> str:
-        return "tuple[" + ", ".join(map(str, self.elements)) + "]"
-
-
-def _tuple_param(elements, what: str) -> TupleParam:
-    out = []
-    for item in elements:
-        kind, *rest = item if isinstance(item, (tuple, list)) and item else (None,)
-        if kind == "scalar" and len(rest) == 1:
-            out.append(ScalarParam.from_spec(rest[0]))
-        elif kind == "tuple" and len(rest) == 1:
-            out.append(_tuple_param(rest[0], what))
+def marshal(signature: KernelSignature, args, launch_size=(1, 1, 1), convert=None, entry: str = "") -> PackedParams:
+    """The kernelParams for `args`: one ctypes value per LLVM parameter (a tuple is one C struct,
+    an array its data pointer, shapes and strides), then the launch size when the signature's
+    launch form is LAUNCH_SIZES. `convert`: precomputed `converters(signature)`."""
+    if signature.launch is None:
+        raise TypeError("the signature does not say whether the kernel takes the launch size: pass "
+                        "launch=\"sizes\" (it takes %gpuc.n0..n2, as kernels using gpuc.index() do) or "
+                        "launch=\"none\"")
+    convert = converters(signature) if convert is None else convert
+    if len(args) != len(convert):
+        raise signature.arity_error(args, entry)
+    values, streams = [], []
+    for param, to_value, arg in zip(signature.params, convert, args):
+        value = to_value(arg)
+        if isinstance(param, ArrayParam):
+            values += [ctypes.c_void_p(value.ptr), *map(ctypes.c_int64, value.shape + value.strides)]
+            if value.stream is not None:
+                streams.append(value.stream)
+        elif isinstance(param, TupleParam):
+            values.append(_struct(param, value))
         else:
-            raise ValueError(f"{what}: a tuple holds ('scalar', type) or ('tuple', (...)) elements, not {item!r}")
-    return TupleParam(tuple(out))
+            values.append(param.ctype(value))
+    if signature.launch == LAUNCH_SIZES:
+        values += map(ctypes.c_int64, launch_size)
+    return PackedParams(values, streams, args)
 
 
-@dataclass(frozen=True)
-class KernelSignature:
-    """A kernel's parameters: ScalarParam / ArrayParam / TupleParam, plus the trailing ndrange i64s
-    when `ndrange`."""
-
-    params: tuple
-    ndrange: bool = True
-
-    @classmethod
-    def from_spec(cls, spec, ndrange: bool = True) -> KernelSignature:
-        """From [("scalar", type), ("array", dtype, ndim), ("tuple", (("scalar", type), ...)), ...].
-
-        Types are NumPy names ("float32"), dtypes, ctypes types, or LLVM scalar types ("i32",
-        "float", "ptr"; see _LLVM_SCALARS).
-        """
-        params = []
-        for i, item in enumerate(spec):
-            kind, *rest = item
-            if kind == "scalar" and len(rest) == 1:
-                params.append(ScalarParam.from_spec(rest[0]))
-            elif kind == "array" and len(rest) == 2 and rest[1] in (1, 2, 3):
-                params.append(ArrayParam(_dtype(rest[0]), rest[1]))
-            elif kind == "tuple" and len(rest) == 1 and isinstance(rest[0], (tuple, list)):
-                params.append(_tuple_param(rest[0], f"parameter {i}"))
-            else:
-                raise ValueError(f"parameter {i}: expected ('scalar', type), ('array', dtype, ndim 1-3) or "
-                                 f"('tuple', (...)), not {item!r}")
-        return cls(tuple(params), ndrange)
-
-    def with_written(self, written) -> KernelSignature:
-        """This signature with each array marked by whether its data pointer, an LLVM parameter
-        index, is in `written` (gpuc.runtime.written.written_params)."""
-        params, index = [], 0
-        for p in self.params:
-            if isinstance(p, ArrayParam):
-                p = ArrayParam(p.dtype, p.ndim, index in written)
-                index += 2 * p.ndim
-            params.append(p)
-            index += 1
-        return KernelSignature(tuple(params), self.ndrange)
-
-    def llvm_param_types(self) -> list[str]:
-        """The kernel's LLVM parameter types, flattened per docs/kernel-abi.md."""
-        types = []
-        for p in self.params:
-            if isinstance(p, ArrayParam):
-                types += ["ptr"] + ["i64"] * (2 * p.ndim)
-            else:
-                types.append(p.llvm_type)
-        return types + ["i64"] * 3 * self.ndrange
-
-    def marshal(self, args, ndrange=(1, 1, 1)) -> PackedParams:
-        """The kernelParams for `args`: one ctypes value per flattened parameter, and the void* array."""
-        if len(args) != len(self.params):
-            raise TypeError(f"the kernel takes {len(self.params)} arguments ({', '.join(map(str, self.params))}), "
-                            f"got {len(args)}")
-        values, streams = [], []
-        for i, (param, arg) in enumerate(zip(self.params, args)):
-            if isinstance(param, ArrayParam):
-                array = parse_cuda_array(arg, f"argument {i}")
-                array.check(param, f"argument {i}")
-                if array.readonly and param.written:
-                    raise ValueError(f"argument {i} is read-only (its __cuda_array_interface__ says so) but the "
-                                     "kernel may write to it; pass a writable copy")
-                values += [ctypes.c_void_p(array.ptr), *map(ctypes.c_int64, array.shape + array.strides)]
-                if array.stream is not None:
-                    streams.append(array.stream)
-            elif isinstance(param, TupleParam):
-                values.append(param.value(arg, f"argument {i} ({param})"))
-            else:
-                values.append(_scalar_value(param, arg, f"argument {i} ({param})"))
-        if self.ndrange:
-            values += map(ctypes.c_int64, ndrange)
-        return PackedParams(values, streams, args)
-
-
-def _scalar_value(param: ScalarParam, value, what: str):
-    dtype = param.dtype
-    ctype = _CTYPES[dtype.name]
-    if param.llvm_type == "ptr" and hasattr(value, "__cuda_array_interface__"):
-        value = parse_cuda_array(value, what).ptr
-    if dtype.kind in "iu":
-        try:
-            value = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{what} must be an integer, not {type(value).__name__}") from None
-        low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
-        if param.signless:  # the bits are what matter: ctypes wraps unsigned values into the signed type
-            bits = 8 * dtype.itemsize
-            low, high = -(1 << (bits - 1)), (1 << bits) - 1
-        if not low <= value <= high:
-            raise OverflowError(f"{what}: {value} does not fit in {param}")
-    elif dtype.kind == "b":
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{what} must be a bool, not {type(value).__name__}")
-    elif not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what} must be a number, not {type(value).__name__}")
-    return ctype(value)
+def _struct(param: TupleParam, value: tuple):
+    out = param.ctype()
+    for i, (element, v) in enumerate(zip(param.elements, value)):
+        setattr(out, f"f{i}", _struct(element, v) if isinstance(element, TupleParam) else v)
+    return out
 
 
 class PackedParams:
@@ -244,22 +88,7 @@ class CudaArray:
 
     @property
     def c_contiguous(self) -> bool:
-        return self.strides == _c_strides(self.shape) or 0 in self.shape
-
-    def check(self, param: ArrayParam, what: str) -> None:
-        if self.dtype != param.dtype:
-            raise TypeError(f"{what} must hold {param.dtype.name}, not {self.dtype.str!r} ({self.dtype.name}); "
-                            "convert it before copying it to the device")
-        if len(self.shape) != param.ndim:
-            raise TypeError(f"{what} must have {param.ndim} dimension(s), not {len(self.shape)}")
-
-
-def _c_strides(shape) -> tuple:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
+        return is_c_contiguous(self.shape, self.strides)
 
 
 def parse_cuda_array(obj, what: str = "the array") -> CudaArray:
@@ -282,7 +111,7 @@ def parse_cuda_array(obj, what: str = "the array") -> CudaArray:
     if any(x < 0 for x in shape):
         raise ValueError(f"{what} has a negative extent in its shape {shape}")
     if byte_strides is None:
-        strides = _c_strides(shape)
+        strides = c_strides(shape)
     else:
         if len(byte_strides) != len(shape):
             raise TypeError(f"{what} has {len(byte_strides)} strides for {len(shape)} dimensions")
@@ -307,11 +136,11 @@ _MAX_THREADS = 1024
 class LaunchConfig:
     grid: tuple  # 3 ints
     block: tuple  # 3 ints
-    ndrange: tuple  # the launch size, padded with 1s: the kernel's %gpuc.n0..n2
+    launch_size: tuple  # padded with 1s: the kernel's %gpuc.n0..n2
 
     @property
     def empty(self) -> bool:
-        return 0 in self.ndrange
+        return 0 in self.launch_size
 
 
 def _dims(value, what: str) -> tuple:

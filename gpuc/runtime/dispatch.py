@@ -14,12 +14,11 @@ import threading
 
 import numpy as np
 
+from ..abi import EntryABI, KernelSignature, c_strides, written_params
 from ..compiler import CompilerConfig, CompilerJob, compile_module
-from ..compiler.driver import generated_by_gpuc
 from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget
 from . import cpu
-from .written import written_params
 
 DEVICES = ("cpu", "cuda")
 _LLVM_SCALAR = {"bool": "i1", "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
@@ -50,7 +49,8 @@ def typeof(value, position: int = 0) -> GType:
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is not None:
         dtype, shape, strides = np.dtype(interface["typestr"]), interface["shape"], interface.get("strides")
-        return _array_type(dtype, len(shape), position, strides is None or tuple(strides) == _c_strides(shape, dtype))
+        contiguous = strides is None or tuple(strides) == c_strides(shape, dtype.itemsize)
+        return _array_type(dtype, len(shape), position, contiguous)
     raise TypeError(f"argument {position}: cannot pass a {kind.__name__} to a kernel; pass NumPy arrays "
                     "(or GPU arrays), bool, int, float, NumPy scalars or tuples of scalars")
 
@@ -80,16 +80,8 @@ def _array_type(dtype: np.dtype, ndim: int, position: int, c_contiguous: bool) -
     return ArrayType(_scalar_of(dtype, position), ndim, "C" if c_contiguous else "A")
 
 
-def _c_strides(shape, dtype: np.dtype) -> tuple:
-    strides, step = [], dtype.itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
-
-
 def signature_spec(types) -> list[tuple]:
-    """The runtimes' parameter description for gpuc argument types (docs/kernel-abi.md)."""
+    """The abi.KernelSignature spec for gpuc argument types (docs/kernel-abi.md)."""
     spec = []
     for i, t in enumerate(types):
         if isinstance(t, ArrayType):
@@ -157,30 +149,24 @@ def _launchers_of(kernel) -> _Launchers:
 
 
 def _cpu_launcher(kernel, types):
-    spec = signature_spec(types)
     job = CompilerJob((kernel, types), CompilerConfig(NativeTarget(), kernel=True))
-    module = cpu.JITModule(job, signature=spec)
-    run = module.kernel()
+    module = cpu.JITModule(job, signature=KernelSignature(signature_spec(types)))
+    run = module.launcher()
     return lambda n, args, threads: run(n, args, threads)
 
 
 def _cuda_launcher(kernel, types):
     from . import cuda
 
-    spec = [p[:3] for p in signature_spec(types)]  # the cache key already guarantees the layout
     target = PTXTarget(cap=cuda.device_info().cap)
     job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True))
     with compile_module(job) as built:
-        nparams = len(built.module.functions[built.entry].function_type.params)
-        written = written_params(built.module, built.module.functions[built.entry])
-        ptx = target.emit(job, built.module, target.cached_target_machine(job.config.opt_level), "asm",
-                          contained=not generated_by_gpuc(job, built.trace))
-        entry = built.entry
-    # The context plugin appends the launch size (3 x i64) when the kernel asks for an index.
-    plain = cuda.KernelSignature.from_spec(spec, ndrange=False)
-    signature = cuda.KernelSignature.from_spec(spec, ndrange=nparams != len(plain.llvm_param_types()))
-    signature = signature.with_written(written)
-    run = cuda.CudaModule.from_ptx(ptx, entry).kernel(signature)  # from_ptx looked the entry up
+        fn = built.module.functions[built.entry]
+        entry = EntryABI.of(fn, written_params(built.module, fn))  # launch form and written arrays
+        ptx = built.emit("asm")
+    signature = KernelSignature(signature_spec(types)).for_entry(entry)
+    module = cuda.CudaModule.from_ptx(ptx, entry.name)  # looks the entry up
+    run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names)
     return lambda n, args, threads: run.launch(*args, n=n)
 
 

@@ -13,7 +13,7 @@ from cuda_kernels import (ADD2D, ADD2D_SIGNATURE, SAXPY, SAXPY_SIGNATURE, SCALAR
 
 def load(ir, entry, spec, cap):
     module = cuda.CudaModule.from_ptx(ptx_for(ir, entry, cap), entry)
-    return module.kernel(cuda.KernelSignature.from_spec(spec))
+    return module.launcher(cuda.KernelSignature(spec, launch="sizes"))  # the kernels take %gpuc.n0..n2
 
 
 class StridedView:

@@ -10,7 +10,7 @@ import pytest
 import gpuc
 from ctx_kernels import MARKER_FREE_IR, RECURSIVE_IR, indexing_expected, indexing_kernel, indexing_signature, job
 from gpuc.runtime import JITModule, KernelSignature, launch, load
-from gpuc.runtime.cpu import default_threads, ndrange
+from gpuc.runtime.cpu import default_threads, index_space
 
 SAXPY_IR = """\
 declare i64 @gpuc.ctx.index(i32)
@@ -64,7 +64,7 @@ def indexing():
 @pytest.mark.parametrize("shape", [(1000,), (37, 19), (7, 5, 11)], ids=["1d", "2d", "3d"])
 def test_index_spaces_match_numpy(indexing, shape, threads):
     module = indexing[len(shape)]
-    assert module.has_context and module.range_name == "kernel.range"
+    assert module.abi.launch == "context" and module.launch_entry == "kernel.range"
     rng = np.random.default_rng(0)
     inp = rng.random(shape)
     out = np.full(shape, np.nan)
@@ -117,7 +117,7 @@ def test_recursion_through_a_marker_reaching_function():
 
 def test_marker_free_kernel_runs_once_per_item():
     with JITModule(job(MARKER_FREE_IR), signature=[("array", np.int64, 1)]) as module:
-        assert not module.has_context
+        assert module.abi.launch == "none" and module.launch_entry == "kernel.range"
         counter = np.zeros(1, np.int64)
         launch(module, (10, 3, 2), (counter,), threads=2)
         assert counter[0] == 60
@@ -145,11 +145,11 @@ def test_argument_errors(indexing):
     inp, out = np.zeros(4), np.zeros(4)
     with pytest.raises(TypeError, match="takes 3 argument"):
         launch(module, 4, (1.0, inp))
-    with pytest.raises(TypeError, match=r"argument 1 \(in\) of @kernel must be a 1-d numpy array of float64, not float32"):
+    with pytest.raises(TypeError, match=r"argument 1 \(in\) of @kernel must hold float64, not '<f4' \(float32\)"):
         launch(module, 4, (1.0, inp.astype(np.float32), out))
-    with pytest.raises(TypeError, match="must be a 1-d numpy array of float64, not float64\\[2-d\\]"):
+    with pytest.raises(TypeError, match="must have 1 dimension\\(s\\), not 2"):
         launch(module, 4, (1.0, np.zeros((2, 2)), out))
-    with pytest.raises(TypeError, match="not list"):
+    with pytest.raises(TypeError, match="must be a numpy array, not list"):
         launch(module, 4, (1.0, [0.0] * 4, out))
     odd = np.lib.stride_tricks.as_strided(np.zeros(8), shape=(3,), strides=(12,))
     with pytest.raises(ValueError, match="not multiples of the item size 8"):
@@ -162,8 +162,8 @@ def test_signature_errors(indexing):
         launch(module, 4, (1.0, np.zeros(4), np.zeros(4)), signature=indexing_signature(1))
     with pytest.raises(ValueError, match="bad kernel parameter"):
         KernelSignature([("array", np.float64, 4)])
-    with pytest.raises(ValueError, match="bad kernel parameter"):
-        KernelSignature([("scalar", "i16")])
+    with pytest.raises(TypeError, match="'i128' is not a scalar type"):
+        KernelSignature([("scalar", "i128")])
     with JITModule(job(SAXPY_IR, entry="saxpy")) as bare:
         with pytest.raises(TypeError, match="needs its KernelSignature"):
             launch(bare, 4, ())
@@ -172,7 +172,7 @@ def test_signature_errors(indexing):
 def test_non_kernel_without_context_cannot_launch():
     ir = "define void @f(ptr %p) {\n  store i64 1, ptr %p\n  ret void\n}\n"
     with JITModule(job(ir, entry="f", kernel=False)) as module:
-        assert module.range_name is None
+        assert module.launch_entry is None
         with pytest.raises(TypeError, match="cannot be launched"):
             launch(module, 1, (0,), signature=[("scalar", "ptr")])
 
@@ -180,7 +180,7 @@ def test_non_kernel_without_context_cannot_launch():
 @pytest.mark.parametrize("n, message", [(-1, "negative"), ((1, 2, 3, 4), "1 to 3 dimensions"), ((), "1 to 3")])
 def test_bad_index_spaces(n, message):
     with pytest.raises(ValueError, match=message):
-        ndrange(n)
+        index_space(n)
 
 
 def test_thread_count_from_the_environment(monkeypatch, indexing):
@@ -234,7 +234,7 @@ def test_a_launcher_of_a_closed_module_refuses_to_run():
          "  %i = call i64 @gpuc.ctx.index(i32 0)\n  %a = getelementptr i64, ptr %p, i64 %i\n" \
          "  store i64 7, ptr %a\n  ret void\n}\n"
     module = JITModule(job(ir, entry="fill"), signature=[("array", np.int64, 1)])
-    launcher = module.kernel()
+    launcher = module.launcher()
     out = np.zeros(2, dtype=np.int64)
     launcher(2, (out,))
     assert out.tolist() == [7, 7]

@@ -141,7 +141,7 @@ module = cuda.CudaModule.from_ptx(ptx, "scalars")
 assert module.info_log == "info    : 0 bytes gmem"
 assert list((ctypes.c_size_t * 16).in_dll(lib, "fake_jit_vals"))[1] == 65536  # sizes go by value
 out = cuda.to_device(np.arange(5.0))
-kernel = module.kernel(cuda.KernelSignature.from_spec(SCALARS_SIGNATURE))
+kernel = module.launcher(cuda.KernelSignature(SCALARS_SIGNATURE, launch="sizes"))
 errors = []
 def run():
     try:

@@ -14,7 +14,7 @@ import pytest
 
 import gpuc.cuda
 from gpuc.runtime import cuda as rt
-from gpuc.runtime.cuda import KernelSignature, launch_config, parse_cuda_array
+from gpuc.runtime.cuda import KernelSignature, launch_config, marshal, parse_cuda_array
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gpu"))  # the GPU tests' kernels
 import cuda_kernels  # noqa: E402
@@ -40,14 +40,14 @@ def test_signature_accepts_names_numpy_dtypes_and_ctypes():
     sig = KernelSignature.from_spec([("scalar", "float32"), ("scalar", np.int64), ("scalar", ctypes.c_double),
                                      ("array", np.dtype("int32"), 2)])
     assert [str(p) for p in sig.params] == ["float32", "int64", "float64", "array int32[2d]"]
-    assert sig.llvm_param_types() == ["float", "i64", "double", "ptr", "i64", "i64", "i64", "i64",
-                                      "i64", "i64", "i64"]
-    assert KernelSignature.from_spec([("scalar", "bool")], ndrange=False).llvm_param_types() == ["i1"]
+    assert sig.llvm_types() == ("float", "i64", "double", "ptr", "i64", "i64", "i64", "i64")
+    assert KernelSignature(sig.params, launch="sizes").entry_types() == sig.llvm_types() + ("i64",) * 3
+    assert KernelSignature.from_spec([("scalar", "bool")], launch="none").entry_types() == ("i1",)
 
 
 @pytest.mark.parametrize("spec, message", [
     ([("array", "float32", 4)], "ndim 1-3"),
-    ([("vector", "float32")], "expected"),
+    ([("vector", "float32")], "bad kernel parameter 0"),
     ([("scalar", "complex64")], "not '<c8'"),
     ([("scalar", ">f4")], "not '>f4'"),
     ([("scalar", "nonsense")], "not a scalar type"),
@@ -100,10 +100,10 @@ def test_stream_is_read_from_version_3_only():
 # -- kernelParams -----------------------------------------------------------------------------
 
 def test_saxpy_params_round_trip_through_the_pointer_array():
-    sig = KernelSignature.from_spec(cuda_kernels.SAXPY_SIGNATURE)
+    sig = KernelSignature.from_spec(cuda_kernels.SAXPY_SIGNATURE, launch="sizes")
     x = FakeGPUArray((100,), ptr=0x10000)
     y = FakeGPUArray((50,), ptr=0x20000, strides=(8,))
-    packed = sig.marshal((2.5, x, y), ndrange=(100, 1, 1))
+    packed = marshal(sig, (2.5, x, y), (100, 1, 1))
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     assert read_params(packed, [ctypes.c_float, ptr, i64, i64, ptr, i64, i64, i64, i64, i64]) == \
         [2.5, 0x10000, 100, 1, 0x20000, 50, 2, 100, 1, 1]
@@ -111,8 +111,8 @@ def test_saxpy_params_round_trip_through_the_pointer_array():
 
 
 def test_every_scalar_width_is_packed_at_its_size():
-    sig = KernelSignature.from_spec(cuda_kernels.SCALARS_SIGNATURE, ndrange=False)
-    packed = sig.marshal((FakeGPUArray((5,), "<f8"), -7, 2**40 + 3, 1.25, True, np.float32(0.5)))
+    sig = KernelSignature.from_spec(cuda_kernels.SCALARS_SIGNATURE, launch="none")
+    packed = marshal(sig, (FakeGPUArray((5,), "<f8"), -7, 2**40 + 3, 1.25, True, np.float32(0.5)))
     assert [ctypes.sizeof(v) for v in packed.values] == [8, 8, 8, 4, 8, 8, 1, 4]
     assert [v.value for v in packed.values[3:]] == [-7, 2**40 + 3, 1.25, True, 0.5]
 
@@ -127,14 +127,14 @@ def test_packed_sizes_match_the_ptx_parameters(ir, entry, spec):
     sizes = {"8": 1, "16": 2, "32": 4, "64": 8}
     ptx = cuda_kernels.ptx_for(ir, entry, "sm_90")
     declared = [sizes[bits] for bits in re.findall(r"\.param \.[usbf](\d+) ", ptx)]
-    sig = KernelSignature.from_spec(spec)
+    sig = KernelSignature.from_spec(spec, launch="sizes")
     args = [FakeGPUArray((2,) * p.ndim, p.dtype.str) if isinstance(p, rt.ArrayParam) else p.dtype.type(1)
             for p in sig.params]
-    assert [ctypes.sizeof(v) for v in sig.marshal(args).values] == declared
+    assert [ctypes.sizeof(v) for v in marshal(sig, args).values] == declared
 
 
 @pytest.mark.parametrize("args, error, message", [
-    ((1.0, FakeGPUArray((3,))), TypeError, "takes 3 arguments"),
+    ((1.0, FakeGPUArray((3,))), TypeError, r"takes 3 argument\(s\) \(float32, array float32\[1d\], .*\), got 2"),
     ((1.0, FakeGPUArray((3,), "<f8"), FakeGPUArray((3,))), TypeError, "argument 1 must hold float32, not '<f8'"),
     ((1.0, FakeGPUArray((3,), ">f4"), FakeGPUArray((3,))), TypeError, "not '>f4'"),
     ((1.0, FakeGPUArray((3, 3)), FakeGPUArray((3,))), TypeError, "argument 1 must have 1 dimension"),
@@ -143,29 +143,29 @@ def test_packed_sizes_match_the_ptx_parameters(ir, entry, spec):
 ])
 def test_bad_arguments_are_reported_before_launch(args, error, message):
     with pytest.raises(error, match=message):
-        KernelSignature.from_spec(cuda_kernels.SAXPY_SIGNATURE).marshal(args)
+        marshal(KernelSignature.from_spec(cuda_kernels.SAXPY_SIGNATURE, launch="sizes"), args)
 
 
 def test_integer_scalars_are_range_checked():
-    sig = KernelSignature.from_spec([("scalar", "int32"), ("scalar", "uint32"), ("scalar", "bool")])
+    sig = KernelSignature.from_spec([("scalar", "int32"), ("scalar", "uint32"), ("scalar", "bool")], launch="none")
     with pytest.raises(OverflowError, match="argument 0 .* 2147483648 does not fit in int32"):
-        sig.marshal((2**31, 0, False))
+        marshal(sig, (2**31, 0, False))
     with pytest.raises(OverflowError, match="-1 does not fit in uint32"):
-        sig.marshal((0, -1, False))
+        marshal(sig, (0, -1, False))
     with pytest.raises(TypeError, match="must be an integer, not float"):
-        sig.marshal((1.5, 0, False))
+        marshal(sig, (1.5, 0, False))
     with pytest.raises(TypeError, match="must be a bool"):
-        sig.marshal((0, 0, 1))
+        marshal(sig, (0, 0, 1))
 
 
 def test_foreign_streams_are_collected_for_synchronization():
-    sig = KernelSignature.from_spec([("array", "float32", 1)] * 2)
-    assert sig.marshal((FakeGPUArray((3,), stream=99), FakeGPUArray((3,)))).streams == [99]
+    sig = KernelSignature.from_spec([("array", "float32", 1)] * 2, launch="sizes")
+    assert marshal(sig, (FakeGPUArray((3,), stream=99), FakeGPUArray((3,)))).streams == [99]
 
 
 # -- grid and block ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n, block, grid, threads, ndrange", [
+@pytest.mark.parametrize("n, block, grid, threads, launch_size", [
     (1000, None, (4, 1, 1), (256, 1, 1), (1000, 1, 1)),
     (256, None, (1, 1, 1), (256, 1, 1), (256, 1, 1)),
     ((100, 33), None, (7, 3, 1), (16, 16, 1), (100, 33, 1)),
@@ -173,9 +173,9 @@ def test_foreign_streams_are_collected_for_synchronization():
     (1000, 128, (8, 1, 1), (128, 1, 1), (1000, 1, 1)),
     ([10, 10], (32, 4), (1, 3, 1), (32, 4, 1), (10, 10, 1)),
 ])
-def test_launch_config(n, block, grid, threads, ndrange):
+def test_launch_config(n, block, grid, threads, launch_size):
     config = launch_config(n, block)
-    assert (config.grid, config.block, config.ndrange, config.empty) == (grid, threads, ndrange, False)
+    assert (config.grid, config.block, config.launch_size, config.empty) == (grid, threads, launch_size, False)
 
 
 def test_empty_launch():
@@ -282,8 +282,8 @@ def fake_driver(monkeypatch):
 def test_a_launch_makes_these_driver_calls(fake_driver):
     driver = fake_driver()
     module = rt.CudaModule.from_ptx("PTX", "saxpy")
-    kernel = module.kernel(KernelSignature.from_spec(cuda_kernels.SAXPY_SIGNATURE))
-    kernel[1000](2.0, FakeGPUArray((1000,), stream=7), FakeGPUArray((1000,)))
+    launcher = module.launcher(KernelSignature.from_spec(cuda_kernels.SAXPY_SIGNATURE, launch="sizes"))
+    launcher[1000](2.0, FakeGPUArray((1000,), stream=7), FakeGPUArray((1000,)))
     names = [name for name, _ in driver.calls if name != "cuCtxSetCurrent"]
     assert names == ["cuModuleLoadDataEx", "cuModuleGetFunction", "cuStreamSynchronize", "cuLaunchKernel",
                      "cuCtxSynchronize"]
@@ -326,13 +326,13 @@ def test_device_arrays_through_the_driver(fake_driver):
 def test_llvm_spelled_scalars_are_signless():
     # the CPU runtime spells scalars as LLVM types; "float" there is 32 bits, not NumPy's float64
     sig = KernelSignature.from_spec([("scalar", "float"), ("scalar", "i32"), ("scalar", "i1"), ("scalar", "ptr")],
-                                    ndrange=False)
-    assert sig.llvm_param_types() == ["float", "i32", "i1", "ptr"]
-    packed = sig.marshal((0.5, 2**32 - 1, True, FakeGPUArray((3,), ptr=0xBEEF)))
+                                    launch="none")
+    assert sig.entry_types() == ("float", "i32", "i1", "ptr")
+    packed = marshal(sig, (0.5, 2**32 - 1, True, FakeGPUArray((3,), ptr=0xBEEF)))
     assert [ctypes.sizeof(v) for v in packed.values] == [4, 4, 1, 8]
     assert [v.value for v in packed.values] == [0.5, -1, True, 0xBEEF]
     with pytest.raises(OverflowError, match="4294967296 does not fit in i32"):
-        sig.marshal((0.5, 2**32, True, 0))
+        marshal(sig, (0.5, 2**32, True, 0))
 
 
 # -- launches without a bound check, and Python kernels through gpuc.runtime.dispatch ------------
@@ -342,7 +342,7 @@ def test_llvm_spelled_scalars_are_signless():
 def test_exact_launches_have_no_surplus_threads(n, grid, block):
     config = launch_config(n, exact=True)
     assert (config.grid, config.block) == (grid, block)
-    assert all(g * b == e for g, b, e in zip(config.grid, config.block, config.ndrange))
+    assert all(g * b == e for g, b, e in zip(config.grid, config.block, config.launch_size))
 
 
 def test_exact_launches_refuse_a_block_that_does_not_divide():

@@ -1,4 +1,4 @@
-"""Which array parameters a kernel may write (gpuc.runtime.written), and the launchers' refusal of
+"""Which array parameters a kernel may write (gpuc.abi.written_params), and the launchers' refusal of
 read-only arrays there: NumPy's flags.writeable on the CPU, __cuda_array_interface__'s flag on CUDA."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 
 import gpuc
 from gpuc.compiler import CompilerConfig, CompilerJob, IRSource, compile_module
+from gpuc.abi import KernelSignature, written_params
 from gpuc.runtime import JITModule
-from gpuc.runtime.cuda_params import KernelSignature as CudaSignature
-from gpuc.runtime.written import written_params
+from gpuc.runtime.cuda_params import marshal
 from gpuc.targets import NativeTarget, PTXTarget
 
 A = gpuc.Array[gpuc.float64, 1]
@@ -72,10 +72,10 @@ def test_the_cpu_launcher_checks_only_written_arrays():
     with JITModule(job, signature=[("array", np.float64, 1)] * 2) as module:
         source = np.frombuffer(np.arange(3.0).tobytes())
         out = np.zeros(3)
-        module.kernel()(3, (out, source))
+        module.launcher()(3, (out, source))
         assert out.tolist() == [0.0, 1.0, 2.0]
         with pytest.raises(ValueError, match=r"argument 0 \(out\) of @copy is read-only"):
-            module.kernel()(3, (source, out))
+            module.launcher()(3, (source, out))
 
 
 class _DeviceArray:
@@ -85,8 +85,8 @@ class _DeviceArray:
 
 def test_cuda_signatures_refuse_read_only_device_arrays_where_written():
     spec = [("array", "float64", 1), ("scalar", "int32"), ("array", "float64", 1)]
-    signature = CudaSignature.from_spec(spec).with_written({0})  # llvm params: out 0-2, n 3, in 4-6
+    signature = KernelSignature(spec, launch="sizes").with_written({0})  # llvm params: out 0-2, n 3, in 4-6
     assert [getattr(p, "written", None) for p in signature.params] == [True, None, False]
-    signature.marshal([_DeviceArray(False), 1, _DeviceArray(True)])
+    marshal(signature, [_DeviceArray(False), 1, _DeviceArray(True)])
     with pytest.raises(ValueError, match="argument 0 is read-only"):
-        signature.marshal([_DeviceArray(True), 1, _DeviceArray(False)])
+        marshal(signature, [_DeviceArray(True), 1, _DeviceArray(False)])

@@ -13,7 +13,8 @@ import gpuc
 from gpuc.compiler import CompilerConfig, CompilerJob, IRSource
 from gpuc.frontend import as_type
 from gpuc.runtime import JITModule
-from gpuc.runtime.cuda_params import KernelSignature as CudaSignature
+from gpuc.abi import KernelSignature
+from gpuc.runtime.cuda_params import marshal
 from gpuc.runtime.dispatch import signature_spec, typeof
 from gpuc.targets import NativeTarget, PTXTarget
 
@@ -128,12 +129,12 @@ define void @k(ptr %out, i64 %n, i64 %s, { i32, { i1, double } } %t) {
                                                                                     ("scalar", "double")))))]
     with JITModule(job, signature=signature) as module:
         out = np.zeros(3)
-        module.kernel()(3, (out, (-4, (False, 0.5))))
+        module.launcher()(3, (out, (-4, (False, 0.5))))
         assert out.tolist() == [-4.5] * 3
         with pytest.raises(TypeError, match=r"argument 1 \(t\) of @k must be a tuple of 2 element\(s\), not a tuple of 3"):
-            module.kernel()(3, (out, (1, 2, 3)))
+            module.launcher()(3, (out, (1, 2, 3)))
         with pytest.raises(TypeError, match="flattens to"):
-            module.kernel([("array", np.float64, 1), ("tuple", (("scalar", "i32"),))])
+            module.launcher([("array", np.float64, 1), ("tuple", (("scalar", "i32"),))])
 
 
 @pytest.mark.parametrize("value_types", [(gpuc.int32, (gpuc.boolean, gpuc.float64)),
@@ -149,17 +150,17 @@ def test_cuda_tuple_parameters_have_the_ptx_layout(value_types):
     declared = re.search(r"\.param \.align (\d+) \.b8 \S+_param_3\[(\d+)\]", ptx)
     assert declared, ptx
     spec = signature_spec([types[0], as_type(value_types)])
-    param = CudaSignature.from_spec(spec, ndrange=True).params[1]
+    param = KernelSignature(spec).params[1]
     assert (ctypes.alignment(param.ctype), ctypes.sizeof(param.ctype)) == tuple(map(int, declared.groups()))
 
 
 def test_cuda_tuple_values_are_packed_in_order():
-    signature = CudaSignature.from_spec([("tuple", (("scalar", "int32"), ("tuple", (("scalar", "bool"),
-                                                                                  ("scalar", "float64")))))])
-    packed = signature.marshal([(-3, (True, 2.5))])
+    signature = KernelSignature([("tuple", (("scalar", "int32"), ("tuple", (("scalar", "bool"),
+                                                                             ("scalar", "float64")))))], launch="none")
+    packed = marshal(signature, [(-3, (True, 2.5))])
     raw = bytes(packed.values[0])
     assert raw == (-3).to_bytes(4, "little", signed=True) + bytes(4) + b"\1" + bytes(7) + bytes(ctypes.c_double(2.5))
     with pytest.raises(OverflowError, match=r"argument 0 .*\[0\]: 2147483648 does not fit in int32"):
-        signature.marshal([(2**31, (True, 2.5))])
+        marshal(signature, [(2**31, (True, 2.5))])
     with pytest.raises(TypeError, match=r"\[1\] must be a tuple of 2"):
-        signature.marshal([(1, 2.5)])
+        marshal(signature, [(1, 2.5)])

@@ -7,6 +7,8 @@ import platform
 import sys
 from dataclasses import dataclass
 
+__all__ = ["CompilationError", "CompilerError", "IRIssue", "InternalCompilerError", "PluginError", "SourceLocation",
+           "ValidationError"]
 
 class CompilerError(Exception):
     """Base of every error gpuc raises while compiling."""

@@ -136,8 +136,8 @@ class TypedFunction:
 class Typing:
     """One compilation's typing session: the cache of typed functions and the target."""
 
-    def __init__(self, target_name: str) -> None:
-        self.target_name = target_name
+    def __init__(self, target) -> None:
+        self.target = target  # a gpuc.targets.Target: the frontend asks it what it can compile
         self.functions: dict[tuple, TypedFunction] = {}
 
     def function(self, function: GpucFunction, signature: tuple) -> TypedFunction:

@@ -23,14 +23,14 @@ def lower_program(source, job, context, tm=None):
 
 def _lower_program(source, job, context, tm):
     target = job.config.target
-    session = Typing(target.name)
+    session = Typing(target)
     session.function(source.function, source.signature)
     module = Module(source.entry_name, context)
     module.triple = target.triple()
     if tm is not None:
         module.data_layout = tm.data_layout
     try:
-        program = Program(session, module, target.name)
+        program = Program(session, module, target)
         functions = program.declare_all(source.entry_name)
         for typed in session.functions.values():
             try:
@@ -47,10 +47,10 @@ def _lower_program(source, job, context, tm):
 class Program:
     """What all functions of one module share: the module, the target, the declared functions."""
 
-    def __init__(self, session: Typing, module: Module, target_name: str) -> None:
-        self.session, self.module, self.target_name = session, module, target_name
+    def __init__(self, session: Typing, module: Module, target) -> None:
+        self.session, self.module, self.target = session, module, target
         self.ctx = module.context
-        self.addrspace = address_space(target_name)
+        self.addrspace = address_space(target)
         self.functions = {}
 
     def ltype(self, t: GType):
@@ -93,7 +93,7 @@ class Lowerer(LocatingVisitor):
     def __init__(self, program: Program, typed: TypedFunction, fn) -> None:
         self.program, self.typed, self.fn = program, typed, fn
         self.ctx = program.ctx
-        self.target_name = program.target_name
+        self.target = program.target
         self.slots = {}
         self.loops = []  # (continue block, break block)
         self.b = None
@@ -109,9 +109,7 @@ class Lowerer(LocatingVisitor):
         return self.program.module.get_or_insert_function(name, FunctionType.get(ret, params))
 
     def math(self, name: str, t: ScalarType, args):
-        symbol = B.math_symbol(name, t, self.target_name)
-        ft = self.ltype(t)
-        return self.b.call(self.declare(symbol, ft, [ft] * len(args)), args)
+        return B.emit_math(self, name, t, args)
 
     def const(self, t: ScalarType, value):
         """The constant `value` (a Python or NumPy number) as a `t`. Python floats convert like Python

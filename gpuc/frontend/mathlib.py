@@ -1,11 +1,9 @@
-"""The `math` module in kernels: which functions exist, how they are typed, and what each target calls.
+"""The `math` module in kernels: which functions exist, how they are typed, and how they are emitted.
 
-A math function lowers to an LLVM intrinsic where the target's backend expands that intrinsic
-itself, and otherwise to the target's math library: libm on the CPU (resolved by the JIT in the
-running process), libdevice's `__nv_*` functions on PTX (linked by the PTX target), and the OpenCL
-extended instruction set on SPIR-V (the backend turns the mangled OpenCL builtin declarations into
-`OpExtInst`). gpuc links no device math library for AMD GPUs, so on GCN a function the AMDGPU
-backend cannot expand is a compile error naming what does work there.
+How a target computes each function is the target's answer (`Target.math_lowering`, docs/targets.md):
+an LLVM intrinsic its backend expands, a call into its math library (libm on the CPU, libdevice on
+PTX, OpenCL's built-ins on SPIR-V), or an instruction. A function a target cannot compute is a
+compile error naming what does work there.
 """
 
 from __future__ import annotations
@@ -13,7 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..llvm import ConstantFP, ConstantInt
+from ..llvm import CALLING_CONVENTIONS, ConstantFP, ConstantInt
+from ..targets import TARGETS, MathLowering, MathOp, Target
 from .operations import CallPlan, Handler
 from .errors import UserError
 from .types import ScalarType, boolean, common_type, float64, int64
@@ -65,66 +64,52 @@ def c_name(name: str) -> str:
     return MATH[name].c_name or name
 
 
-# The intrinsics each target's backend expands itself; every other function goes to the target's
-# library. NVPTX expands only a few (llvm.exp2.f64 even crashes its instruction selection), so PTX
-# uses libdevice for the rest. The AMDGPU backend expands these and nothing else: llvm.sin.f64 and
-# llvm.pow.f64 crash its instruction selection, llvm.asin and friends fail with "no libcall".
-_EVERY_INTRINSIC = frozenset(name for name, spec in MATH.items() if spec.intrinsic)
-_BASIC = frozenset({"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fma"})
-_GCN_FLOAT32 = _BASIC | {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow"}
-INTRINSICS = {("native", 32): _EVERY_INTRINSIC, ("native", 64): _EVERY_INTRINSIC,
-              ("spirv", 32): _EVERY_INTRINSIC, ("spirv", 64): _EVERY_INTRINSIC,
-              ("ptx", 32): _BASIC, ("ptx", 64): _BASIC,
-              ("gcn", 32): _GCN_FLOAT32, ("gcn", 64): _BASIC}
-# Functions a target computes with an instruction instead of a call: `frem` is C's fmod, which the
-# CPU backend calls and the AMDGPU backend expands exactly (an iterative reduction). NVPTX expands
-# frem as x - trunc(x/y)*y, wrong for large quotients (1e17 % 3.0 gives 4), so PTX calls
-# libdevice's __nv_fmod, and SPIR-V the OpenCL fmod (exact by the OpenCL specification).
-INSTRUCTIONS = {("native", "fmod"): lambda b, x, y: b.frem(x, y), ("gcn", "fmod"): lambda b, x, y: b.frem(x, y)}
+#: What the targets are asked about each function (`Target.math_lowering`).
+OPS = {name: MathOp(name, spec.c_name or name, spec.params, spec.intrinsic) for name, spec in MATH.items()}
 # Functions composed from others (or from plain arithmetic): a target has them when it has their parts.
 _COMPOSED = {"radians": (), "degrees": (), "isnan": (), "isinf": ("fabs",), "isfinite": ("fabs",)}
-_LIBRARY_TARGETS = ("native", "ptx", "spirv")  # the targets with a math library for every function
 
 
-def available(name: str, target: str, bits: int) -> bool:
+def available(name: str, target: Target, bits: int) -> bool:
     """Whether `target` can compute math.<name> on floats of `bits` bits."""
     if name in _COMPOSED:
         return all(available(part, target, bits) for part in _COMPOSED[name])
-    return (target in _LIBRARY_TARGETS or name in INTRINSICS.get((target, bits), _EVERY_INTRINSIC)
-            or (target, name) in INSTRUCTIONS)
+    return target.math_lowering(OPS[name], bits) is not None
 
 
-def supported_on(target: str, bits: int) -> list[str]:
+def supported_on(target: Target, bits: int) -> list[str]:
     return sorted(name for name in MATH if available(name, target, bits))
 
 
-def math_symbol(name: str, t: ScalarType, target: str) -> str:
-    """The function math.<name> calls on `target`: an LLVM intrinsic, libm, libdevice or OpenCL builtin."""
-    cname = c_name(name)
-    suffix = "f32" if t.bits == 32 else "f64"
-    if name in INTRINSICS.get((target, t.bits), _EVERY_INTRINSIC):
-        return f"llvm.{cname}.{suffix}"
-    if target == "ptx":
-        return f"__nv_{cname}f" if t.bits == 32 else f"__nv_{cname}"
-    if target == "spirv":  # OpenCL C's mangled name, e.g. _Z5atan2dd
-        return f"_Z{len(cname)}{cname}" + ("f" if t.bits == 32 else "d") * MATH[name].params
-    if target in _LIBRARY_TARGETS:
-        return f"{cname}f" if t.bits == 32 else cname
-    raise unavailable(name, t, target)
+def lowering(name: str, t: ScalarType, target: Target) -> MathLowering:
+    """How `target` computes math.<name> on `t`: an LLVM intrinsic, a math library call or an instruction."""
+    found = target.math_lowering(OPS[name], t.bits)
+    if found is None:
+        raise unavailable(name, t, target)
+    return found
 
 
-def unavailable(name: str, t: ScalarType, target: str) -> UserError:
-    return UserError(f"math.{name} on {t} is not available on the {target} target (gpuc links no device math "
-                     f"library for it); there it supports: {', '.join(supported_on(target, t.bits))}",
-                     hint="compute in float32 where that works, or target native, ptx or spirv")
+def unavailable(name: str, t: ScalarType, target: Target) -> UserError:
+    why = (f"its {target.math_library} math library lacks it" if target.math_library
+           else "gpuc links no device math library for it")
+    with_library = [n for n, cls in TARGETS.items() if cls.math_library]
+    return UserError(f"math.{name} on {t} is not available on the {target.name} target ({why}); there it supports: "
+                     f"{', '.join(supported_on(target, t.bits))}",
+                     hint=f"compute in float32 where that works, or target {', '.join(with_library)}")
 
 
 def emit(lw, name: str, t: ScalarType, args):
     """Emit math.<name> on values of float type `t` (the arguments already converted to `t`)."""
-    instruction = INSTRUCTIONS.get((lw.target_name, name))
-    if instruction is not None:
-        return instruction(lw.b, *args)
-    return lw.math(name, t, args)
+    how = lowering(name, t, lw.target)
+    if how.kind == "instruction":
+        return getattr(lw.b, how.symbol)(*args)
+    ft = lw.ltype(t)
+    fn = lw.declare(how.symbol, ft, [ft] * len(args))
+    call = lw.b.call(fn, args)
+    if how.calling_convention:
+        fn.calling_convention = how.calling_convention
+        call.calling_convention = CALLING_CONVENTIONS[how.calling_convention]
+    return call
 
 
 def float_to_int(lw, value, src: ScalarType, dst: ScalarType):
@@ -155,8 +140,8 @@ class MathFunction(Handler):
             return CallPlan(boolean, tuple(types), t)
         if self.spec.rule == "int":  # a float gives int64, as Python's math.floor gives an int
             return CallPlan(int64, tuple(types), t)
-        if not available(self.name, typer.session.target_name, ft.bits):
-            raise unavailable(self.name, ft, typer.session.target_name)
+        if not available(self.name, typer.session.target, ft.bits):
+            raise unavailable(self.name, ft, typer.session.target)
         return CallPlan(ft, tuple(types), ft)
 
     def lower(self, lw, node, plan):

@@ -446,10 +446,11 @@ class Len(Handler):
         return lw.b.extract_value(lw.expr(node.args[0]), 1)
 
 
-def math_symbol(name: str, t: ScalarType, target: str) -> str:
-    """The function math.<name> calls on `target` (see mathlib, which builds on Handler and CallPlan)."""
-    from .mathlib import math_symbol as symbol
-    return symbol(name, t, target)
+def emit_math(lw, name: str, t: ScalarType, args):
+    """math.<name> on `args` of float type `t`, as the target computes it (see mathlib, which builds
+    on Handler and CallPlan)."""
+    from .mathlib import emit
+    return emit(lw, name, t, args)
 
 
 class ContextIntrinsic(Handler):
@@ -495,10 +496,11 @@ class AtomicAdd(Handler):
         if not isinstance(v, ScalarType):
             raise UserError(f"atomic_add adds a number, not a {v}", node=node.args[2])
         typer.fit(node.args[2], a.dtype)
-        if a.dtype.is_float and typer.session.target_name == "spirv":
-            raise UserError("atomic_add on floats needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, "
-                            "which gpuc's spirv target does not enable", hint="accumulate integers, or target "
-                            "native/ptx/gcn")
+        target = typer.session.target
+        if a.dtype.is_float and not target.float_atomics:
+            from ..targets import TARGETS
+            raise UserError(f"atomic_add on floats {target.float_atomics_missing}", hint="accumulate integers, or "
+                            f"target {'/'.join(n for n, cls in TARGETS.items() if cls.float_atomics)}")
         return CallPlan(a.dtype, (a, i, v))
 
     def lower(self, lw, node, plan):

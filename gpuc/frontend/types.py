@@ -297,9 +297,9 @@ def check_scalar(t: GType, what: str) -> ScalarType:
 
 # -- LLVM mapping ------------------------------------------------------------------------
 
-def address_space(target_name: str) -> int:
-    """Where array data lives (docs/kernel-abi.md): global (1) on SPIR-V and GCN, generic (0) elsewhere."""
-    return 1 if target_name in ("spirv", "gcn") else 0
+def address_space(target) -> int:
+    """Where array data lives on `target` (docs/kernel-abi.md): the target says it."""
+    return target.array_address_space
 
 
 def llvm_type(t: GType, context, addrspace: int = 0):

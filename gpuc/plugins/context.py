@@ -1,25 +1,26 @@
 """Context propagation: resolve the `gpuc.ctx.index` / `gpuc.ctx.ndrange` markers for each target.
 
-Written only against the public API (`gpuc.make_plugin`, `gpuc.llvm`), as a third party would.
-The contract is docs/kernel-abi.md:
+Written only against the public API (`gpuc.abi`, `gpuc.errors`, `gpuc.llvm`, registered through
+`gpuc.compiler.register_plugin`), as a third party would. The contract is docs/kernel-abi.md; the
+target says how its kernels read the launch context (`Target.launch_context`, docs/targets.md):
 
-- native: every function that reaches a marker (directly or through calls) gets a trailing
-  `ptr %gpuc.ctx` parameter, passed on at every call site; a marker call becomes a load from
-  the `%gpuc.Context = type { [3 x i64] index, [3 x i64] ndrange }` it points to.
-- ptx, gcn, spirv: `index(d)` becomes the target's global work-item id; the launch size is
-  threaded as trailing `i64 %gpuc.n0, %gpuc.n1, %gpuc.n2` parameters, and a kernel returns
-  early for work items outside it (grids are rounded up to whole blocks).
+- "context-pointer" (the CPU): every function that reaches a marker (directly or through calls)
+  gets a trailing `ptr %gpuc.ctx` parameter, passed on at every call site; a marker call becomes
+  a load from the `%gpuc.Context = type { [3 x i64] index, [3 x i64] ndrange }` it points to.
+- "work-item-registers" (GPUs): `index(d)` becomes the target's global work-item id
+  (`Target.global_index`); the launch size is threaded as trailing `i64 %gpuc.n0, %gpuc.n1,
+  %gpuc.n2` parameters, and a kernel returns early for work items outside it (grids are rounded
+  up to whole blocks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..abi import (CONTEXT_FIELDS, CONTEXT_MARKERS, CONTEXT_PARAM, INDEX_MARKER, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
-                   NDRANGE_MARKER, context_type)
-from ..errors import CompilationError
-from ..llvm import (CALLING_CONVENTIONS, AllocaInst, Builder, CallInst, ConstantInt, Function,
-                    FunctionType, Instruction, Module)
+from gpuc.abi import (CONTEXT_FIELDS, CONTEXT_MARKERS, CONTEXT_PARAM, INDEX_MARKER, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
+                      NDRANGE_MARKER, context_type)
+from gpuc.errors import CompilationError
+from gpuc.llvm import AllocaInst, Builder, CallInst, ConstantInt, Function, FunctionType, Instruction, Module
 
 INDEX, NDRANGE = INDEX_MARKER, NDRANGE_MARKER
 MARKERS = CONTEXT_MARKERS
@@ -29,13 +30,15 @@ FIELDS = CONTEXT_FIELDS
 # -- finding marker calls and the functions that reach them -------------------------------------
 
 @dataclass(frozen=True)
-class MarkerCall:
+class ContextCall:
+    """One call of a context marker: `marker` (INDEX or NDRANGE) along dimension `dim`."""
+
     call: CallInst
     marker: str  # INDEX or NDRANGE
     dim: int
 
 
-def _marker_calls(module: Module) -> list[MarkerCall]:
+def _marker_calls(module: Module) -> list[ContextCall]:
     """Every marker call in the module, checked: direct calls of `i64 (i32)` with a constant dim 0-2."""
     found = []
     for name in MARKERS:
@@ -51,7 +54,7 @@ def _marker_calls(module: Module) -> list[MarkerCall]:
                 where = f" in @{call.function.name}" if isinstance(call, Instruction) else ""
                 raise CompilationError(f"@{name} is used other than by a direct call{where}: "
                                        f"{str(call).strip()}", hint="markers can only be called")
-            found.append(MarkerCall(call, name, _dim(call, name)))
+            found.append(ContextCall(call, name, _dim(call, name)))
     return found
 
 
@@ -160,9 +163,9 @@ def _erase_markers(module: Module) -> None:
             marker.erase()
 
 
-# -- native ------------------------------------------------------------------------------------
+# -- the CPU -------------------------------------------------------------------------------------
 
-def _lower_native(job, module: Module, calls: list[MarkerCall]) -> None:
+def _lower_context_pointer(job, module: Module, calls: list[ContextCall]) -> None:
     llctx = module.context
     ctx_ty = context_type(module)
     thread_params(module, _reaching(module, {c.call.function for c in calls}), [llctx.ptr()], [CONTEXT_PARAM])
@@ -193,51 +196,10 @@ def _replace(call: CallInst, value) -> None:
     call.erase()
 
 
-# -- GPUs --------------------------------------------------------------------------------------
+# -- GPUs ------------------------------------------------------------------------------------
 
-_XYZ = "xyz"
-
-
-def _sreg(builder: Builder, module: Module, name: str, ty=None):
-    ty = ty or module.context.i32
-    fn = module.get_or_insert_function(name, FunctionType.get(ty, []))
-    return builder.call(fn, [])
-
-
-def _ptx_index(builder: Builder, module: Module, dim: int):
-    i64 = module.context.i64
-    block, threads, thread = (builder.zext(_sreg(builder, module, f"llvm.nvvm.read.ptx.sreg.{r}.{_XYZ[dim]}"), i64)
-                              for r in ("ctaid", "ntid", "tid"))
-    return builder.add(builder.mul(block, threads), thread, f"index{dim}")
-
-
-def _gcn_index(builder: Builder, module: Module, dim: int):
-    # The workgroup size comes from the HSA dispatch packet: u16 workgroup_size_{x,y,z} at byte 4, 6, 8.
-    llctx = module.context
-    i64 = llctx.i64
-    block = builder.zext(_sreg(builder, module, f"llvm.amdgcn.workgroup.id.{_XYZ[dim]}"), i64)
-    thread = builder.zext(_sreg(builder, module, f"llvm.amdgcn.workitem.id.{_XYZ[dim]}"), i64)
-    packet = _sreg(builder, module, "llvm.amdgcn.dispatch.ptr", llctx.ptr(4))
-    field = builder.gep(llctx.i8, packet, [ConstantInt.get(i64, 4 + 2 * dim)])
-    threads = builder.zext(builder.load(llctx.int_type(16), field, align=2), i64)
-    return builder.add(builder.mul(block, threads), thread, f"index{dim}")
-
-
-def _spirv_index(builder: Builder, module: Module, dim: int):
-    # OpenCL's get_global_id(uint) -> size_t: the SPIR-V backend turns it into GlobalInvocationId.
-    llctx = module.context
-    fn = module.get_or_insert_function("_Z13get_global_idj", FunctionType.get(llctx.i64, [llctx.i32]))
-    fn.calling_convention = "spir_func"
-    call = builder.call(fn, [ConstantInt.get(llctx.i32, dim)], f"index{dim}")
-    call.calling_convention = CALLING_CONVENTIONS["spir_func"]
-    return call
-
-
-_GPU_INDEX = {"ptx": _ptx_index, "gcn": _gcn_index, "spirv": _spirv_index}
-
-
-def _lower_gpu(job, module: Module, calls: list[MarkerCall]) -> None:
-    index = _GPU_INDEX[job.config.target.name]
+def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) -> None:
+    index = job.config.target.global_index
     entry = module.functions.get(job.source.entry_name)
     guarded = (job.config.kernel and entry is not None and str(entry.return_type) == "void"
                and entry in _reaching(module, {c.call.function for c in calls}))
@@ -278,16 +240,18 @@ def _guard(builder: Builder, module: Module, kernel: Function, dims, index) -> N
 
 # -- the plugin --------------------------------------------------------------------------------
 
-_LOWER = {"native": _lower_native, "ptx": _lower_gpu, "gcn": _lower_gpu, "spirv": _lower_gpu}
+# How each kind of target reads its launch context (Target.launch_context).
+_RESOLVERS = {"context-pointer": _lower_context_pointer, "work-item-registers": _lower_work_item_registers}
 
 
 def resolve(job, marker: Function, module: Module) -> bool:
     """The early callback: resolve every context marker in the module at once."""
-    target = job.config.target.name
-    lower = _LOWER.get(target)
+    target = job.config.target
+    how = getattr(target, "launch_context", None)
+    lower = _RESOLVERS.get(how)
     if lower is None:
-        raise NotImplementedError(f"context propagation does not support target {target!r} "
-                                  f"(supported: {', '.join(_LOWER)})")
+        raise NotImplementedError(f"context propagation does not know how {target!r} reads the launch context: "
+                                  f"its launch_context is {how!r}, not one of {', '.join(map(repr, _RESOLVERS))}")
     calls = _marker_calls(module)
     if calls:
         lower(job, module, calls)

@@ -43,7 +43,7 @@ def native(fn, argtypes):
     if key in _loaded:
         return _loaded[key]
     from gpuc.frontend.inference import Typing
-    restype = Typing("native").function(fn, argtypes).return_type
+    restype = Typing(gpuc.NativeTarget()).function(fn, argtypes).return_type
     if isinstance(restype, TupleType):
         # The C ABI returns most structs in memory, LLVM in registers: go through output arrays instead.
         _loaded[key] = _tuple_returning(fn, argtypes, restype)

@@ -285,7 +285,7 @@ def test_several_operands_meet_in_one_type_whatever_their_order():
 
     compile_error(chained, (boolean, uint32), "the literal -2 does not fit in uint32")
     from gpuc.frontend.inference import Typing
-    assert Typing("native").function(ordered, (boolean, uint32)).return_type.elements == (uint32,) * 3
+    assert Typing(gpuc.NativeTarget()).function(ordered, (boolean, uint32)).return_type.elements == (uint32,) * 3
     assert native(ordered, (boolean, uint32))(True, np.uint32(9)) == (9, 9, 1)
 
 

@@ -298,7 +298,7 @@ print("GCN-OK")
 @pytest.mark.parametrize("bits", [32, 64])
 def test_gcn_compiles_every_function_it_claims(tmp_path, bits):
     # in a subprocess: a wrong table entry would abort the process inside the AMDGPU backend
-    terms = every_function_kernel(mathlib.supported_on("gcn", bits))
+    terms = every_function_kernel(mathlib.supported_on(gpuc.GCNTarget(), bits))
     code = GCN_CASE.format(bits=bits, path=str(tmp_path / "gcn_every.py"),
                            kernel=textwrap.dedent(ALL_MATH.format(terms=terms)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

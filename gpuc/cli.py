@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import __version__
 from .compiler import CompilerConfig, CompilerError, CompilerJob, IRSource, Plugin, compile, registered_plugins
-from .targets import TARGETS
+from .targets import TARGETS, NativeTarget
 
 
 class UsageError(Exception):
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile an LLVM IR file (.ll or .bc)")
     c.add_argument("file")
     c.add_argument("--entry", required=True, help="the entry function's name")
-    c.add_argument("--target", choices=sorted(TARGETS), default="native")
+    c.add_argument("--target", choices=sorted(TARGETS), default=NativeTarget.name)
     _add_target_options(c)
     c.add_argument("--emit", choices=("llvm", "bc", "asm", "obj"), default="llvm")
     c.add_argument("--kernel", action="store_true", help="compile the entry as a kernel")

@@ -31,7 +31,6 @@ from ..abi import (MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signa
 from ..compiler import CompilerJob, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, Module
-from ..targets import NativeTarget
 from .pool import run_chunks
 
 
@@ -46,8 +45,9 @@ class JITModule:
     """
 
     def __init__(self, job: CompilerJob, signature: "KernelSignature | None" = None) -> None:
-        if not isinstance(job.config.target, NativeTarget):
-            raise ValueError(f"only NativeTarget jobs can run on the CPU, not {job.config.target!r}")
+        if not job.config.target.host_executable:
+            raise ValueError(f"only NativeTarget jobs for this machine (targets that are host_executable) can run "
+                             f"on the CPU, not {job.config.target!r}")
         self.signature = as_signature(signature) if signature is not None else None
         # Launchers keep their module alive, not the other way round: no reference cycle, so the
         # JIT and its code are freed as soon as the last launcher (or the module) is dropped.

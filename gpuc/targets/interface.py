@@ -129,6 +129,8 @@ class Target:
     math_instructions = {}
     #: How kernels read their index and launch size: CONTEXT_POINTER or WORK_ITEM_REGISTERS.
     launch_context = WORK_ITEM_REGISTERS
+    #: Whether the CPU runtime can run its code in this process (through the ORC JIT).
+    host_executable = False
     #: `gpuc compile` options this target reads: option ("cap") -> (dataclass field, help).
     cli_options = {}
 

@@ -57,6 +57,7 @@ class NativeTarget(Target):
         llvm_target, namespaces = ARCHITECTURES[arch]
         object.__setattr__(self, "llvm_target", llvm_target)
         object.__setattr__(self, "intrinsic_namespaces", namespaces)
+        object.__setattr__(self, "host_executable", on_host)
 
     def triple(self) -> str:
         return self.triple_name

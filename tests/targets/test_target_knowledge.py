@@ -1,0 +1,91 @@
+"""Target knowledge lives in the targets: nothing else in gpuc picks behaviour by a target's name,
+and each target answers the frontend's and the context plugin's questions itself."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import gpuc
+from gpuc.frontend.mathlib import OPS, supported_on
+from gpuc.targets import TARGETS, GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target
+from gpuc.targets.pipelines import SEGMENTS
+
+GPUC = Path(gpuc.__file__).parent
+
+
+def _name_literals(path: Path) -> list[str]:
+    """Where `path` spells a registered target's name as a string, other than a target class's
+    `name = "..."` line in gpuc/targets/."""
+    names = set(TARGETS)
+    tree = ast.parse(path.read_text())
+    allowed = set()
+    if path.parent.name == "targets":
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["name"]:
+                allowed.add(id(node.value))
+    return [f"{path.name}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in allowed]
+
+
+def test_nothing_outside_the_targets_compares_target_names():
+    # gpuc/llvm speaks LLVM's own backend names (spirv64, nvptx64), not gpuc's targets
+    found = [hit for path in sorted(GPUC.rglob("*.py")) if "llvm" not in path.relative_to(GPUC).parts[:1]
+             for hit in _name_literals(path)]
+    assert found == []
+
+
+def test_the_check_sees_a_name_comparison(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('def f(target):\n    return target.name == "spirv"\n')
+    assert [hit.split(": ", 1)[1] for hit in _name_literals(bad)] == ["'spirv'"]
+
+
+@pytest.mark.parametrize("target, sin64, fmod32", [
+    (NativeTarget(), ("intrinsic", "llvm.sin.f64"), ("instruction", "frem")),
+    (PTXTarget(), ("call", "__nv_sin"), ("call", "__nv_fmodf")),
+    (GCNTarget(), None, ("instruction", "frem")),
+    (SPIRVTarget(), ("intrinsic", "llvm.sin.f64"), ("call", "_Z4fmodff")),
+], ids=lambda v: getattr(v, "name", None))
+def test_math_lowering_per_target(target, sin64, fmod32):
+    def how(name, bits):
+        found = target.math_lowering(OPS[name], bits)
+        return found and (found.kind, found.symbol)
+    assert how("sin", 64) == sin64 and how("fmod", 32) == fmod32
+    assert how("sqrt", 32) == ("intrinsic", "llvm.sqrt.f32")
+
+
+def test_gcn_float64_math_lists_what_it_has():
+    assert "sqrt" in supported_on(GCNTarget(), 64) and "sin" not in supported_on(GCNTarget(), 64)
+    assert "sin" in supported_on(GCNTarget(), 32)
+
+
+def test_capabilities():
+    assert [cls.name for cls in TARGETS.values() if not cls.float_atomics] == ["spirv"]
+    assert {name: cls.array_address_space for name, cls in TARGETS.items()} == {
+        "native": 0, "ptx": 0, "gcn": 1, "spirv": 1}
+    assert {name: cls.math_library for name, cls in TARGETS.items()} == {
+        "native": "libm", "ptx": "libdevice", "gcn": None, "spirv": "OpenCL"}
+
+
+def test_pipelines_are_keyed_by_llvm_backend():
+    for cls in TARGETS.values():
+        target = cls()
+        assert target.pipeline_key() == target.llvm_target and target.pipeline_key() in SEGMENTS
+
+
+def test_a_backend_without_generated_pipelines_runs_the_generic_ones():
+    class Unlisted(Target):
+        llvm_target = "BPF"
+    assert Unlisted().pipeline_segments(2) == SEGMENTS["generic"][2]
+
+
+def test_register_target_checks_what_it_gets():
+    with pytest.raises(TypeError, match="subclass of gpuc.targets.Target"):
+        gpuc.targets.register_target(object)
+    with pytest.raises(ValueError, match="class attribute `name`"):
+        gpuc.targets.register_target(type("Nameless", (Target,), {}))
+    with pytest.raises(KeyError, match="no target named 'nope'"):
+        gpuc.targets.unregister_target("nope")

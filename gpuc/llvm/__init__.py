@@ -6,28 +6,34 @@ types, values, uses and blocks are borrowed views.  Editing contract: never eras
 """
 
 from ._base import live_owners
-from .builder import FCMP_PREDICATES, ICMP_PREDICATES, Builder
+from .builder import BINARY_OPERATIONS, CAST_OPERATIONS, Builder
 from .capi import LLVMNotFoundError, version
 from .context import Context
+from .flags import (ATOMIC_ORDERINGS, ATOMIC_RMW_OPERATIONS, FAST_MATH_FLAGS, FCMP_PREDICATES, GEP_NO_WRAP_FLAGS,
+                    ICMP_PREDICATES)
 from .globals import CALLING_CONVENTIONS, LINKAGES, Attributes, Function, GlobalAlias, GlobalValue, GlobalVariable
+from .instructions import (AllocaInst, AtomicCmpXchgInst, AtomicRMWInst, BinaryOperator, BranchInst, CallInst,
+                           CastInst, CompareInst, FenceInst, FreezeInst, GetElementPtrInst, LoadInst, MemoryInst,
+                           PHINode, SelectInst, StoreInst, UnaryOperator, intrinsic_id, intrinsic_name)
 from .module import LLVMError, MemoryBuffer, Module
 from .orc import LLJIT
 from .passes import run_passes
 from .target import Target, TargetData, TargetMachine, host_cpu, host_features, host_triple, initialize
 from .types import (ArrayType, FloatingType, FunctionType, IntegerType, LabelType, MetadataType, PointerType,
                     StructType, Type, VectorType, VoidType)
-from .values import (AllocaInst, Argument, BasicBlock, BranchInst, CallInst, CompareInst, Constant,
-                     ConstantExpr, ConstantFP, ConstantInt, GetElementPtrInst, Instruction, MemoryInst,
-                     PHINode, PoisonValue, UndefValue, Use, User, Value, opcode_name)
+from .values import (Argument, BasicBlock, Constant, ConstantExpr, ConstantFP, ConstantInt, Instruction,
+                     PoisonValue, UndefValue, Use, User, Value, opcode_name)
 
 __all__ = [
-    "AllocaInst", "Argument", "ArrayType", "Attributes", "BasicBlock", "BranchInst", "Builder",
-    "CALLING_CONVENTIONS", "CallInst", "CompareInst", "Constant", "ConstantExpr", "ConstantFP",
-    "ConstantInt", "Context", "FCMP_PREDICATES", "FloatingType", "Function", "FunctionType",
-    "GetElementPtrInst", "GlobalAlias", "GlobalValue", "GlobalVariable", "ICMP_PREDICATES",
-    "Instruction", "IntegerType", "LINKAGES", "LLJIT", "LLVMError", "LLVMNotFoundError",
-    "LabelType", "MemoryBuffer", "MemoryInst", "MetadataType", "Module", "PHINode", "PointerType",
-    "PoisonValue", "StructType", "Target", "TargetData", "TargetMachine", "Type", "UndefValue",
+    "ATOMIC_ORDERINGS", "ATOMIC_RMW_OPERATIONS", "AllocaInst", "Argument", "ArrayType", "AtomicCmpXchgInst",
+    "AtomicRMWInst", "Attributes", "BINARY_OPERATIONS", "BasicBlock", "BinaryOperator", "BranchInst",
+    "Builder", "CALLING_CONVENTIONS", "CAST_OPERATIONS", "CallInst", "CastInst", "CompareInst", "Constant",
+    "ConstantExpr", "ConstantFP", "ConstantInt", "Context", "FAST_MATH_FLAGS", "FCMP_PREDICATES", "FenceInst",
+    "FloatingType", "FreezeInst", "Function", "FunctionType", "GEP_NO_WRAP_FLAGS", "GetElementPtrInst",
+    "GlobalAlias", "GlobalValue", "GlobalVariable", "ICMP_PREDICATES", "Instruction", "IntegerType",
+    "LINKAGES", "LLJIT", "LLVMError", "LLVMNotFoundError", "LabelType", "LoadInst", "MemoryBuffer",
+    "MemoryInst", "MetadataType", "Module", "PHINode", "PointerType", "PoisonValue", "SelectInst",
+    "StoreInst", "StructType", "Target", "TargetData", "TargetMachine", "Type", "UnaryOperator", "UndefValue",
     "Use", "User", "Value", "VectorType", "VoidType", "host_cpu", "host_features", "host_triple",
-    "initialize", "live_owners", "opcode_name", "run_passes", "version",
+    "initialize", "intrinsic_id", "intrinsic_name", "live_owners", "opcode_name", "run_passes", "version",
 ]

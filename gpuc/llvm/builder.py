@@ -1,46 +1,43 @@
-"""The IR builder: positioning, arithmetic, memory, casts, calls, control flow and phis."""
+"""The IR builder: positioning, then one named method per instruction kind.
+
+Flags are keyword arguments spelled as in the IR (`add(a, b, nsw=True)`, `fadd(x, y,
+fast_math={"contract"})`, `load(ty, p, align=4, ordering="acquire")`).  When both operands are
+constants LLVM folds the operation and the method returns a constant (without the flags).
+"""
 
 from __future__ import annotations
 
 from . import capi
 from ._base import Owner, check_link
 from .capi import lib
+from .flags import (FCMP_PREDICATES, ICMP_PREDICATES, gep_no_wrap_bits, ordering_code, ordering_name, rmw_code)
+from .instructions import (AllocaInst, AtomicCmpXchgInst, AtomicRMWInst, CallInst, FenceInst, LoadInst, PHINode,
+                           StoreInst, check_alignment)
+from .typecheck import FP_BITS, INT, PTR, check_cast, require, require_condition, require_pointer
 from .types import Type
-from .values import BasicBlock, Instruction, PHINode, Value
+from .values import BasicBlock, Instruction, Value
 
-ICMP_PREDICATES = {
-    "eq": capi.LLVMIntEQ, "ne": capi.LLVMIntNE,
-    "ugt": capi.LLVMIntUGT, "uge": capi.LLVMIntUGE, "ult": capi.LLVMIntULT, "ule": capi.LLVMIntULE,
-    "sgt": capi.LLVMIntSGT, "sge": capi.LLVMIntSGE, "slt": capi.LLVMIntSLT, "sle": capi.LLVMIntSLE,
+_INT = frozenset((INT,))
+_FP = frozenset(FP_BITS)
+# binary operation -> (LLVMOpcode, operand kinds, what they are called in errors)
+BINARY_OPERATIONS = {
+    **{op: (getattr(capi, f"LLVM{code}"), _INT, "integer") for op, code in (
+        ("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("udiv", "UDiv"), ("sdiv", "SDiv"), ("urem", "URem"),
+        ("srem", "SRem"), ("shl", "Shl"), ("lshr", "LShr"), ("ashr", "AShr"), ("and", "And"), ("or", "Or"),
+        ("xor", "Xor"))},
+    **{op: (getattr(capi, f"LLVM{code}"), _FP, "floating-point") for op, code in (
+        ("fadd", "FAdd"), ("fsub", "FSub"), ("fmul", "FMul"), ("fdiv", "FDiv"), ("frem", "FRem"))},
 }
-FCMP_PREDICATES = {
-    "false": capi.LLVMRealPredicateFalse, "true": capi.LLVMRealPredicateTrue,
-    "oeq": capi.LLVMRealOEQ, "ogt": capi.LLVMRealOGT, "oge": capi.LLVMRealOGE, "olt": capi.LLVMRealOLT,
-    "ole": capi.LLVMRealOLE, "one": capi.LLVMRealONE, "ord": capi.LLVMRealORD, "uno": capi.LLVMRealUNO,
-    "ueq": capi.LLVMRealUEQ, "ugt": capi.LLVMRealUGT, "uge": capi.LLVMRealUGE, "ult": capi.LLVMRealULT,
-    "ule": capi.LLVMRealULE, "une": capi.LLVMRealUNE,
+CAST_OPERATIONS = {
+    "trunc": capi.LLVMTrunc, "zext": capi.LLVMZExt, "sext": capi.LLVMSExt, "fptrunc": capi.LLVMFPTrunc,
+    "fpext": capi.LLVMFPExt, "fptoui": capi.LLVMFPToUI, "fptosi": capi.LLVMFPToSI, "uitofp": capi.LLVMUIToFP,
+    "sitofp": capi.LLVMSIToFP, "ptrtoint": capi.LLVMPtrToInt, "ptrtoaddr": capi.LLVMPtrToAddr,
+    "inttoptr": capi.LLVMIntToPtr, "bitcast": capi.LLVMBitCast, "addrspacecast": capi.LLVMAddrSpaceCast,
 }
-
-# method name -> LLVM-C builder function, for the uniform (lhs, rhs, name) binary operations
-_BINARY = {
-    "add": "LLVMBuildAdd", "nsw_add": "LLVMBuildNSWAdd", "nuw_add": "LLVMBuildNUWAdd",
-    "sub": "LLVMBuildSub", "nsw_sub": "LLVMBuildNSWSub", "mul": "LLVMBuildMul", "nsw_mul": "LLVMBuildNSWMul",
-    "sdiv": "LLVMBuildSDiv", "udiv": "LLVMBuildUDiv", "exact_sdiv": "LLVMBuildExactSDiv",
-    "srem": "LLVMBuildSRem", "urem": "LLVMBuildURem",
-    "fadd": "LLVMBuildFAdd", "fsub": "LLVMBuildFSub", "fmul": "LLVMBuildFMul",
-    "fdiv": "LLVMBuildFDiv", "frem": "LLVMBuildFRem",
-    "shl": "LLVMBuildShl", "lshr": "LLVMBuildLShr", "ashr": "LLVMBuildAShr",
-    "and_": "LLVMBuildAnd", "or_": "LLVMBuildOr", "xor": "LLVMBuildXor",
-}
-_UNARY = {"neg": "LLVMBuildNeg", "fneg": "LLVMBuildFNeg", "not_": "LLVMBuildNot", "freeze": "LLVMBuildFreeze"}
-_CASTS = {
-    "trunc": "LLVMBuildTrunc", "zext": "LLVMBuildZExt", "sext": "LLVMBuildSExt",
-    "fptrunc": "LLVMBuildFPTrunc", "fpext": "LLVMBuildFPExt",
-    "fptosi": "LLVMBuildFPToSI", "fptoui": "LLVMBuildFPToUI",
-    "sitofp": "LLVMBuildSIToFP", "uitofp": "LLVMBuildUIToFP",
-    "ptrtoint": "LLVMBuildPtrToInt", "inttoptr": "LLVMBuildIntToPtr",
-    "bitcast": "LLVMBuildBitCast", "addrspacecast": "LLVMBuildAddrSpaceCast",
-}
+_CAST_NAMES = {code: name for name, code in CAST_OPERATIONS.items()}
+_FLAG_SETTERS = {"nsw": "LLVMSetNSW", "nuw": "LLVMSetNUW", "exact": "LLVMSetExact", "disjoint": "LLVMSetIsDisjoint",
+                 "nneg": "LLVMSetNNeg"}
+_FENCE_ORDERINGS = ("acquire", "release", "acq_rel", "seq_cst")
 
 
 def _same_type(what: str, lhs: Value, rhs: Value) -> None:
@@ -51,6 +48,18 @@ def _same_type(what: str, lhs: Value, rhs: Value) -> None:
 def _values(seq):
     """A C array of the value handles of `seq`."""
     return (capi.LLVMValueRef * len(seq))(*[v.ref for v in seq])
+
+
+def _flagged(value: Value, fast_math=None, **flags) -> Value:
+    """Set the IR flags that are on (and the fast-math flags, if given) on a new instruction;
+    a constant that LLVM folded the operation into carries none."""
+    if isinstance(value, Instruction):
+        for flag, on in flags.items():
+            if on:
+                getattr(lib, _FLAG_SETTERS[flag])(value, 1)
+        if fast_math is not None:
+            value.fast_math = fast_math
+    return value
 
 
 class Builder(Owner):
@@ -136,77 +145,258 @@ class Builder(Owner):
         lib.LLVMInsertIntoBuilderWithName(self, inst, (inst.name if name is None else name).encode())
         return inst
 
-    # -- generic helpers -----------------------------------------------------------------
-    def _binary(self, fn: str, lhs: Value, rhs: Value, name: str) -> Value:
-        what = fn[9:].lower()
-        self._use(what, lhs, rhs)
-        _same_type(what, lhs, rhs)
-        return self._new(getattr(lib, fn)(self, lhs, rhs, name.encode()))
+    # -- binary operations ---------------------------------------------------------------
+    def binop(self, op: str, lhs: Value, rhs: Value, name: str = "", *, fast_math=None, **flags) -> Value:
+        """`lhs <op> rhs` for any binary operation by its IR name ("add", "fmul", "xor", ...);
+        `flags` are nsw, nuw, exact, disjoint, as the operation allows."""
+        entry = BINARY_OPERATIONS.get(op)
+        if entry is None:
+            raise ValueError(f"unknown binary operation {op!r}; use one of {', '.join(BINARY_OPERATIONS)}")
+        opcode, kinds, wanted = entry
+        self._use(op, lhs, rhs)
+        _same_type(op, lhs, rhs)
+        require(op, lhs, kinds, wanted)
+        inst = self._new(lib.LLVMBuildBinOp(self, opcode, lhs, rhs, name.encode()))
+        return _flagged(inst, fast_math, **flags)
 
-    def _unary(self, fn: str, value: Value, name: str) -> Value:
-        self._use(fn[9:].lower(), value)
-        return self._new(getattr(lib, fn)(self, value, name.encode()))
+    def add(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
+        """Integer `lhs + rhs`; `nsw` / `nuw` promise no signed / unsigned overflow (else poison)."""
+        return self.binop("add", lhs, rhs, name, nsw=nsw, nuw=nuw)
 
-    def _cast(self, fn: str, value: Value, ty: Type, name: str) -> Value:
-        self._use(fn[9:].lower(), value, ty)
-        return self._new(getattr(lib, fn)(self, value, ty, name.encode()))
+    def sub(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
+        return self.binop("sub", lhs, rhs, name, nsw=nsw, nuw=nuw)
 
-    def __getattr__(self, attr: str):
-        # Arithmetic, unary and cast methods are generated from the tables above.
-        if attr in _BINARY:
-            fn = _BINARY[attr]
-            return lambda lhs, rhs, name="": self._binary(fn, lhs, rhs, name)
-        if attr in _UNARY:
-            fn = _UNARY[attr]
-            return lambda value, name="": self._unary(fn, value, name)
-        if attr in _CASTS:
-            fn = _CASTS[attr]
-            return lambda value, ty, name="": self._cast(fn, value, ty, name)
-        raise AttributeError(attr)
+    def mul(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
+        return self.binop("mul", lhs, rhs, name, nsw=nsw, nuw=nuw)
+
+    def nsw_add(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("add", lhs, rhs, name, nsw=True)
+
+    def nuw_add(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("add", lhs, rhs, name, nuw=True)
+
+    def nsw_sub(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("sub", lhs, rhs, name, nsw=True)
+
+    def nsw_mul(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("mul", lhs, rhs, name, nsw=True)
+
+    def udiv(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
+        """Unsigned division; `exact` promises no remainder."""
+        return self.binop("udiv", lhs, rhs, name, exact=exact)
+
+    def sdiv(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
+        """Signed division rounding toward zero; `exact` promises no remainder."""
+        return self.binop("sdiv", lhs, rhs, name, exact=exact)
+
+    def exact_sdiv(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("sdiv", lhs, rhs, name, exact=True)
+
+    def urem(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("urem", lhs, rhs, name)
+
+    def srem(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        """Signed remainder (the sign of `lhs`)."""
+        return self.binop("srem", lhs, rhs, name)
+
+    def shl(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
+        return self.binop("shl", lhs, rhs, name, nsw=nsw, nuw=nuw)
+
+    def lshr(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
+        """Logical (zero-filling) right shift; `exact` promises only zero bits are shifted out."""
+        return self.binop("lshr", lhs, rhs, name, exact=exact)
+
+    def ashr(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
+        """Arithmetic (sign-filling) right shift."""
+        return self.binop("ashr", lhs, rhs, name, exact=exact)
+
+    def and_(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("and", lhs, rhs, name)
+
+    def or_(self, lhs: Value, rhs: Value, name: str = "", *, disjoint: bool = False) -> Value:
+        """Bitwise or; `disjoint` promises no bit is set in both operands."""
+        return self.binop("or", lhs, rhs, name, disjoint=disjoint)
+
+    def xor(self, lhs: Value, rhs: Value, name: str = "") -> Value:
+        return self.binop("xor", lhs, rhs, name)
+
+    def fadd(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
+        """Floating-point `lhs + rhs`; `fast_math` names the flags to set (e.g. {"contract"} or "fast")."""
+        return self.binop("fadd", lhs, rhs, name, fast_math=fast_math)
+
+    def fsub(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
+        return self.binop("fsub", lhs, rhs, name, fast_math=fast_math)
+
+    def fmul(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
+        return self.binop("fmul", lhs, rhs, name, fast_math=fast_math)
+
+    def fdiv(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
+        return self.binop("fdiv", lhs, rhs, name, fast_math=fast_math)
+
+    def frem(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
+        return self.binop("frem", lhs, rhs, name, fast_math=fast_math)
+
+    # -- unary operations ----------------------------------------------------------------
+    def fneg(self, value: Value, name: str = "", *, fast_math=None) -> Value:
+        self._use("fneg", value)
+        require("fneg", value, _FP, "floating-point")
+        return _flagged(self._new(lib.LLVMBuildFNeg(self, value, name.encode())), fast_math)
+
+    def neg(self, value: Value, name: str = "", *, nsw: bool = False) -> Value:
+        """Integer `0 - value`."""
+        self._use("neg", value)
+        require("neg", value, _INT, "integer")
+        build = lib.LLVMBuildNSWNeg if nsw else lib.LLVMBuildNeg
+        return self._new(build(self, value, name.encode()))
+
+    def not_(self, value: Value, name: str = "") -> Value:
+        """Bitwise complement (`xor value, -1`)."""
+        self._use("not", value)
+        require("not", value, _INT, "integer")
+        return self._new(lib.LLVMBuildNot(self, value, name.encode()))
+
+    def freeze(self, value: Value, name: str = "") -> Value:
+        """`value`, with undef and poison replaced by one arbitrary fixed value."""
+        self._use("freeze", value)
+        return self._new(lib.LLVMBuildFreeze(self, value, name.encode()))
+
+    # -- casts ---------------------------------------------------------------------------
+    def cast(self, op: "str | int", value: Value, ty: Type, name: str = "", *, fast_math=None, **flags) -> Value:
+        """Convert `value` to `ty` by the cast `op` (its IR name, e.g. "sitofp", or an LLVMOpcode);
+        `flags` are nneg (zext, uitofp) and nsw / nuw (trunc)."""
+        if isinstance(op, int) and op in _CAST_NAMES:
+            op = _CAST_NAMES[op]
+        opcode = CAST_OPERATIONS.get(op)
+        if opcode is None:
+            raise ValueError(f"unknown cast {op!r}; use one of {', '.join(CAST_OPERATIONS)}")
+        self._use(op, value, ty)
+        check_cast(op, value.type, ty)
+        inst = self._new(lib.LLVMBuildCast(self, opcode, value, ty, name.encode()))
+        return _flagged(inst, fast_math, **flags)
+
+    def trunc(self, value: Value, ty: Type, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
+        """Keep the low bits; `nsw` / `nuw` promise the dropped bits are sign / zero copies."""
+        return self.cast("trunc", value, ty, name, nsw=nsw, nuw=nuw)
+
+    def zext(self, value: Value, ty: Type, name: str = "", *, nneg: bool = False) -> Value:
+        """Zero-extend; `nneg` promises the operand is non-negative."""
+        return self.cast("zext", value, ty, name, nneg=nneg)
+
+    def sext(self, value: Value, ty: Type, name: str = "") -> Value:
+        return self.cast("sext", value, ty, name)
+
+    def fptrunc(self, value: Value, ty: Type, name: str = "", *, fast_math=None) -> Value:
+        return self.cast("fptrunc", value, ty, name, fast_math=fast_math)
+
+    def fpext(self, value: Value, ty: Type, name: str = "", *, fast_math=None) -> Value:
+        return self.cast("fpext", value, ty, name, fast_math=fast_math)
+
+    def fptoui(self, value: Value, ty: Type, name: str = "") -> Value:
+        return self.cast("fptoui", value, ty, name)
+
+    def fptosi(self, value: Value, ty: Type, name: str = "") -> Value:
+        return self.cast("fptosi", value, ty, name)
+
+    def uitofp(self, value: Value, ty: Type, name: str = "", *, nneg: bool = False) -> Value:
+        return self.cast("uitofp", value, ty, name, nneg=nneg)
+
+    def sitofp(self, value: Value, ty: Type, name: str = "") -> Value:
+        return self.cast("sitofp", value, ty, name)
+
+    def ptrtoint(self, value: Value, ty: Type, name: str = "") -> Value:
+        return self.cast("ptrtoint", value, ty, name)
+
+    def inttoptr(self, value: Value, ty: Type, name: str = "") -> Value:
+        return self.cast("inttoptr", value, ty, name)
+
+    def bitcast(self, value: Value, ty: Type, name: str = "") -> Value:
+        """Reinterpret the bits as another type of the same size."""
+        return self.cast("bitcast", value, ty, name)
+
+    def addrspacecast(self, value: Value, ty: Type, name: str = "") -> Value:
+        return self.cast("addrspacecast", value, ty, name)
 
     # -- comparisons and selection -------------------------------------------------------
     def icmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+        """Compare integers or pointers: predicate "eq", "ne", "slt", "ult", ... (ICMP_PREDICATES)."""
         self._use("icmp", lhs, rhs)
         _same_type("icmp", lhs, rhs)
         if predicate not in ICMP_PREDICATES:
             raise ValueError(f"unknown icmp predicate {predicate!r}; use one of {sorted(ICMP_PREDICATES)}")
+        require("icmp", lhs, (INT, PTR), "integer or pointer")
         return self._new(lib.LLVMBuildICmp(self, ICMP_PREDICATES[predicate], lhs, rhs, name.encode()))
 
-    def fcmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
+    def fcmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
+        """Compare floating-point values: predicate "olt", "une", "ord", ... (FCMP_PREDICATES)."""
         self._use("fcmp", lhs, rhs)
         _same_type("fcmp", lhs, rhs)
         if predicate not in FCMP_PREDICATES:
             raise ValueError(f"unknown fcmp predicate {predicate!r}; use one of {sorted(FCMP_PREDICATES)}")
-        return self._new(lib.LLVMBuildFCmp(self, FCMP_PREDICATES[predicate], lhs, rhs, name.encode()))
+        require("fcmp", lhs, _FP, "floating-point")
+        return _flagged(self._new(lib.LLVMBuildFCmp(self, FCMP_PREDICATES[predicate], lhs, rhs, name.encode())),
+                        fast_math)
 
-    def select(self, cond: Value, then: Value, otherwise: Value, name: str = "") -> Value:
+    def select(self, cond: Value, then: Value, otherwise: Value, name: str = "", *, fast_math=None) -> Value:
+        """`cond ? then : otherwise` (elementwise for a vector of i1)."""
         self._use("select", cond, then, otherwise)
-        return self._new(lib.LLVMBuildSelect(self, cond, then, otherwise, name.encode()))
+        _same_type("select", then, otherwise)
+        require_condition("select", cond)
+        return _flagged(self._new(lib.LLVMBuildSelect(self, cond, then, otherwise, name.encode())), fast_math)
 
     # -- memory --------------------------------------------------------------------------
-    def alloca(self, ty: Type, name: str = "") -> Value:
-        self._use("alloca", ty)
-        return self._new(lib.LLVMBuildAlloca(self, ty, name.encode()))
+    def alloca(self, ty: Type, name: str = "", *, size: Value | None = None, align: int | None = None) -> AllocaInst:
+        """A stack slot for `ty` (or for `size` of them), in the current function's frame."""
+        if size is None:
+            self._use("alloca", ty)
+            inst = self._new(lib.LLVMBuildAlloca(self, ty, name.encode()))
+        else:
+            self._use("alloca", ty, size)
+            require("alloca", size, _INT, "integer")
+            inst = self._new(lib.LLVMBuildArrayAlloca(self, ty, size, name.encode()))
+        if align:
+            inst.alignment = align
+        return inst
 
-    def load(self, ty: Type, ptr: Value, name: str = "", *, align: int | None = None) -> Value:
+    def load(self, ty: Type, ptr: Value, name: str = "", *, align: int | None = None, volatile: bool = False,
+             ordering: str | None = None) -> LoadInst:
+        """Read a `ty` from `ptr`; `ordering` makes the load atomic ("monotonic", "acquire", ...)."""
         self._use("load", ty, ptr)
+        require_pointer("load", ptr)
         inst = self._new(lib.LLVMBuildLoad2(self, ty, ptr, name.encode()))
-        if align:
-            lib.LLVMSetAlignment(inst, align)
-        return inst
+        return self._access(inst, align, volatile, ordering)
 
-    def store(self, value: Value, ptr: Value, *, align: int | None = None) -> Value:
+    def store(self, value: Value, ptr: Value, *, align: int | None = None, volatile: bool = False,
+              ordering: str | None = None) -> StoreInst:
+        """Write `value` to `ptr`; `ordering` makes the store atomic ("monotonic", "release", ...)."""
         self._use("store", value, ptr)
+        require_pointer("store", ptr)
         inst = self._new(lib.LLVMBuildStore(self, value, ptr))
+        return self._access(inst, align, volatile, ordering)
+
+    @staticmethod
+    def _access(inst, align, volatile, ordering):
         if align:
-            lib.LLVMSetAlignment(inst, align)
+            lib.LLVMSetAlignment(inst, check_alignment(align))
+        if volatile:
+            lib.LLVMSetVolatile(inst, 1)
+        if ordering is not None:
+            lib.LLVMSetOrdering(inst, ordering_code(ordering))
         return inst
 
-    def gep(self, ty: Type, ptr: Value, indices, name: str = "", *, inbounds: bool = True) -> Value:
+    def gep(self, ty: Type, ptr: Value, indices, name: str = "", *, inbounds: bool = True, no_wrap=None) -> Value:
+        """The address of element `indices` of a `ty` at `ptr` (`getelementptr`); `no_wrap`, if
+        given, names its flags ("inbounds", "nusw", "nuw") instead of `inbounds`."""
         idx = list(indices)
         self._use("gep", ty, ptr, *idx)
+        require_pointer("gep", ptr)
+        for i in idx:
+            require("gep index", i, _INT, "integer")
+        name_ = name.encode()
+        if no_wrap is not None:
+            return self._new(lib.LLVMBuildGEPWithNoWrapFlags(self, ty, ptr, _values(idx), len(idx), name_,
+                                                             gep_no_wrap_bits(no_wrap)))
         fn = lib.LLVMBuildInBoundsGEP2 if inbounds else lib.LLVMBuildGEP2
-        return self._new(fn(self, ty, ptr, _values(idx), len(idx), name.encode()))
+        return self._new(fn(self, ty, ptr, _values(idx), len(idx), name_))
 
     def struct_gep(self, ty: Type, ptr: Value, index: int, name: str = "") -> Value:
         self._use("struct_gep", ty, ptr)
@@ -228,14 +418,56 @@ class Builder(Owner):
         self._use("insert_element", vec, value, index)
         return self._new(lib.LLVMBuildInsertElement(self, vec, value, index, name.encode()))
 
-    def atomic_rmw(self, op: int, ptr: Value, value: Value, *,
-                   ordering: int = capi.LLVMAtomicOrderingMonotonic) -> Value:
+    # -- atomics -------------------------------------------------------------------------
+    def atomic_rmw(self, op: "str | int", ptr: Value, value: Value, name: str = "", *,
+                   ordering: "str | int" = "monotonic", single_thread: bool = False, volatile: bool = False,
+                   align: int | None = None) -> AtomicRMWInst:
+        """`atomicrmw op ptr, value`: the old value; `op` is an ATOMIC_RMW_OPERATIONS name
+        ("add", "fadd", "xchg", "umax", ...) or its LLVMAtomicRMWBinOp code."""
+        code, order = rmw_code(op), ordering_code(ordering)
+        if order in (capi.LLVMAtomicOrderingNotAtomic, capi.LLVMAtomicOrderingUnordered):
+            raise ValueError(f"atomicrmw needs at least monotonic ordering, not {ordering_name(order)!r}")
         self._use("atomic_rmw", ptr, value)
-        return self._new(lib.LLVMBuildAtomicRMW(self, op, ptr, value, ordering, 0))
+        require_pointer("atomic_rmw", ptr)
+        inst = self._new(lib.LLVMBuildAtomicRMW(self, code, ptr, value, order, int(bool(single_thread))))
+        if name:
+            inst.name = name
+        return self._access(inst, align, volatile, None)
+
+    def cmpxchg(self, ptr: Value, compare: Value, new_value: Value, name: str = "", *,
+                success: str = "seq_cst", failure: str | None = None, weak: bool = False,
+                single_thread: bool = False, volatile: bool = False,
+                align: int | None = None) -> AtomicCmpXchgInst:
+        """`cmpxchg ptr, compare, new_value`: `{old value, i1 success}`. `failure` defaults to the
+        strongest ordering allowed for `success` (acquire for acq_rel, monotonic for release)."""
+        if failure is None:
+            failure = {"acq_rel": "acquire", "release": "monotonic"}.get(success, success)
+        good, bad = ordering_code(success), ordering_code(failure)
+        for which, order in (("success", good), ("failure", bad)):
+            if order in (capi.LLVMAtomicOrderingNotAtomic, capi.LLVMAtomicOrderingUnordered):
+                raise ValueError(f"cmpxchg needs at least monotonic {which} ordering, not {ordering_name(order)!r}")
+        self._use("cmpxchg", ptr, compare, new_value)
+        require_pointer("cmpxchg", ptr)
+        _same_type("cmpxchg", compare, new_value)
+        inst = self._new(lib.LLVMBuildAtomicCmpXchg(self, ptr, compare, new_value, good, bad,
+                                                    int(bool(single_thread))))
+        if weak:
+            lib.LLVMSetWeak(inst, 1)
+        if name:
+            inst.name = name
+        return self._access(inst, align, volatile, None)
+
+    def fence(self, ordering: str = "seq_cst", name: str = "", *, single_thread: bool = False) -> FenceInst:
+        """A memory fence: "acquire", "release", "acq_rel" or "seq_cst"."""
+        if ordering not in _FENCE_ORDERINGS:
+            raise ValueError(f"a fence orders as one of {', '.join(_FENCE_ORDERINGS)}, not {ordering!r}")
+        return self._new(lib.LLVMBuildFence(self, ordering_code(ordering), int(bool(single_thread)), name.encode()))
 
     # -- calls and control flow ----------------------------------------------------------
-    def call(self, fn: Value, args=(), name: str = "", *, fnty=None) -> Value:
-        """Call `fn` (a Function, or any pointer when `fnty` is given)."""
+    def call(self, fn: Value, args=(), name: str = "", *, fnty=None, fast_math=None,
+             tail: bool = False) -> CallInst:
+        """Call `fn` (a Function, or any pointer when `fnty` is given); `fast_math` for a call
+        returning floating point (e.g. of an `llvm.` math intrinsic)."""
         from .globals import Function
         if fnty is None:
             if not isinstance(fn, Function):
@@ -252,7 +484,13 @@ class Builder(Owner):
                 raise TypeError(f"call: argument {i} has type {arg.type}, the callee expects {ty}")
         if fnty.return_type.kind == capi.LLVMVoidTypeKind:
             name = ""
-        return self._new(lib.LLVMBuildCall2(self, fnty, fn, _values(args), len(args), name.encode()))
+        inst = self._new(lib.LLVMBuildCall2(self, fnty, fn, _values(args), len(args), name.encode()))
+        if tail:
+            lib.LLVMSetTailCall(inst, 1)
+        if fast_math is not None and not lib.LLVMCanValueUseFastMathFlags(inst):
+            inst.erase()
+            raise TypeError(f"call: a call returning {fnty.return_type} cannot carry fast-math flags")
+        return _flagged(inst, fast_math)
 
     def ret(self, value: Value | None = None) -> Value:
         if value is not None:
@@ -278,9 +516,15 @@ class Builder(Owner):
     def unreachable(self) -> Value:
         return self._new(lib.LLVMBuildUnreachable(self))
 
-    def phi(self, ty: Type, incoming=(), name: str = "") -> PHINode:
-        self._use("phi", ty)
+    def phi(self, ty: Type, incoming=(), name: str = "", *, fast_math=None) -> PHINode:
+        """A phi of type `ty` with the (value, block) pairs of `incoming` (add more with
+        `add_incoming`); place it at the start of a block."""
+        incoming = list(incoming)
+        self._use("phi", ty, *(v for pair in incoming for v in pair))
+        for value, _ in incoming:
+            if value.type != ty:
+                raise TypeError(f"phi: an incoming value of type {value.type} for a phi of type {ty}")
         node = self._new(lib.LLVMBuildPhi(self, ty, name.encode()))
         for value, block in incoming:
             node.add_incoming(value, block)
-        return node
+        return _flagged(node, fast_math)

@@ -242,6 +242,23 @@ class Module(Owner):
             return fn
         return self.add_function(name, fnty)
 
+    def declare_intrinsic(self, name: str, fnty: FunctionType) -> Function:
+        """The declaration of the intrinsic `name` with type `fnty`, added if missing. Spell an
+        overloaded intrinsic with its overload suffixes ("llvm.fmuladd.f64"); the verifier checks
+        that they match `fnty`."""
+        from .instructions import intrinsic_id, intrinsic_name
+
+        iid = intrinsic_id(name)
+        if not iid:
+            raise ValueError(f"{name!r} is not an LLVM intrinsic")
+        if not lib.LLVMIntrinsicIsOverloaded(iid):
+            exact = Type.from_ref(lib.LLVMIntrinsicGetType(self.context, iid, None, 0), self.context._scope)
+            if name != intrinsic_name(iid) or exact != fnty:
+                raise TypeError(f"the intrinsic {intrinsic_name(iid)} has type {exact}, not {name} of type {fnty}")
+        elif name == intrinsic_name(iid):
+            raise ValueError(f"{name} is overloaded: name the overload, e.g. {name}.f64 (its type suffixes)")
+        return self.get_or_insert_function(name, fnty)
+
     def add_global(self, ty: Type, name: str, address_space: int = 0) -> GlobalVariable:
         _same_context(self, ty, "Module.add_global")
         check_address_space(address_space)

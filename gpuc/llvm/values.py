@@ -1,7 +1,7 @@
-"""LLVM values as borrowed views: Value, Use, User, constants, instructions, basic blocks.
+"""LLVM values as borrowed views: Value, Use, User, constants, basic blocks and the Instruction base.
 
 Concrete classes come from registries keyed by value kind and, for instructions, by opcode
-(`Value.from_ref`).  Editing contract: while iterating a use list (`value.uses`) or an
+(`Value.from_ref`; the instruction classes are in instructions.py).  Editing contract: while iterating a use list (`value.uses`) or an
 instruction list (`block.instructions`), erasing *the current item* is not allowed; iterate
 over `list(...)` of the view instead.
 """
@@ -13,7 +13,8 @@ from typing import Iterator
 
 from . import capi
 from ._base import CONTEXT_KINDS, Handle, check_link, erase_addresses, module_scope
-from .capi import address_of, lib
+from .capi import lib
+from .flags import fast_math_bits, fast_math_names
 from .types import Type
 
 
@@ -523,8 +524,6 @@ class InstructionList:
         return Value.from_ref(ref, self._block._scope) if ref else None
 
 
-
-
 class Instruction(User):
     """An instruction. `Value.from_ref` picks a subclass registered for its opcode."""
 
@@ -597,122 +596,37 @@ class Instruction(User):
     def get_metadata(self, kind: int):
         return lib.LLVMGetMetadata(self, kind)
 
-
-class CallInst(Instruction):
-    __slots__ = ()
-    opcodes = (capi.LLVMCall,)
+    @property
+    def can_use_fast_math(self) -> bool:
+        """Whether the instruction can carry fast-math flags: floating-point arithmetic, fneg,
+        fcmp, and calls, selects and phis of floating-point type."""
+        return bool(lib.LLVMCanValueUseFastMathFlags(self))
 
     @property
-    def callee(self) -> Value:
-        """The called operand: a Function for direct calls, any pointer value otherwise."""
-        return Value.from_ref(lib.LLVMGetCalledValue(self), self._scope)
+    def fast_math(self) -> frozenset[str]:
+        """The fast-math flags set ("nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc";
+        all seven for `fast`); empty for an instruction that cannot carry them."""
+        if not lib.LLVMCanValueUseFastMathFlags(self):
+            return frozenset()
+        return fast_math_names(lib.LLVMGetFastMathFlags(self))
 
-    @callee.setter
-    def callee(self, fn: Value) -> None:
-        self.operands[len(self.operands) - 1] = fn
+    @fast_math.setter
+    def fast_math(self, flags) -> None:
+        """Set the flags to `flags`: a name, an iterable of names, or "fast" for all.
 
-    @property
-    def called_function_type(self):
-        return Type.from_ref(lib.LLVMGetCalledFunctionType(self), self._scope)
-
-    @property
-    def args(self) -> list[Value]:
-        n = lib.LLVMGetNumArgOperands(self)
-        return [Value.from_ref(lib.LLVMGetOperand(self, i), self._scope) for i in range(n)]
-
-    @property
-    def calling_convention(self) -> int:
-        return lib.LLVMGetInstructionCallConv(self)
-
-    @calling_convention.setter
-    def calling_convention(self, cc: int) -> None:
-        lib.LLVMSetInstructionCallConv(self, cc)
-
-    @property
-    def is_tail_call(self) -> bool:
-        return bool(lib.LLVMIsTailCall(self))
-
-
-class PHINode(Instruction):
-    __slots__ = ()
-    opcodes = (capi.LLVMPHI,)
-
-    def add_incoming(self, value: Value, block: BasicBlock) -> None:
-        check_link(self._scope, value, "PHINode.add_incoming")
-        check_link(self._scope, block, "PHINode.add_incoming")
-        n = lib.LLVMCountIncoming(self)
-        old = erase_addresses(self._ref)[1:] if n else []  # the operand uses, should they be reallocated
-        first = lib.LLVMGetOperandUse(self, 0) if n else None
-        vals = (capi.LLVMValueRef * 1)(value.ref)
-        blocks = (capi.LLVMBasicBlockRef * 1)(block.ref)
-        lib.LLVMAddIncoming(self, vals, blocks, 1)
-        if n and address_of(lib.LLVMGetOperandUse(self, 0)) != address_of(first):
-            self._scope.erase(old)  # growing moved the uses: views of the old ones are dead
-
-    @property
-    def incoming(self) -> list[tuple[Value, BasicBlock]]:
-        scope = self._scope
-        return [(Value.from_ref(lib.LLVMGetIncomingValue(self, i), scope),
-                 BasicBlock(lib.LLVMGetIncomingBlock(self, i), scope)) for i in range(lib.LLVMCountIncoming(self))]
-
-
-class BranchInst(Instruction):
-    __slots__ = ()
-    opcodes = (capi.LLVMBr,)
-
-    @property
-    def is_conditional(self) -> bool:
-        return bool(lib.LLVMIsConditional(self))
-
-    @property
-    def condition(self) -> Value | None:
-        return Value.from_ref(lib.LLVMGetCondition(self), self._scope) if self.is_conditional else None
-
-    @property
-    def successors(self) -> list[BasicBlock]:
-        return [BasicBlock(lib.LLVMGetSuccessor(self, i), self._scope) for i in range(lib.LLVMGetNumSuccessors(self))]
-
-
-class CompareInst(Instruction):
-    __slots__ = ()
-    opcodes = (capi.LLVMICmp, capi.LLVMFCmp)
-
-    @property
-    def predicate(self) -> int:
-        if self.opcode == capi.LLVMICmp:
-            return lib.LLVMGetICmpPredicate(self)
-        return lib.LLVMGetFCmpPredicate(self)
-
-
-class AllocaInst(Instruction):
-    __slots__ = ()
-    opcodes = (capi.LLVMAlloca,)
-
-    @property
-    def allocated_type(self) -> Type:
-        return Type.from_ref(lib.LLVMGetAllocatedType(self), self._scope)
-
-
-class MemoryInst(Instruction):
-    __slots__ = ()
-    opcodes = (capi.LLVMLoad, capi.LLVMStore)
-
-    @property
-    def is_volatile(self) -> bool:
-        return bool(lib.LLVMGetVolatile(self))
-
-    @property
-    def alignment(self) -> int:
-        return lib.LLVMGetAlignment(self)
-
-
-class GetElementPtrInst(Instruction):
-    __slots__ = ()
-    opcodes = (capi.LLVMGetElementPtr,)
-
-    @property
-    def source_element_type(self) -> Type:
-        return Type.from_ref(lib.LLVMGetGEPSourceElementType(self), self._scope)
+        LLVM's C API can only add fast-math flags, so `flags` must include the ones already set;
+        to drop some, build the operation anew with the Builder and replace this instruction.
+        """
+        bits = fast_math_bits(flags)
+        if not lib.LLVMCanValueUseFastMathFlags(self):
+            raise TypeError(f"{str(self).strip()!r} cannot carry fast-math flags (only floating-point operations, "
+                            "fcmp, and calls, selects and phis of floating-point type can)")
+        dropped = lib.LLVMGetFastMathFlags(self) & ~bits
+        if dropped:
+            raise ValueError(f"cannot drop the fast-math flags {sorted(fast_math_names(dropped))} of "
+                             f"{str(self).strip()!r}: LLVM's C API only adds them; build the operation anew "
+                             "(Builder) with the flags wanted, replace_all_uses_with it and erase this one")
+        lib.LLVMSetFastMathFlags(self, bits)
 
 
 _OPCODE_NAMES: dict[int, str] = {}

@@ -57,10 +57,8 @@ def _marker_issue(job, name: str, callers: list[str]) -> IRIssue:
 
 def _external_issue(target, name: str, callers: list[str]) -> IRIssue:
     where = ", ".join(f"@{c}" for c in callers)
-    hint = "GPU code can only call functions compiled with it, LLVM intrinsics and the target's runtime"
-    if name.startswith("__nv_"):
-        hint = ("libdevice was not found; install NVIDIA's nvidia-cuda-nvcc-cu12 wheel or set GPUC_LIBDEVICE "
-                "to libdevice.10.bc")
+    hint = (target.external_hint(name)
+            or "GPU code can only call functions compiled with it, LLVM intrinsics and the target's runtime")
     return IRIssue("undefined-external",
                    f"call to undefined external function @{name} from {where} on {target!r}: {hint}",
                    function=callers[0] if callers else None, symbol=name)

@@ -222,6 +222,11 @@ class Target:
         """validate: may the module call the undefined function `name` on this target?"""
         return not self.is_gpu or name.startswith("llvm.")
 
+    def external_hint(self, name: str) -> str | None:
+        """validate: what to do about a call of the undefined function `name` that this target
+        would provide when set up (e.g. from a library it did not find), or None."""
+        return None
+
     def unsupported_type(self, type_text: str) -> str | None:
         """validate: why a type keyword (x86_fp80, fp128, ppc_fp128, vscale, target for target
         extension types) cannot be used on this target, or None."""

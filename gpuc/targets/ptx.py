@@ -114,6 +114,12 @@ class PTXTarget(Target):
     def allows_external(self, name: str) -> bool:
         return name.startswith("llvm.") or name in _DRIVER_FUNCTIONS
 
+    def external_hint(self, name: str) -> str | None:
+        if name.startswith("__nv_") and find_libdevice() is None:
+            return ("libdevice was not found; install NVIDIA's nvidia-cuda-nvcc-cu12 wheel or set GPUC_LIBDEVICE "
+                    "to libdevice.10.bc")
+        return None
+
     def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
         return MathLowering("call", f"__nv_{op.c_name}f" if bits == 32 else f"__nv_{op.c_name}")
 

@@ -1,18 +1,36 @@
-"""Fixtures shared by every test area: plugin-registry isolation, FileCheck, ptxas and spirv-val."""
+"""Fixtures shared by every test area: a temporary folder per run that must be empty at the end, plugin-registry
+isolation, FileCheck, ptxas and spirv-val. Shared helpers are the package tests/support (`from support import ...`)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # for toolchain, whatever pytest's import mode
+from gpuc.compiler.plugins import REGISTRY
+from support.toolchain import find_ptxas, find_spirv_val
 
-from gpuc.compiler.plugins import REGISTRY  # noqa: E402
-from toolchain import find_ptxas, find_spirv_val  # noqa: E402
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_temp_folder(tmp_path_factory):
+    """Send the temporary files of the run (this process and its subprocesses) to a folder of its own under
+    pytest's base folder, and fail the run if the tests leave anything there: they write under tmp_path."""
+    folder = tmp_path_factory.mktemp("tempfile")  # under the base folder, which pytest fixes on first use
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = str(folder)
+    yield
+    tempfile.tempdir = saved[0]
+    if saved[1] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved[1]
+    left = sorted(p.name for p in folder.iterdir())
+    if left:
+        pytest.fail(f"the tests left these in the temporary folder {folder}: {', '.join(left)}", pytrace=False)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR
+from support.compiler_ir import SEED_IR
 
 
 @pytest.fixture(autouse=True)

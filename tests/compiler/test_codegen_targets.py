@@ -3,7 +3,7 @@
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR, SINF_KERNEL, STORE_KERNEL_IR, erase_unused_calls
+from support.compiler_ir import SEED_IR, SINF_KERNEL, STORE_KERNEL_IR, erase_unused_calls
 
 ELF_MAGIC = b"\x7fELF"
 SPIRV_MAGIC = 0x07230203

@@ -3,7 +3,7 @@
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR, SINF_KERNEL, erase_unused_calls
+from support.compiler_ir import SEED_IR, SINF_KERNEL, erase_unused_calls
 from gpuc.compiler import STAGES
 
 ALL_STAGES = ["irgen", "link", "finalize_module", "optimize", "validate", "finish", "codegen"]

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR, STORE_KERNEL_IR, erase_unused_calls
+from support.compiler_ir import SEED_IR, STORE_KERNEL_IR, erase_unused_calls
 from gpuc.compiler import POINTS, build_pipeline
 
 ALL_TARGETS = [gpuc.NativeTarget(), gpuc.PTXTarget(), gpuc.GCNTarget(), gpuc.SPIRVTarget()]

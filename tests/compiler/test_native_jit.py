@@ -7,7 +7,7 @@ import pytest
 
 import gpuc
 import gpuc.runtime
-from compiler_support import SEED_IR, erase_unused_calls
+from support.compiler_ir import SEED_IR, erase_unused_calls
 
 ADD = """\
 define i64 @add(i64 %a, i64 %b) {

@@ -3,7 +3,7 @@
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR, erase_unused_calls
+from support.compiler_ir import SEED_IR, erase_unused_calls
 from gpuc.compiler.plugins import REGISTRY
 
 

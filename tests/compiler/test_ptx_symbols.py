@@ -9,7 +9,7 @@ import pytest
 
 import gpuc
 from gpuc.targets.ptx import ptx_symbol
-from toolchain import find_ptxas
+from support.toolchain import find_ptxas
 
 PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
 NAMES = ["saxpy", "_k", "axpy.f32.f32", "axpy_$_f32_$_f32", "a.b", "a_$_b", "a$b", "a$24_b", "$", "ядро",

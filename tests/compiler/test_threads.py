@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import gpuc
-from compiler_support import SEED_IR, erase_unused_calls
+from support.compiler_ir import SEED_IR, erase_unused_calls
 
 
 def test_parallel_compiles_match_sequential(make_job):

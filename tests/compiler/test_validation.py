@@ -3,7 +3,7 @@
 import pytest
 
 import gpuc
-from compiler_support import SEED_IR
+from support.compiler_ir import SEED_IR
 
 TWO_MARKERS_AND_AN_EXTERNAL = """\
 declare void @gpucompiler.mark(i64)

@@ -1,12 +1,12 @@
-"""Differential tests: every function in diff_funcs runs in the interpreter and through gpuc on the CPU."""
+"""Differential tests: every function in support.diff_funcs runs in the interpreter and through gpuc on the CPU."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from diff_funcs import CASES
-from frontend_support import assert_same, native, python_args
+from support.diff_funcs import CASES
+from support.native import assert_same, native, python_args
 
 PARAMS = [pytest.param(fn, types, args, rtol, id=f"{fn.__name__}-{k}")
           for fn, types, cases, rtol in CASES for k, args in enumerate(cases)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpuc
-from diff_funcs import CASES
+from support.diff_funcs import CASES
 
 FUNCS = {(fn, types) for fn, types, _, _ in CASES}
 PARAMS = [pytest.param(fn, types, id=fn.__name__) for fn, types in sorted(FUNCS, key=lambda c: c[0].__name__)]

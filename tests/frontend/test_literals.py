@@ -12,7 +12,7 @@ import pytest
 import gpuc
 from gpuc import Array, boolean, float32, float64, int32, int64, uint32, uint64
 
-from frontend_support import NUMPY, assert_same, native
+from support.native import NUMPY, assert_same, native
 
 INTEGERS = [boolean, int32, int64, uint32, uint64]
 RANGES = {boolean: (0, 1), int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1), uint32: (0, 2**32 - 1),

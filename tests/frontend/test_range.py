@@ -9,7 +9,7 @@ import pytest
 import gpuc
 from gpuc import boolean, int32, int64, uint32, uint64
 
-from frontend_support import NUMPY, native
+from support.native import NUMPY, native
 
 INTEGERS = [int32, int64, uint32, uint64]
 RANGES = {int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1), uint32: (0, 2**32 - 1), uint64: (0, 2**64 - 1)}

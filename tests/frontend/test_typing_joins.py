@@ -9,7 +9,7 @@ import pytest
 import gpuc
 from gpuc import Array, boolean, float32, float64, int32, int64, uint32, uint64
 
-from frontend_support import assert_same, native, python_args
+from support.native import assert_same, native, python_args
 
 VALUES = {boolean: [True, False], int32: [3, -5, 2**31 - 1], int64: [3, -5, 0], uint32: [3, 2**32 - 1, 0],
           uint64: [3, 2**64 - 1], float32: [2.5, -0.0], float64: [2.5, -0.0, float("nan")]}

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))  # for cuda_kernels, whatever pytest's import mode
-
-import gpuc.cuda  # noqa: E402
+import gpuc.cuda
 
 HERE = Path(__file__).resolve().parent
 

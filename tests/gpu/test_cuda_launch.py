@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpuc.cuda as cuda
-from cuda_kernels import (ADD2D, ADD2D_SIGNATURE, SAXPY, SAXPY_SIGNATURE, SCALARS, SCALARS_SIGNATURE, ptx_for)
+from support.cuda_kernels import (ADD2D, ADD2D_SIGNATURE, SAXPY, SAXPY_SIGNATURE, SCALARS, SCALARS_SIGNATURE, ptx_for)
 
 
 def load(ir, entry, spec, cap):

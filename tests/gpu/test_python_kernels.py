@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import gpuc.cuda as cuda
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # the differential suite's kernels
-
-from kernel_cases import atomic_sum, atomic_tickets, deep_index, saxpy, stencil5  # noqa: E402
+from support.kernel_cases import atomic_sum, atomic_tickets, deep_index, saxpy, stencil5
 
 
 @pytest.mark.parametrize("n", [1, 255, 1000, 1 << 20])

@@ -1,4 +1,4 @@
-"""Differential tests: every kernel in kernel_cases runs in the emulation and through gpuc on the CPU; results agree."""
+"""Differential tests: every kernel in support.kernel_cases runs in the emulation and through gpuc on the CPU; results agree."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 import gpuc
 
-from emulate import emulate
-from kernel_cases import CASES, KernelCase, saxpy
+from support.emulate import emulate
+from support.kernel_cases import CASES, KernelCase, saxpy
 
 PARAMS = [pytest.param(c, id=c.id) for c in CASES]
 

@@ -1,4 +1,4 @@
-"""Kernels as users port them (tests/kernels/user_programs.py), checked against the interpreter.
+"""Kernels as users port them (tests/support/user_programs.py), checked against the interpreter.
 
 Each program runs compiled on the CPU with 1 and 3 threads and, work item by work item, in the
 interpreter (emulate.py) from identical inputs; every array must come out the same (exactly,
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import gpuc
-from emulate import emulate
+from support.emulate import emulate
 from gpuc.runtime import dispatch
-from user_programs import PROGRAMS, compact
+from support.user_programs import PROGRAMS, compact
 
 IDS = [p.id for p in PROGRAMS]
 

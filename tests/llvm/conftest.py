@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))  # for llvm_testing, whatever pytest's import mode
-
-import gpuc.llvm as llvm  # noqa: E402
-from llvm_testing import Jitted  # noqa: E402
+import gpuc.llvm as llvm
+from support.llvm_testing import Jitted
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import math
 import pytest
 
 import gpuc.llvm as llvm
-from llvm_testing import Jitted, const, define, filecheck
+from support.llvm_testing import Jitted, const, define, filecheck
 
 C = ctypes
 # op -> (operand type name, ctypes type, a, b, expected)

@@ -3,7 +3,7 @@
 import pytest
 
 import gpuc.llvm as llvm
-from llvm_testing import define, filecheck
+from support.llvm_testing import define, filecheck
 
 SRC = """
 @table = internal constant [2 x i32] [i32 1, i32 2], align 16

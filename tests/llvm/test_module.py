@@ -5,7 +5,7 @@ import re
 import pytest
 
 import gpuc.llvm as llvm
-from llvm_testing import define, filecheck
+from support.llvm_testing import define, filecheck
 
 SRC = """
 @counter = global i32 7

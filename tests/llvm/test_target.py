@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import gpuc.llvm as llvm
-from llvm_testing import filecheck
+from support.llvm_testing import filecheck
 
 SAXPY = """
 define void @saxpy(ptr %x, ptr %y, float %a, i64 %i) {
@@ -122,12 +122,12 @@ def test_spirv_binary_passes_spirv_val(tmp_path):
     # (llvm/llvm-project#160613), so a later binary in the same process is sometimes invalid.
     code = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
         from test_target import TARGETS, compile_module, make_machine
         tm = make_machine(TARGETS[3])
         sys.stdout.buffer.write(tm.emit(compile_module(tm, cc="spir_kernel"), "obj"))
     """)
-    env = dict(os.environ, PYTHONPATH=REPO)
+    # gpuc, tests/ (for support) and this directory (for test_target itself)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests"), os.path.dirname(__file__)]))
     spv = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=True, timeout=60).stdout
     (tmp_path / "k.spv").write_bytes(spv)
     subprocess.run(["spirv-val", str(tmp_path / "k.spv")], check=True, capture_output=True, timeout=60)

@@ -5,7 +5,7 @@ import math
 import pytest
 
 import gpuc.llvm as llvm
-from llvm_testing import filecheck
+from support.llvm_testing import filecheck
 
 SRC = """
 define i32 @callee(i32 %a, i32 %b) {

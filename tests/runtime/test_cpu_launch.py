@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpuc
-from ctx_kernels import MARKER_FREE_IR, RECURSIVE_IR, indexing_expected, indexing_kernel, indexing_signature, job
+from support.ctx_kernels import MARKER_FREE_IR, RECURSIVE_IR, indexing_expected, indexing_kernel, indexing_signature, job
 from gpuc.runtime import JITModule, KernelSignature, launch, load
 from gpuc.runtime.cpu import default_threads, index_space
 

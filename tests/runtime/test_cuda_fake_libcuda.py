@@ -121,11 +121,10 @@ CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, unsigned long lo
 """
 
 PROBE = r"""
-import ctypes, re, sys, threading
-sys.path.insert(0, sys.argv[1])
+import ctypes, re, threading
 import numpy as np
 import gpuc.cuda as cuda
-from cuda_kernels import SCALARS, SCALARS_SIGNATURE, ptx_for
+from support.cuda_kernels import SCALARS, SCALARS_SIGNATURE, ptx_for
 lib = ctypes.CDLL("libcuda.so.1")
 g = lambda name, t: t.in_dll(lib, name)
 info = cuda.device_info()
@@ -194,8 +193,8 @@ def test_the_runtime_against_a_stub_libcuda(tmp_path):
                     "-ldl"], check=True)
     (tmp_path / "probe.py").write_text(PROBE)
     env = dict(os.environ, LD_LIBRARY_PATH=f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-               PYTHONPATH=f"{ROOT}:{os.environ.get('PYTHONPATH', '')}")
-    done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(ROOT / "tests" / "gpu")], env=env,
+               PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}:{os.environ.get('PYTHONPATH', '')}")  # gpuc, tests/support
+    done = subprocess.run([sys.executable, str(tmp_path / "probe.py")], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all checks passed" in done.stdout

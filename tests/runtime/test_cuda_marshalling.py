@@ -6,7 +6,6 @@ import ctypes
 import enum
 import os
 import re
-import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,8 +15,7 @@ import gpuc.cuda
 from gpuc.runtime import cuda as rt
 from gpuc.runtime.cuda import KernelSignature, launch_config, marshal, parse_cuda_array
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gpu"))  # the GPU tests' kernels
-import cuda_kernels  # noqa: E402
+from support import cuda_kernels
 
 
 class FakeGPUArray:

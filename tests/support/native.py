@@ -1,0 +1,145 @@
+"""Helpers for the frontend tests: run a @gpuc.func on the CPU through the JIT with the flattened array ABI."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+import gpuc
+import gpuc.runtime
+from gpuc.frontend.types import ArrayType, ScalarType, TupleType
+
+CTYPES = {"bool": ctypes.c_bool, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctypes.c_uint32,
+          "uint64": ctypes.c_uint64, "float32": ctypes.c_float, "float64": ctypes.c_double}
+NUMPY = {"bool": np.bool_, "int32": np.int32, "int64": np.int64, "uint32": np.uint32, "uint64": np.uint64,
+         "float32": np.float32, "float64": np.float64}
+
+_loaded: dict = {}
+
+
+def _ctype(t):
+    if t is None or t == gpuc.frontend.types.none:
+        return None
+    if isinstance(t, ScalarType):
+        return CTYPES[t.name]
+    if isinstance(t, TupleType):
+        fields = [(f"f{k}", _ctype(e)) for k, e in enumerate(t.elements)]
+        return type("Tuple", (ctypes.Structure,), {"_fields_": fields})
+    raise TypeError(t)
+
+
+def _params(t) -> list:
+    if isinstance(t, ArrayType):
+        return [ctypes.c_void_p] + [ctypes.c_int64] * (2 * t.ndim)
+    return [_ctype(t)]
+
+
+def native(fn, argtypes):
+    """A Python callable running `fn` compiled for `argtypes` on the CPU (numpy arrays pass by reference)."""
+    argtypes = tuple(gpuc.frontend.as_type(t) for t in argtypes)
+    key = (fn, argtypes)
+    if key in _loaded:
+        return _loaded[key]
+    from gpuc.frontend.inference import Typing
+    restype = Typing(gpuc.NativeTarget()).function(fn, argtypes).return_type
+    if isinstance(restype, TupleType):
+        # The C ABI returns most structs in memory, LLVM in registers: go through output arrays instead.
+        _loaded[key] = _tuple_returning(fn, argtypes, restype)
+        return _loaded[key]
+    job = gpuc.CompilerJob((fn, argtypes), gpuc.CompilerConfig(gpuc.NativeTarget()))
+    module = gpuc.runtime.load(job)
+    cfn = module.function(_ctype(restype), *[p for t in argtypes for p in _params(t)])
+
+    def call(*args):
+        flat = []
+        for t, a in zip(argtypes, args):
+            if isinstance(t, ArrayType):
+                assert a.dtype == NUMPY[t.dtype.name] and a.ndim == t.ndim
+                flat += [a.ctypes.data, *a.shape, *(s // a.itemsize for s in a.strides)]
+            else:
+                flat.append(a)
+        result = cfn(*flat)
+        if isinstance(result, ctypes.Structure):
+            return tuple(getattr(result, f) for f, _ in result._fields_)
+        return result
+    _loaded[key] = call
+    return call
+
+
+def python_args(argtypes, args):
+    """Arguments for the interpreter: typed scalars become NumPy scalars, arrays are copied."""
+    out = []
+    for t, a in zip(argtypes, args):
+        t = gpuc.frontend.as_type(t)
+        if isinstance(t, ArrayType):
+            out.append(a.copy())
+        elif isinstance(t, ScalarType) and t.name not in ("int64", "float64", "bool"):
+            out.append(NUMPY[t.name](a))
+        else:
+            out.append(a)
+    return out
+
+
+def assert_same(got, want, rtol=1e-12, path="result"):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), f"{path}: {got!r} != {want!r}"
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, rtol, f"{path}[{k}]")
+        return
+    if isinstance(want, np.ndarray):
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=0, err_msg=path)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=path)
+        return
+    if isinstance(want, (float, np.floating)):
+        if np.isnan(want):
+            assert np.isnan(got), f"{path}: {got!r} is not nan"
+        elif want == 0:
+            assert got == 0 and np.copysign(1, got) == np.copysign(1, want), f"{path}: {got!r} != {want!r}"
+        else:
+            assert got == want or abs(got - want) <= rtol * abs(want), f"{path}: {got!r} != {want!r}"
+        return
+    if isinstance(want, (bool, np.bool_)):
+        assert bool(got) == bool(want), f"{path}: {got!r} != {want!r}"
+        return
+    assert got == want, f"{path}: {got!r} != {want!r}"
+
+
+_WRAPPER = """\
+import gpuc
+import gpuc.runtime
+
+@gpuc.func
+def unpack_results({params}):
+    t = target({args})
+{stores}
+"""
+
+
+def _tuple_returning(fn, argtypes, restype):
+    import importlib.util
+    import tempfile
+
+    n = len(argtypes)
+    params = [f"a{k}" for k in range(n)] + [f"o{k}" for k in range(len(restype.elements))]
+    stores = "\n".join(f"    o{k}[0] = t[{k}]" for k in range(len(restype.elements)))
+    text = _WRAPPER.format(params=", ".join(params), args=", ".join(params[:n]), stores=stores)
+    outs = [gpuc.Array[e, 1] for e in restype.elements]
+    # gpuc reads a function's source from its file, needed only until it is compiled (here, at once)
+    with tempfile.TemporaryDirectory(prefix="gpuc_wrap_") as folder:
+        path = Path(folder) / f"wrap_{fn.__name__}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        module.target = fn
+        spec.loader.exec_module(module)
+        inner = native(module.unpack_results, tuple(argtypes) + tuple(outs))
+
+    def call(*args):
+        arrays = [np.zeros(1, NUMPY[e.name]) for e in restype.elements]
+        inner(*args, *arrays)
+        return tuple(a[0].item() for a in arrays)
+    return call

@@ -8,7 +8,7 @@ import math
 import gpuc
 from gpuc import Array, float64, int64
 
-from test_frontend_errors import check
+from support.located_errors import check
 
 
 def _file_line(fn, fragment: str) -> int:

@@ -13,7 +13,8 @@ from .capi import lib
 from .flags import (FCMP_PREDICATES, ICMP_PREDICATES, gep_no_wrap_bits, ordering_code, ordering_name, rmw_code)
 from .instructions import (AllocaInst, AtomicCmpXchgInst, AtomicRMWInst, CallInst, FenceInst, LoadInst, PHINode,
                            StoreInst, check_alignment)
-from .typecheck import FP_BITS, INT, PTR, check_cast, require, require_condition, require_pointer
+from .typecheck import (FP_BITS, INT, PTR, check_cast, kind_of, require, require_condition, require_pointer,
+                        same_type)
 from .types import Type
 from .values import BasicBlock, Instruction, Value
 
@@ -38,11 +39,6 @@ _CAST_NAMES = {code: name for name, code in CAST_OPERATIONS.items()}
 _FLAG_SETTERS = {"nsw": "LLVMSetNSW", "nuw": "LLVMSetNUW", "exact": "LLVMSetExact", "disjoint": "LLVMSetIsDisjoint",
                  "nneg": "LLVMSetNNeg"}
 _FENCE_ORDERINGS = ("acquire", "release", "acq_rel", "seq_cst")
-
-
-def _same_type(what: str, lhs: Value, rhs: Value) -> None:
-    if lhs.type != rhs.type:
-        raise TypeError(f"{what}: operand types differ ({lhs.type} vs {rhs.type})")
 
 
 def _values(seq):
@@ -149,92 +145,107 @@ class Builder(Owner):
     def binop(self, op: str, lhs: Value, rhs: Value, name: str = "", *, fast_math=None, **flags) -> Value:
         """`lhs <op> rhs` for any binary operation by its IR name ("add", "fmul", "xor", ...);
         `flags` are nsw, nuw, exact, disjoint, as the operation allows."""
-        entry = BINARY_OPERATIONS.get(op)
-        if entry is None:
+        if op not in BINARY_OPERATIONS:
             raise ValueError(f"unknown binary operation {op!r}; use one of {', '.join(BINARY_OPERATIONS)}")
-        opcode, kinds, wanted = entry
+        return _flagged(self._binop(op, lhs, rhs, name), fast_math, **flags)
+
+    def _binop(self, op: str, lhs: Value, rhs: Value, name: str) -> Value:
+        opcode, kinds, wanted = BINARY_OPERATIONS[op]
         self._use(op, lhs, rhs)
-        _same_type(op, lhs, rhs)
-        require(op, lhs, kinds, wanted)
-        inst = self._new(lib.LLVMBuildBinOp(self, opcode, lhs, rhs, name.encode()))
-        return _flagged(inst, fast_math, **flags)
+        if kind_of(same_type(op, lhs, rhs)) not in kinds:
+            raise TypeError(f"{op} takes {wanted} operands, not {lhs.type}")
+        return self._new(lib.LLVMBuildBinOp(self, opcode, lhs, rhs, name.encode()))
 
     def add(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
         """Integer `lhs + rhs`; `nsw` / `nuw` promise no signed / unsigned overflow (else poison)."""
-        return self.binop("add", lhs, rhs, name, nsw=nsw, nuw=nuw)
+        inst = self._binop("add", lhs, rhs, name)
+        return _flagged(inst, nsw=nsw, nuw=nuw) if nsw or nuw else inst
 
     def sub(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
-        return self.binop("sub", lhs, rhs, name, nsw=nsw, nuw=nuw)
+        inst = self._binop("sub", lhs, rhs, name)
+        return _flagged(inst, nsw=nsw, nuw=nuw) if nsw or nuw else inst
 
     def mul(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
-        return self.binop("mul", lhs, rhs, name, nsw=nsw, nuw=nuw)
+        inst = self._binop("mul", lhs, rhs, name)
+        return _flagged(inst, nsw=nsw, nuw=nuw) if nsw or nuw else inst
 
     def nsw_add(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("add", lhs, rhs, name, nsw=True)
+        """`add(lhs, rhs, name, nsw=True)`."""
+        return _flagged(self._binop("add", lhs, rhs, name), nsw=True)
 
     def nuw_add(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("add", lhs, rhs, name, nuw=True)
+        """`add(lhs, rhs, name, nuw=True)`."""
+        return _flagged(self._binop("add", lhs, rhs, name), nuw=True)
 
     def nsw_sub(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("sub", lhs, rhs, name, nsw=True)
+        """`sub(lhs, rhs, name, nsw=True)`."""
+        return _flagged(self._binop("sub", lhs, rhs, name), nsw=True)
 
     def nsw_mul(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("mul", lhs, rhs, name, nsw=True)
+        """`mul(lhs, rhs, name, nsw=True)`."""
+        return _flagged(self._binop("mul", lhs, rhs, name), nsw=True)
 
     def udiv(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
         """Unsigned division; `exact` promises no remainder."""
-        return self.binop("udiv", lhs, rhs, name, exact=exact)
+        inst = self._binop("udiv", lhs, rhs, name)
+        return _flagged(inst, exact=exact) if exact else inst
 
     def sdiv(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
         """Signed division rounding toward zero; `exact` promises no remainder."""
-        return self.binop("sdiv", lhs, rhs, name, exact=exact)
+        inst = self._binop("sdiv", lhs, rhs, name)
+        return _flagged(inst, exact=exact) if exact else inst
 
     def exact_sdiv(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("sdiv", lhs, rhs, name, exact=True)
+        """`sdiv(lhs, rhs, name, exact=True)`."""
+        return _flagged(self._binop("sdiv", lhs, rhs, name), exact=True)
 
     def urem(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("urem", lhs, rhs, name)
+        return self._binop("urem", lhs, rhs, name)
 
     def srem(self, lhs: Value, rhs: Value, name: str = "") -> Value:
         """Signed remainder (the sign of `lhs`)."""
-        return self.binop("srem", lhs, rhs, name)
+        return self._binop("srem", lhs, rhs, name)
 
     def shl(self, lhs: Value, rhs: Value, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
-        return self.binop("shl", lhs, rhs, name, nsw=nsw, nuw=nuw)
+        inst = self._binop("shl", lhs, rhs, name)
+        return _flagged(inst, nsw=nsw, nuw=nuw) if nsw or nuw else inst
 
     def lshr(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
         """Logical (zero-filling) right shift; `exact` promises only zero bits are shifted out."""
-        return self.binop("lshr", lhs, rhs, name, exact=exact)
+        inst = self._binop("lshr", lhs, rhs, name)
+        return _flagged(inst, exact=exact) if exact else inst
 
     def ashr(self, lhs: Value, rhs: Value, name: str = "", *, exact: bool = False) -> Value:
         """Arithmetic (sign-filling) right shift."""
-        return self.binop("ashr", lhs, rhs, name, exact=exact)
+        inst = self._binop("ashr", lhs, rhs, name)
+        return _flagged(inst, exact=exact) if exact else inst
 
     def and_(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("and", lhs, rhs, name)
+        return self._binop("and", lhs, rhs, name)
 
     def or_(self, lhs: Value, rhs: Value, name: str = "", *, disjoint: bool = False) -> Value:
         """Bitwise or; `disjoint` promises no bit is set in both operands."""
-        return self.binop("or", lhs, rhs, name, disjoint=disjoint)
+        inst = self._binop("or", lhs, rhs, name)
+        return _flagged(inst, disjoint=disjoint) if disjoint else inst
 
     def xor(self, lhs: Value, rhs: Value, name: str = "") -> Value:
-        return self.binop("xor", lhs, rhs, name)
+        return self._binop("xor", lhs, rhs, name)
 
     def fadd(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
         """Floating-point `lhs + rhs`; `fast_math` names the flags to set (e.g. {"contract"} or "fast")."""
-        return self.binop("fadd", lhs, rhs, name, fast_math=fast_math)
+        return _flagged(self._binop("fadd", lhs, rhs, name), fast_math)
 
     def fsub(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
-        return self.binop("fsub", lhs, rhs, name, fast_math=fast_math)
+        return _flagged(self._binop("fsub", lhs, rhs, name), fast_math)
 
     def fmul(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
-        return self.binop("fmul", lhs, rhs, name, fast_math=fast_math)
+        return _flagged(self._binop("fmul", lhs, rhs, name), fast_math)
 
     def fdiv(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
-        return self.binop("fdiv", lhs, rhs, name, fast_math=fast_math)
+        return _flagged(self._binop("fdiv", lhs, rhs, name), fast_math)
 
     def frem(self, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
-        return self.binop("frem", lhs, rhs, name, fast_math=fast_math)
+        return _flagged(self._binop("frem", lhs, rhs, name), fast_math)
 
     # -- unary operations ----------------------------------------------------------------
     def fneg(self, value: Value, name: str = "", *, fast_math=None) -> Value:
@@ -266,61 +277,65 @@ class Builder(Owner):
         `flags` are nneg (zext, uitofp) and nsw / nuw (trunc)."""
         if isinstance(op, int) and op in _CAST_NAMES:
             op = _CAST_NAMES[op]
-        opcode = CAST_OPERATIONS.get(op)
-        if opcode is None:
+        if op not in CAST_OPERATIONS:
             raise ValueError(f"unknown cast {op!r}; use one of {', '.join(CAST_OPERATIONS)}")
+        return _flagged(self._cast(op, value, ty, name), fast_math, **flags)
+
+    def _cast(self, op: str, value: Value, ty: Type, name: str) -> Value:
         self._use(op, value, ty)
-        check_cast(op, value.type, ty)
-        inst = self._new(lib.LLVMBuildCast(self, opcode, value, ty, name.encode()))
-        return _flagged(inst, fast_math, **flags)
+        check_cast(op, value, ty)
+        return self._new(lib.LLVMBuildCast(self, CAST_OPERATIONS[op], value, ty, name.encode()))
 
     def trunc(self, value: Value, ty: Type, name: str = "", *, nsw: bool = False, nuw: bool = False) -> Value:
         """Keep the low bits; `nsw` / `nuw` promise the dropped bits are sign / zero copies."""
-        return self.cast("trunc", value, ty, name, nsw=nsw, nuw=nuw)
+        inst = self._cast("trunc", value, ty, name)
+        return _flagged(inst, nsw=nsw, nuw=nuw) if nsw or nuw else inst
 
     def zext(self, value: Value, ty: Type, name: str = "", *, nneg: bool = False) -> Value:
         """Zero-extend; `nneg` promises the operand is non-negative."""
-        return self.cast("zext", value, ty, name, nneg=nneg)
+        inst = self._cast("zext", value, ty, name)
+        return _flagged(inst, nneg=nneg) if nneg else inst
 
     def sext(self, value: Value, ty: Type, name: str = "") -> Value:
-        return self.cast("sext", value, ty, name)
+        return self._cast("sext", value, ty, name)
 
     def fptrunc(self, value: Value, ty: Type, name: str = "", *, fast_math=None) -> Value:
-        return self.cast("fptrunc", value, ty, name, fast_math=fast_math)
+        return _flagged(self._cast("fptrunc", value, ty, name), fast_math)
 
     def fpext(self, value: Value, ty: Type, name: str = "", *, fast_math=None) -> Value:
-        return self.cast("fpext", value, ty, name, fast_math=fast_math)
+        return _flagged(self._cast("fpext", value, ty, name), fast_math)
 
     def fptoui(self, value: Value, ty: Type, name: str = "") -> Value:
-        return self.cast("fptoui", value, ty, name)
+        return self._cast("fptoui", value, ty, name)
 
     def fptosi(self, value: Value, ty: Type, name: str = "") -> Value:
-        return self.cast("fptosi", value, ty, name)
+        return self._cast("fptosi", value, ty, name)
 
     def uitofp(self, value: Value, ty: Type, name: str = "", *, nneg: bool = False) -> Value:
-        return self.cast("uitofp", value, ty, name, nneg=nneg)
+        inst = self._cast("uitofp", value, ty, name)
+        return _flagged(inst, nneg=nneg) if nneg else inst
 
     def sitofp(self, value: Value, ty: Type, name: str = "") -> Value:
-        return self.cast("sitofp", value, ty, name)
+        return self._cast("sitofp", value, ty, name)
 
     def ptrtoint(self, value: Value, ty: Type, name: str = "") -> Value:
-        return self.cast("ptrtoint", value, ty, name)
+        return self._cast("ptrtoint", value, ty, name)
 
     def inttoptr(self, value: Value, ty: Type, name: str = "") -> Value:
-        return self.cast("inttoptr", value, ty, name)
+        return self._cast("inttoptr", value, ty, name)
 
     def bitcast(self, value: Value, ty: Type, name: str = "") -> Value:
         """Reinterpret the bits as another type of the same size."""
-        return self.cast("bitcast", value, ty, name)
+        return self._cast("bitcast", value, ty, name)
 
     def addrspacecast(self, value: Value, ty: Type, name: str = "") -> Value:
-        return self.cast("addrspacecast", value, ty, name)
+        return self._cast("addrspacecast", value, ty, name)
 
     # -- comparisons and selection -------------------------------------------------------
     def icmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "") -> Value:
         """Compare integers or pointers: predicate "eq", "ne", "slt", "ult", ... (ICMP_PREDICATES)."""
         self._use("icmp", lhs, rhs)
-        _same_type("icmp", lhs, rhs)
+        same_type("icmp", lhs, rhs)
         if predicate not in ICMP_PREDICATES:
             raise ValueError(f"unknown icmp predicate {predicate!r}; use one of {sorted(ICMP_PREDICATES)}")
         require("icmp", lhs, (INT, PTR), "integer or pointer")
@@ -329,7 +344,7 @@ class Builder(Owner):
     def fcmp(self, predicate: str, lhs: Value, rhs: Value, name: str = "", *, fast_math=None) -> Value:
         """Compare floating-point values: predicate "olt", "une", "ord", ... (FCMP_PREDICATES)."""
         self._use("fcmp", lhs, rhs)
-        _same_type("fcmp", lhs, rhs)
+        same_type("fcmp", lhs, rhs)
         if predicate not in FCMP_PREDICATES:
             raise ValueError(f"unknown fcmp predicate {predicate!r}; use one of {sorted(FCMP_PREDICATES)}")
         require("fcmp", lhs, _FP, "floating-point")
@@ -339,7 +354,7 @@ class Builder(Owner):
     def select(self, cond: Value, then: Value, otherwise: Value, name: str = "", *, fast_math=None) -> Value:
         """`cond ? then : otherwise` (elementwise for a vector of i1)."""
         self._use("select", cond, then, otherwise)
-        _same_type("select", then, otherwise)
+        same_type("select", then, otherwise)
         require_condition("select", cond)
         return _flagged(self._new(lib.LLVMBuildSelect(self, cond, then, otherwise, name.encode())), fast_math)
 
@@ -448,7 +463,7 @@ class Builder(Owner):
                 raise ValueError(f"cmpxchg needs at least monotonic {which} ordering, not {ordering_name(order)!r}")
         self._use("cmpxchg", ptr, compare, new_value)
         require_pointer("cmpxchg", ptr)
-        _same_type("cmpxchg", compare, new_value)
+        same_type("cmpxchg", compare, new_value)
         inst = self._new(lib.LLVMBuildAtomicCmpXchg(self, ptr, compare, new_value, good, bad,
                                                     int(bool(single_thread))))
         if weak:

@@ -7,6 +7,8 @@ doubles), so the Builder raises TypeError first.  The checks read type kinds onl
 
 from __future__ import annotations
 
+import ctypes
+
 from . import capi
 from .capi import lib
 from .types import Type
@@ -20,13 +22,52 @@ VECTORS = frozenset((capi.LLVMVectorTypeKind, capi.LLVMScalableVectorTypeKind))
 _NAMES = {INT: "integer", PTR: "pointer"}
 
 
+class _Raw:
+    """C functions on types that take and return plain addresses (no view objects made): the
+    checks run for every instruction built, so they avoid wrapping types."""
+
+    _PROTOTYPES = {"LLVMTypeOf": ctypes.c_void_p, "LLVMGetTypeKind": ctypes.c_int,
+                   "LLVMGetElementType": ctypes.c_void_p, "LLVMGetIntTypeWidth": ctypes.c_uint,
+                   "LLVMGetVectorSize": ctypes.c_uint, "LLVMGetPointerAddressSpace": ctypes.c_uint}
+
+    def __getattr__(self, name: str):
+        fn = lib.dll[name]  # a fresh function object: lib's own binding keeps its prototype
+        fn.restype, fn.argtypes = self._PROTOTYPES[name], [ctypes.c_void_p]
+        setattr(self, name, fn)
+        return fn
+
+
+raw = _Raw()
+
+
+def type_of(value) -> int:
+    """The address of `value`'s type; a dead view raises its ValueError."""
+    try:
+        return raw.LLVMTypeOf(value)
+    except ctypes.ArgumentError:
+        value._as_parameter_  # raises the view's own error
+        raise
+
+
+def same_type(what: str, lhs, rhs) -> int:
+    """The address of the common type of `lhs` and `rhs`; TypeError if they differ."""
+    ty = type_of(lhs)
+    if ty != type_of(rhs):
+        raise TypeError(f"{what}: operand types differ ({lhs.type} vs {rhs.type})")
+    return ty
+
+
+def kind_of(ty: int) -> int:
+    """The kind of type `ty` (an address), or of its elements for a vector."""
+    kind = raw.LLVMGetTypeKind(ty)
+    if kind in VECTORS:
+        return raw.LLVMGetTypeKind(raw.LLVMGetElementType(ty))
+    return kind
+
+
 def scalar_kind(value) -> int:
     """The type kind of `value`, or of its elements for a vector."""
-    ty = lib.LLVMTypeOf(value)
-    kind = lib.LLVMGetTypeKind(ty)
-    if kind in VECTORS:
-        return lib.LLVMGetTypeKind(lib.LLVMGetElementType(ty))
-    return kind
+    return kind_of(type_of(value))
 
 
 def _kind_name(kind: int) -> str:
@@ -40,22 +81,22 @@ def require(what: str, value, kinds, wanted: str) -> None:
 
 
 def require_pointer(what: str, ptr) -> None:
-    if lib.LLVMGetTypeKind(lib.LLVMTypeOf(ptr)) != PTR:
+    if raw.LLVMGetTypeKind(type_of(ptr)) != PTR:
         raise TypeError(f"{what}: the address must be a pointer, not a value of type {ptr.type}")
 
 
-def _shape(ty: Type):
-    """(scalar kind, scalar type ref, vector shape or None) of `ty`."""
-    kind = lib.LLVMGetTypeKind(ty)
+def _shape(ty):
+    """(scalar kind, scalar type, vector shape or None) of `ty` (a Type or an address)."""
+    kind = raw.LLVMGetTypeKind(ty)
     if kind in VECTORS:
-        elem = lib.LLVMGetElementType(ty)
-        return lib.LLVMGetTypeKind(elem), elem, (kind, lib.LLVMGetVectorSize(ty))
-    return kind, ty.ref, None
+        elem = raw.LLVMGetElementType(ty)
+        return raw.LLVMGetTypeKind(elem), elem, (kind, raw.LLVMGetVectorSize(ty))
+    return kind, ty, None
 
 
-def _bits(kind: int, ref) -> int | None:
+def _bits(kind: int, ty) -> int | None:
     if kind == INT:
-        return lib.LLVMGetIntTypeWidth(ref)
+        return raw.LLVMGetIntTypeWidth(ty)
     return FP_BITS.get(kind)
 
 
@@ -70,12 +111,12 @@ _CASTS = {
 }
 
 
-def check_cast(op: str, src: Type, dst: Type) -> None:
-    """TypeError unless `op` converts a value of type `src` to `dst` (LLVM's castIsValid)."""
-    skind, sref, sshape = _shape(src)
+def check_cast(op: str, value, dst: Type) -> None:
+    """TypeError unless `op` converts `value` to type `dst` (LLVM's castIsValid)."""
+    skind, sref, sshape = _shape(type_of(value))
     dkind, dref, dshape = _shape(dst)
     if op == "bitcast":
-        _check_bitcast(src, dst, skind, sref, sshape, dkind, dref, dshape)
+        _check_bitcast(value, dst, skind, sref, sshape, dkind, dref, dshape)
         return
     kinds_in, kinds_out, size = _CASTS[op]
     problem = None
@@ -87,16 +128,16 @@ def check_cast(op: str, src: Type, dst: Type) -> None:
         sbits, dbits = _bits(skind, sref), _bits(dkind, dref)
         if (sbits <= dbits) if size == "narrower" else (sbits >= dbits):
             problem = f"the result must be {size} than the operand"
-    elif op == "addrspacecast" and lib.LLVMGetPointerAddressSpace(sref) == lib.LLVMGetPointerAddressSpace(dref):
+    elif op == "addrspacecast" and raw.LLVMGetPointerAddressSpace(sref) == raw.LLVMGetPointerAddressSpace(dref):
         problem = "both are in the same address space (a no-op needs no cast)"
     if problem:
-        raise TypeError(f"{op} cannot convert {src} to {dst}: {problem}")
+        raise TypeError(f"{op} cannot convert {value.type} to {dst}: {problem}")
 
 
-def _check_bitcast(src, dst, skind, sref, sshape, dkind, dref, dshape) -> None:
+def _check_bitcast(value, dst, skind, sref, sshape, dkind, dref, dshape) -> None:
     if skind == PTR or dkind == PTR:
         ok = (skind == dkind and sshape == dshape
-              and lib.LLVMGetPointerAddressSpace(sref) == lib.LLVMGetPointerAddressSpace(dref))
+              and raw.LLVMGetPointerAddressSpace(sref) == raw.LLVMGetPointerAddressSpace(dref))
         why = "pointers convert only to pointers of the same address space (use addrspacecast)"
     else:
         sbits, dbits = _bits(skind, sref), _bits(dkind, dref)
@@ -106,12 +147,12 @@ def _check_bitcast(src, dst, skind, sref, sshape, dkind, dref, dshape) -> None:
               and sbits * (sshape[1] if sshape else 1) == dbits * (dshape[1] if dshape else 1))
         why = "the sizes differ, or a type is not an integer, floating-point or fixed vector type"
     if not ok:
-        raise TypeError(f"bitcast cannot convert {src} to {dst}: {why}")
+        raise TypeError(f"bitcast cannot convert {value.type} to {dst}: {why}")
 
 
 def require_condition(what: str, cond) -> None:
-    ty = lib.LLVMTypeOf(cond)
-    if lib.LLVMGetTypeKind(ty) in VECTORS:
-        ty = lib.LLVMGetElementType(ty)
-    if lib.LLVMGetTypeKind(ty) != INT or lib.LLVMGetIntTypeWidth(ty) != 1:
+    ty = type_of(cond)
+    if raw.LLVMGetTypeKind(ty) in VECTORS:
+        ty = raw.LLVMGetElementType(ty)
+    if raw.LLVMGetTypeKind(ty) != INT or raw.LLVMGetIntTypeWidth(ty) != 1:
         raise TypeError(f"{what}: the condition must be an i1 (or a vector of i1), not {cond.type}")

@@ -55,6 +55,7 @@ def test_fast_math_flags(fn_i32, builder, module, ctx):
     sel = builder.select(c, x, y, "m", fast_math="fast")
     sqrt = module.declare_intrinsic("llvm.sqrt.f64", llvm.FunctionType.get(ctx.double, [ctx.double]))
     root = builder.call(sqrt, [sel], "r", fast_math={"afn", "arcp"})
+    assert isinstance(n, llvm.UnaryOperator) and n.operand == s and n.opcode_name == "fneg"
     assert s.fast_math == {"contract"} and n.fast_math == {"nnan"} and c.fast_math == {"ninf", "nsz"}
     assert sel.fast_math == set(llvm.FAST_MATH_FLAGS) and root.fast_math == {"afn", "arcp"}
     s.fast_math = "fast"
@@ -146,7 +147,8 @@ def test_setting_memory_and_atomic_flags_prints(ctx):
     i["l"].ordering, i["l"].is_volatile, i["l"].alignment = None, False, 16
     i["store"].ordering, i["store"].single_thread = "seq_cst", False
     i["g"].no_wrap = {"nusw"}
-    i["r"].operation, i["r"].is_volatile = "xchg", False
+    i["r"].operation, i["r"].is_volatile, i["r"].ordering = "xchg", False, "acq_rel"
+    i["fence"].ordering, i["fence"].single_thread = "seq_cst", False
     i["x2"].weak, i["x2"].success_ordering, i["x2"].failure_ordering = False, "seq_cst", "acquire"
     i["z"].nneg, i["t"].nsw = False, False
     filecheck(str(m), """
@@ -155,8 +157,9 @@ def test_setting_memory_and_atomic_flags_prints(ctx):
 ; CHECK: %l = load i32, ptr %p, align 16
 ; CHECK-NEXT: store atomic i32 %l, ptr %p seq_cst, align 4
 ; CHECK-NEXT: %g = getelementptr nusw [4 x i32], ptr %p
-; CHECK-NEXT: %r = atomicrmw xchg ptr %p, i32 %a seq_cst, align 8
+; CHECK-NEXT: %r = atomicrmw xchg ptr %p, i32 %a acq_rel, align 8
 ; CHECK-NEXT: %x2 = cmpxchg ptr %p, i32 %a, i32 %s seq_cst acquire, align 4
+; CHECK-NEXT: fence seq_cst
 """)
     m.verify()
     with pytest.raises(ValueError, match="unknown atomic ordering 'strong'"):
@@ -286,6 +289,9 @@ def test_builder_has_named_methods_only(builder):
 def test_binop_by_name_and_operand_kinds(fn_i32, builder, ctx):
     a, b, x, y, _ = fn_i32.args
     assert builder.binop("xor", a, b).opcode_name == "xor"
+    frozen = builder.freeze(a, "fr")
+    assert isinstance(frozen, llvm.FreezeInst) and frozen.value == a
+    assert builder.neg(a, nsw=True).nsw and builder.not_(a).opcode_name == "xor"
     assert builder.binop("fmul", x, y, fast_math="contract").fast_math == {"contract"}
     with pytest.raises(ValueError, match="unknown binary operation 'pow'"):
         builder.binop("pow", a, b)

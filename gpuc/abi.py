@@ -211,44 +211,55 @@ class ScalarParam:
         """A function from an argument to its checked value (integers as their signed bit pattern)."""
         kind = self.dtype.kind
         if kind == "b":
-            return functools.partial(_to_bool, what=what)
+            return _bool_converter(what)
         if kind == "f":
-            return functools.partial(_to_float, what=what)
+            return _float_converter(what)
         bits = 8 * self.dtype.itemsize
         if self.signless:
             low, high = -(1 << (bits - 1)), (1 << bits) - 1
         else:
             info = np.iinfo(self.dtype)
             low, high = int(info.min), int(info.max)
-        address = view if self.llvm_type == "ptr" else None
-        return functools.partial(_to_int, low=low, high=high, bits=bits, what=what, name=str(self), view=address)
+        return _int_converter(low, high, bits, what, str(self), view if self.llvm_type == "ptr" else None)
 
     def __str__(self) -> str:
         return self.llvm_type if self.signless else self.dtype.name
 
 
-def _to_bool(value, what):
-    if not isinstance(value, (bool, np.bool_)):
+# Converters are closures over what they check: a launch runs one per argument.
+
+def _bool_converter(what):
+    def convert(value):
+        if value is True or value is False or isinstance(value, np.bool_):
+            return bool(value)
         raise TypeError(f"{what} must be a bool, not {type(value).__name__}")
-    return bool(value)
+    return convert
 
 
-def _to_float(value, what):
-    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what} must be a number, not {type(value).__name__}")
-    return float(value)
+def _float_converter(what):
+    def convert(value):
+        if isinstance(value, (float, np.floating)):
+            return float(value)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{what} must be a number, not {type(value).__name__}")
+        return float(value)
+    return convert
 
 
-def _to_int(value, low, high, bits, what, name, view):
-    try:
-        value = operator.index(value)
-    except TypeError:
-        if view is None:
-            raise TypeError(f"{what} must be an integer, not {type(value).__name__}") from None
-        value = view(value, what).ptr  # an array passed for a pointer: its data
-    if not low <= value <= high:
-        raise OverflowError(f"{what}: {value} does not fit in {name}")
-    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+def _int_converter(low, high, bits, what, name, view):
+    sign, wrap = 1 << (bits - 1), 1 << bits
+
+    def convert(value):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            if view is None:
+                raise TypeError(f"{what} must be an integer, not {type(value).__name__}") from None
+            value = view(value, what).ptr  # an array passed for a pointer: its data
+        if not low <= value <= high:
+            raise OverflowError(f"{what}: {value} does not fit in {name}")
+        return value - wrap if value >= sign else value  # the bits, as a signed number
+    return convert
 
 
 @dataclass(frozen=True)
@@ -269,25 +280,30 @@ class ArrayParam:
         """A function from an argument to its checked array view; `view(arg, what)` reads the
         runtime's kind of array (a NumPy array, a `__cuda_array_interface__` object) as an object
         with `ptr`, `shape`, `strides` (in elements), `dtype`, `readonly` and `c_contiguous`."""
-        return functools.partial(_check_array, param=self, what=what, view=view)
+        dtype, ndim, written, contiguous = self.dtype, self.ndim, self.written, self.layout == "C"
+
+        def convert(arg):
+            array = view(arg, what)
+            if array.dtype != dtype or len(array.shape) != ndim:
+                _mismatch(array, self, what)
+            if written and array.readonly:
+                raise ValueError(f"{what} is read-only (a broadcast view, a buffer of bytes, a read-only mapping, "
+                                 "an interface that says so, ...) but the kernel may write to it; pass a writable "
+                                 "copy")
+            if contiguous and not array.c_contiguous:
+                raise ValueError(f"{what} must be C-contiguous (the kernel was compiled for Array[..., \"C\"]); "
+                                 "pass a contiguous copy")
+            return array
+        return convert
 
     def __str__(self) -> str:
         return f"array {self.dtype.name}[{self.ndim}d{', C' if self.layout == 'C' else ''}]"
 
 
-def _check_array(arg, param: ArrayParam, what: str, view):
-    array = view(arg, what)
+def _mismatch(array, param: ArrayParam, what: str):
     if array.dtype != param.dtype:
         raise TypeError(f"{what} must hold {param.dtype.name}, not {array.dtype.str!r} ({array.dtype.name})")
-    if len(array.shape) != param.ndim:
-        raise TypeError(f"{what} must have {param.ndim} dimension(s), not {len(array.shape)}")
-    if param.written and array.readonly:
-        raise ValueError(f"{what} is read-only (a broadcast view, a buffer of bytes, a read-only mapping, an "
-                         "interface that says so, ...) but the kernel may write to it; pass a writable copy")
-    if param.layout == "C" and not array.c_contiguous:
-        raise ValueError(f"{what} must be C-contiguous (the kernel was compiled for Array[..., \"C\"]); "
-                         "pass a contiguous copy")
-    return array
+    raise TypeError(f"{what} must have {param.ndim} dimension(s), not {len(array.shape)}")
 
 
 @dataclass(frozen=True)
@@ -310,17 +326,16 @@ class TupleParam:
     def converter(self, what: str, view=None):
         """A function from an argument to the tuple of its checked element values."""
         parts = tuple(e.converter(f"{what}[{i}]", view) for i, e in enumerate(self.elements))
-        return functools.partial(_check_tuple, parts=parts, what=what)
+
+        def convert(value):
+            if not isinstance(value, tuple) or len(value) != len(parts):
+                got = f"a tuple of {len(value)}" if isinstance(value, tuple) else type(value).__name__
+                raise TypeError(f"{what} must be a tuple of {len(parts)} element(s), not {got}")
+            return tuple(part(element) for part, element in zip(parts, value))
+        return convert
 
     def __str__(self) -> str:
         return "tuple[" + ", ".join(map(str, self.elements)) + "]"
-
-
-def _check_tuple(value, parts, what):
-    if not isinstance(value, tuple) or len(value) != len(parts):
-        got = f"a tuple of {len(value)}" if isinstance(value, tuple) else type(value).__name__
-        raise TypeError(f"{what} must be a tuple of {len(parts)} element(s), not {got}")
-    return tuple(part(element) for part, element in zip(parts, value))
 
 
 def _param(item, index: int, in_tuple: bool = False):
@@ -416,6 +431,18 @@ class KernelSignature:
             index += array_param_count(p.ndim) if isinstance(p, ArrayParam) else 1
         return out
 
+    def flat_converters(self, view, names=(), entry: str = "") -> list:
+        """Like `converters`, but each gives the list of the argument's LLVM scalars (`flat_values`)."""
+        out = []
+        for param, convert in zip(self.params, self.converters(view, names, entry)):
+            if isinstance(param, ArrayParam):
+                out.append(lambda arg, convert=convert: _array_values(convert(arg)))
+            elif isinstance(param, TupleParam):
+                out.append(lambda arg, convert=convert, param=param: flat_values(param, convert(arg)))
+            else:
+                out.append(lambda arg, convert=convert: [convert(arg)])
+        return out
+
     def arity_error(self, args, entry: str = "") -> TypeError:
         who = f"@{entry}" if entry else "the kernel"
         return TypeError(f"{who} takes {len(self.params)} argument(s) ({', '.join(map(str, self.params))}), "
@@ -443,6 +470,10 @@ class EntryABI:
 
 def as_signature(sig) -> KernelSignature:
     return KernelSignature.from_spec(sig)
+
+
+def _array_values(array) -> list:
+    return [array.ptr, *array.shape, *array.strides]
 
 
 def flat_values(param, value) -> list:

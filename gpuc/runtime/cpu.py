@@ -22,12 +22,10 @@ import operator
 import os
 import struct
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
-from ..abi import (MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature,
-                   flat_values, slot_types, written_params)
+from ..abi import MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
 from ..compiler import CompilerJob, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, Module
@@ -142,27 +140,34 @@ def load(job: CompilerJob, signature=None) -> JITModule:
 # -- launching ----------------------------------------------------------------------------
 
 
-class HostArray(NamedTuple):
-    """A NumPy array as the ABI sees it (strides in elements)."""
+class HostArray:
+    """A NumPy array as the ABI sees it (gpuc/abi.py: ArrayParam): strides in elements; its flags
+    are read only when a check asks for them."""
 
-    ptr: int
-    shape: tuple
-    strides: tuple
-    dtype: np.dtype
-    readonly: bool
-    c_contiguous: bool
+    __slots__ = ("array", "ptr", "shape", "strides", "dtype")
+
+    def __init__(self, array: np.ndarray, what: str) -> None:
+        size, strides = array.itemsize, array.strides
+        for stride in strides:
+            if stride % size:
+                raise ValueError(f"{what}: strides {strides} are not multiples of the item size {size}")
+        self.array, self.ptr, self.shape, self.dtype = array, array.ctypes.data, array.shape, array.dtype
+        self.strides = [stride // size for stride in strides]
+
+    @property
+    def readonly(self) -> bool:
+        return not self.array.flags.writeable
+
+    @property
+    def c_contiguous(self) -> bool:
+        return self.array.flags.c_contiguous
 
 
 def host_array(arg, what: str) -> HostArray:
     """`arg` (a NumPy array) as an abi array view; a TypeError for anything else."""
-    if not isinstance(arg, np.ndarray):
+    if type(arg) is not np.ndarray and not isinstance(arg, np.ndarray):
         raise TypeError(f"{what} must be a numpy array, not {type(arg).__name__}")
-    size, strides = arg.itemsize, arg.strides
-    if any(s % size for s in strides):
-        raise ValueError(f"{what}: strides {strides} are not multiples of the item size {size}")
-    flags = arg.flags
-    return HostArray(arg.ctypes.data, arg.shape, tuple(s // size for s in strides), arg.dtype,
-                     not flags.writeable, flags.c_contiguous)
+    return HostArray(arg, what)
 
 
 class CPULauncher:
@@ -177,15 +182,15 @@ class CPULauncher:
         self._fn = module.function(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p,
                                    name=module.launch_entry)
         self._pack = struct.Struct("<" + "".join(SLOT_FORMATS[t] for t in module.slots)).pack
-        self._converters = self.signature.converters(host_array, module.abi.names, module.entry)
+        self._converters = self.signature.flat_converters(host_array, module.abi.names, module.entry)
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""
         if len(args) != len(self._converters):
             raise self.signature.arity_error(args, self.module.entry)
         values: list = []
-        for param, convert, arg in zip(self.signature.params, self._converters, args):
-            values += flat_values(param, convert(arg))
+        for convert, arg in zip(self._converters, args):
+            values += convert(arg)
         return self._pack(*values)
 
     def __call__(self, n, args, threads: int | None = None) -> None:

@@ -31,6 +31,7 @@ import gpuc
 from gpuc import llvm
 from gpuc.compiler.pipeline import run_point
 from gpuc.compiler.plugins import POINTS
+from gpuc.compiler.state import CompileState
 from gpuc.compiler.trace import Trace
 
 fired: list[str] = []
@@ -77,9 +78,9 @@ def direct_point_cost(text: str, target, configs: dict, reps: int) -> dict:
             job = gpuc.CompilerJob(gpuc.IRSource(text, entry=ENTRY), config)
 
             def points():
-                trace = Trace()
+                state = CompileState(job, module, tm, Trace(), {})
                 for point in POINTS:
-                    run_point(job, module, tm, point, trace)
+                    run_point(state, point)
 
             points()
             samples = []

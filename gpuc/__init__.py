@@ -3,9 +3,10 @@
 from ._version import __version__  # noqa: E402,F401
 
 from .compiler import (  # noqa: E402
-    CompilationError, CompiledFunction, CompileResult, CompilerConfig, CompilerError, CompilerJob, IRIssue,
-    IRSource, InternalCompilerError, Plugin, PluginError, ValidationError, build_pipeline, code_llvm,
-    code_native, compile, compile_module, make_plugin, register_plugin, registered_plugins, unregister_plugin)
+    CompilationError, CompiledFunction, CompileResult, CompileState, CompilerConfig, CompilerError, CompilerJob,
+    IRIssue, IRSource, InternalCompilerError, Plugin, PluginError, ValidationError, build_pipeline, code_llvm,
+    code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
+    unregister_plugin)
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
 from .frontend import (Array, atomic_add, bool_, boolean, float32, float64, fma, func, index,  # noqa: E402
                        int32, int64, kernel, marker, ndrange, uint32, uint64)
@@ -13,11 +14,11 @@ from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 
 __all__ = [
-    "CompilationError", "CompileResult", "CompiledFunction", "CompilerConfig", "CompilerError", "CompilerJob",
-    "GCNTarget", "IRIssue", "IRSource", "InternalCompilerError", "NativeTarget", "PTXTarget", "Plugin",
-    "PluginError", "SPIRVTarget", "Target", "ValidationError", "__version__", "build_pipeline", "code_llvm",
-    "code_native", "compile", "compile_module", "make_plugin", "register_plugin", "registered_plugins",
-    "unregister_plugin",
+    "CompilationError", "CompileResult", "CompileState", "CompiledFunction", "CompilerConfig", "CompilerError",
+    "CompilerJob", "GCNTarget", "IRIssue", "IRSource", "InternalCompilerError", "NativeTarget", "PTXTarget",
+    "Plugin", "PluginError", "SPIRVTarget", "Target", "ValidationError", "__version__", "build_pipeline",
+    "code_llvm", "code_native", "compile", "compile_module", "make_plugin", "plugin_scope", "register_plugin",
+    "registered_plugins", "unregister_plugin",
     # the Python frontend
     "Array", "atomic_add", "bool_", "boolean", "float32", "float64", "fma", "func", "index", "int32", "int64",
     "kernel", "marker", "ndrange", "uint32", "uint64",

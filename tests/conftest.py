@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.compiler.plugins import REGISTRY
+import gpuc
 from support.toolchain import find_ptxas, find_spirv_val
 
 
@@ -35,13 +35,9 @@ def _private_temp_folder(tmp_path_factory):
 
 @pytest.fixture
 def isolated_plugins():
-    """Snapshot the global plugin registry and restore it afterwards, so no test leaks plugins."""
-    with REGISTRY._lock:
-        saved = dict(REGISTRY._plugins)
-    yield
-    with REGISTRY._lock:
-        REGISTRY._plugins.clear()
-        REGISTRY._plugins.update(saved)
+    """Plugins the test registers or unregisters are restored afterwards, so no test leaks plugins."""
+    with gpuc.plugin_scope():
+        yield
 
 
 @pytest.fixture

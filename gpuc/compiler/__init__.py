@@ -1,17 +1,22 @@
-"""The compiler driver: jobs and configs, the staged pipeline with plugin callback points, reflection."""
+"""The compiler driver: jobs and configs, the source protocol, the staged pipeline with plugin
+callback points and the compile state plugins work with, reflection."""
 
-from .config import CompiledFunction, CompilerConfig, CompilerJob, IRSource
+from .config import CompilerConfig, CompilerJob
 from .driver import OUTPUTS, STAGES, CompileResult, ModuleResult, code_llvm, code_native, compile, compile_module
 from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
                      SourceLocation, ValidationError)
+from .linking import link_into
 from .pipeline import Pipeline, build_pipeline
-from .plugins import POINTS, Plugin, make_plugin, register_plugin, registered_plugins, unregister_plugin
+from .plugins import (POINTS, Plugin, make_plugin, plugin_scope, register_plugin, registered_plugins,
+                      unregister_plugin)
+from .source import CompiledFunction, IRSource, Source, as_source
+from .state import CompileState
 from .trace import Trace
 
 __all__ = [
-    "CompilationError", "CompileResult", "CompiledFunction", "CompilerConfig", "CompilerError", "CompilerJob",
-    "IRIssue", "IRSource", "InternalCompilerError", "ModuleResult", "OUTPUTS", "POINTS", "Pipeline", "Plugin",
-    "PluginError", "STAGES", "SourceLocation", "Trace", "ValidationError", "build_pipeline", "code_llvm",
-    "code_native", "compile", "compile_module", "make_plugin", "register_plugin", "registered_plugins",
-    "unregister_plugin",
+    "CompilationError", "CompileResult", "CompileState", "CompiledFunction", "CompilerConfig", "CompilerError",
+    "CompilerJob", "IRIssue", "IRSource", "InternalCompilerError", "ModuleResult", "OUTPUTS", "POINTS", "Pipeline",
+    "Plugin", "PluginError", "STAGES", "Source", "SourceLocation", "Trace", "ValidationError", "as_source",
+    "build_pipeline", "code_llvm", "code_native", "compile", "compile_module", "link_into", "make_plugin",
+    "plugin_scope", "register_plugin", "registered_plugins", "unregister_plugin",
 ]

@@ -1,122 +1,12 @@
-"""What to compile and how: IRSource, CompilerConfig (immutable, hashable) and CompilerJob."""
+"""What to compile and how: CompilerConfig (immutable, hashable) and CompilerJob (source + config)."""
 
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from ..llvm import Context, LLVMError, Module
-from ..errors import CompilationError, SourceLocation
 from .plugins import REGISTRY, Plugin, builtin_plugins, ordered
-
-
-@dataclass(frozen=True)
-class CompiledFunction:
-    """Where an LLVM function came from: its source object and argument-type signature."""
-
-    source: object
-    signature: tuple | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class IRSource:
-    """LLVM IR (text or bitcode) with a named entry function: how non-Python frontends plug in."""
-
-    text: str | bytes
-    entry: str
-    filename: str = "<ir>"
-    _digest: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.text, (str, bytes)):
-            raise TypeError("IRSource text must be LLVM IR text (str) or bitcode (bytes)")
-        if not isinstance(self.entry, str) or not self.entry:
-            raise TypeError("IRSource needs the entry function's name, e.g. IRSource(text, entry='kernel')")
-        _require_unicode(self.entry, "the entry name")
-        if isinstance(self.text, str):
-            _require_unicode(self.text, "the LLVM IR text", _printable(self.filename))
-        data = self.text.encode() if isinstance(self.text, str) else self.text
-        object.__setattr__(self, "_digest", hashlib.sha256(data).hexdigest())
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, IRSource) and (self._digest, self.entry) == (other._digest, other.entry)
-
-    def __hash__(self) -> int:
-        return hash((self._digest, self.entry))
-
-    @property
-    def entry_name(self) -> str:
-        return self.entry
-
-    def describe(self) -> str:
-        return f"IRSource({_printable(self.filename)}, entry=@{self.entry})"
-
-    def lower(self, job: "CompilerJob", context: Context, tm=None) -> tuple[Module, dict[str, CompiledFunction]]:
-        """Parse into `context`. Text without a data layout gets the target's (from `tm`) before
-        parsing, so loads and stores without explicit alignment get the target's ABI alignment."""
-        text, offset = self.text, 0
-        if tm is not None and isinstance(text, str) and "target datalayout" not in text:
-            text, offset = f'target datalayout = "{tm.data_layout}"\n' + text, 1
-        try:
-            module = Module.parse(text, context, name=_printable(self.filename))
-        except LLVMError as exc:
-            raise _ir_syntax_error(str(exc), self, offset) from None
-        entry = module.functions.get(self.entry)
-        if entry is None or entry.is_declaration:
-            defined = sorted(f.name for f in module.functions if not f.is_declaration)
-            module.close()
-            raise CompilationError(
-                f"the entry function @{self.entry} is not defined in {_printable(self.filename)}",
-                hint=f"define it, or pick one of the defined functions: {', '.join(defined) or '(none)'}")
-        try:
-            module.verify()  # the parser does not verify; invalid input is the user's fault, not an ICE
-        except LLVMError as exc:
-            module.close()
-            raise CompilationError(f"{_printable(self.filename)}: the LLVM IR parses but is invalid:\n{exc}",
-                                   hint="check it with `opt -passes=verify`") from None
-        compiled = {f.name: CompiledFunction(self, None) for f in module.functions if not f.is_declaration}
-        return module, compiled
-
-
-def _printable(text: str) -> str:
-    """`text` with what cannot be encoded (lone surrogates, e.g. from a non-UTF-8 file name) escaped."""
-    return text.encode("utf-8", "backslashreplace").decode()
-
-
-def _require_unicode(text: str, what: str, filename: str | None = None) -> None:
-    """CompilationError, located when `filename` is given, if `text` holds lone surrogates (which
-    Python makes of undecodable bytes, e.g. in command-line arguments) and so is not Unicode text."""
-    try:
-        text.encode()
-    except UnicodeEncodeError as exc:
-        location = None
-        if filename is not None:
-            start = text.rfind("\n", 0, exc.start) + 1
-            end = text.find("\n", exc.start)
-            line = text[start:end if end >= 0 else len(text)]
-            location = SourceLocation(filename, text.count("\n", 0, exc.start) + 1, exc.start - start + 1,
-                                      _printable(line))
-        char = text[exc.start]
-        raise CompilationError(f"{what} is not valid Unicode: it holds the lone surrogate {char!r} (Python's "
-                               "stand-in for an undecodable byte)",
-                               location, hint="pass text decoded from valid UTF-8 (bytes for bitcode)") from None
-
-
-def _ir_syntax_error(message: str, source: IRSource, offset: int = 0) -> CompilationError:
-    # LLVM's parser says "<name>:LINE:COL: error: MESSAGE"; turn that into a located error.
-    m = re.search(r":(\d+):(\d+): error: (.*)", message)
-    if m is None or not isinstance(source.text, str):
-        return CompilationError(f"{_printable(source.filename)}: invalid LLVM IR: {message}",
-                                hint="check the IR with `llvm-as`, or pass text that LLVM 22 accepts")
-    line, col = int(m.group(1)) - offset, int(m.group(2))
-    lines = source.text.splitlines()
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    if len(text) > 300:  # generated IR on one line: the location says enough
-        text = ""
-    return CompilationError(f"invalid LLVM IR: {m.group(3).strip()}",
-                            SourceLocation(_printable(source.filename), line, col, text),
-                            hint="fix the IR at this position (LLVM 22 syntax, opaque pointers)")
+from .source import CompiledFunction, IRSource, Source, as_source  # noqa: F401 - re-exported
 
 
 def _resolve_plugins(plugins, builtins: bool) -> tuple[Plugin, ...]:
@@ -188,12 +78,11 @@ class CompilerConfig:
     def replace(self, **changes) -> "CompilerConfig":
         return replace(self, **changes)
 
-    def markers_at(self, point: str) -> tuple[tuple[Plugin, str, bytes], ...]:
-        """(plugin, marker, encoded marker) for each plugin with a callback at `point`, in order."""
+    def markers_at(self, point: str) -> tuple[tuple[Plugin, str], ...]:
+        """(plugin, marker) for each marker of each plugin with a callback at `point`, in order."""
         cache = self.__dict__.setdefault("_markers_at", {})  # derived data, not a field
         if point not in cache:
-            cache[point] = tuple((p, m, m.encode()) for p in self.plugins if p.callback(point) is not None
-                                 for m in p.markers)
+            cache[point] = tuple((p, m) for p in self.plugins if p.callback(point) is not None for m in p.markers)
         return cache[point]
 
 
@@ -207,15 +96,12 @@ class CompilerJob:
     def __post_init__(self) -> None:
         if not isinstance(self.config, CompilerConfig):
             raise TypeError(f"CompilerJob needs a CompilerConfig, not {type(self.config).__name__}")
-        if isinstance(self.source, tuple):  # (fn, argtypes): a Python function for the frontend
-            from ..frontend.source import as_source
+        try:  # (fn, argtypes) becomes fn.__gpuc_source__(argtypes): the frontend's FunctionSource
             object.__setattr__(self, "source", as_source(self.source))
-        if getattr(getattr(self.source, "function", None), "is_kernel", False) and not self.config.kernel:
+        except TypeError as exc:
+            raise TypeError(f"CompilerJob: {exc}") from None
+        if getattr(self.source, "is_kernel", False) and not self.config.kernel:
             object.__setattr__(self, "config", self.config.replace(kernel=True))  # a @gpuc.kernel is a kernel
-        # str has a .lower() too: test for it first, so IR text gets a pointer to IRSource.
-        if isinstance(self.source, (str, bytes)) or not hasattr(self.source, "lower"):
-            raise TypeError(f"CompilerJob cannot compile a {type(self.source).__name__}; "
-                            "pass an IRSource(text, entry=name) or (fn, argtypes) for a @gpuc.func / @gpuc.kernel")
 
     @property
     def target(self):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
 from ..errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
 from .pipeline import Pipeline, build_pipeline, call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
-from .plugins import builtin_plugins
+from .source import CompiledFunction
+from .state import CompileState, active
 from .trace import SegmentRecord, StageRecord, Trace
 from .validate import collect_issues, kernel_issue
 
@@ -25,14 +26,18 @@ class CompileResult:
     job: CompilerJob
     #: The function a launcher calls instead of the entry (`Target.add_launch_entry`), if any.
     launch_entry: str | None = None
+    #: LLVM name (as irgen and plugins named it) -> the CompiledFunction it came from.
+    compiled: dict[str, CompiledFunction] = field(default_factory=dict, repr=False, compare=False)
 
 
 class ModuleResult:
     """A finished module (before codegen) that the caller owns; `close()` frees it and its context."""
 
     def __init__(self, module: Module, entry: str, trace: Trace, job: CompilerJob,
-                 launch_entry: str | None = None) -> None:
+                 launch_entry: str | None = None, compiled: dict[str, CompiledFunction] | None = None) -> None:
         self.module, self.entry, self.trace, self.job = module, entry, trace, job
+        #: LLVM name (as irgen and plugins named it) -> the CompiledFunction it came from.
+        self.compiled = compiled if compiled is not None else {}
         #: The function a launcher calls instead of the entry (`Target.add_launch_entry`), if any.
         self.launch_entry = launch_entry
 
@@ -72,7 +77,7 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
         with _build(job, tm, machine_code=output in ("asm", "obj")) as built:
             with built.trace.stage("codegen"):
                 data = _codegen(job, built.module, tm, output, contained=not generated_by_gpuc(job, built.trace))
-            return CompileResult(data, built.entry, built.trace, job, built.launch_entry)
+            return CompileResult(data, built.entry, built.trace, job, built.launch_entry, built.compiled)
 
 
 def compile_module(job: CompilerJob) -> ModuleResult:
@@ -138,24 +143,14 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
     module = None
     try:
         with trace.stage("irgen"):
-            module, compiled = job.source.lower(job, context, tm)
+            module, compiled = job.source.irgen(job, context, tm)
             target.prepare_module(job, module, tm)
             entry = job.source.entry_name
         with trace.stage("link"):
             trace.libraries += target.link_libraries(job, module)
-        with trace.stage("finalize_module"):
-            _finalize(job, compiled, module)
-        if config.optimize:
-            with trace.stage("optimize"):
-                launch_entry = _optimize(job, module, tm, trace)
-        else:
-            if any(name in module.functions for _, name, _ in config.markers_at("early")):
-                with trace.stage("early"):  # without optimization only the early point runs, if it has work
-                    run_pipeline(job, module, tm, trace, early_only_pipeline())
-            start = time.perf_counter()
-            launch_entry = _add_launch_entry(job, module, trace)
-            if launch_entry is not None:
-                trace.stages.append(StageRecord("launch_entry", time.perf_counter() - start))
+        state = CompileState(job, module, tm, trace, compiled)
+        with active(state):  # plugins reach this compile's state from the module (CompileState.of)
+            launch_entry = _run_plugins(state)
         if config.validate or machine_code:  # a backend aborts on IR it cannot lower: always check that
             with trace.stage("validate"):
                 issues = collect_issues(job, module, entry, full=config.validate,
@@ -164,7 +159,7 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
                     raise ValidationError(issues, job)
         with trace.stage("finish"):
             entry = _finish(job, module, entry, tm, launch_entry)
-        return ModuleResult(module, entry, trace, job, launch_entry)
+        return ModuleResult(module, entry, trace, job, launch_entry, compiled)
     except BaseException:
         if module is not None:
             module.close()
@@ -172,12 +167,35 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
         raise
 
 
-def _finalize(job, compiled, module: Module) -> None:
+def _run_plugins(state: CompileState) -> str | None:
+    """finalize_module hooks, then the pipeline with its callback points (without optimization only
+    the early point, if it has work); returns the launch entry's name, if the target adds one."""
+    config, module, trace = state.config, state.module, state.trace
+    with trace.stage("finalize_module"):
+        _finalize(state)
+    if config.optimize:
+        with trace.stage("optimize"):
+            return _optimize(state)
+    if any(name in module.functions for _, name in config.markers_at("early")):
+        with trace.stage("early"):
+            run_pipeline(state, early_only_pipeline())
+    start = time.perf_counter()
+    launch_entry = _add_launch_entry(state.job, module, trace)
+    if launch_entry is not None:
+        trace.stages.append(StageRecord("launch_entry", time.perf_counter() - start))
+    return launch_entry
+
+
+def _finalize(state: CompileState) -> None:
+    """Every plugin's finalize_module(state, compiled, module), once, before the pipeline."""
+    job, module = state.job, state.module
+    state.point = "finalize_module"
     for plugin in job.config.plugins:
         if plugin.finalize_module is None:
             continue
         try:
-            call_plugin(module, plugin.name, "finalize_module", lambda: plugin.finalize_module(job, compiled, module))
+            call_plugin(module, plugin.name, "finalize_module",
+                        lambda: plugin.finalize_module(state, state.compiled, module))
         except CompilationError:
             raise
         except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a PluginError
@@ -189,15 +207,17 @@ def _finalize(job, compiled, module: Module) -> None:
             except LLVMError as exc:
                 raise PluginError(f"finalize_module left invalid IR:\n{exc}", plugin=plugin.name, marker=None,
                                   point="finalize_module", job=job) from None
+    state.point = None
 
 
-def _optimize(job, module: Module, tm, trace: Trace) -> str | None:
+def _optimize(state: CompileState) -> str | None:
     """The pipeline, with the target's launch entry added right after the `early` point; returns its name."""
+    job, module, trace = state.job, state.module, state.trace
     steps = build_pipeline(job.config.target, job.config.opt_level).steps
     cut = next(i + 1 for i, step in enumerate(steps) if step.kind == "point" and step.name == "early")
-    run_pipeline(job, module, tm, trace, Pipeline(steps[:cut]))
+    run_pipeline(state, Pipeline(steps[:cut]))
     launch_entry = _add_launch_entry(job, module, trace)
-    run_pipeline(job, module, tm, trace, Pipeline(steps[cut:]))
+    run_pipeline(state, Pipeline(steps[cut:]))
     return launch_entry
 
 
@@ -248,7 +268,7 @@ def generated_by_gpuc(job, trace: Trace) -> bool:
 def own_plugins_only(job, trace: Trace) -> bool:
     """Whether no plugin but gpuc's own can have changed the module: none else has a
     finalize_module hook or a callback that fired."""
-    own = {p.name for p in builtin_plugins()}
+    own = {p.name for p in job.config.plugins if p.builtin}
     if any(p.finalize_module is not None and p.name not in own for p in job.config.plugins):
         return False
     return all(record.plugin in own for record in trace.callbacks)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ctypes
 import time
 from dataclasses import dataclass
 
-from ..llvm import LLVMError, Module, TargetMachine, run_passes
-from ..llvm.capi import lib
+from ..llvm import LLVMError, Module, run_passes
 from ..errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
 from .trace import CallbackRecord, SegmentRecord
 
@@ -59,11 +57,13 @@ def invalid_ir_issue(message: str) -> IRIssue:
                    f"the culprit was not identified; enable it to name the plugin):\n{message}")
 
 
-def run_pipeline(job, module: Module, tm: TargetMachine, trace, pipeline: Pipeline | None = None) -> None:
+def run_pipeline(state, pipeline: Pipeline | None = None) -> None:
+    """Run `pipeline` (default: the job's) on the compile state's module, callbacks at its points."""
+    job, module, tm, trace = state.job, state.module, state.target_machine, state.trace
     pipeline = pipeline or build_pipeline(job.config.target, job.config.opt_level)
     for step in pipeline.steps:
         if step.kind == "point":
-            run_point(job, module, tm, step.name, trace)
+            run_point(state, step.name)
             continue
         start = time.perf_counter()
         try:
@@ -77,44 +77,47 @@ def run_pipeline(job, module: Module, tm: TargetMachine, trace, pipeline: Pipeli
         trace.segments.append(SegmentRecord(step.name, time.perf_counter() - start))
 
 
-def run_point(job, module: Module, tm: TargetMachine, point: str, trace) -> None:
+def run_point(state, point: str) -> None:
     """Fire the callbacks registered for `point` whose markers the module has, to a fixpoint."""
+    job, module, tm, trace = state.job, state.module, state.target_machine, state.trace
     watched = job.config.markers_at(point)
     if not watched:
         return
     rounds = job.config.fixpoint_rounds
-    for round_no in range(1, rounds + 1):
-        changed_by: list[tuple[str, str]] = []
-        present = _function_names(module) if len(watched) > _DIRECT_LOOKUPS else None
-        for plugin, marker, raw_name in watched:
-            if present is not None and raw_name not in present:
-                continue  # the common case: the module knows nothing of this plugin
-            fn = module.functions.get(marker)  # an earlier callback may have removed it
-            if fn is not None and _invoke(job, plugin, point, marker, fn, module, trace, round_no):
-                changed_by.append((plugin.name, marker))
-        if not changed_by:
-            return
-        start = time.perf_counter()
-        run_passes(module, CLEANUP, tm, verify=not job.config.verify_plugins)
-        trace.segments.append(SegmentRecord(f"fixpoint@{point}", time.perf_counter() - start))
+    outer, state.point = state.point, point
+    try:
+        for round_no in range(1, rounds + 1):
+            changed_by = _run_round(state, point, watched, round_no)
+            if not changed_by:
+                return
+            start = time.perf_counter()
+            run_passes(module, CLEANUP, tm, verify=not job.config.verify_plugins)
+            trace.segments.append(SegmentRecord(f"fixpoint@{point}", time.perf_counter() - start))
+    finally:
+        state.point = outer
     name, marker = changed_by[0]
     raise PluginError(f"no fixpoint after {rounds} rounds: the callback reported a change in every round "
                       "(return False when there is nothing left to do)", plugin=name, marker=marker,
                       point=point, job=job)
 
 
+def _run_round(state, point: str, watched, round_no: int) -> list[tuple[str, str]]:
+    """One round of `point`: (plugin, marker) of each callback that changed the module."""
+    module = state.module
+    changed_by: list[tuple[str, str]] = []
+    present = module.function_names() if len(watched) > _DIRECT_LOOKUPS else None
+    for plugin, marker in watched:
+        if present is not None and marker not in present:
+            continue  # the common case: the module knows nothing of this plugin
+        fn = module.functions.get(marker)  # an earlier callback may have removed it
+        if fn is not None and _invoke(state, plugin, point, marker, fn, round_no):
+            changed_by.append((plugin.name, marker))
+    return changed_by
+
+
 # Up to this many markers are looked up one by one; beyond, one walk over the module's function
 # names is cheaper (plugin sets are large, modules declare few functions).
 _DIRECT_LOOKUPS = 8
-
-
-def _function_names(module: Module) -> set[bytes]:
-    names, size = set(), ctypes.c_size_t()
-    ref = lib.LLVMGetFirstFunction(module)
-    while ref:
-        names.add(lib.LLVMGetValueName2(ref, ctypes.byref(size)))
-        ref = lib.LLVMGetNextFunction(ref)
-    return names
 
 
 def call_plugin(module: Module, plugin_name: str, hook: str, call):
@@ -124,10 +127,13 @@ def call_plugin(module: Module, plugin_name: str, hook: str, call):
         return call()
 
 
-def _invoke(job, plugin, point: str, marker: str, fn, module: Module, trace, round_no: int) -> bool:
+def _invoke(state, plugin, point: str, marker: str, fn, round_no: int) -> bool:
+    """Call one plugin's callback for `marker` with (state, marker function, module)."""
+    job, module, trace = state.job, state.module, state.trace
     start = time.perf_counter()
     try:
-        changed = call_plugin(module, plugin.name, f"{point} callback", lambda: plugin.callback(point)(job, fn, module))
+        changed = call_plugin(module, plugin.name, f"{point} callback",
+                              lambda: plugin.callback(point)(state, fn, module))
     except CompilationError:
         raise  # a plugin reporting a fault in the user's source, with its location
     except CompilerError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from dataclasses import dataclass, field
@@ -20,7 +21,9 @@ _order = itertools.count()
 
 @dataclass(frozen=True, eq=False)
 class Plugin:
-    """A registered plugin. Compare and hash by identity; build with `register_plugin`/`make_plugin`."""
+    """A registered plugin. Compare and hash by identity; build with `register_plugin`/`make_plugin`.
+
+    `builtin`: one of gpuc's own plugins (see `register_plugin`)."""
 
     name: str
     markers: tuple[str, ...]
@@ -28,13 +31,15 @@ class Plugin:
     finalize_module: Callable | None = field(default=None, repr=False)
     priority: int = 0
     order: int = field(default_factory=lambda: next(_order))
+    builtin: bool = False
 
     def callback(self, point: str) -> Callback | None:
         return self.callbacks.get(point)
 
 
 def make_plugin(name: str, *, pipeline_callback=None, early_callback=None, simplified_callback=None,
-                last_callback=None, finalize_module=None, markers=None, priority: int = 0) -> Plugin:
+                last_callback=None, finalize_module=None, markers=None, priority: int = 0,
+                builtin: bool = False) -> Plugin:
     """Build a Plugin without registering it (for `CompilerConfig(plugins=...)`)."""
     if not isinstance(name, str) or not name:
         raise ValueError("a plugin needs a non-empty name")
@@ -54,7 +59,7 @@ def make_plugin(name: str, *, pipeline_callback=None, early_callback=None, simpl
         raise TypeError(f"plugin {name!r}: finalize_module is not callable")
     if not isinstance(priority, int):
         raise TypeError(f"plugin {name!r}: priority must be an int")
-    return Plugin(name, markers, callbacks, finalize_module, priority)
+    return Plugin(name, markers, callbacks, finalize_module, priority, builtin=bool(builtin))
 
 
 class Registry:
@@ -89,6 +94,18 @@ class Registry:
     def get(self, name: str) -> Plugin | None:
         return self._plugins.get(name)
 
+    @contextlib.contextmanager
+    def scope(self):
+        """Registrations and unregistrations inside are undone on leaving."""
+        with self._lock:
+            saved = dict(self._plugins)
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._plugins.clear()
+                self._plugins.update(saved)
+
 
 def ordered(plugins) -> tuple[Plugin, ...]:
     """Higher priority first, then registration order: deterministic."""
@@ -97,32 +114,31 @@ def ordered(plugins) -> tuple[Plugin, ...]:
 
 REGISTRY = Registry()
 
-# Names of the plugins gpuc itself registers (context propagation, ...): a config that names its
-# own plugin set still gets these, unless it says CompilerConfig(builtin_plugins=False).
-_BUILTIN: set[str] = set()
-
-
-def mark_builtin(name: str) -> None:
-    _BUILTIN.add(name)
-
 
 def builtin_plugins() -> tuple[Plugin, ...]:
-    """The registered plugins gpuc itself provides."""
-    return tuple(p for p in REGISTRY.snapshot() if p.name in _BUILTIN)
+    """The registered plugins gpuc itself provides (registered with `builtin=True`)."""
+    return tuple(p for p in REGISTRY.snapshot() if p.builtin)
 
 
 def register_plugin(name: str, *, pipeline_callback=None, early_callback=None, simplified_callback=None,
                     last_callback=None, finalize_module=None, markers=None, priority: int = 0,
-                    replace: bool = False) -> Plugin:
+                    replace: bool = False, builtin: bool = False) -> Plugin:
     """Register a plugin globally. `pipeline_callback` fires at the `optimized` point.
 
-    Each callback receives `(job, marker_function, module)` and returns True when it changed
-    the module; it fires only when the module declares one of the plugin's `markers` (default:
-    the plugin's name).  `finalize_module(job, compiled, module)` runs once per compile.
+    Each callback receives `(state, marker_function, module)`: `state` is the compile's
+    CompileState (its job, config, target, `compiled` mapping, `compile_into`; it also answers
+    `state.config`, `state.source`, `state.target` and `state.describe()` as the job does). It
+    returns True when it changed the module and fires only when the module declares one of the
+    plugin's `markers` (default: the plugin's name). `finalize_module(state, compiled, module)`
+    runs once per compile, before the pipeline.
+
+    `builtin=True` makes it one of gpuc's own plugins: configs that name their own plugin set
+    still get it (unless `CompilerConfig(builtin_plugins=False)`), and the IR it produces is
+    trusted like gpuc's own (in-process code generation). gpuc's built-in plugins use it.
     """
     plugin = make_plugin(name, pipeline_callback=pipeline_callback, early_callback=early_callback,
                          simplified_callback=simplified_callback, last_callback=last_callback,
-                         finalize_module=finalize_module, markers=markers, priority=priority)
+                         finalize_module=finalize_module, markers=markers, priority=priority, builtin=builtin)
     return REGISTRY.register(plugin, replace=replace)
 
 
@@ -132,4 +148,18 @@ def unregister_plugin(name: str) -> Plugin:
 
 
 def registered_plugins() -> tuple[Plugin, ...]:
+    """The globally registered plugins, in the order callbacks run (priority, then registration)."""
     return REGISTRY.snapshot()
+
+
+def plugin_scope():
+    """A context manager: plugins registered or unregistered inside are restored on leaving.
+
+        with gpuc.plugin_scope():
+            gpuc.register_plugin("my.marker", early_callback=resolve)
+            ...  # compile with it
+        # the registry is as before
+
+    For tests and libraries that must not leave global registrations behind. Configs created
+    inside keep the plugin set they captured."""
+    return REGISTRY.scope()

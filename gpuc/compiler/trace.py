@@ -31,12 +31,24 @@ class CallbackRecord:
     seconds: float
 
 
+@dataclass(frozen=True)
+class CompilationRecord:
+    """One `compile_into` by a plugin: the symbol, the source, the point, whether the module had it already."""
+
+    symbol: str
+    source: str
+    point: str | None
+    reused: bool
+    seconds: float
+
+
 @dataclass
 class Trace:
     stages: list[StageRecord] = field(default_factory=list)
     segments: list[SegmentRecord] = field(default_factory=list)
     callbacks: list[CallbackRecord] = field(default_factory=list)
     libraries: list[str] = field(default_factory=list)
+    compilations: list[CompilationRecord] = field(default_factory=list)
 
     @contextmanager
     def stage(self, name: str):
@@ -72,4 +84,6 @@ class Trace:
                       f"{'changed' if c.changed else 'unchanged'}  {c.seconds * 1e3:.2f} ms" for c in self.callbacks]
         else:
             lines.append("callbacks: none fired")
+        lines += [f"  compiled into the module at {c.point}: @{c.symbol} ({c.source}"
+                  f"{', already there' if c.reused else ''})  {c.seconds * 1e3:.2f} ms" for c in self.compilations]
         return "\n".join(lines)

@@ -22,26 +22,106 @@ def lower_program(source, job, context, tm=None):
 
 
 def _lower_program(source, job, context, tm):
-    target = job.config.target
-    session = Typing(target)
-    session.function(source.function, source.signature)
+    session = _typed_session(source, job)
     module = Module(source.entry_name, context)
-    module.triple = target.triple()
+    module.triple = job.config.target.triple()
     if tm is not None:
         module.data_layout = tm.data_layout
     try:
-        program = Program(session, module, target)
+        program = _program(session, module, job)
         functions = program.declare_all(source.entry_name)
-        for typed in session.functions.values():
-            try:
-                Lowerer(program, typed, functions[typed.symbol]).run()
-            except UserError as exc:
-                raise located(exc, typed.info) from None
+        _emit(program, session.functions.values(), functions)
     except BaseException:
         module.close()
         raise
-    compiled = {t.symbol: CompiledFunction(t.function.py_func, t.signature) for t in session.functions.values()}
+    compiled = {t.symbol: CompiledFunction(t.function, t.signature) for t in session.functions.values()}
     return module, compiled
+
+
+def lower_into(source, job, module: Module, compiled: dict):
+    """Lower `source` and the callees it reaches into `module`, reusing what `compiled` records as
+    already defined there; returns the entry Function (see FunctionSource.irgen_into)."""
+    return run_deep(_lower_into, source, job, module, compiled)
+
+
+def _lower_into(source, job, module: Module, compiled: dict):
+    session = _typed_session(source, job)
+    program = _program(session, module, job)
+    entry = next(iter(session.functions.values()))
+    fresh, created = _declare_into(program, compiled, entry, job.config.kernel)
+    try:
+        _emit(program, fresh, program.functions)
+    except BaseException:
+        _undo(program, fresh, created)
+        raise
+    compiled.update({t.symbol: CompiledFunction(t.function, t.signature) for t in fresh})
+    return program.functions[entry.symbol]
+
+
+def _typed_session(source, job) -> Typing:
+    session = Typing(job.config.target)
+    session.function(source.function, source.signature)
+    return session
+
+
+def _program(session: Typing, module: Module, job) -> "Program":
+    return Program(session, module, job.config.target)
+
+
+def _emit(program: "Program", typed_functions, functions: dict) -> None:
+    for typed in typed_functions:
+        try:
+            Lowerer(program, typed, functions[typed.symbol]).run()
+        except UserError as exc:
+            raise located(exc, typed.info) from None
+
+
+def _declare_into(program: "Program", compiled: dict, entry: TypedFunction, external: bool):
+    """Give every typed function its Function in the existing module: reuse a definition `compiled`
+    records for the same function and signature, fill in a matching declaration, or add one under
+    the first free deterministic name (symbol, symbol.1, ...). Returns (functions to lower, added)."""
+    module, fresh, created, assigned = program.module, [], set(), set()
+    for typed in program.session.functions.values():
+        want = CompiledFunction(typed.function, typed.signature)
+        params = [p for t in typed.signature for p in abi_params(t, program.ctx, program.addrspace)]
+        fnty = FunctionType.get(program.ltype(typed.return_type), params)
+        base, k = typed.symbol, 0
+        while True:
+            name = f"{base}.{k}" if k else base
+            k += 1
+            existing = module.functions.get(name)
+            if name in assigned or existing is not None and (
+                    existing.function_type != fnty or not existing.is_declaration and compiled.get(name) != want
+                    or existing.is_declaration and compiled.get(name, want) != want):
+                continue
+            break
+        typed.symbol = name
+        assigned.add(name)
+        if existing is not None and not existing.is_declaration:
+            program.functions[name] = existing  # compiled before, from the same function and signature
+            continue
+        fn = existing if existing is not None else module.add_function(name, fnty)
+        if existing is None:
+            created.add(name)
+        if typed is not entry or not external:
+            fn.linkage = "internal"
+        program._abi_attributes(fn, typed)
+        program.functions[name] = fn
+        fresh.append(typed)
+    return fresh, created
+
+
+def _undo(program: "Program", fresh, created: set) -> None:
+    """Take back a failed lowering into an existing module: bodies first, then the added functions."""
+    for typed in fresh:
+        fn = program.functions[typed.symbol]
+        if not fn.is_declaration:
+            fn.delete_body()
+        fn.linkage = "external"
+    for name in created:
+        fn = program.functions[name]
+        if not fn.uses:
+            fn.erase()
 
 
 class Program:

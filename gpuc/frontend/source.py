@@ -98,6 +98,11 @@ class GpucFunction:
             return self.py_func.__globals__[name]
         return getattr(builtins, name, _NOT_FOUND)
 
+    def __gpuc_source__(self, argtypes) -> "FunctionSource":
+        """The compiler's source protocol: `(fn, argtypes)` in a CompilerJob (or `compile_into`)
+        is this function specialized for `argtypes`."""
+        return FunctionSource(self, argtypes)
+
     def __repr__(self) -> str:
         kind = "kernel" if self.is_kernel else "func"
         return f"<gpuc.{kind} {self.__qualname__}>"
@@ -155,7 +160,9 @@ def kernel(pyfunc=None):
 
 @dataclass(frozen=True)
 class FunctionSource:
-    """A gpuc function and an argument-type signature: a job source (see IRSource for the protocol)."""
+    """A gpuc function and an argument-type signature: implements the compiler's source protocol
+    (gpuc/compiler/source.py). Its symbol is derived from the function's qualified name and the
+    signature only, so it is the same in every process."""
 
     generated_by_gpuc = True  # its IR holds only constructs gpuc's code generator emits (see compiler/driver.py)
     function: GpucFunction
@@ -173,26 +180,25 @@ class FunctionSource:
     def entry_name(self) -> str:
         return self._symbol
 
+    @property
+    def is_kernel(self) -> bool:
+        return self.function.is_kernel
+
     def describe(self) -> str:
         kind = "kernel" if self.function.is_kernel else "func"
         return f"{kind} {self.function.__qualname__}({', '.join(map(str, self.signature))})"
 
-    def lower(self, job, context, tm=None):
+    def irgen(self, job, context, tm=None):
+        """A new module with the function and every callee it reaches, and their `compiled` records."""
         from .lowering import lower_program
         return lower_program(self, job, context, tm)
+
+    def irgen_into(self, job, module, compiled, tm=None):
+        """The function (and the callees it reaches) lowered into `module`; returns its Function."""
+        from .lowering import lower_into
+        return lower_into(self, job, module, compiled)
 
 
 def symbol_name(function: GpucFunction, signature: tuple[GType, ...]) -> str:
     mangled = mangle(signature)
     return f"{function.symbol_base}.{mangled}" if mangled else function.symbol_base
-
-
-def as_source(obj):
-    """Turn `(fn, argtypes)` into a FunctionSource; anything else is returned unchanged."""
-    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], GpucFunction):
-        return FunctionSource(obj[0], obj[1])
-    if isinstance(obj, tuple) and len(obj) == 2 and inspect.isfunction(obj[0]):
-        raise TypeError(f"{obj[0].__qualname__} is a plain Python function; decorate it with @gpuc.func or "
-                        "@gpuc.kernel to compile it")
-    return obj
-

@@ -4,7 +4,10 @@ import pytest
 
 import gpuc
 from support.compiler_ir import SEED_IR, erase_unused_calls
-from gpuc.compiler.plugins import REGISTRY
+
+
+def registered(name):
+    return next((p for p in gpuc.registered_plugins() if p.name == name), None)
 
 
 def recording(log, label, result=False):
@@ -52,9 +55,9 @@ def test_duplicate_name_raises_unless_replace():
     first = gpuc.register_plugin("dup.plugin", pipeline_callback=erase_unused_calls)
     with pytest.raises(ValueError, match="dup.plugin.*already registered"):
         gpuc.register_plugin("dup.plugin", early_callback=erase_unused_calls)
-    assert REGISTRY.get("dup.plugin") is first
+    assert registered("dup.plugin") is first
     second = gpuc.register_plugin("dup.plugin", early_callback=erase_unused_calls, replace=True)
-    assert second is not first and REGISTRY.get("dup.plugin") is second
+    assert second is not first and registered("dup.plugin") is second
     assert second.callback("early") is erase_unused_calls and second.callback("optimized") is None
 
 
@@ -69,9 +72,9 @@ def test_replaced_plugin_is_the_one_that_runs(make_job):
 
 def test_unregister(make_job):
     plugin = gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
-    assert "gpucompiler.mark" in REGISTRY
+    assert registered("gpucompiler.mark") is plugin
     assert gpuc.unregister_plugin("gpucompiler.mark") is plugin
-    assert "gpucompiler.mark" not in REGISTRY
+    assert registered("gpucompiler.mark") is None
     assert plugin not in gpuc.registered_plugins()
     with pytest.raises(gpuc.ValidationError, match="no plugin is registered"):
         gpuc.compile(make_job(SEED_IR))
@@ -85,16 +88,16 @@ def test_unregister_unknown_name_is_keyerror():
 
 
 def test_config_scopes_plugins_without_touching_registry(make_job, filecheck):
-    before = dict(REGISTRY._plugins)
+    before = gpuc.registered_plugins()
     plugin = gpuc.make_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
     job = make_job(SEED_IR, plugins=[plugin], builtin_plugins=False)
-    assert REGISTRY._plugins == before
+    assert gpuc.registered_plugins() == before
     assert job.config.plugins == (plugin,)
     # by default gpuc's own plugins (context propagation) stay in a scoped set
     assert [p.name for p in make_job(SEED_IR, plugins=[plugin]).config.plugins] == ["gpuc.ctx", "gpucompiler.mark"]
     result = gpuc.compile(job)
     filecheck(result.output, "CHECK-NOT: gpucompiler.mark\nCHECK: define void @kernel\n")
-    assert REGISTRY._plugins == before
+    assert gpuc.registered_plugins() == before
     assert [c.plugin for c in result.trace.callbacks] == ["gpucompiler.mark"] * 2
 
 
@@ -155,7 +158,7 @@ def test_make_plugin_rejects_bad_arguments(kwargs, error):
         gpuc.make_plugin(**kwargs)
     with pytest.raises(error):
         gpuc.register_plugin(**kwargs)
-    assert "p" not in REGISTRY
+    assert registered("p") is None
 
 
 def test_plugin_markers_default_to_name():

@@ -64,18 +64,20 @@ def test_callback_points_see_the_inliner_at_work(make_job):
                       ("optimized", 1, True), ("optimized", 2, False)]
 
 
-def test_callback_receives_job_marker_and_module(make_job):
+def test_callback_receives_state_marker_and_module(make_job):
     got = []
 
-    def callback(job, marker, module):
-        got.append((job, marker.name, marker.is_declaration, module.functions.get("kernel") is not None))
+    def callback(state, marker, module):
+        got.append((state.job, state.config, state.source, state.target, state.describe(), state.module is module,
+                    state.point, marker.name, marker.is_declaration, module.functions.get("kernel") is not None))
         return False
 
     gpuc.register_plugin("gpucompiler.mark", early_callback=callback)
     job = make_job(SEED_IR)
     with pytest.raises(gpuc.ValidationError):  # nothing resolves the marker
         gpuc.compile(job)
-    assert got == [(job, "gpucompiler.mark", True, True)]
+    assert got == [(job, job.config, job.source, job.target, job.describe(), True, "early", "gpucompiler.mark",
+                    True, True)]
 
 
 def test_one_plugin_with_several_markers(make_job):
@@ -98,8 +100,9 @@ def test_one_plugin_with_several_markers(make_job):
 def test_finalize_module_runs_once_per_compile_with_compiled_map(make_job):
     calls = []
 
-    def finalize(job, compiled, module):
-        calls.append((job, dict(compiled), module.functions.get("helper") is not None))
+    def finalize(state, compiled, module):
+        assert state.compiled is compiled and state.point == "finalize_module"
+        calls.append((state.job, dict(compiled), module.functions.get("helper") is not None))
 
     gpuc.register_plugin("finalizer", finalize_module=finalize)  # no marker in the module: still runs
     gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)

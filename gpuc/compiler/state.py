@@ -1,0 +1,151 @@
+"""The compile state: one per compile, passed to every plugin callback and finalize_module hook."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ..llvm import Function, Module
+from .linking import link_into
+from .source import CompiledFunction, as_source
+from .trace import CompilationRecord
+
+_ACTIVE: dict[int, "CompileState"] = {}  # module handle -> the state compiling it, while it runs
+_ACTIVE_LOCK = threading.Lock()
+
+
+class CompileState:
+    """What one compile works on: its job, module, `compiled` mapping, trace and target machine.
+
+    Plugin callbacks receive it as their first argument. It forwards `config`, `source`, `target`
+    and `describe()` to the job (`state.job` is the job itself), so callbacks written against a job
+    keep working. `compiled` maps LLVM function names to the CompiledFunction they came from; a
+    plugin may read it and add to it, and `compile_into` adds what it compiles.
+    """
+
+    def __init__(self, job, module: Module, target_machine, trace, compiled: dict[str, CompiledFunction]) -> None:
+        self.job = job
+        self.module = module
+        self.target_machine = target_machine
+        self.trace = trace
+        self.compiled = compiled
+        #: The callback point being run ("early", ... "last"), "finalize_module", or None between them.
+        self.point: str | None = None
+
+    @property
+    def config(self):
+        return self.job.config
+
+    @property
+    def source(self):
+        return self.job.source
+
+    @property
+    def target(self):
+        return self.job.config.target
+
+    @property
+    def context(self):
+        return self.module.context
+
+    def describe(self) -> str:
+        return self.job.describe()
+
+    def __repr__(self) -> str:
+        return f"<CompileState of {self.describe()} at {self.point or 'no point'}>"
+
+    @staticmethod
+    def of(module: Module) -> "CompileState | None":
+        """The state of the compile that `module` is the module of, while that compile runs."""
+        with _ACTIVE_LOCK:
+            return _ACTIVE.get(module.address)
+
+    def compile_into(self, source, *, kernel: bool = False) -> Function:
+        """Compile a further source into this compile's module (same context) and return its entry.
+
+        `source` is a Source (e.g. an IRSource), or `(fn, argtypes)` for a @gpuc.func/@gpuc.kernel.
+        It is compiled with this compile's config (`kernel=False` unless asked; a @gpuc.kernel is
+        always a kernel). Functions are deduplicated by symbol: what the module already defines from
+        the same source and signature (recorded in `compiled`) is reused, a declaration of the symbol
+        is filled in, and everything newly defined is recorded in `compiled`. Symbols are
+        deterministic. The new code is unoptimized; the pipeline's later segments optimize it.
+        Target libraries it needs (libdevice on PTX) are linked. A fault in the source is a
+        CompilationError located in it.
+        """
+        from .config import CompilerJob  # noqa: PLC0415 - config imports the registry, which is lighter
+
+        src = as_source(source)
+        job = CompilerJob(src, self.config.replace(kernel=kernel, name=None))
+        if not callable(getattr(src, "irgen_into", None)):
+            raise TypeError(f"{src.describe()} cannot be compiled into an existing module (it has no irgen_into)")
+        start = time.perf_counter()
+        existing = self.module.functions.get(src.entry_name)
+        reused = existing is not None and not existing.is_declaration
+        fn = src.irgen_into(job, self.module, self.compiled, self.target_machine)
+        self._link_libraries(job)
+        self.trace.compilations.append(CompilationRecord(
+            fn.name, src.describe(), self.point, reused and fn == existing, time.perf_counter() - start))
+        return fn
+
+    def link(self, other: "Module | bytes") -> list[str]:
+        """Link a module (or bitcode) into this compile's module; returns the names it defined.
+
+        A module of another context is copied through bitcode and left to its owner; a module of
+        this compile's context is consumed. Names the module already uses keep their meaning (see
+        `gpuc.compiler.linking.link_into`); newly defined functions are recorded in `compiled` with
+        the linked module as their source only if it is given as an IRSource (use compile_into)."""
+        if isinstance(other, (bytes, bytearray)):
+            other = Module.parse(bytes(other), self.context, name="<bitcode>")
+        elif not isinstance(other, Module):
+            raise TypeError(f"link() takes a gpuc.llvm.Module or bitcode bytes, not {type(other).__name__}")
+        elif other.context != self.context:
+            other = Module.parse(other.to_bitcode(), self.context, name=other.name or "<module>")
+        before = {f.name for f in self.module.functions if not f.is_declaration}
+        link_into(self.module, other, self.compiled, {}, what=f"the linked module {other.name!r}")
+        return sorted({f.name for f in self.module.functions if not f.is_declaration} - before)
+
+    def _link_libraries(self, job) -> None:
+        """Link the target libraries that newly compiled code declares (into a scratch module first:
+        a target links a library once, and the module may hold part of it already)."""
+        wanted = {f.name: f.function_type for f in self.module.functions
+                  if f.is_declaration and not f.name.startswith("llvm.")}
+        if not wanted:
+            return
+        scratch = Module("gpuc.libraries", self.context)
+        try:
+            scratch.triple, scratch.data_layout = self.module.triple, self.module.data_layout
+            for name, fnty in wanted.items():
+                scratch.add_function(name, fnty)
+            libraries = self.target.link_libraries(job, scratch)
+            provided = [f for f in scratch.functions if not f.is_declaration]
+        except BaseException:
+            scratch.close()
+            raise
+        if not any(f.name in wanted for f in provided):
+            scratch.close()
+            return
+        for fn in provided:  # only what the module declares is linked by name; the rest stays private
+            fn.linkage = "external" if fn.name in wanted else "internal"
+        link_into(self.module, scratch, self.compiled, {}, what="a target library")
+        for name in wanted:
+            fn = self.module.functions.get(name)
+            if fn is not None and not fn.is_declaration:
+                fn.linkage = "internal"
+        self.trace.libraries += [name for name in libraries if name not in self.trace.libraries]
+
+
+class active:
+    """While inside, `CompileState.of(state.module)` finds `state`."""
+
+    def __init__(self, state: CompileState) -> None:
+        self.state = state
+        self.key = state.module.address
+
+    def __enter__(self) -> CompileState:
+        with _ACTIVE_LOCK:
+            _ACTIVE[self.key] = self.state
+        return self.state
+
+    def __exit__(self, *exc) -> None:
+        with _ACTIVE_LOCK:
+            _ACTIVE.pop(self.key, None)

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, replace
 
 from .plugins import REGISTRY, Plugin, builtin_plugins, ordered
-from .source import CompiledFunction, IRSource, Source, as_source  # noqa: F401 - re-exported
+from .source import as_source
 
 
 def _resolve_plugins(plugins, builtins: bool) -> tuple[Plugin, ...]:

@@ -6,6 +6,7 @@ import threading
 import time
 
 from ..llvm import Function, Module
+from .config import CompilerJob
 from .linking import link_into
 from .source import CompiledFunction, as_source
 from .trace import CompilationRecord
@@ -72,8 +73,6 @@ class CompileState:
         Target libraries it needs (libdevice on PTX) are linked. A fault in the source is a
         CompilationError located in it.
         """
-        from .config import CompilerJob  # noqa: PLC0415 - config imports the registry, which is lighter
-
         src = as_source(source)
         job = CompilerJob(src, self.config.replace(kernel=kernel, name=None))
         if not callable(getattr(src, "irgen_into", None)):

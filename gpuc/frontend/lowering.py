@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .. import abi
-from ..compiler.config import CompiledFunction
+from ..compiler import CompiledFunction
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
 from . import operations as B
 from .depth import run_deep

@@ -3,6 +3,7 @@
 import pytest
 
 import gpuc
+from gpuc.compiler.driver import own_plugins_only
 from support.compiler_ir import SEED_IR, erase_unused_calls
 
 
@@ -165,3 +166,32 @@ def test_plugin_markers_default_to_name():
     assert gpuc.make_plugin("a.b").markers == ("a.b",)
     assert gpuc.make_plugin("a.b", markers="c").markers == ("c",)
     assert gpuc.make_plugin("a.b", markers=["c", "d"]).markers == ("c", "d")
+
+
+def test_plugin_scope_undoes_registrations_and_unregistrations():
+    kept = gpuc.register_plugin("scope.kept", pipeline_callback=erase_unused_calls)
+    before = gpuc.registered_plugins()
+    with gpuc.plugin_scope():
+        gpuc.register_plugin("scope.added", pipeline_callback=erase_unused_calls)
+        gpuc.unregister_plugin("scope.kept")
+        gpuc.register_plugin("scope.kept", early_callback=erase_unused_calls)  # replaced inside
+        assert registered("scope.added") is not None and registered("scope.kept") is not kept
+    assert gpuc.registered_plugins() == before and registered("scope.kept") is kept
+    with pytest.raises(RuntimeError, match="inside"), gpuc.plugin_scope():
+        gpuc.register_plugin("scope.raised", pipeline_callback=erase_unused_calls)
+        raise RuntimeError("inside")
+    assert registered("scope.raised") is None
+
+
+def test_builtin_plugins_stay_in_scoped_sets_and_count_as_gpucs_own(make_job):
+    mine = gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls, builtin=True)
+    assert mine.builtin and not gpuc.make_plugin("other").builtin
+    scoped = make_job(SEED_IR, plugins=[]).config.plugins
+    assert mine in scoped and "gpuc.ctx" in [p.name for p in scoped]
+    assert mine not in make_job(SEED_IR, plugins=[], builtin_plugins=False).config.plugins
+    # IR a builtin plugin changed is still trusted as gpuc's own; another plugin's is not
+    result = gpuc.compile(make_job(SEED_IR, plugins=[]))
+    assert own_plugins_only(result.job, result.trace)
+    other = gpuc.make_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
+    result = gpuc.compile(make_job(SEED_IR, plugins=[other], builtin_plugins=False))
+    assert not own_plugins_only(result.job, result.trace)

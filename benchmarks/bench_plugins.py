@@ -114,8 +114,9 @@ def main() -> int:
     output = "asm" if target.name == "ptx" else "obj"
     text = generate_preset(args.size)
     plugins = make_plugins(args.plugins)
-    config_s, with_plugins = timed(gpuc.CompilerConfig, target, plugins=plugins)
-    configs = {"none": gpuc.CompilerConfig(target, plugins=()), "with": with_plugins}
+    # without gpuc's built-in plugins, so that "none" has none and "with" exactly the absent-marker ones
+    config_s, with_plugins = timed(gpuc.CompilerConfig, target, plugins=plugins, builtin_plugins=False)
+    configs = {"none": gpuc.CompilerConfig(target, plugins=(), builtin_plugins=False), "with": with_plugins}
     assert len(configs["with"].plugins) == args.plugins
 
     for config in configs.values():  # warm-up

@@ -130,6 +130,21 @@ def test_compile_into_deduplicates_by_symbol():
         ("twice_plus.f64", False), ("twice_plus.f64", True)]
 
 
+def test_a_declaration_of_the_symbol_gets_its_body():
+    # how deferred compilation asks for a function: a declaration of its symbol, compiled later
+    got = {}
+
+    def early(state, marker, module):
+        declared = module.add_function("twice_plus.f64", marker.function_type)
+        state.compiled["twice_plus.f64"] = gpuc.CompiledFunction(twice_plus, (float64,))
+        fn = state.compile_into((twice_plus, (float64,)))
+        got["same"], got["defined"], got["linkage"] = fn == declared, not fn.is_declaration, fn.linkage
+        return replace_calls(module, marker, fn)
+
+    gpuc.compile(gpuc.CompilerJob((uses_twice, (A1, A1)), config(early=early)))
+    assert got == {"same": True, "defined": True, "linkage": "internal"}
+
+
 def scaled(c):
     @gpuc.func
     def times(x):

@@ -3,12 +3,12 @@
 A kernel job compiles (in its one driver run) to a module with a launch entry, the range wrapper
 of gpuc/targets/cpu_launch.py:
 
-    void @<entry>.range(ptr %argv, i64 %begin, i64 %end, ptr %ndrange)
+    void @<entry>.range(ptr %argv, i64 %begin, i64 %end, ptr %sizes)
 
-which runs work items `begin <= i < end` of the index space `ndrange` (3 x i64), reading the
-kernel's flattened arguments from `argv` (gpuc/abi.py: one 8-byte slot per LLVM scalar). This
-module hands the finished module to the JIT and marshals arguments with the kernel's
-`abi.KernelSignature`.
+which runs work items `begin <= i < end` of the index space whose sizes (3 x i64) `sizes` points
+to, reading the kernel's flattened arguments from `argv` (gpuc/abi.py: one 8-byte slot per LLVM
+scalar). This module hands the finished module to the JIT and marshals arguments with the
+kernel's `abi.KernelSignature`.
 
 `launch` splits `[0, total)` into chunks that the calling thread and pool threads take in turn
 (gpuc/runtime/pool.py); ctypes releases the GIL during foreign calls, so chunks run in parallel.

@@ -1,10 +1,11 @@
 """The CPU's launch entry: a wrapper that runs a kernel over a range of its index space.
 
-    void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %ndrange)
+    void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %sizes)
 
-runs work items `begin <= i < end` of the index space `ndrange` (3 x i64). A linear index maps
-to (index0, index1, index2) with dimension 0 fastest: `i = index0 + n0 * (index1 + n1 * index2)`,
-so consecutive items walk dimension 0 and a chunk of linear indices is a run of rows. `argv`
+runs work items `begin <= i < end` of the index space whose sizes (3 x i64) `sizes` points to.
+A linear index maps to (index0, index1, index2) with dimension 0 fastest:
+`i = index0 + n0 * (index1 + n1 * index2)`, so consecutive items walk dimension 0 and a chunk of
+linear indices is a run of rows. `argv`
 holds the kernel's flattened parameters, one 8-byte slot per LLVM scalar (gpuc/abi.py:
 SLOT_FORMATS). The wrapper loads them once, then loops over rows and, within a row, over index0
 calling the kernel, which is marked `alwaysinline`: the driver adds the wrapper before the
@@ -37,13 +38,13 @@ def launchable(kernel: Function) -> bool:
 
 
 def add_range_wrapper(module: Module, kernel: Function) -> Function:
-    """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %ndrange)` (see the module doc)."""
+    """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %sizes)` (see the module doc)."""
     llctx = module.context
     i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
     with_context = launch_form(kernel) == LAUNCH_CONTEXT
     fn = module.add_function(f"{kernel.name}{SUFFIX}", FunctionType.get(llctx.void, [ptr, i64, i64, ptr]))
-    argv, begin, end, ndrange = fn.args
-    for arg, arg_name in zip(fn.args, ("argv", "begin", "end", "ndrange")):
+    argv, begin, end, sizes = fn.args
+    for arg, arg_name in zip(fn.args, ("argv", "begin", "end", "sizes")):
         arg.name = arg_name
     fn.attributes.add("nounwind")
     if "noinline" not in kernel.attributes:
@@ -63,7 +64,7 @@ def add_range_wrapper(module: Module, kernel: Function) -> Function:
         params = kernel.function_type.params
         slots = iter(range(1 << 62))
         args = [_load_param(b, llctx, argv, slots, ty) for ty in (params[:-1] if with_context else params)]
-        n = [b.load(i64, b.gep(i64, ndrange, [const(d)]), f"n{d}", align=8) for d in range(3)]
+        n = [b.load(i64, b.gep(i64, sizes, [const(d)]), f"n{d}", align=8) for d in range(3)]
         for d in range(3):
             b.store(n[d], ctx_field(b, 1, d), align=8)
         b.br(blocks["rows"])

@@ -14,6 +14,7 @@ from ._base import check_link, erase_addresses
 from .capi import address_of, lib
 from .flags import (gep_no_wrap_bits, gep_no_wrap_names, ordering_code, ordering_name, predicate_name, rmw_code,
                     rmw_name)
+from .typecheck import raw, type_of
 from .types import Type
 from .values import BasicBlock, Instruction, Value, opcode_name
 
@@ -25,10 +26,8 @@ def _operand(index: int, doc: str) -> property:
 
     def set(self, value: Value) -> None:
         check_link(self._scope, value, f"setting {doc}")
-        old = lib.LLVMTypeOf(lib.LLVMGetOperand(self, index))
-        if address_of(lib.LLVMTypeOf(value)) != address_of(old):
-            raise TypeError(f"{self.opcode_name}: {doc} must stay of type {Type.from_ref(old, self._scope)}, "
-                            f"not {value.type}")
+        if type_of(value) != raw.LLVMTypeOf(lib.LLVMGetOperand(self, index)):
+            raise TypeError(f"{self.opcode_name}: {doc} must stay of type {get(self).type}, not {value.type}")
         lib.LLVMSetOperand(self, index, value)
 
     return property(get, set, doc=doc)
@@ -332,7 +331,7 @@ class PHINode(Instruction):
     def add_incoming(self, value: Value, block: BasicBlock) -> None:
         check_link(self._scope, value, "PHINode.add_incoming")
         check_link(self._scope, block, "PHINode.add_incoming")
-        if address_of(lib.LLVMTypeOf(value)) != address_of(lib.LLVMTypeOf(self)):
+        if type_of(value) != type_of(self):
             raise TypeError(f"PHINode.add_incoming: value of type {value.type} for a phi of type {self.type}")
         n = lib.LLVMCountIncoming(self)
         old = erase_addresses(self._ref)[1:] if n else []  # the operand uses, should they be reallocated

@@ -89,3 +89,10 @@ def test_register_target_checks_what_it_gets():
         gpuc.targets.register_target(type("Nameless", (Target,), {}))
     with pytest.raises(KeyError, match="no target named 'nope'"):
         gpuc.targets.unregister_target("nope")
+
+
+def test_the_target_says_whether_its_backend_keeps_state():
+    # SPIR-V's backend breaks on a machine's second emission: its machines emit in fresh helpers
+    for target, stateful in ((SPIRVTarget(), True), (NativeTarget(), False), (PTXTarget(), False)):
+        with target.target_machine() as tm:
+            assert tm.stateful == stateful, target

@@ -9,7 +9,7 @@ from ._base import Owner
 from .capi import lib
 from .context import errors_in
 from .module import LLVMError, Module
-from .target import initialize
+from .target import initialize_all
 
 
 def _check(err, what: str) -> None:
@@ -24,7 +24,7 @@ class LLJIT(Owner):
     __slots__ = ("_dylib", "_contexts")
 
     def __init__(self) -> None:
-        initialize("X86")
+        initialize_all()  # the host's backend among them, whichever it is
         out = capi.LLVMOrcLLJITRef()
         _check(lib.LLVMOrcCreateLLJIT(ctypes.byref(out), None), "creating the JIT")
         super().__init__(out)

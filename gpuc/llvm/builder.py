@@ -36,8 +36,7 @@ CAST_OPERATIONS = {
     "inttoptr": capi.LLVMIntToPtr, "bitcast": capi.LLVMBitCast, "addrspacecast": capi.LLVMAddrSpaceCast,
 }
 _CAST_NAMES = {code: name for name, code in CAST_OPERATIONS.items()}
-_FLAG_SETTERS = {"nsw": "LLVMSetNSW", "nuw": "LLVMSetNUW", "exact": "LLVMSetExact", "disjoint": "LLVMSetIsDisjoint",
-                 "nneg": "LLVMSetNNeg"}
+_FLAGS = ("nsw", "nuw", "exact", "disjoint", "nneg")
 _FENCE_ORDERINGS = ("acquire", "release", "acq_rel", "seq_cst")
 
 
@@ -48,13 +47,21 @@ def _values(seq):
 
 def _flagged(value: Value, fast_math=None, **flags) -> Value:
     """Set the IR flags that are on (and the fast-math flags, if given) on a new instruction;
-    a constant that LLVM folded the operation into carries none."""
-    if isinstance(value, Instruction):
+    a constant that LLVM folded the operation into carries none.  A flag the instruction cannot
+    carry raises TypeError (the instruction's own check) and takes the instruction away again."""
+    inst = isinstance(value, Instruction)
+    try:
         for flag, on in flags.items():
-            if on:
-                getattr(lib, _FLAG_SETTERS[flag])(value, 1)
-        if fast_math is not None:
+            if flag not in _FLAGS:
+                raise TypeError(f"unknown instruction flag {flag!r}; use one of {', '.join(_FLAGS)} or fast_math=")
+            if on and inst:
+                setattr(value, flag, True)
+        if fast_math is not None and inst:
             value.fast_math = fast_math
+    except (TypeError, ValueError):
+        if inst:
+            value.erase()  # new, so unused
+        raise
     return value
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import const, define, filecheck
 
 
@@ -367,3 +368,19 @@ print("DONE")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[-1] == "DONE" and len(lines) == 8 and all(line.startswith("TypeError:") for line in lines[:-1])
+
+
+def test_flags_an_operation_cannot_carry_are_refused_and_leave_nothing(fn_i32, builder, ctx):
+    # Setting nsw on an fadd (or nneg on a sext) through LLVM-C is undefined behaviour in a release libLLVM.
+    a, b, x, y, _ = fn_i32.args
+    with pytest.raises(TypeError, match="fadd has no 'nsw' flag"):
+        builder.binop("fadd", x, y, nsw=True)
+    with pytest.raises(TypeError, match="sext has no 'nneg' flag"):
+        builder.cast("sext", a, ctx.i64, nneg=True)
+    with pytest.raises(TypeError, match="cannot carry fast-math flags"):
+        builder.binop("add", a, b, fast_math="fast")
+    with pytest.raises(ValueError, match="unknown fast-math flag 'quick'"):
+        builder.fadd(x, y, fast_math="quick")
+    with pytest.raises(TypeError, match="unknown instruction flag 'volatile'"):
+        builder.binop("add", a, b, volatile=True)
+    assert len(fn_i32.entry_block.instructions) == 0

@@ -91,8 +91,8 @@ class CompileState:
 
         A module of another context is copied through bitcode and left to its owner; a module of
         this compile's context is consumed. Names the module already uses keep their meaning (see
-        `gpuc.compiler.linking.link_into`); newly defined functions are recorded in `compiled` with
-        the linked module as their source only if it is given as an IRSource (use compile_into)."""
+        `gpuc.compiler.linking.link_into`). Nothing is recorded in `compiled`, as a module is no
+        source that could be compiled again: to have IR recorded, compile_into an IRSource of it."""
         if isinstance(other, (bytes, bytearray)):
             other = Module.parse(bytes(other), self.context, name="<bitcode>")
         elif not isinstance(other, Module):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import gpuc
+
 from support.toolchain import find_ptxas, find_spirv_val
 
 

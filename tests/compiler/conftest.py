@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpuc
+
 from support.compiler_ir import SEED_IR
 
 

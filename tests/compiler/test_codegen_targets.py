@@ -3,6 +3,7 @@
 import pytest
 
 import gpuc
+
 from support.compiler_ir import SEED_IR, SINF_KERNEL, STORE_KERNEL_IR, erase_unused_calls
 
 ELF_MAGIC = b"\x7fELF"

@@ -3,8 +3,9 @@
 import pytest
 
 import gpuc
-from support.compiler_ir import SEED_IR, SINF_KERNEL, erase_unused_calls
 from gpuc.compiler import STAGES
+
+from support.compiler_ir import SEED_IR, SINF_KERNEL, erase_unused_calls
 
 ALL_STAGES = ["irgen", "link", "finalize_module", "optimize", "validate", "finish", "codegen"]
 

@@ -5,8 +5,9 @@ import dataclasses
 import pytest
 
 import gpuc
-from support.compiler_ir import SEED_IR, STORE_KERNEL_IR, erase_unused_calls
 from gpuc.compiler import POINTS, build_pipeline
+
+from support.compiler_ir import SEED_IR, STORE_KERNEL_IR, erase_unused_calls
 
 ALL_TARGETS = [gpuc.NativeTarget(), gpuc.PTXTarget(), gpuc.GCNTarget(), gpuc.SPIRVTarget()]
 

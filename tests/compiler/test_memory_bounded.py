@@ -8,6 +8,7 @@ import pytest
 
 import gpuc
 import gpuc.runtime
+
 from support.compiler_ir import SEED_IR, erase_unused_calls
 
 WARMUP, JOBS, LIMIT_MB = 100, 1000, 40

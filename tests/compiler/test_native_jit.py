@@ -7,6 +7,7 @@ import pytest
 
 import gpuc
 import gpuc.runtime
+
 from support.compiler_ir import SEED_IR, erase_unused_calls
 
 ADD = """\

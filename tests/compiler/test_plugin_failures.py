@@ -3,6 +3,7 @@
 import pytest
 
 import gpuc
+
 from support.compiler_ir import SEED_IR, STORE_KERNEL_IR, erase_unused_calls
 
 POINTS = [("early_callback", "early"), ("simplified_callback", "simplified"),

@@ -4,6 +4,7 @@ import pytest
 
 import gpuc
 from gpuc.compiler.driver import own_plugins_only
+
 from support.compiler_ir import SEED_IR, erase_unused_calls
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import gpuc
 from gpuc.targets.ptx import ptx_symbol
+
 from support.toolchain import find_ptxas
 
 PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")

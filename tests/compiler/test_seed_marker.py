@@ -3,6 +3,7 @@
 import pytest
 
 import gpuc
+
 from support.compiler_ir import SEED_IR, callers_of, erase_unused_calls
 
 TARGETS = [pytest.param(gpuc.NativeTarget(), id="native"), pytest.param(gpuc.PTXTarget(), id="ptx")]

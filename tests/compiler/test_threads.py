@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import gpuc
+
 from support.compiler_ir import SEED_IR, erase_unused_calls
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 import gpuc
+
 from support.compiler_ir import SEED_IR
 
 TWO_MARKERS_AND_AN_EXTERNAL = """\

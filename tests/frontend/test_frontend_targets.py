@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpuc
+
 from support.diff_funcs import CASES
 
 FUNCS = {(fn, types) for fn, types, _, _ in CASES}

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gpuc.cuda as cuda
+
 from support.cuda_kernels import (ADD2D, ADD2D_SIGNATURE, SAXPY, SAXPY_SIGNATURE, SCALARS, SCALARS_SIGNATURE, ptx_for)
 
 

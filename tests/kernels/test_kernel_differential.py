@@ -1,4 +1,4 @@
-"""Differential tests: every kernel in support.kernel_cases runs in the emulation and through gpuc on the CPU; results agree."""
+"""Differential tests: the kernels of support.kernel_cases run emulated and through gpuc on the CPU; results agree."""
 
 from __future__ import annotations
 

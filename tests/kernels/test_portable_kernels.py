@@ -9,10 +9,11 @@ import pytest
 
 import gpuc
 import gpuc.cuda
-from support.compiler_ir import erase_unused_calls
-from support.emulate import emulate
 from gpuc.runtime import dispatch
 from gpuc.runtime.cuda import CudaUnavailableError
+
+from support.compiler_ir import erase_unused_calls
+from support.emulate import emulate
 from support.kernel_cases import CASES
 
 # -- (a) gpuc.index() three calls below the kernel ----------------------------------------------

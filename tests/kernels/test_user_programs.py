@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import gpuc
-from support.emulate import emulate
 from gpuc.runtime import dispatch
+
+from support.emulate import emulate
 from support.user_programs import PROGRAMS, compact
 
 IDS = [p.id for p in PROGRAMS]

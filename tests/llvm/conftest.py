@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import Jitted
 
 

@@ -6,6 +6,7 @@ import math
 import pytest
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import Jitted, const, define, filecheck
 
 C = ctypes

@@ -3,6 +3,7 @@
 import pytest
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import define, filecheck
 
 SRC = """

@@ -5,6 +5,7 @@ import re
 import pytest
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import define, filecheck
 
 SRC = """

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import Jitted, filecheck
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "object-model.md"

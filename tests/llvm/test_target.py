@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import filecheck
 
 SAXPY = """

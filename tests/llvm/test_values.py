@@ -5,6 +5,7 @@ import math
 import pytest
 
 import gpuc.llvm as llvm
+
 from support.llvm_testing import filecheck
 
 SRC = """

@@ -7,6 +7,7 @@ import re
 import pytest
 
 import gpuc
+
 from support.ctx_kernels import MARKER_FREE_IR, RECURSIVE_IR, indexing_kernel, job
 
 INDEX_IN = """\

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 import gpuc
-from support.ctx_kernels import MARKER_FREE_IR, RECURSIVE_IR, indexing_expected, indexing_kernel, indexing_signature, job
 from gpuc.runtime import JITModule, KernelSignature, launch, load
 from gpuc.runtime.cpu import default_threads, index_space
+
+from support.ctx_kernels import (MARKER_FREE_IR, RECURSIVE_IR, indexing_expected, indexing_kernel, indexing_signature,
+                                 job)
 
 SAXPY_IR = """\
 declare i64 @gpuc.ctx.index(i32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuc.llvm import CallInst
+
 from support.toolchain import find_ptxas, find_spirv_val  # noqa: F401  (re-exported for the tests)
 
 # The seed scenario: the marker is called through an internal helper that the inliner folds

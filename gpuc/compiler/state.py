@@ -61,7 +61,7 @@ class CompileState:
         with _ACTIVE_LOCK:
             return _ACTIVE.get(module.address)
 
-    def compile_into(self, source, *, kernel: bool = False) -> Function:
+    def compile_into(self, source, *, kernel: bool = False, requested_by: str | None = None) -> Function:
         """Compile a further source into this compile's module (same context) and return its entry.
 
         `source` is a Source (e.g. an IRSource), or `(fn, argtypes)` for a @gpuc.func/@gpuc.kernel.
@@ -71,7 +71,8 @@ class CompileState:
         is filled in, and everything newly defined is recorded in `compiled`. Symbols are
         deterministic. The new code is unoptimized; the pipeline's later segments optimize it.
         Target libraries it needs (libdevice on PTX) are linked. A fault in the source is a
-        CompilationError located in it.
+        CompilationError located in it. `state.trace.compilations` records each call, with
+        `requested_by` (e.g. the name of the function whose marker call asked for it).
         """
         src = as_source(source)
         job = CompilerJob(src, self.config.replace(kernel=kernel, name=None))
@@ -83,7 +84,8 @@ class CompileState:
         fn = src.irgen_into(job, self.module, self.compiled, self.target_machine)
         self._link_libraries(job)
         self.trace.compilations.append(CompilationRecord(
-            fn.name, src.describe(), self.point, reused and fn == existing, time.perf_counter() - start))
+            fn.name, src.describe(), self.point, reused and fn == existing, time.perf_counter() - start,
+            requested_by))
         return fn
 
     def link(self, other: "Module | bytes") -> list[str]:

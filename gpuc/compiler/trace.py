@@ -33,13 +33,15 @@ class CallbackRecord:
 
 @dataclass(frozen=True)
 class CompilationRecord:
-    """One `compile_into` by a plugin: the symbol, the source, the point, whether the module had it already."""
+    """One `compile_into` by a plugin: the symbol, the source, the point, whether the module had it
+    already, and who asked for it (as the plugin says)."""
 
     symbol: str
     source: str
     point: str | None
     reused: bool
     seconds: float
+    requested_by: str | None = None
 
 
 @dataclass
@@ -85,5 +87,7 @@ class Trace:
         else:
             lines.append("callbacks: none fired")
         lines += [f"  compiled into the module at {c.point}: @{c.symbol} ({c.source}"
-                  f"{', already there' if c.reused else ''})  {c.seconds * 1e3:.2f} ms" for c in self.compilations]
+                  f"{', already there' if c.reused else ''}"
+                  f"{f', for {c.requested_by}' if c.requested_by else ''})  {c.seconds * 1e3:.2f} ms"
+                  for c in self.compilations]
         return "\n".join(lines)

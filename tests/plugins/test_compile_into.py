@@ -116,7 +116,7 @@ def test_compile_into_deduplicates_by_symbol():
     got = {}
 
     def early(state, marker, module):
-        first = state.compile_into((twice_plus, (float64,)))
+        first = state.compile_into((twice_plus, (float64,)), requested_by="uses_twice")
         again = state.compile_into((twice_plus, [float64]))
         got["same"] = first == again
         got["defined"] = sorted(f.name for f in module.functions if not f.is_declaration)
@@ -126,8 +126,9 @@ def test_compile_into_deduplicates_by_symbol():
     assert got["same"]
     # square.f64 is the kernel's own callee: twice_plus reuses it instead of defining a copy
     assert got["defined"] == ["square.f64", "twice_plus.f64", "uses_twice.A1f64.A1f64"]
-    assert [(c.symbol, c.reused) for c in result.trace.compilations] == [
-        ("twice_plus.f64", False), ("twice_plus.f64", True)]
+    assert [(c.symbol, c.reused, c.requested_by) for c in result.trace.compilations] == [
+        ("twice_plus.f64", False, "uses_twice"), ("twice_plus.f64", True, None)]
+    assert "@twice_plus.f64 (func twice_plus(float64), for uses_twice)" in str(result.trace)
 
 
 def test_a_declaration_of_the_symbol_gets_its_body():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import os
 
@@ -311,3 +312,20 @@ def test_symbols_are_the_same_in_fresh_processes(tmp_path):
     assert outputs[0] == outputs[1]
     assert outputs[0].splitlines()[0] == str(
         ["kernel.A1f64.A1f64", "scaled.times.f64", "scaled.times.f64.1"])
+
+
+def test_compiles_on_several_threads_each_get_their_own_state():
+    states = []
+
+    def early(state, marker, module):
+        states.append(state)
+        assert gpuc.CompileState.of(module) is state
+        return compile_twice_plus(state, marker, module)
+
+    def one(_):
+        result = gpuc.compile(gpuc.CompilerJob((uses_twice, (A1, A1)), config(early=early)))
+        return tuple(sorted(result.compiled)), result.output.count("define")
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one, range(8)))
+    assert len(set(results)) == 1 and len(states) == len(set(map(id, states))) == 8

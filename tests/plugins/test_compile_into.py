@@ -4,11 +4,11 @@ linking, recompilable `compiled` records and deterministic symbols."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-import os
 
 import numpy as np
 import pytest

@@ -127,10 +127,20 @@ assert out[0] == 3.0
 """
 
 
-def cold(code: str, reps: int) -> float:
+_SCRATCH = []
+
+
+def scratch() -> Path:
+    """A folder for generated scripts (gpuc reads a kernel's source from its file), removed at exit."""
     import tempfile
 
-    script = Path(tempfile.mkdtemp()) / "cold.py"  # a file: gpuc reads kernels' source
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="gpuc-bench-"))
+    return Path(_SCRATCH[0].name)
+
+
+def cold(code: str, reps: int) -> float:
+    script = scratch() / "cold.py"  # a file: gpuc reads kernels' source
     script.write_text(code)
     times = []
     for _ in range(reps):
@@ -157,9 +167,8 @@ def _fresh(source: str, tag: str):
     """A new module (a new function object: nothing cached) from `source`, written to a file so that
     gpuc can read the function's source."""
     import importlib.util
-    import tempfile
 
-    path = Path(tempfile.mkdtemp()) / f"bench_{tag}.py"
+    path = scratch() / f"bench_{tag}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)

@@ -20,10 +20,17 @@ class CompiledFunction:
     For a Python function `source` is the @gpuc.func/@gpuc.kernel object and `signature` its
     argument types (gpuc types), so `CompilerJob((cf.source, cf.signature), config)` compiles it
     again; for LLVM IR `source` is the IRSource and `signature` is None.
+
+    A record may stand for a function the module only declares yet: one that code asks for by
+    symbol (`gpuc.deferred`) and a plugin compiles on demand. `kernel` says it is to be compiled as
+    an additional kernel entry point, and `requested_at` where it was first asked for (for errors).
+    Neither takes part in comparisons: a record is its source and signature.
     """
 
     source: object
     signature: tuple | None = None
+    kernel: bool = field(default=False, compare=False)
+    requested_at: SourceLocation | None = field(default=None, compare=False)
 
     def as_source(self) -> "Source":
         """The source that compiles this function again (its entry is this function)."""

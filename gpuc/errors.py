@@ -35,12 +35,29 @@ class CompilationError(CompilerError):
 
     def __init__(self, message: str, location: SourceLocation | None = None, hint: str | None = None) -> None:
         self.message, self.location, self.hint = message, location, hint
-        parts = [f"{location}: {message}" if location else message]
+        #: Further places that explain the error, as (text, location or None), e.g. where a deferred
+        #: function that fails to compile was asked for.
+        self.notes: list[tuple[str, SourceLocation | None]] = []
+        super().__init__(self._text())
+
+    def with_note(self, text: str, location: SourceLocation | None = None) -> "CompilationError":
+        """Add a note (`text`, at `location`) to the message; returns the error, to be raised again."""
+        self.notes.append((text, location))
+        self.args = (self._text(),)
+        return self
+
+    def _text(self) -> str:
+        location, parts = self.location, []
+        parts.append(f"{location}: {self.message}" if location else self.message)
         if location and location.excerpt():
             parts.append(location.excerpt())
-        if hint:
-            parts.append(f"hint: {hint}")
-        super().__init__("\n".join(parts))
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        for text, where in self.notes:
+            parts.append(f"note: {where}: {text}" if where else f"note: {text}")
+            if where and where.excerpt():
+                parts.append(where.excerpt())
+        return "\n".join(parts)
 
 
 class PluginError(CompilerError):

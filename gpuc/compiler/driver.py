@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
-from ..errors import CompilationError, CompilerError, InternalCompilerError, PluginError, ValidationError
+from ..errors import CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError, ValidationError
 from .pipeline import Pipeline, build_pipeline, call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
 from .source import CompiledFunction
 from .state import CompileState, active
@@ -28,14 +28,24 @@ class CompileResult:
     launch_entry: str | None = None
     #: LLVM name (as irgen and plugins named it) -> the CompiledFunction it came from.
     compiled: dict[str, CompiledFunction] = field(default_factory=dict, repr=False, compare=False)
+    #: The final symbol of every entry point: `entry` first, then those plugins added
+    #: (`CompileState.add_entry`, e.g. kernels deferred with `gpuc.deferred(k, ..., kernel=True)`).
+    entries: list[str] = field(default_factory=list, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.entries:
+            object.__setattr__(self, "entries", [self.entry])
 
 
 class ModuleResult:
     """A finished module (before codegen) that the caller owns; `close()` frees it and its context."""
 
     def __init__(self, module: Module, entry: str, trace: Trace, job: CompilerJob,
-                 launch_entry: str | None = None, compiled: dict[str, CompiledFunction] | None = None) -> None:
+                 launch_entry: str | None = None, compiled: dict[str, CompiledFunction] | None = None,
+                 entries: list[str] | None = None) -> None:
         self.module, self.entry, self.trace, self.job = module, entry, trace, job
+        #: The final symbol of every entry point, `entry` first (see CompileResult.entries).
+        self.entries = list(entries) if entries else [entry]
         #: LLVM name (as irgen and plugins named it) -> the CompiledFunction it came from.
         self.compiled = compiled if compiled is not None else {}
         #: The function a launcher calls instead of the entry (`Target.add_launch_entry`), if any.
@@ -77,7 +87,8 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
         with _build(job, tm, machine_code=output in ("asm", "obj")) as built:
             with built.trace.stage("codegen"):
                 data = _codegen(job, built.module, tm, output, contained=not generated_by_gpuc(job, built.trace))
-            return CompileResult(data, built.entry, built.trace, job, built.launch_entry, built.compiled)
+            return CompileResult(data, built.entry, built.trace, job, built.launch_entry, built.compiled,
+                                 built.entries)
 
 
 def compile_module(job: CompilerJob) -> ModuleResult:
@@ -158,8 +169,8 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
                 if issues:
                     raise ValidationError(issues, job)
         with trace.stage("finish"):
-            entry = _finish(job, module, entry, tm, launch_entry)
-        return ModuleResult(module, entry, trace, job, launch_entry, compiled)
+            entries = _finish(job, module, entry, tm, launch_entry, state.extra_entries)
+        return ModuleResult(module, entries[0], trace, job, launch_entry, compiled, entries)
     except BaseException:
         if module is not None:
             module.close()
@@ -232,9 +243,13 @@ def _add_launch_entry(job, module: Module, trace: Trace) -> str | None:
     return added.name
 
 
-def _finish(job, module: Module, entry_name: str, tm, launch_entry: str | None = None) -> str:
+def _finish(job, module: Module, entry_name: str, tm, launch_entry: str | None = None,
+            extra_entries: list[str] = ()) -> list[str]:
+    """Internalize all but the entry points, mark kernels, let the target finish the module;
+    returns the entry points' final names, the job's entry first."""
     config, target = job.config, job.config.target
     entry = module.functions[entry_name]
+    extras = _extra_entries(job, module, extra_entries)
     if config.name and config.name != entry_name:
         if config.name in module.functions:
             raise CompilationError(f"cannot name the entry point {config.name!r}: the module already has a "
@@ -242,7 +257,8 @@ def _finish(job, module: Module, entry_name: str, tm, launch_entry: str | None =
         entry.name = config.name
     entry.linkage = "external"
     for fn in module.functions:
-        if not fn.is_declaration and fn != entry and fn.name != launch_entry and not fn.name.startswith("llvm."):
+        if (not fn.is_declaration and fn != entry and fn.name != launch_entry and fn not in extras
+                and not fn.name.startswith("llvm.")):
             fn.linkage = "internal"
     for gv in module.globals:
         if not gv.is_declaration and not gv.name.startswith("llvm."):
@@ -252,9 +268,30 @@ def _finish(job, module: Module, entry_name: str, tm, launch_entry: str | None =
         if issue is not None:  # validation was skipped (optimize=False or validate=False)
             raise ValidationError([issue], job)
         target.mark_kernel(job, entry, module)
+    for fn in extras:
+        fn.linkage = "external"
+        target.mark_kernel(job, fn, module)
     target.finish_module(job, module, tm)
     run_passes(module, "globaldce", tm, verify=not config.verify_plugins)
-    return entry.name
+    return [entry.name, *(fn.name for fn in extras)]
+
+
+def _extra_entries(job, module: Module, names) -> list:
+    """The functions plugins kept as further kernel entry points, each checked to be one."""
+    found, issues = [], []
+    for name in names:
+        fn = module.functions.get(name)
+        if fn is None or fn.is_declaration:
+            issues.append(IRIssue("invalid-kernel", f"the entry point @{name} that a plugin added "
+                                  "(CompileState.add_entry) is no longer defined in the module", function=name))
+            continue
+        issue = kernel_issue(fn)
+        if issue is not None:
+            issues.append(issue)
+        found.append(fn)
+    if issues:
+        raise ValidationError(issues, job)
+    return found
 
 
 def generated_by_gpuc(job, trace: Trace) -> bool:

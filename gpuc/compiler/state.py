@@ -32,6 +32,8 @@ class CompileState:
         self.compiled = compiled
         #: The callback point being run ("early", ... "last"), "finalize_module", or None between them.
         self.point: str | None = None
+        #: Names of the module's entry points besides the job's own, in the order they were added.
+        self.extra_entries: list[str] = []
 
     @property
     def config(self):
@@ -87,6 +89,16 @@ class CompileState:
             fn.name, src.describe(), self.point, reused and fn == existing, time.perf_counter() - start,
             requested_by))
         return fn
+
+    def add_entry(self, fn: Function) -> None:
+        """Keep `fn`, a kernel compiled into the module (`compile_into(..., kernel=True)`), as a
+        further entry point: the finish stage keeps it external and marks it as a kernel the
+        target's way, and `result.entries` names it after the job's own entry. Adding the job's
+        entry or one already added does nothing. Keep the function's name: entries are found by it."""
+        if not isinstance(fn, Function) or fn.is_declaration:
+            raise TypeError(f"add_entry() takes a function defined in the module, not {fn!r}")
+        if fn.name != self.job.source.entry_name and fn.name not in self.extra_entries:
+            self.extra_entries.append(fn.name)
 
     def link(self, other: "Module | bytes") -> list[str]:
         """Link a module (or bitcode) into this compile's module; returns the names it defined.

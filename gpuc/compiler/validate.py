@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from .. import llvm
-from ..llvm import Module
+from ..llvm import CallInst, Function, Module
+from ..llvm.values import InlineAsm
 from ..errors import IRIssue
 from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
 
@@ -24,6 +25,8 @@ _TYPE_KEYWORDS = ("x86_fp80", "ppc_fp128", "fp128", "vscale", 'target("')
 MAX_TYPE_WIDTH = 4096
 _WIDE_HINT = re.compile(r"[i<]\s*\d{4}")  # a cheap first pass: the exact pattern is five times slower
 _WIDE_TYPE = re.compile(r"(?<![\w.$@%\"-])(?:i(\d{4,})(?![\w.$])|<\s*(\d{4,}) x )")
+# A call whose callee is a local value (a function pointer), not @a_function: `call double %p(...)`.
+_INDIRECT_CALL = re.compile(r'\b(?:call|invoke)\b[^\n@]*?%(?:[-\w.$]+|"[^"]*")\(')
 _TYPE_KEYWORD = re.compile(r"(?<![\w.$@%\"-])(x86_fp80|ppc_fp128|fp128|vscale|target(?=\(\"))(?![\w.$])")
 
 
@@ -91,6 +94,7 @@ def collect_issues(job, module: Module, entry_name: str, *, full: bool = True,
     text = _text_to_scan(job, module, own_plugins_only)
     issues += _type_issues(target, module, text)
     issues += _width_issues(module, text)
+    issues += _indirect_call_issues(target, module, text)
     entry = module.functions.get(entry_name)
     issue = kernel_issue(entry) if full and job.config.kernel and entry is not None else None
     if issue is not None:
@@ -155,6 +159,22 @@ def _text_to_scan(job, module: Module, own_plugins_only: bool) -> str:
     if isinstance(text, str):
         return str(module) if any(k in text for k in _TYPE_KEYWORDS) or _too_wide(text) else ""
     return str(module)
+
+
+def _indirect_call_issues(target, module: Module, text: str) -> list[IRIssue]:
+    """Calls through function pointers left after optimization, on a target that has none."""
+    if target.indirect_calls or (text and _INDIRECT_CALL.search(text) is None):
+        return []
+    issues = []
+    for fn in module.functions:
+        for inst in fn.instructions() if not fn.is_declaration else ():
+            if isinstance(inst, CallInst) and not isinstance(inst.callee, (Function, InlineAsm)):
+                issues.append(IRIssue(
+                    "unsupported-on-target", f"@{fn.name} calls through a function pointer "
+                    f"(`{str(inst).strip()}`), which {target!r} cannot compile: {target.indirect_calls_missing}; "
+                    "call the function directly, or let a gpuc.deferred pointer be a constant the optimizer "
+                    "turns into a direct call", function=fn.name))
+    return issues
 
 
 def kernel_issue(entry) -> IRIssue | None:

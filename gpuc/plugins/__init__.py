@@ -1,10 +1,15 @@
 """Built-in plugins, registered at import through the same public API a third party would use."""
 
 from ..compiler import register_plugin
-from . import context
+from . import context, deferred
 
 #: The context-propagation plugin (markers gpuc.ctx.index and gpuc.ctx.ndrange), resolved early so
 #: that it also works with optimize=False; built in, so configs that name their own plugin set keep it.
 CONTEXT = register_plugin("gpuc.ctx", early_callback=context.resolve, markers=context.MARKERS, builtin=True)
 
-__all__ = ["CONTEXT", "context"]
+#: Deferred compilation (marker gpuc.lookup): compiles the functions gpuc.deferred points to, early,
+#: before plugins of default priority at that point (docs/deferred.md).
+DEFERRED = register_plugin(deferred.MARKER, early_callback=deferred.resolve, priority=deferred.PRIORITY,
+                           builtin=True)
+
+__all__ = ["CONTEXT", "DEFERRED", "context", "deferred"]

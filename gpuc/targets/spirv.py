@@ -31,6 +31,9 @@ class SPIRVTarget(Target):
     float_atomics = False
     float_atomics_missing = ("needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, which gpuc's "
                              "spirv target does not enable")
+    indirect_calls = False
+    indirect_calls_missing = ("SPIR-V needs the extension SPV_INTEL_function_pointers for that, which gpuc's "
+                              "spirv target does not enable")
     # The OpenCL extended instruction set: the backend turns the mangled OpenCL C builtin
     # declarations into OpExtInst. OpenCL's fmod is exact by its specification.
     math_library = "OpenCL"

@@ -8,8 +8,8 @@ from .compiler import (  # noqa: E402
     code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
     unregister_plugin)
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
-from .frontend import (Array, atomic_add, bool_, boolean, float32, float64, fma, func, index,  # noqa: E402
-                       int32, int64, kernel, marker, ndrange, uint32, uint64)
+from .frontend import (Array, atomic_add, bool_, boolean, deferred, float32, float64, fma, func,  # noqa: E402
+                       index, int32, int64, kernel, marker, ndrange, uint32, uint64)
 from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 
@@ -20,7 +20,7 @@ __all__ = [
     "code_llvm", "code_native", "compile", "compile_module", "make_plugin", "plugin_scope", "register_plugin",
     "registered_plugins", "unregister_plugin",
     # the Python frontend
-    "Array", "atomic_add", "bool_", "boolean", "float32", "float64", "fma", "func", "index", "int32", "int64",
+    "Array", "atomic_add", "bool_", "boolean", "deferred", "float32", "float64", "fma", "func", "index", "int32", "int64",
     "kernel", "marker", "ndrange", "uint32", "uint64",
 ]
 
@@ -38,7 +38,8 @@ _INSTEAD = {
                     "gpuc's one atomic operation is gpuc.atomic_add(a, i, v) (add a negative value to subtract)"),
     "jit": "compile with @gpuc.kernel (an entry point) or @gpuc.func (a device function)",
 }
-_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add, gpuc.fma, gpuc.marker(...) objects, the types "
+_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add, gpuc.fma, gpuc.deferred (function pointers), "
+               "gpuc.marker(...) objects, the types "
                "gpuc.bool_, gpuc.int32, gpuc.int64, gpuc.uint32, gpuc.uint64, gpuc.float32, gpuc.float64, "
                "and gpuc.Array[dtype, ndim] for signatures")
 

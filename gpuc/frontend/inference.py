@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from .errors import LocatingVisitor, UserError, located
 from .source import _NOT_FOUND, GpucFunction, symbol_name
-from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, as_type, boolean, common_type, int64,
-                    int_range, join, none, promote)
+from .types import (POINTER_USES, ArrayType, FunctionPointerType, GType, NoneType, ScalarType, TupleType, as_type,
+                    boolean, common_type, holds_pointer, int64, int_range, join, none, promote)
 from . import operations as B
 from . import intrinsics
 
@@ -47,14 +47,28 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Partial:
-    """A variable holding arrays that is bound on only some of the joining paths: on the others there is
-    no array to read (a scalar reads 0 there instead), so reading it is an error."""
+    """A variable holding arrays or function pointers that is bound on only some of the joining paths: on
+    the others there is no array or function to read (a scalar reads 0 there instead), so reading it is
+    an error."""
 
     info: tuple
 
 
 def _holds_array(t) -> bool:
-    return isinstance(t, ArrayType) or isinstance(t, TupleType) and any(map(_holds_array, t.elements))
+    """Whether a value of type `t` has no default (an array or a function pointer, or a tuple holding one)."""
+    return isinstance(t, (ArrayType, FunctionPointerType)) or isinstance(t, TupleType) and any(
+        map(_holds_array, t.elements))
+
+
+def _different_types_hint(name: str, a: GType, b: GType) -> str:
+    if isinstance(a, FunctionPointerType) or isinstance(b, FunctionPointerType):
+        return f"give {name} the same type on every path: pointers to functions with the same parameter and " \
+               "return types (and both to funcs or both to kernels)"
+    return f"give {name} the same type on every path, e.g. with float(...) or int(...)"
+
+
+def _holds_array_only(t) -> bool:
+    return isinstance(t, ArrayType) or isinstance(t, TupleType) and any(map(_holds_array_only, t.elements))
 
 
 def merge(envs):
@@ -124,6 +138,8 @@ class TypedFunction:
     big: dict = field(default_factory=dict)          # id(expr) -> literal >= 2**63 not yet given a type it fits
     reached: set = field(default_factory=set)        # id(stmt) of statements that are typed (reachable)
     returns: list = field(default_factory=list)      # (type, weak, node)
+    requests: dict = field(default_factory=dict)     # (function, signature) -> (TypedFunction, kernel, location)
+                                                     # of each gpuc.deferred, first request first
     return_type: GType | None = None
     done: bool = False
     provisional_used: GType | None = None
@@ -276,6 +292,13 @@ class Typer(LocatingVisitor):
                     raise UserError(f"parameter {arg.arg} is annotated {want}, but the argument type is {t}",
                                     hint="pass a matching argument type, or remove the annotation",
                                     node=arg.annotation)
+        if self.typed.function.is_kernel:
+            for arg, t in zip(args.args, self.typed.signature):
+                if holds_pointer(t):
+                    raise UserError(f"kernel parameter {arg.arg} has the function-pointer type {t}; kernels take "
+                                    "arrays, numbers, bools and tuples of these",
+                                    hint="create the pointer inside the kernel with gpuc.deferred(...), or pass it "
+                                         "to a @gpuc.func", node=arg)
         if self.typed.function.is_kernel and fn.returns is not None:
             if self._annotation(fn.returns) != none:
                 raise UserError("kernels return nothing; write results into an array argument", node=fn.returns)
@@ -451,6 +474,9 @@ class Typer(LocatingVisitor):
                 self.assign(elt, et, None)
         elif isinstance(target, ast.Subscript):
             elem = self.subscript(target, store=True)
+            if holds_pointer(t):
+                raise UserError(f"cannot store the function pointer {t} into an array of {elem}: arrays hold "
+                                "numbers and bools", hint=POINTER_USES, node=target)
             if not isinstance(t, ScalarType):
                 raise UserError(f"cannot store a {t} into an array of {elem}", node=target)
             if value_node is not None:
@@ -474,8 +500,9 @@ class Typer(LocatingVisitor):
             weak = self.is_weak(node.value)
             if isinstance(t, ArrayType):
                 raise UserError("functions cannot return arrays", hint="write into an array argument instead")
-            if isinstance(t, TupleType) and any(not isinstance(e, (ScalarType, TupleType)) for e in t.elements):
-                raise UserError("returned tuples may hold numbers and bools only")
+            if isinstance(t, TupleType) and any(
+                    not isinstance(e, (ScalarType, TupleType, FunctionPointerType)) for e in t.elements):
+                raise UserError("returned tuples may hold numbers, bools and function pointers only")
         if self.typed.function.is_kernel and t != none:
             raise UserError("kernels return nothing; write results into an array argument")
         if self.typed.returns and (t == none) != (self.typed.returns[0][0] == none):
@@ -497,7 +524,8 @@ class Typer(LocatingVisitor):
         t = self.value_expr(node, "a condition")
         self.consumed(node)  # a literal condition is decided by its Python value, never materialized
         if not isinstance(t, ScalarType):
-            raise UserError(f"a {t} cannot be used as a condition", hint="compare it, e.g. len(a) > 0", node=node)
+            hint = POINTER_USES if isinstance(t, FunctionPointerType) else "compare it, e.g. len(a) > 0"
+            raise UserError(f"a {t} cannot be used as a condition", hint=hint, node=node)
 
     def _loop(self, header_env, body, test=None, target=None, forever=False) -> None:
         """Type a loop until the environment at its header settles (the header joins the entry with the
@@ -637,16 +665,17 @@ class Typer(LocatingVisitor):
         if self.unsettled and (isinstance(info, (Conflict, Partial)) or info is None and node.id in self.locals):
             raise _Unbound(node.id)
         if isinstance(info, Partial):
-            raise UserError(f"variable {node.id!r} holds an array but is assigned on only some paths to here "
+            what = "an array" if _holds_array_only(info.info[0]) else "a function pointer"
+            raise UserError(f"variable {node.id!r} holds {what} but is assigned on only some paths to here "
                             f"(line {self.typed.info.file_line(info.info[1])})",
-                            hint=f"assign {node.id} on every path before this line (an array has no default)")
+                            hint=f"assign {node.id} on every path before this line ({what} has no default)")
         if info is not None:
             if isinstance(info, Conflict):
                 (t1, l1), (t2, l2) = info.first, info.second
                 l1, l2 = self.typed.info.file_line(l1), self.typed.info.file_line(l2)
                 raise UserError(f"variable {node.id!r} has different types on different paths to here: {t1} "
                                 f"(assigned at line {l1}) and {t2} (line {l2})",
-                                hint=f"give {node.id} the same type on every path, e.g. with float(...) or int(...)")
+                                hint=_different_types_hint(node.id, t1, t2))
             self.typed.slots[id(node)] = (node.id, info[0])
             return info[0]
         if node.id in self.locals:
@@ -739,7 +768,8 @@ class Typer(LocatingVisitor):
         types = [self.value_expr(v, "an operand of and/or") for v in node.values]
         for v, t in zip(node.values, types):
             if not isinstance(t, ScalarType):
-                raise UserError(f"and/or need numbers or bools, not {t}", node=v)
+                hint = POINTER_USES if isinstance(t, FunctionPointerType) else None
+                raise UserError(f"and/or need numbers or bools, not {t}", hint=hint, node=v)
         if all(self.is_literal(v) for v in node.values):  # Python's value, and the type of the operand it is
             chosen = _choose_operand(isinstance(node.op, ast.And), node.values, self.typed.consts)
             self._fold_literal(node, self.typed.consts[id(chosen)], *node.values)
@@ -784,8 +814,10 @@ class Typer(LocatingVisitor):
         if t is None and isinstance(bt, ScalarType) and isinstance(ot, ScalarType):
             t = promote(bt, ot, self.is_weak(node.body), self.is_weak(node.orelse))
         if t is None:
-            raise UserError(f"the two branches of this conditional expression have types {bt} and {ot}",
-                            hint="make both branches the same type")
+            hint = ("point both branches to functions with the same parameter and return types"
+                    if isinstance(bt, FunctionPointerType) or isinstance(ot, FunctionPointerType)
+                    else "make both branches the same type")
+            raise UserError(f"the two branches of this conditional expression have types {bt} and {ot}", hint=hint)
         self.fit(node.body, t)
         self.fit(node.orelse, t)
         return t
@@ -831,6 +863,11 @@ class Typer(LocatingVisitor):
 
     def visit_Call(self, node: ast.Call) -> GType:
         callee = self.expr(node.func)
+        if isinstance(callee, FunctionPointerType):
+            from .pointers import POINTER_CALL
+            plan = POINTER_CALL.type(self, node, callee)
+            self.typed.calls[id(node)] = (POINTER_CALL, plan)
+            return plan.result
         if not isinstance(callee, PyObject):
             raise UserError(f"a {callee} is not callable", node=node.func)
         if node.keywords and not B.takes_keywords(callee.value):
@@ -871,16 +908,20 @@ class Typer(LocatingVisitor):
             if isinstance(t, TupleType) and any(isinstance(e, ArrayType) for e in t.elements):
                 raise UserError("tuples holding arrays cannot be passed to functions", node=a)
             sig.append(t)
-        sig = tuple(sig)
-        callee = self.session.function(target, sig)
-        if not callee.done:  # a recursive call: use what the returns seen so far say
-            result = Typer(self.session, callee)._resolve_returns(final=False)
-            if result is None:
-                raise UserError(f"cannot infer what the recursive call of {target.__qualname__} returns: no return "
-                                "statement precedes it", hint="annotate the return type (def f(n) -> int:) or "
-                                "put the base case's return first")
-            callee.provisional_used = result
-        else:
-            result = callee.return_type
+        callee, result = self.callee_result(target, tuple(sig))
         self.typed.calls[id(node)] = (callee, None)
         return result
+
+    def callee_result(self, target: GpucFunction, signature: tuple) -> tuple[TypedFunction, GType]:
+        """`target` typed for `signature` in this session, and what a call of it returns; for a function
+        still being typed (recursion, also through pointers), what the returns seen so far say."""
+        callee = self.session.function(target, signature)
+        if callee.done:
+            return callee, callee.return_type
+        result = Typer(self.session, callee)._resolve_returns(final=False)
+        if result is None:
+            raise UserError(f"cannot infer what the recursive call of {target.__qualname__} returns: no return "
+                            "statement precedes it", hint="annotate the return type (def f(n) -> int:) or "
+                            "put the base case's return first")
+        callee.provisional_used = result
+        return callee, result

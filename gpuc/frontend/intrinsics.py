@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 
+from ..errors import CompilationError, SourceLocation
 from .types import GType, as_type, none
 
 
@@ -69,3 +71,15 @@ class Marker:
 def marker(name: str, restype=None, argtypes=()) -> Marker:
     """A callable that, inside kernels and funcs, emits a call of the marker function `name`."""
     return Marker(name, restype, argtypes)
+
+
+def deferred(f, *args, kernel: bool = False):
+    """Inside kernels and funcs: a pointer to the @gpuc.func `f` specialized for the types of `args`
+    (or for a tuple of types, `deferred(f, (gpuc.float64, gpuc.int64))`), compiled on demand.
+    With kernel=True, `f` is a @gpuc.kernel kept as an additional entry point of the module."""
+    frame = sys._getframe(1)
+    location = SourceLocation(frame.f_code.co_filename, frame.f_lineno, 1)
+    raise CompilationError("gpuc.deferred(...) only works inside @gpuc.kernel and @gpuc.func code, where it "
+                           "makes a function pointer; Python code has no compiled functions to point to",
+                           location, hint="call the function directly in Python, or create the pointer inside "
+                                          "a compiled function")

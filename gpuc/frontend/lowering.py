@@ -11,7 +11,7 @@ from . import operations as B
 from .depth import run_deep
 from .errors import LocatingVisitor, UserError, located
 from .mathlib import float_to_int
-from .types import (ArrayType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
+from .types import (ArrayType, FunctionPointerType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
                     int_range, llvm_type, memory_type, none, storage)
 from .inference import PyObject, TypedFunction, Typing
 
@@ -29,12 +29,15 @@ def _lower_program(source, job, context, tm):
         module.data_layout = tm.data_layout
     try:
         program = _program(session, module, job)
-        functions = program.declare_all(source.entry_name)
-        _emit(program, session.functions.values(), functions)
+        defined, deferred = _module_functions(session)
+        functions = program.declare_all(source.entry_name, defined, [d[0] for d in deferred])
+        _emit(program, defined, functions)
     except BaseException:
         module.close()
         raise
-    compiled = {t.symbol: CompiledFunction(t.function, t.signature) for t in session.functions.values()}
+    compiled = {t.symbol: CompiledFunction(t.function, t.signature) for t in defined}
+    for t, kernel, location in deferred:
+        compiled[t.symbol] = CompiledFunction(t.function, t.signature, kernel=kernel, requested_at=location)
     return module, compiled
 
 
@@ -47,15 +50,21 @@ def lower_into(source, job, module: Module, compiled: dict):
 def _lower_into(source, job, module: Module, compiled: dict):
     session = _typed_session(source, job)
     program = _program(session, module, job)
-    entry = next(iter(session.functions.values()))
-    fresh, created = _declare_into(program, compiled, entry, job.config.kernel)
+    defined, deferred = _module_functions(session)
+    fresh, created, declared = _declare_into(program, compiled, defined, deferred, job.config.kernel)
     try:
         _emit(program, fresh, program.functions)
     except BaseException:
         _undo(program, fresh, created)
         raise
-    compiled.update({t.symbol: CompiledFunction(t.function, t.signature) for t in fresh})
-    return program.functions[entry.symbol]
+    for t in fresh:  # a record made when the function was requested keeps what the request said
+        record = CompiledFunction(t.function, t.signature)
+        if compiled.get(t.symbol) != record:
+            compiled[t.symbol] = record
+    for t, kernel, location in declared:
+        compiled.setdefault(t.symbol, CompiledFunction(t.function, t.signature, kernel=kernel,
+                                                       requested_at=location))
+    return program.functions[defined[0].symbol]
 
 
 def _typed_session(source, job) -> Typing:
@@ -76,39 +85,78 @@ def _emit(program: "Program", typed_functions, functions: dict) -> None:
             raise located(exc, typed.info) from None
 
 
-def _declare_into(program: "Program", compiled: dict, entry: TypedFunction, external: bool):
+def _module_functions(session: Typing):
+    """(the typed functions the module defines, [(typed, kernel, requested_at)] of those it only
+    declares). It defines the entry and what that calls directly, transitively; it declares what
+    these point to with gpuc.deferred and it does not define: the gpuc.lookup plugin compiles those
+    on demand (and what only they reach)."""
+    typed_all = list(session.functions.values())
+    reached, work = {id(typed_all[0])}, [typed_all[0]]
+    while work:
+        for plan in work.pop().calls.values():
+            callee = plan[0] if isinstance(plan, tuple) else None
+            if isinstance(callee, TypedFunction) and id(callee) not in reached:
+                reached.add(id(callee))
+                work.append(callee)
+    defined = [t for t in typed_all if id(t) in reached]
+    deferred = {}
+    for typed in defined:
+        for callee, kernel, location in typed.requests.values():
+            if id(callee) not in reached:
+                deferred.setdefault(id(callee), (callee, kernel, location))
+    return defined, list(deferred.values())
+
+
+def _declare_into(program: "Program", compiled: dict, defined: list, deferred: list, external: bool):
     """Give every typed function its Function in the existing module: reuse a definition `compiled`
     records for the same function and signature, fill in a matching declaration, or add one under
-    the first free deterministic name (symbol, symbol.1, ...). Returns (functions to lower, added)."""
+    the first free deterministic name (symbol, symbol.1, ...); the deferred functions get a
+    declaration unless the module has them. Returns (functions to lower, added names, the deferred
+    functions left declared)."""
     module, fresh, created, assigned = program.module, [], set(), set()
-    for typed in program.session.functions.values():
-        want = CompiledFunction(typed.function, typed.signature)
-        params = [p for t in typed.signature for p in abi_params(t, program.ctx, program.addrspace)]
-        fnty = FunctionType.get(program.ltype(typed.return_type), params)
-        base, k = typed.symbol, 0
-        while True:
-            name = f"{base}.{k}" if k else base
-            k += 1
-            existing = module.functions.get(name)
-            if name in assigned or existing is not None and (
-                    existing.function_type != fnty or not existing.is_declaration and compiled.get(name) != want
-                    or existing.is_declaration and compiled.get(name, want) != want):
-                continue
-            break
-        typed.symbol = name
-        assigned.add(name)
+    for typed in defined:
+        name, existing = _free_name(program, compiled, typed, assigned)
         if existing is not None and not existing.is_declaration:
             program.functions[name] = existing  # compiled before, from the same function and signature
             continue
-        fn = existing if existing is not None else module.add_function(name, fnty)
+        fn = existing if existing is not None else module.add_function(name, program.function_type(typed))
         if existing is None:
             created.add(name)
-        if typed is not entry or not external:
+        if typed is not defined[0] or not external:
             fn.linkage = "internal"
         program._abi_attributes(fn, typed)
         program.functions[name] = fn
         fresh.append(typed)
-    return fresh, created
+    declared = []
+    for typed, kernel, location in deferred:
+        name, existing = _free_name(program, compiled, typed, assigned)
+        if existing is None:
+            existing = module.add_function(name, program.function_type(typed))
+            program._abi_attributes(existing, typed)
+            created.add(name)
+        program.functions[name] = existing
+        if existing.is_declaration:
+            declared.append((typed, kernel, location))
+    return fresh, created, declared
+
+
+def _free_name(program: "Program", compiled: dict, typed: TypedFunction, assigned: set):
+    """The first name of symbol, symbol.1, ... that is free for `typed` in the module, or holds it
+    already (a definition `compiled` records for it, or a matching declaration); and what is there."""
+    module, fnty = program.module, program.function_type(typed)
+    want = CompiledFunction(typed.function, typed.signature)
+    base, k = typed.symbol, 0
+    while True:
+        name = f"{base}.{k}" if k else base
+        k += 1
+        existing = module.functions.get(name)
+        if name in assigned or existing is not None and (
+                existing.function_type != fnty or not existing.is_declaration and compiled.get(name) != want
+                or existing.is_declaration and compiled.get(name, want) != want):
+            continue
+        typed.symbol = name
+        assigned.add(name)
+        return name, existing
 
 
 def _undo(program: "Program", fresh, created: set) -> None:
@@ -136,15 +184,21 @@ class Program:
     def ltype(self, t: GType):
         return llvm_type(t, self.ctx, self.addrspace)
 
-    def declare_all(self, entry: str) -> dict:
-        taken = {}
-        for typed in self.session.functions.values():
+    def function_type(self, typed: TypedFunction):
+        """The LLVM type of a function: the ABI's flattened parameters (gpuc/abi.py), its return type."""
+        params = [p for t in typed.signature for p in abi_params(t, self.ctx, self.addrspace)]
+        return FunctionType.get(self.ltype(typed.return_type), params)
+
+    def declare_all(self, entry: str, defined: list, deferred: list) -> dict:
+        """Add the functions the module defines (internal but the entry) and declarations of the
+        deferred ones (compiled on demand by the gpuc.lookup plugin)."""
+        taken, declared = {}, {id(t) for t in deferred}
+        for typed in defined + deferred:
             if typed.symbol in taken and taken[typed.symbol] is not typed.function:
                 typed.symbol = f"{typed.symbol}.{len(taken)}"  # two functions with one qualname
             taken[typed.symbol] = typed.function
-            params = [p for t in typed.signature for p in abi_params(t, self.ctx, self.addrspace)]
-            fn = self.module.add_function(typed.symbol, FunctionType.get(self.ltype(typed.return_type), params))
-            if typed.symbol != entry:
+            fn = self.module.add_function(typed.symbol, self.function_type(typed))
+            if typed.symbol != entry and id(typed) not in declared:
                 fn.linkage = "internal"
             self._abi_attributes(fn, typed)
             self.functions[typed.symbol] = fn
@@ -217,7 +271,7 @@ class Lowerer(LocatingVisitor):
         return self.b.icmp("ne", v, ConstantInt.get(v.type, 0))
 
     def convert(self, v, src: GType, dst: GType):
-        if src == dst or isinstance(dst, (TupleType, ArrayType, NoneType)):
+        if src == dst or isinstance(dst, (TupleType, ArrayType, NoneType, FunctionPointerType)):
             return v
         if dst.is_bool:
             return self.truth(v, src)

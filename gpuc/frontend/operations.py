@@ -551,6 +551,8 @@ def _calls() -> dict:
              _py.abs: Abs(), _py.min: MinMax("min"), _py.max: MinMax("max"), _py.len: Len(),
              intrinsics.index: ContextIntrinsic("index"), intrinsics.ndrange: ContextIntrinsic("ndrange"),
              intrinsics.atomic_add: AtomicAdd()}
+    from .pointers import Deferred
+    table[intrinsics.deferred] = Deferred()
     for t in SCALARS:
         table[t] = Convert(t.name, t)
     from .mathlib import math_calls

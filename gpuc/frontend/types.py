@@ -127,6 +127,50 @@ class NoneType(GType):
     def __str__(self) -> str:
         return "None"
 
+    @property
+    def mangled(self) -> str:
+        return "v"
+
+
+@dataclass(frozen=True)
+class FunctionPointerType(GType):
+    """A pointer to a gpuc function taking `params` and returning `result` (`gpuc.deferred`).
+
+    Values of one pointer type are interchangeable: a func taking a pointer is specialized per
+    pointer type, not per function pointed to. `kernel` marks a pointer to a kernel entry point
+    (`deferred(k, ..., kernel=True)`), which is launched, never called. Its LLVM type is `ptr`.
+    """
+
+    params: tuple
+    result: GType
+    kernel: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(as_type(p) for p in self.params))
+        object.__setattr__(self, "result", as_type(self.result))
+        object.__setattr__(self, "kernel", bool(self.kernel))
+
+    def __str__(self) -> str:
+        kind = "kernel" if self.kernel else "func"
+        return f"{kind}({', '.join(map(str, self.params))}) -> {self.result}"
+
+    def __repr__(self) -> str:
+        return f"gpuc.FunctionPointerType({self.params!r}, {self.result!r}, kernel={self.kernel})"
+
+    @property
+    def mangled(self) -> str:
+        return ("K" if self.kernel else "P") + f"{len(self.params)}" + "".join(p.mangled for p in self.params) \
+            + "R" + self.result.mangled + "E"
+
+
+POINTER_USES = ("function pointers can be called, kept in variables and tuples, passed to and returned from "
+                "@gpuc.func functions and chosen with if/else; they have no arithmetic, comparison or truth value")
+
+
+def holds_pointer(t: GType) -> bool:
+    """Whether a value of type `t` is or contains a function pointer."""
+    return isinstance(t, FunctionPointerType) or isinstance(t, TupleType) and any(map(holds_pointer, t.elements))
+
 
 none = NoneType()
 
@@ -289,6 +333,8 @@ def int_range(t: ScalarType) -> tuple[int, int]:
 
 
 def check_scalar(t: GType, what: str) -> ScalarType:
+    if isinstance(t, FunctionPointerType):
+        raise UserError(f"{what} must be a number or bool, not the function pointer {t}", hint=POINTER_USES)
     if not isinstance(t, ScalarType):
         raise UserError(f"{what} must be a number or bool, not {t}",
                         hint="index arrays to get their elements; tuples must be unpacked")
@@ -316,6 +362,8 @@ def llvm_type(t: GType, context, addrspace: int = 0):
         return context.struct_type([llvm_type(e, context, addrspace) for e in t.elements])
     if isinstance(t, NoneType):
         return context.void
+    if isinstance(t, FunctionPointerType):
+        return context.ptr(0)
     raise TypeError(f"no LLVM type for {t!r}")
 
 

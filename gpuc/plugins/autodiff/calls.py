@@ -1,0 +1,103 @@
+"""Calls in the tangent transformation: math functions by their derivative rules, defined functions
+through their own tangent functions (built once each), everything else an error or passed through."""
+
+from __future__ import annotations
+
+import gpuc.llvm as llvm
+
+from . import mathrules
+from .kinds import carries_floats
+
+# Intrinsics that compute no floats and touch no memory a tangent lives in.
+_TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias.scope.decl",
+                "llvm.invariant.", "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing")
+_MEMORY = ("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")
+
+
+def call(self, inst) -> None:
+    callee = inst.callee
+    if not isinstance(callee, llvm.Function):
+        what = "inline assembly" if "asm" in str(inst) and not isinstance(callee, llvm.Instruction) \
+            else "an indirect call"
+        raise self.error(inst, f"{what} cannot be differentiated")
+    name = callee.name
+    if callee.function_type.is_vararg:
+        raise self.error(inst, f"calls of functions with variable arguments ({name}) are not differentiated")
+    if name.startswith(_TRANSPARENT):
+        self.vmap[inst] = self.clone(inst)
+    elif name.startswith(_MEMORY):
+        _memory_intrinsic(self, inst)
+    elif (math := mathrules.classify(callee)) is not None:
+        _math(self, inst, *math)
+    elif callee.is_declaration:
+        _external(self, inst, callee)
+    else:
+        _defined(self, inst, callee)
+
+
+def _math(self, inst, family, name: str) -> None:
+    if name not in mathrules.DIFFERENTIABLE:
+        raise self.error(inst, f"{inst.callee.name} has no derivative rule")
+    new = self.vmap[inst] = self.clone(inst)
+    args = inst.args
+    tangents = [self.tangent(a) if carries_floats(a.type) else None for a in args]
+    t = mathrules.tangent(self.b, self.module, family, name, [self.value(a) for a in args], new, tangents)
+    if t is not None:
+        self.tangents[inst] = t
+
+
+def _external(self, inst, callee) -> None:
+    fnty = callee.function_type
+    types = [fnty.return_type, *fnty.params]
+    if callee.name.startswith("llvm."):
+        # An intrinsic that computes no floats (integer arithmetic, float-to-integer conversions,
+        # target registers) has no tangent; one that does and has no rule is an error.
+        if carries_floats(fnty.return_type) or any(a in self.stack for a in inst.args):
+            raise self.error(inst, f"the intrinsic {callee.name} has no derivative rule")
+    elif any(carries_floats(t) or isinstance(t, llvm.PointerType) for t in types):
+        raise self.error(inst, f"{callee.name} is an external function gpuc knows no derivative of")
+    self.vmap[inst] = self.clone(inst)
+
+
+def _defined(self, inst, callee) -> None:
+    args = inst.args
+    if any(a in self.stack for a in args):
+        raise self.error(inst, f"a pointer to a stack slot passed to {callee.name} is not differentiated")
+    active = [carries_floats(a.type) and self.tangent(a) is not None for a in args]
+    if not any(active):
+        self.vmap[inst] = self.clone(inst)  # nothing it computes depends on the active inputs
+        return
+    tfn = self.callee_tangent(callee, active)
+    tangents = [self.tangent(a) for a, flag in zip(args, active) if flag]
+    result = self.b.call(tfn, [self.value(a) for a in args] + tangents)
+    if carries_floats(inst.type):
+        self.vmap[inst] = self.b.extract_value(result, 0)
+        self.tangents[inst] = self.b.extract_value(result, 1)
+    else:
+        self.vmap[inst] = result
+
+
+def _memory_intrinsic(self, inst) -> None:
+    new = self.vmap[inst] = self.clone(inst)
+    args = inst.args
+    destination, source = args[0], args[1]
+    is_set = inst.callee.name.startswith("llvm.memset.")
+    if destination not in self.shadows:
+        if not is_set and source in self.stack:
+            raise self.error(inst, "floats copied from a stack slot into memory the caller sees")
+        return
+    if is_set or source in self.shadows:
+        shadow = self.b.insert(new.clone())
+        shadow.operands[0] = self.shadows[destination]
+        if is_set:  # bytes set: their tangent is zero
+            shadow.operands[1] = llvm.ConstantInt.get(source.type, 0)
+        else:
+            shadow.operands[1] = self.shadows[source]
+        return
+    # Constant data copied into a stack slot: its tangent is zero.
+    size = self.value(args[2])
+    fnty = llvm.FunctionType.get(self.module.context.void, [destination.type, self.module.context.i8, size.type,
+                                                            self.module.context.i1])
+    memset = self.module.declare_intrinsic(f"llvm.memset.p0.i{size.type.width}", fnty)
+    self.b.call(memset, [self.shadows[destination], llvm.ConstantInt.get(self.module.context.i8, 0), size,
+                         llvm.ConstantInt.get(self.module.context.i1, 0)])

@@ -1,0 +1,75 @@
+"""What has a tangent, and errors that say where: shared by the tangent transformation's modules."""
+
+from __future__ import annotations
+
+import linecache
+import re
+
+import gpuc.llvm as llvm
+from gpuc.errors import CompilationError, SourceLocation
+
+
+def carries_floats(ty: llvm.Type) -> bool:
+    """Whether values of `ty` have a tangent: floating point, or literal structs/arrays holding some."""
+    if isinstance(ty, llvm.FloatingType):
+        return True
+    if isinstance(ty, llvm.StructType):
+        return any(carries_floats(e) for e in ty.elements)
+    if isinstance(ty, llvm.ArrayType):
+        return carries_floats(ty.element_type)
+    return False
+
+
+def has_vector_floats(ty: llvm.Type) -> bool:
+    if isinstance(ty, llvm.VectorType):
+        return isinstance(ty.element_type, llvm.FloatingType)
+    if isinstance(ty, llvm.StructType):
+        return any(has_vector_floats(e) for e in ty.elements)
+    return isinstance(ty, llvm.ArrayType) and has_vector_floats(ty.element_type)
+
+
+def error(fn: llvm.Function, inst, message: str) -> CompilationError:
+    """A CompilationError naming `fn` and the instruction `inst`, located where debug info says."""
+    where = f" in `{str(inst).strip()}`" if inst is not None else ""
+    return CompilationError(f"cannot differentiate {fn.name}: {message}{where}", locate(fn, inst))
+
+
+_DBG = re.compile(r"!dbg (![0-9]+)")
+
+
+def locate(fn: llvm.Function, inst) -> SourceLocation | None:
+    """The source location of `inst` (or of `fn`) from its debug info, None without."""
+    text = str(inst) if inst is not None else ""
+    found = _DBG.search(text)
+    if not found:
+        return None
+    nodes = _metadata_nodes(str(fn.parent))
+    node = nodes.get(found.group(1), "")
+    line, col, scope = _field(node, "line"), _field(node, "column"), _field(node, "scope")
+    file_node = None
+    while scope and file_node is None:
+        scope_text = nodes.get(scope, "")
+        file_node = _field(scope_text, "file")
+        scope = _field(scope_text, "scope") if file_node is None else None
+    file_text = nodes.get(file_node or "", "")
+    filename, directory = _field(file_text, "filename"), _field(file_text, "directory")
+    if not (line and filename):
+        return None
+    path = filename if not directory or filename.startswith("/") else f"{directory}/{filename}"
+    return SourceLocation(path, int(line), int(col or 0), linecache.getline(path, int(line)))
+
+
+def _metadata_nodes(module_text: str) -> dict[str, str]:
+    nodes = {}
+    for line in module_text.splitlines():
+        if line.startswith("!") and " = " in line:
+            key, _, value = line.partition(" = ")
+            nodes[key.strip()] = value
+    return nodes
+
+
+def _field(node: str, name: str) -> str | None:
+    m = re.search(rf"\b{name}: (\"[^\"]*\"|![0-9]+|[0-9]+)", node)
+    return m.group(1).strip('"') if m else None
+
+

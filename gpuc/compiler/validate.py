@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from .. import llvm
-from ..llvm import CallInst, Function, Module
+from ..llvm import CallInst, Function, Instruction, Module
 from ..llvm.values import InlineAsm
 from ..errors import IRIssue
 from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
@@ -162,18 +162,27 @@ def _text_to_scan(job, module: Module, own_plugins_only: bool) -> str:
 
 
 def _indirect_call_issues(target, module: Module, text: str) -> list[IRIssue]:
-    """Calls through function pointers left after optimization, on a target that has none."""
-    if target.indirect_calls or (text and _INDIRECT_CALL.search(text) is None):
+    """Calls through function pointers and functions used as values, on a target that has neither."""
+    if target.indirect_calls:
         return []
-    issues = []
+    issues, why = [], f"which {target!r} cannot compile: {target.indirect_calls_missing}"
+    hint = "call the function directly, or let a gpuc.deferred pointer be a constant the optimizer turns into a direct call"
+    for fn in module.functions:
+        for use in fn.uses:
+            user = use.user
+            if isinstance(user, CallInst) and user.callee == fn and fn not in user.args:
+                continue
+            where = f"@{user.function.name}" if isinstance(user, Instruction) else "a constant or global initializer"
+            issues.append(IRIssue("unsupported-on-target", f"{where} takes the address of @{fn.name} "
+                                  f"(`{str(user).strip()}`), {why}; {hint}", function=fn.name, symbol=fn.name))
+            break
+    if text and _INDIRECT_CALL.search(text) is None:
+        return issues
     for fn in module.functions:
         for inst in fn.instructions() if not fn.is_declaration else ():
             if isinstance(inst, CallInst) and not isinstance(inst.callee, (Function, InlineAsm)):
-                issues.append(IRIssue(
-                    "unsupported-on-target", f"@{fn.name} calls through a function pointer "
-                    f"(`{str(inst).strip()}`), which {target!r} cannot compile: {target.indirect_calls_missing}; "
-                    "call the function directly, or let a gpuc.deferred pointer be a constant the optimizer "
-                    "turns into a direct call", function=fn.name))
+                issues.append(IRIssue("unsupported-on-target", f"@{fn.name} calls through a function pointer "
+                                      f"(`{str(inst).strip()}`), {why}; {hint}", function=fn.name))
     return issues
 
 

@@ -79,17 +79,19 @@ def _resolved(state: CompileState, fn: Function, requester: str) -> Function:
 
 def _compile(state: CompileState, decl: Function, record: CompiledFunction, requester: str) -> Function:
     """Compile `record` into the module for the declaration `decl`; the declaration is then gone."""
-    symbol, wanted = decl.name, decl.function_type
+    symbol, wanted, module = decl.name, decl.function_type, state.module
     try:
         fn = state.compile_into(record.as_source(), kernel=record.kernel, requested_by=requester)
     except CompilationError as exc:
         raise exc.with_note(f"while compiling @{symbol}, asked for by gpuc.deferred here", record.requested_at)
-    if fn == decl:
+    # `decl` may be gone: linking replaces a declaration by a new function of the same name.
+    left = module.functions.get(symbol)
+    if left is None or left == fn or not left.is_declaration:
         return fn
     if fn.function_type != wanted:
         raise CompilationError(
             f"@{symbol} was asked for as {wanted}, but compiles to @{fn.name} of type {fn.function_type}",
             record.requested_at, hint="the pointer's type must be the function's type for its signature")
-    decl.replace_all_uses_with(fn)
-    decl.erase()
+    left.replace_all_uses_with(fn)
+    left.erase()
     return fn

@@ -119,10 +119,10 @@ class Target:
     #: False, `float_atomics_missing` completes "atomic_add on floats ..." to tell the user why.
     float_atomics = True
     float_atomics_missing = ""
-    #: Calls through a function pointer (a call whose callee is not a function of the module, as
-    #: deferred compilation's pointers make when they cannot be resolved to a direct call). Where it is
-    #: False, validation reports each one that remains after optimization, and
-    #: `indirect_calls_missing` completes "... cannot call through a function pointer ..." to say why.
+    #: Function pointers: calls whose callee is not a function of the module, and functions used as
+    #: values (deferred compilation's pointers, when the optimizer cannot make them direct calls).
+    #: Where it is False, validation reports each one left after optimization, and
+    #: `indirect_calls_missing` says why.
     indirect_calls = True
     indirect_calls_missing = ""
     #: The math library calls go to ("libm", "libdevice", "OpenCL"); None when the target has none,

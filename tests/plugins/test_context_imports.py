@@ -1,4 +1,4 @@
-"""The context plugin is written only against gpuc's public API, as a third-party plugin would be."""
+"""The built-in plugins (context propagation, deferred compilation) are written only against gpuc's public API, as a third-party plugin would be."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import importlib
 import sys
 from pathlib import Path
 
+import pytest
+
 import gpuc.plugins.context
+import gpuc.plugins.deferred
 
 # What a plugin may import from gpuc: the layers below the plugins, through their public names.
 ALLOWED = ("gpuc.abi", "gpuc.errors", "gpuc.llvm", "gpuc.compiler")
@@ -56,8 +59,9 @@ def import_problems(source: str, package: str) -> list[str]:
     return problems
 
 
-def test_context_plugin_imports_only_public_names():
-    path = Path(gpuc.plugins.context.__file__)
+@pytest.mark.parametrize("plugin", [gpuc.plugins.context, gpuc.plugins.deferred], ids=lambda m: m.__name__)
+def test_builtin_plugin_imports_only_public_names(plugin):
+    path = Path(plugin.__file__)
     assert import_problems(path.read_text(), "gpuc.plugins") == []
 
 

@@ -50,12 +50,26 @@ def tangent(ir: str, name: str, active, *, optimize: bool = True):
     module = llvm.Module.parse(ir)
     t = tangent_function(module, module.functions[name], active)
     module.verify()
-    t_name = t.name
+    names = _scalar_wrappers(module, t)
     if optimize:
-        t.linkage = "external"
         llvm.run_passes(module, "default<O2>")
-    jit = Jitted(module, t_name)
-    return jit, jit.function(t_name)
+    jit = Jitted(module, *names)
+    value, dvalue = (jit.function(n) for n in names)
+    return jit, lambda *args: (value(*args), dvalue(*args))
+
+
+def _scalar_wrappers(module: llvm.Module, t: llvm.Function) -> list[str]:
+    """Functions returning the value and the tangent of `t`'s result alone: a struct of two floats
+    in LLVM IR is not returned the way C (and ctypes) return one."""
+    names = []
+    for index, suffix in ((0, "value"), (1, "tangent")):
+        w = module.add_function(f"{t.name}.{suffix}", llvm.FunctionType.get(t.return_type.elements[0],
+                                                                            t.function_type.params))
+        with llvm.Builder(module.context) as b:
+            b.position_at_end(w.append_block("entry"))
+            b.ret(b.extract_value(b.call(t, list(w.args)), index))
+        names.append(w.name)
+    return names
 
 
 def derivative_chain(module: llvm.Module, fn: llvm.Function, order: int) -> llvm.Function:

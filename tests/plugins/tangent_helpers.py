@@ -72,11 +72,18 @@ def _scalar_wrappers(module: llvm.Module, t: llvm.Function) -> list[str]:
     return names
 
 
-def derivative_chain(module: llvm.Module, fn: llvm.Function, order: int) -> llvm.Function:
+def derivative_chain(module: llvm.Module, fn: llvm.Function, order: int, *, optimize_between: bool = False):
     """A function with fn's parameters returning d^order fn / d x^order (x: the first parameter),
-    each order the tangent of the previous one called with dx = 1, as nested requests build it."""
+    each order the tangent of the previous one called with dx = 1, as nested requests build it.
+    `optimize_between` runs O2 after each order, as the autodiff plugin resolves inner requests
+    (and the pipeline optimizes them) before outer ones."""
     current = fn
     for k in range(1, order + 1):
+        if optimize_between and k > 1:
+            name = current.name
+            current.linkage = "external"
+            llvm.run_passes(module, "default<O2>")
+            current = module.functions[name]
         params = current.function_type.params
         t = tangent_function(module, current, [True] + [False] * (len(params) - 1))
         g = module.add_function(f"{fn.name}.d{k}", current.function_type)

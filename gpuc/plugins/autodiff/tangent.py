@@ -61,7 +61,12 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     try:
         _Transformer(module, fn, tfn, active).run()
     except BaseException:
-        tfn.delete_body()  # leave a declaration, never a half-built body
+        # Never leave a half-built body: remove what was made, or leave the declaration there was.
+        tfn.delete_body()
+        if existing is None and not tfn.uses:
+            tfn.erase()
+        else:
+            tfn.linkage = "external"
         raise
     return tfn
 
@@ -245,11 +250,7 @@ class _Transformer:
             for value, block in inst.incoming:
                 target = self.bmap[block]
                 if block not in self.reachable:
-                    new.add_incoming(llvm.Constant.poison(inst.type), target)
-                    for extra in (tangent, shadow):
-                        if extra is not None:
-                            extra.add_incoming(llvm.Constant.poison(inst.type), target)
-                    continue
+                    continue  # its copy ends in `unreachable`: no longer a predecessor
                 new.add_incoming(self.value(value), target)
                 if tangent is not None:
                     tangent.add_incoming(self.tangent_or_zero(value), target)

@@ -267,3 +267,30 @@ def test_activity_is_checked():
     with pytest.raises(ValueError, match="activity"):
         tangent_function(module, module.functions["f"], [True])
     module.close()
+
+
+def test_vector_lanes():
+    # Vectorized code (SLP on GPUs): lane operations, shuffles and vector intrinsics carry tangents.
+    ir = """
+define double @f(double %x) {
+  %v0 = insertelement <2 x double> poison, double %x, i64 0
+  %v = insertelement <2 x double> %v0, double 2.0, i64 1
+  %w = shufflevector <2 x double> %v, <2 x double> poison, <2 x i32> <i32 1, i32 0>
+  %p = fmul <2 x double> %v, %w
+  %s = call <2 x double> @llvm.sin.v2f64(<2 x double> %p)
+  %t = call <2 x double> @llvm.sqrt.v2f64(<2 x double> %p)
+  %q = fmul <2 x double> %s, <double 3.0, double 3.0>
+  %a = extractelement <2 x double> %q, i64 0
+  %b = extractelement <2 x double> %q, i64 1
+  %c = extractelement <2 x double> %t, i64 1
+  %ab = fadd double %a, %b
+  %r = fadd double %ab, %c
+  ret double %r
+}
+declare <2 x double> @llvm.sin.v2f64(<2 x double>)
+declare <2 x double> @llvm.sqrt.v2f64(<2 x double>)
+"""
+    for optimize in (False, True):
+        value, d = _run(ir, "f", [True], 0.4, 1.0, optimize=optimize)
+        assert close(value, 6 * math.sin(0.8) + math.sqrt(0.8), 1e-15)
+        assert close(d, 12 * math.cos(0.8) + 1 / math.sqrt(0.8), 1e-14), d

@@ -10,28 +10,21 @@ from gpuc.errors import CompilationError, SourceLocation
 
 
 def carries_floats(ty: llvm.Type) -> bool:
-    """Whether values of `ty` have a tangent: floating point, or literal structs/arrays holding some."""
+    """Whether values of `ty` have a tangent: floating point, vectors of it, or literal structs and
+    arrays holding some."""
     if isinstance(ty, llvm.FloatingType):
         return True
     if isinstance(ty, llvm.StructType):
         return any(carries_floats(e) for e in ty.elements)
-    if isinstance(ty, llvm.ArrayType):
+    if isinstance(ty, (llvm.ArrayType, llvm.VectorType)):
         return carries_floats(ty.element_type)
     return False
 
 
-def has_vector_floats(ty: llvm.Type) -> bool:
-    if isinstance(ty, llvm.VectorType):
-        return isinstance(ty.element_type, llvm.FloatingType)
-    if isinstance(ty, llvm.StructType):
-        return any(has_vector_floats(e) for e in ty.elements)
-    return isinstance(ty, llvm.ArrayType) and has_vector_floats(ty.element_type)
-
-
 def error(fn: llvm.Function, inst, message: str) -> CompilationError:
     """A CompilationError naming `fn` and the instruction `inst`, located where debug info says."""
-    where = f" in `{str(inst).strip()}`" if inst is not None else ""
-    return CompilationError(f"cannot differentiate {fn.name}: {message}{where}", locate(fn, inst))
+    where = f" at `{str(inst).strip()}`" if inst is not None else ""
+    return CompilationError(f"cannot differentiate {fn.name}{where}: {message}", locate(fn, inst))
 
 
 _DBG = re.compile(r"!dbg (![0-9]+)")

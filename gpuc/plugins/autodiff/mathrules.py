@@ -19,6 +19,12 @@ _CANONICAL = {"fmin": "minnum", "fmax": "maxnum", "fmod": "frem"}
 _SUFFIX = {"float": "f32", "double": "f64"}
 
 
+def _suffix(ty: llvm.Type) -> str:
+    if isinstance(ty, llvm.VectorType):
+        return f"v{ty.count}{_SUFFIX[str(ty.element_type)]}"
+    return _SUFFIX[str(ty)]
+
+
 @dataclass(frozen=True)
 class Family:
     """How one math library names its functions: `kind` is "intrinsic", "libdevice", "opencl" or "libm"."""
@@ -26,10 +32,10 @@ class Family:
     kind: str
 
     def symbol(self, name: str, ty: llvm.Type, params: int) -> str:
-        single = str(ty) == "float"
+        single = str(getattr(ty, "element_type", ty)) == "float"
         c_name = _C_NAMES.get(name, name)
         if self.kind == "intrinsic":
-            return f"llvm.{name}.{_SUFFIX[str(ty)]}" + (".i32" if name == "powi" else "")
+            return f"llvm.{name}.{_suffix(ty)}" + (".i32" if name == "powi" else "")
         if self.kind == "libdevice":
             return f"__nv_{c_name}" + ("f" if single else "")
         if self.kind == "opencl":
@@ -63,7 +69,13 @@ class Ops:
         self.b, self.module, self.family, self.ty = b, module, family, ty
 
     def const(self, value: float) -> llvm.Value:
-        return llvm.ConstantFP.get(self.ty, value)
+        if not isinstance(self.ty, llvm.VectorType):
+            return llvm.ConstantFP.get(self.ty, value)
+        lane, vector = llvm.ConstantFP.get(self.ty.element_type, value), llvm.Constant.poison(self.ty)
+        i32 = self.module.context.i32
+        for i in range(self.ty.count):  # folded into a constant vector
+            vector = self.b.insert_element(vector, lane, llvm.ConstantInt.get(i32, i))
+        return vector
 
     def add(self, x, y):
         return y if x is None else x if y is None else self.b.fadd(x, y)
@@ -189,7 +201,7 @@ DIFFERENTIABLE = frozenset(_UNARY) | _STEPS | frozenset(_RULES)
 #: Math functions gpuc's targets may call that have no derivative here (tgamma and lgamma need digamma).
 KNOWN_WITHOUT_RULE = frozenset({"tgamma", "lgamma", "sincos", "modf", "frexp", "ldexp"})
 _KNOWN = DIFFERENTIABLE | KNOWN_WITHOUT_RULE
-_INTRINSIC = re.compile(r"llvm\.(\w+?)\.(f32|f64)(\.i32)?$")
+_INTRINSIC = re.compile(r"llvm\.(\w+?)\.(v\d+)?(f32|f64)(\.i32)?$")
 _OPENCL = re.compile(r"_Z(\d+)(\w+)$")
 
 

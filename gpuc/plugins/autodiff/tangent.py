@@ -12,10 +12,11 @@ from gpuc.errors import CompilationError
 
 from . import mathrules
 from .calls import call
-from .kinds import carries_floats, error, has_vector_floats
+from .kinds import carries_floats, error
 from .memory import MEMORY_HANDLERS, pointer_op, stack_pointers
 
-_STRUCTURAL = frozenset({"extractvalue", "insertvalue", "fneg", "fpext", "fptrunc", "freeze"})
+_STRUCTURAL = frozenset({"extractvalue", "insertvalue", "extractelement", "insertelement", "shufflevector", "fneg",
+                         "fpext", "fptrunc", "freeze"})
 _UNSUPPORTED = ("invoke", "callbr", "va_arg", "landingpad", "resume", "indirectbr", "catchswitch", "cleanupret")
 
 
@@ -163,9 +164,6 @@ class _Transformer:
 
     # -- instructions ------------------------------------------------------------------------
     def _instruction(self, inst) -> None:
-        if has_vector_floats(inst.type) or any(has_vector_floats(op.type) for op in inst.operands
-                                                if not isinstance(op, llvm.BasicBlock)):
-            raise self.error(inst, "vectors of floats are not differentiated")
         handler = _HANDLERS.get(inst.opcode_name, _Transformer._generic)
         handler(self, inst)
 
@@ -203,7 +201,7 @@ class _Transformer:
         self.tangents[inst] = t
 
     def _structural(self, inst) -> None:
-        # The same operation on the tangents: fneg, fpext/fptrunc, freeze, extract/insertvalue.
+        # The same operation on the tangents: fneg, fpext/fptrunc, freeze, aggregate and vector lanes.
         self.vmap[inst] = self.clone(inst)
         if not carries_floats(inst.type):
             return

@@ -42,7 +42,8 @@ class Deferred(Handler):
         params = target.source_info.tree.args.args
         if len(params) != len(signature):
             raise UserError(f"{target.__qualname__} takes {len(params)} argument(s), but gpuc.deferred asks for "
-                            f"a pointer taking {len(signature)}: ({', '.join(map(str, signature))})")
+                            f"a pointer taking {len(signature)}: ({', '.join(map(str, signature))})",
+                            hint="pass one value (or, in one tuple, one type) per parameter of the function")
         for a, t in zip(node.args[1:] if values else node.args[1:2] * len(signature), signature):
             if isinstance(t, NoneType):
                 raise UserError("None is not a parameter type", node=a)
@@ -89,7 +90,8 @@ class PointerCall(Handler):
                             node=node.keywords[0].value)
         if len(node.args) != len(ptype.params):
             raise UserError(f"this function pointer takes {len(ptype.params)} argument(s) "
-                            f"({', '.join(map(str, ptype.params))}), but {len(node.args)} were given")
+                            f"({', '.join(map(str, ptype.params))}), but {len(node.args)} were given",
+                            hint="pass one argument per parameter of the pointer's type")
         got = []
         for k, (a, want) in enumerate(zip(node.args, ptype.params)):
             t = typer.value_expr(a, "an argument")
@@ -215,7 +217,7 @@ def _type_tuple(typer, node) -> tuple | None:
         return None  # a tuple of values: one argument of a tuple type
     if not all(kinds):
         bad = next(e for e, k in zip(value, kinds) if not k)
-        raise UserError(f"a signature tuple holds gpuc types only, not {bad!r}",
+        raise UserError(f"a signature tuple holds gpuc types only, not {getattr(bad, '__qualname__', None) or bad!r}",
                         hint="write gpuc.deferred(f, (gpuc.float64, gpuc.int64)), or pass values: "
                              "gpuc.deferred(f, x, n)")
     try:

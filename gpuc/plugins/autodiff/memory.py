@@ -78,8 +78,8 @@ def store(self, inst) -> None:
         t.operands[1] = self.shadows[pointer]
         return
     if carries_floats(value.type):
-        raise self.error(inst, "a float stored through a pointer argument (memory the caller sees) has a "
-                               "derivative the caller cannot receive")
+        raise self.error(inst, "a float stored outside the function's own stack (through a pointer argument "
+                               "or into a global) would carry a derivative the caller cannot receive")
     self.clone(inst)
 
 

@@ -57,6 +57,8 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     ret = fn.return_type
     result = module.context.struct_type([ret, ret]) if carries_floats(ret) else ret
     fnty = llvm.FunctionType.get(result, list(params) + [t for t, a in zip(params, active) if a])
+    if existing is not None and str(existing.function_type) != str(fnty):
+        raise ValueError(f"@{name} is declared as {existing.function_type}; the tangent of {fn.name} is {fnty}")
     tfn = existing if existing is not None else module.add_function(name, fnty)
     tfn.linkage = "internal"
     try:

@@ -294,3 +294,42 @@ declare <2 x double> @llvm.sqrt.v2f64(<2 x double>)
         value, d = _run(ir, "f", [True], 0.4, 1.0, optimize=optimize)
         assert close(value, 6 * math.sin(0.8) + math.sqrt(0.8), 1e-15)
         assert close(d, 12 * math.cos(0.8) + 1 / math.sqrt(0.8), 1e-14), d
+
+
+# llvm.<name>.f64 called as `call(x)` or `call(x, c)` (or with c first), and the derivative in x.
+INTRINSICS = [
+    ("exp10", "x", lambda x: math.log(10) * 10 ** x),
+    ("powi", "x, i32 3", lambda x: 3 * x * x),
+    ("fma", "x, c, c", lambda x: 1.75),
+    ("fma", "c, x, x", lambda x: 1.75 + 1),
+    ("fmuladd", "x, x, c", lambda x: 2 * x),
+    ("minnum", "x, c", lambda x: 1.0 if x < 1.75 else 0.0),
+    ("maxnum", "x, c", lambda x: 1.0 if x > 1.75 else 0.0),
+    ("minimum", "c, x", lambda x: 1.0 if x < 1.75 else 0.0),
+    ("maximum", "c, x", lambda x: 1.0 if x > 1.75 else 0.0),
+    ("copysign", "c, x", lambda x: 0.0),
+    ("copysign", "x, c", lambda x: math.copysign(1.0, x)),
+    ("rint", "x", lambda x: 0.0),
+    ("nearbyint", "x", lambda x: 0.0),
+    ("round", "x", lambda x: 0.0),
+    ("roundeven", "x", lambda x: 0.0),
+    ("sinh", "x", math.cosh),
+    ("atan2", "x, c", lambda x: 1.75 / (x * x + 1.75 ** 2)),
+    ("pow", "c, x", lambda x: 1.75 ** x * math.log(1.75)),
+]
+
+
+@pytest.mark.parametrize("name, args, derivative", INTRINSICS, ids=[f"{n}({a})" for n, a, _ in INTRINSICS])
+@pytest.mark.parametrize("x", [0.6, -1.3, 2.2])
+def test_intrinsics(name, args, derivative, x):
+    operands = ", ".join(a if a.startswith("i32") else f"double %{a}" for a in args.split(", "))
+    types = ", ".join("i32" if a.startswith("i32") else "double" for a in args.split(", "))
+    suffix = ".i32" if name == "powi" else ""
+    ir = (f"define double @f(double %x) {{\n  %c = fadd double 1.75, 0.0\n"
+          f"  %r = call double @llvm.{name}.f64{suffix}({operands})\n  ret double %r\n}}\n"
+          f"declare double @llvm.{name}.f64{suffix}({types})\n")
+    jit, call = tangent(ir, "f", [True])
+    try:
+        assert close(call(x, 1.0)[1], derivative(x), 1e-12), name
+    finally:
+        jit.close()

@@ -333,3 +333,18 @@ def test_intrinsics(name, args, derivative, x):
         assert close(call(x, 1.0)[1], derivative(x), 1e-12), name
     finally:
         jit.close()
+
+
+def test_escaping_stack_pointers_are_errors():
+    # A slot whose address leaves the function could be written where its shadow is not.
+    for body, what in [("  %i = ptrtoint ptr %s to i64\n  ret double %x", "ptrtoint"),
+                       ("  store ptr %s, ptr %p\n  ret double %x", "store ptr %s"),
+                       ("  %v = call double @g(ptr %s)\n  ret double %v", "call double @g")]:
+        ir = (f"define double @g(ptr %q) {{\n  %v = load double, ptr %q\n  ret double %v\n}}\n"
+              f"define double @f(double %x, ptr %p) {{\n  %s = alloca double\n  store double %x, ptr %s\n{body}\n}}\n")
+        module = llvm.Module.parse(ir)
+        with pytest.raises(gpuc.CompilationError, match="stack slot") as caught:
+            tangent_function(module, module.functions["f"], [True, False])
+        assert what in str(caught.value)
+        module.verify()
+        module.close()

@@ -28,7 +28,8 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     """The tangent function of `fn` (defined in `module`) for the parameters flagged in `active`.
 
     `active` is one bool per parameter (or a collection of active parameter indices); active
-    parameters must carry floats (float, double, or literal structs/arrays of them). The result,
+    parameters must carry floats (float, double, vectors of them, literal structs/arrays holding
+    some). The result,
     an internal function named `<fn>.tangent.<mask>`, takes fn's parameters followed by one tangent
     per active parameter (of the same type) and returns `{R, R}` (the result and its tangent) for a
     result type R that carries floats, else fn's result alone. It is built once per function and
@@ -86,7 +87,7 @@ class _Transformer:
         self.module, self.fn, self.tfn = module, fn, tfn
         self.vmap: dict = {}      # fn's values -> tfn's
         self.tangents: dict = {}  # fn's values -> their tangents in tfn (absent: zero)
-        self.shadows: dict = {}   # fn's pointers into stack slots holding floats -> the shadow pointers
+        self.shadows: dict = {}   # fn's pointers into its stack slots -> the same places in their shadows
         self.bmap: dict = {}
         self.stack = stack_pointers(fn)
         self.phis: list = []      # (fn's phi, its clone, its tangent phi or None, its shadow phi or None)
@@ -178,7 +179,7 @@ class _Transformer:
             raise self.error(inst, f"no derivative rule for `{inst.opcode_name}` on floats")
         for op in inst.operands:
             if op in self.stack:
-                raise self.error(inst, "a pointer to a stack slot holding floats escapes")
+                raise self.error(inst, "a pointer to a stack slot escapes")
         self.vmap[inst] = self.clone(inst)
 
     def _arith(self, inst) -> None:
@@ -231,7 +232,7 @@ class _Transformer:
         cond, x, y = inst.operands
         if inst in self.stack:
             if not (x in self.shadows and y in self.shadows):
-                raise self.error(inst, "a select between a stack slot holding floats and other memory")
+                raise self.error(inst, "a select between a stack slot and other memory")
             self.shadows[inst] = self.b.select(new.operands[0], self.shadows[x], self.shadows[y])
         elif carries_floats(inst.type) and (self.tangent(x) is not None or self.tangent(y) is not None):
             self.tangents[inst] = self.b.select(new.operands[0], self.tangent_or_zero(x), self.tangent_or_zero(y))
@@ -256,13 +257,13 @@ class _Transformer:
                     tangent.add_incoming(self.tangent_or_zero(value), target)
                 if shadow is not None:
                     if value not in self.shadows:
-                        raise self.error(inst, "a phi of a stack slot holding floats and other memory")
+                        raise self.error(inst, "a phi of a stack slot and other memory")
                     shadow.add_incoming(self.shadows[value], target)
 
     def _ret(self, inst) -> None:
         if not inst.operands or not carries_floats(inst.operands[0].type):
             if inst.operands and inst.operands[0] in self.stack:
-                raise self.error(inst, "a pointer to a stack slot holding floats escapes")
+                raise self.error(inst, "a pointer to a stack slot escapes")
             self.clone(inst)
             return
         v = inst.operands[0]

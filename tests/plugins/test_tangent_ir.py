@@ -348,3 +348,34 @@ def test_escaping_stack_pointers_are_errors():
         assert what in str(caught.value)
         module.verify()
         module.close()
+
+
+def test_memcpy_and_memset_on_stack_slots_move_tangents():
+    # b = a (memcpy between slots) carries a's tangent; c = data (copied from an argument) has none.
+    ir = """
+define double @f(double %x, ptr %data) {
+  %a = alloca [2 x double]
+  %b = alloca [2 x double]
+  %c = alloca [2 x double]
+  call void @llvm.memset.p0.i64(ptr %a, i8 0, i64 16, i1 false)
+  %a1 = getelementptr double, ptr %a, i64 1
+  %sq = fmul double %x, %x
+  store double %sq, ptr %a1
+  call void @llvm.memcpy.p0.p0.i64(ptr %b, ptr %a, i64 16, i1 false)
+  call void @llvm.memcpy.p0.p0.i64(ptr %c, ptr %data, i64 16, i1 false)
+  %b1 = getelementptr double, ptr %b, i64 1
+  %c1 = getelementptr double, ptr %c, i64 1
+  %u = load double, ptr %b1
+  %v = load double, ptr %c1
+  %w = load double, ptr %b
+  %uv = fmul double %u, %v
+  %r = fadd double %uv, %w
+  ret double %r
+}
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+"""
+    data = (ctypes.c_double * 2)(5.0, 3.0)
+    for optimize in (False, True):
+        value, d = _run(ir, "f", [True, False], 1.5, ctypes.addressof(data), 1.0, optimize=optimize)
+        assert (value, d) == (1.5 ** 2 * 3.0, 2 * 1.5 * 3.0)

@@ -27,9 +27,9 @@ def _entry(module: llvm.Module) -> llvm.Function:
     return fn
 
 
-def _tangent_of(fn, argtypes):
+def _tangent_of(fn, argtypes, *, optimize=True):
     """(jit, call) for the tangent of @gpuc.func `fn` on `argtypes` in x (its first parameter)."""
-    ir = _ir(fn, argtypes)
+    ir = _ir(fn, argtypes, optimize=optimize)
     module = llvm.Module.parse(ir)
     name = _entry(module).name
     module.close()
@@ -53,6 +53,18 @@ def test_frontend_functions(case, ftype):
             assert close(dvalue, derivative(x, *extra), rel), (name, x, dvalue, derivative(x, *extra))
             # the tangent is linear in the seed
             assert close(call(x, *extra, -2.5)[1], -2.5 * dvalue, rel)
+    finally:
+        jit.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_unoptimized_frontend_functions(case):
+    # Before optimization the frontend's variables live in stack slots: their shadows carry the tangents.
+    name, fn, extra, derivative, points = case
+    jit, call = _tangent_of(fn, _argtypes(extra, F64), optimize=False)
+    try:
+        for x in points:
+            assert close(call(x, *extra, 1.0)[1], derivative(x, *extra), 1e-12), (name, x)
     finally:
         jit.close()
 

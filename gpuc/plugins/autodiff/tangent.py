@@ -205,6 +205,8 @@ class _Transformer:
 
     def _structural(self, inst) -> None:
         # The same operation on the tangents: fneg, fpext/fptrunc, freeze, aggregate and vector lanes.
+        if any(op in self.stack for op in inst.operands):
+            raise self.error(inst, "a pointer to a stack slot escapes into an aggregate")
         self.vmap[inst] = self.clone(inst)
         if not carries_floats(inst.type):
             return

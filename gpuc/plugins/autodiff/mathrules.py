@@ -40,7 +40,7 @@ class Family:
             return f"__nv_{c_name}" + ("f" if single else "")
         if self.kind == "opencl":
             letters = ("f" if single else "d") * params
-            return f"_Z{len(c_name)}{c_name}{letters}" + ("i" if name == "powi" else "")
+            return f"_Z{len(c_name)}{c_name}{letters}" + ("i" if name == "pown" else "")
         return c_name + ("f" if single else "")
 
     def call(self, b: llvm.Builder, module: llvm.Module, name: str, args) -> llvm.Value:

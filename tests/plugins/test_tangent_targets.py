@@ -82,6 +82,8 @@ def test_spirv_opencl_builtins(fn, arity, ftype, optimize, spirv_val):
         assert f"_Z3exp{letter}" in calls, calls  # erf' = 2/sqrt(pi) exp(-x^2), in OpenCL's exp
     if fn is m_asinh:
         assert f"_Z4sqrt{letter}" in calls, calls
+    conventions = {f.calling_convention for f in module.functions if f.name.startswith("_Z")}
+    assert len(conventions) <= 1, conventions  # declared like the frontend's own built-in calls
     tm = target.target_machine()
     llvm.run_passes(module, "default<O2>", tm)
     spirv_val(tm.emit(module, "obj"))

@@ -41,7 +41,8 @@ def _math(self, inst, family, name: str) -> None:
     new = self.vmap[inst] = self.clone(inst)
     args = inst.args
     tangents = [self.tangent(a) if carries_floats(a.type) else None for a in args]
-    t = mathrules.tangent(self.b, self.module, family, name, [self.value(a) for a in args], new, tangents)
+    t = mathrules.tangent(self.b, self.module, family, name, [self.value(a) for a in args], new, tangents,
+                          like=inst.callee)
     if t is not None:
         self.tangents[inst] = t
 

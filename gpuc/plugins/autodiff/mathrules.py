@@ -43,8 +43,9 @@ class Family:
             return f"_Z{len(c_name)}{c_name}{letters}" + ("i" if name == "pown" else "")
         return c_name + ("f" if single else "")
 
-    def call(self, b: llvm.Builder, module: llvm.Module, name: str, args) -> llvm.Value:
-        """Call math function `name` of this family on `args` (of one float type; powi: and an i32)."""
+    def call(self, b: llvm.Builder, module: llvm.Module, name: str, args, like=None) -> llvm.Value:
+        """Call math function `name` of this family on `args` (of one float type; powi: and an i32).
+        A function it declares gets the calling convention of `like` (the primal's callee)."""
         ty = args[0].type
         if name == "powi" and self.kind == "opencl":
             name = "pown"
@@ -53,9 +54,10 @@ class Family:
         if self.kind == "intrinsic":
             return b.call(module.declare_intrinsic(symbol, fnty), args)
         fn = module.get_or_insert_function(symbol, fnty)
+        if like is not None and fn.is_declaration and not fn.uses:
+            fn.calling_convention = like.calling_convention
         call = b.call(fn, args)
-        if fn.calling_convention != "ccc":
-            call.calling_convention = llvm.CALLING_CONVENTIONS[fn.calling_convention]
+        call.calling_convention = llvm.CALLING_CONVENTIONS[fn.calling_convention]
         return call
 
 
@@ -65,8 +67,8 @@ INTRINSIC, LIBDEVICE, OPENCL, LIBM = (Family(k) for k in ("intrinsic", "libdevic
 class Ops:
     """Arithmetic for derivative rules on values of one float type; `None` is an exact zero."""
 
-    def __init__(self, b: llvm.Builder, module: llvm.Module, family: Family, ty: llvm.Type) -> None:
-        self.b, self.module, self.family, self.ty = b, module, family, ty
+    def __init__(self, b: llvm.Builder, module: llvm.Module, family: Family, ty: llvm.Type, like=None) -> None:
+        self.b, self.module, self.family, self.ty, self.like = b, module, family, ty, like
 
     def const(self, value: float) -> llvm.Value:
         if not isinstance(self.ty, llvm.VectorType):
@@ -96,7 +98,7 @@ class Ops:
         return self.b.fmul(x, x)
 
     def call(self, name: str, *args):
-        return self.family.call(self.b, self.module, name, list(args))
+        return self.family.call(self.b, self.module, name, list(args), self.like)
 
     def select_equal(self, a, b, if_equal, otherwise):
         """`if_equal` where a == b (ordered), else `otherwise` (None: zero)."""
@@ -229,12 +231,13 @@ def classify(fn: llvm.Function) -> tuple[Family, str] | None:
     return (LIBM, found) if found else None
 
 
-def tangent(b: llvm.Builder, module: llvm.Module, family: Family, name: str, args, result, tangents):
+def tangent(b: llvm.Builder, module: llvm.Module, family: Family, name: str, args, result, tangents, like=None):
     """The tangent of `result = name(args)` given the arguments' tangents (None: zero), or None
-    when it is zero. KeyError when `name` has no rule."""
+    when it is zero; `like` is the called function, whose calling convention functions the rule
+    declares get. KeyError when `name` has no rule."""
     if all(t is None for t in tangents) or name in _STEPS:
         return None
-    ops = Ops(b, module, family, result.type)
+    ops = Ops(b, module, family, result.type, like)
     if name in _UNARY:
         return ops.mul(_UNARY[name](ops, args[0], result), tangents[0])
     return _RULES[name](ops, args, result, tangents)

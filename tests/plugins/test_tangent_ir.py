@@ -217,8 +217,8 @@ def test_tangent_of_a_square_optimizes_to_a_few_instructions():
     ("  store double %x, ptr %p\n  ret double %x", "store double %x, ptr %p"),
     ("  %o = atomicrmw fadd ptr %p, double %x monotonic\n  ret double %o", "atomicrmw fadd"),
     ("  %o = call double @ext(double %x)\n  ret double %o", "call double @ext"),
-    ("  %o = call double asm \"mov $0, $1\", \"=r,r\"(double %x)\n  ret double %o", "asm"),
-    ("  %o = call double %p(double %x)\n  ret double %o", "call double %p"),
+    ("  %o = call double asm \"mov $0, $1\", \"=r,r\"(double %x)\n  ret double %o", "inline assembly"),
+    ("  %o = call double %p(double %x)\n  ret double %o", "an indirect call"),
     ("  %o = call double (double, ...) @va(double %x)\n  ret double %o", "@va"),
     ("  %i = bitcast double %x to i64\n  %j = and i64 %i, 9223372036854775807\n"
      "  %o = bitcast i64 %j to double\n  ret double %o", "bitcast"),

@@ -17,8 +17,9 @@ _MEMORY = ("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")
 def call(self, inst) -> None:
     callee = inst.callee
     if not isinstance(callee, llvm.Function):
-        what = "inline assembly" if "asm" in str(inst) and not isinstance(callee, llvm.Instruction) \
-            else "an indirect call"
+        # A pointer computed or passed in is an indirect call; the only other callee is inline asm.
+        indirect = isinstance(callee, (llvm.Instruction, llvm.Argument, llvm.Constant))
+        what = "an indirect call" if indirect else "inline assembly"
         raise self.error(inst, f"{what} cannot be differentiated")
     name = callee.name
     if callee.function_type.is_vararg:

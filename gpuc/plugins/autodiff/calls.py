@@ -9,7 +9,7 @@ from . import mathrules
 from .kinds import carries_floats
 
 # Intrinsics that compute no floats and touch no memory a tangent lives in.
-_TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias.scope.decl",
+_TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl",
                 "llvm.invariant.", "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing")
 _MEMORY = ("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")
 
@@ -24,6 +24,8 @@ def call(self, inst) -> None:
     name = callee.name
     if callee.function_type.is_vararg:
         raise self.error(inst, f"calls of functions with variable arguments ({name}) are not differentiated")
+    if name.startswith("llvm.dbg."):
+        return  # debug intrinsics name fn's values in metadata: not copied
     if name.startswith(_TRANSPARENT):
         self.vmap[inst] = self.clone(inst)
     elif name.startswith(_MEMORY):

@@ -3,6 +3,12 @@ plugin's finalize_module hook records what each symbol stands for, as the fronte
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import gpuc
@@ -226,3 +232,15 @@ def test_an_entry_a_plugin_adds_must_stay_a_kernel():
                                  plugins=[gpuc.make_plugin("test.entries", finalize_module=finalize)])
     with pytest.raises(gpuc.ValidationError, match=r"the entry point @g that a plugin added"):
         gpuc.compile(gpuc.CompilerJob(IRSource(ir, entry="k"), config))
+
+
+def test_the_documented_plugin_example_runs(tmp_path):
+    root = Path(gpuc.__file__).parent.parent
+    text = (root / "docs" / "deferred.md").read_text()
+    example = text[text.index("## Writing a plugin that compiles on demand"):]
+    code = re.search(r"```python\n(.*?)```", example, re.S).group(1)
+    script = tmp_path / "deferred_example.py"  # gpuc reads a function's source from its file
+    script.write_text(code + "\nprint('EXAMPLE-OK')\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0 and "EXAMPLE-OK" in proc.stdout, proc.stderr

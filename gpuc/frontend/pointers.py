@@ -201,6 +201,10 @@ def _signature(typer, args) -> tuple[tuple, bool]:
             return types, False
     signature = []
     for a in args:
+        if _is_type(_static(typer, a)):
+            raise UserError("gpuc.deferred takes argument values, or one tuple of types, not types one by one",
+                            hint="write the signature as a tuple: gpuc.deferred(f, (gpuc.float64, gpuc.int64)), "
+                                 "and (gpuc.float64,) for one parameter", node=a)
         t = typer.value_expr(a, "an argument of gpuc.deferred")
         typer.fit(a, t)
         signature.append(t)
@@ -229,7 +233,7 @@ def _type_tuple(typer, node) -> tuple | None:
 def _is_type(obj) -> bool:
     if isinstance(obj, GType):
         return not isinstance(obj, (NoneType, PyObject))
-    if obj in (bool, int, float) or isinstance(obj, np.dtype):
+    if obj is bool or obj is int or obj is float or isinstance(obj, np.dtype):
         return True
     if isinstance(obj, type) and issubclass(obj, np.generic):
         return True

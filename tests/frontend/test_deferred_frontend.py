@@ -275,6 +275,11 @@ def mixed_types(x):
 
 
 @gpuc.func
+def bare_types(x):
+    return gpuc.deferred(scale, float64, int64)
+
+
+@gpuc.func
 def join_ifexp(x, c):
     p = gpuc.deferred(scale, x, 2) if c else gpuc.deferred(scale, x, 2.0)
     return p(x, 2)
@@ -370,6 +375,7 @@ ERRORS = [  # (function, argument types, what the message says, the line it poin
     (wrong_count, (float64,), "scale takes 2 argument(s), but gpuc.deferred asks for a pointer taking 1",
      "deferred(scale, x)"),
     (mixed_types, (float64,), "a signature tuple holds gpuc types only", "plain_python"),
+    (bare_types, (float64,), "not types one by one", "float64, int64"),
     (join_ifexp, (float64, boolean), "the two branches of this conditional expression have types "
      "func(float64, int64) -> float64 and func(float64, float64) -> float64", "if c else"),
     (join_read, (float64, boolean), "variable 'p' has different types on different paths", "return p(x, 1)"),

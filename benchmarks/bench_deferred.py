@@ -18,6 +18,7 @@ import argparse
 import difflib
 import re
 import sys
+import time
 
 import numpy as np
 
@@ -143,21 +144,25 @@ def direct_call(a, b):
     b[i] = f(a[i])
 
 
-def compile_seconds(kernel, target, output: str) -> float:
+def compile_seconds(kernel, target, output: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of one compile. CPU time is the whole process's (the frontend runs on a
+    thread of its own), and less sensitive than wall time to other processes on the machine."""
     job = gpuc.CompilerJob((kernel, (F64, F64)), gpuc.CompilerConfig(target, kernel=True))
-    seconds, result = timed(gpuc.compile, job, output)
-    return seconds
+    cpu = time.process_time()
+    wall, _ = timed(gpuc.compile, job, output)
+    return wall, time.process_time() - cpu
 
 
 def compile_times(target, output: str, reps: int) -> dict:
-    samples = {"deferred": [], "direct": []}
+    samples = {"deferred": [], "direct": [], "deferred cpu": [], "direct cpu": []}
     for kernel in (deferred_chain, direct_chain):  # warm up: typing caches, target machines
         compile_seconds(kernel, target, output)
     for r in range(reps):
         order = ("deferred", "direct") if r % 2 == 0 else ("direct", "deferred")
         for name in order:
-            samples[name].append(compile_seconds(deferred_chain if name == "deferred" else direct_chain,
-                                                 target, output))
+            wall, cpu = compile_seconds(deferred_chain if name == "deferred" else direct_chain, target, output)
+            samples[name].append(wall)
+            samples[f"{name} cpu"].append(cpu)
     return samples
 
 
@@ -206,10 +211,13 @@ def main() -> None:
     for target, output in ((gpuc.NativeTarget(), "obj"), (gpuc.PTXTarget(), "asm")):
         samples = compile_times(target, output, reps)
         d, c = median(samples["deferred"]), median(samples["direct"])
-        rows.append([target.name, ms(d), ms(c), f"{d / c:.2f}x",
+        dc, cc = median(samples["deferred cpu"]), median(samples["direct cpu"])
+        rows.append([target.name, ms(d), ms(c), f"{d / c:.2f}x", ms(dc), ms(cc), f"{dc / cc:.2f}x",
                      f"{spread(samples['deferred']):.1%} / {spread(samples['direct']):.1%}"])
-        data["compile"][target.name] = {"samples": samples, "deferred": d, "direct": c, "ratio": d / c}
-    print(table(["target", "deferred ms", "direct ms", "ratio", "noise"], rows,
+        data["compile"][target.name] = {"samples": samples, "deferred": d, "direct": c, "ratio": d / c,
+                                        "deferred_cpu": dc, "direct_cpu": cc, "ratio_cpu": dc / cc}
+    print(table(["target", "deferred ms", "direct ms", "ratio", "deferred cpu", "direct cpu", "cpu ratio",
+                 "wall noise"], rows,
                 title=f"\ncompile time of the depth-8 chain (median of {reps}, whole gpuc.compile; target <= 1.3x)"))
 
     deferred_asm, direct_asm = assembly(deferred_call), assembly(direct_call)

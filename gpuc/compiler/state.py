@@ -120,8 +120,12 @@ class CompileState:
     def _link_libraries(self, job) -> None:
         """Link the target libraries that newly compiled code declares (into a scratch module first:
         a target links a library once, and the module may hold part of it already)."""
+        # Not intrinsics, plugins' markers, or symbols `compiled` records (asked for by symbol, e.g.
+        # gpuc.deferred's, and compiled by a plugin): no library defines those.
+        markers = {m for plugin in self.config.plugins for m in plugin.markers}
         wanted = {f.name: f.function_type for f in self.module.functions
-                  if f.is_declaration and not f.name.startswith("llvm.")}
+                  if f.is_declaration and not f.name.startswith("llvm.") and f.name not in markers
+                  and f.name not in self.compiled}
         if not wanted:
             return
         scratch = Module("gpuc.libraries", self.context)

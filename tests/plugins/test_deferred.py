@@ -284,6 +284,9 @@ def test_pointer_chosen_at_run_time_matches_numpy(ptxas):
     b = np.zeros_like(a)
     chosen_at_run_time[a.size](a, b, use_f)
     np.testing.assert_allclose(b, np.where(use_f, a * a + 1.0, 2.0 * a - 3.0))
+    # reached only through the pointer, both functions stay, internal
+    ir = gpuc.code_llvm(chosen_at_run_time, (F64, F64, Array[gpuc.boolean, 1]))
+    assert "define internal double @f.f64(" in ir and "define internal double @g.f64(" in ir
     ptxas(compile_for(chosen_at_run_time, (F64, F64, Array[gpuc.boolean, 1]), gpuc.PTXTarget(), "asm").output)
 
 

@@ -244,3 +244,40 @@ def test_the_documented_plugin_example_runs(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(root)})
     assert proc.returncode == 0 and "EXAMPLE-OK" in proc.stdout, proc.stderr
+
+
+HOSTILE_RECORDS = """
+import gpuc
+from gpuc.compiler import CompiledFunction, IRSource
+
+def compile_with(ir, records):
+    plugin = gpuc.make_plugin("test.records", finalize_module=lambda s, compiled, m: compiled.update(records))
+    job = gpuc.CompilerJob(IRSource(ir, entry="k"), gpuc.CompilerConfig(gpuc.NativeTarget(), plugins=[plugin]))
+    return gpuc.compile(job)
+
+ASK = ("declare ptr @gpuc.lookup(ptr)\\ndeclare double @h(double)\\ndefine double @k(double %x) {\\n"
+       "  %p = call ptr @gpuc.lookup(ptr @h)\\n  %q = call ptr @gpuc.lookup(ptr @h)\\n"
+       "  %r = call double %p(double %x)\\n  %s = call double %q(double %r)\\n  ret double %s\\n}\\n")
+# linking the record's IR replaces the declaration @h by a new function: nothing may use the old one
+H = "define double @h(double %x) {\\n  %y = fmul double %x, 3.0\\n  ret double %y\\n}\\n"
+result = compile_with(ASK, {"h": CompiledFunction(IRSource(H, entry="h"))})
+assert "fmul double %x, 9.0" in result.output or result.output.count("fmul") == 2, result.output
+# a record compiling to another name and type: a clear error, no invalid IR
+I = "define i64 @i(i64 %x) {\\n  ret i64 %x\\n}\\n"
+try:
+    compile_with(ASK, {"h": CompiledFunction(IRSource(I, entry="i"))})
+except gpuc.CompilationError as exc:
+    assert "@h was asked for as double (double), but compiles to @i of type i64 (i64)" in str(exc), exc
+else:
+    raise AssertionError("no error")
+"""
+
+
+def test_records_that_replace_or_contradict_the_declaration_in_a_fresh_process(tmp_path):
+    # linking the first record's IR once replaced the declaration @h under the plugin's feet (a segfault)
+    script = tmp_path / "hostile_records.py"
+    script.write_text(HOSTILE_RECORDS + "\nprint('CASE-OK')\n")
+    root = Path(gpuc.__file__).parent.parent
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0 and "CASE-OK" in proc.stdout, proc.stderr

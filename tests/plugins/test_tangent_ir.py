@@ -224,11 +224,14 @@ def test_tangent_of_a_square_optimizes_to_a_few_instructions():
      "  %o = bitcast i64 %j to double\n  ret double %o", "bitcast"),
     ("  %o = call double @llvm.nvvm.fabs.f64(double %x)\n  ret double %o", "llvm.nvvm.fabs"),
     ("  %o = call double @tgamma(double %x)\n  ret double %o", "tgamma"),
+    ("  %v = insertelement <2 x double> poison, double %x, i64 0\n  call void @llvm.masked.store.v2f64.p0("
+     "<2 x double> %v, ptr %p, i32 8, <2 x i1> <i1 true, i1 false>)\n  ret double %x", "writes floats"),
 ])
 def test_what_cannot_be_differentiated_is_a_located_error(body, what):
     ir = (f"define double @bad(double %x, ptr %p) {{\n{body}\n}}\n"
           "declare double @ext(double)\ndeclare double @va(double, ...)\n"
-          "declare double @llvm.nvvm.fabs.f64(double)\ndeclare double @tgamma(double)\n")
+          "declare double @llvm.nvvm.fabs.f64(double)\ndeclare double @tgamma(double)\n"
+          "declare void @llvm.masked.store.v2f64.p0(<2 x double>, ptr, i32, <2 x i1>)\n")
     module = llvm.Module.parse(ir)
     with pytest.raises(gpuc.CompilationError) as caught:
         tangent_function(module, module.functions["bad"], [True, False])

@@ -56,8 +56,13 @@ def _external(self, inst, callee) -> None:
     if callee.name.startswith("llvm."):
         # An intrinsic that computes no floats (integer arithmetic, float-to-integer conversions,
         # target registers) has no tangent; one that does and has no rule is an error.
-        if carries_floats(fnty.return_type) or any(a in self.stack for a in inst.args):
+        if carries_floats(fnty.return_type):
             raise self.error(inst, f"the intrinsic {callee.name} has no derivative rule")
+        if any(a in self.stack for a in inst.args):
+            raise self.error(inst, f"a pointer to a stack slot passed to {callee.name} is not differentiated")
+        if any(carries_floats(t) for t in fnty.params) and any(isinstance(t, llvm.PointerType) for t in fnty.params):
+            # e.g. llvm.masked.store: floats written to memory, as a store would be
+            raise self.error(inst, f"the intrinsic {callee.name} writes floats to memory, which is not differentiated")
     elif any(carries_floats(t) or isinstance(t, llvm.PointerType) for t in types):
         raise self.error(inst, f"{callee.name} is an external function gpuc knows no derivative of")
     self.vmap[inst] = self.clone(inst)

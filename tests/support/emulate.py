@@ -94,14 +94,25 @@ class _Rebinder:
         self.gpuc = types.SimpleNamespace(**{k: getattr(gpuc, k) for k in dir(gpuc) if not k.startswith("__")})
         self.gpuc.index, self.gpuc.ndrange = item.get_index, item.get_ndrange
         self.gpuc.atomic_add = _atomic_add
+        self.gpuc.deferred = self.deferred
+        self.funcs: set = set()  # ids of the re-created @gpuc.func/@gpuc.kernel functions
         self.by_identity = {id(intrinsics.index): item.get_index, id(intrinsics.ndrange): item.get_ndrange,
                             id(intrinsics.atomic_add): _atomic_add, id(gpuc): self.gpuc, id(math): _MATH}
         self.done: dict = {}
 
     def value(self, v):
         if isinstance(v, Func):
-            return self.function(v.py_func)
+            found = self.function(v.py_func)
+            self.funcs.add(id(found))
+            return found
         return self.by_identity.get(id(v), v)
+
+    def deferred(self, f, *args, kernel=False):
+        """`gpuc.deferred(f, ...)` in the emulation: the pointer is the function itself (its
+        specialization only fixes argument types, which the interpreter does not model)."""
+        if id(f) not in self.funcs:
+            raise TypeError(f"gpuc.deferred needs a @gpuc.func, not {f!r}")
+        return f
 
     def function(self, fn):
         found = self.done.get(fn)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .launches import SHAPE_2D, SIZE_1D
-from .numeric import FLOATS, SCALARS, Tup, int_range, is_float, is_int, promote
+from .numeric import FLOATS, SCALARS, FnPtr, Tup, int_range, is_float, is_int, promote
 
 ARITH = ["+", "-", "*", "//", "%", "/"]
 BITOPS = ["&", "|", "^"]
@@ -79,7 +79,7 @@ class ExprRules:
         return Ex(name, t, t in ("int64", "float64", "bool") and not isinstance(value, str), value)
 
     def e_index(self, scope, want=None, *_):
-        if not self.on("index") or want not in (None, "int"):
+        if not self.on("index") or want not in (None, "int") or (self.pointee and not self.on("deferred_index")):
             return None
         return Ex(self.rng.choice(["gpuc.index()", "gpuc.index(0)"]), "int64")
 
@@ -324,7 +324,12 @@ class ExprRules:
     def call_text(self, scope, name, params, ret, depth):
         args = []
         for t in params:
-            if isinstance(t, tuple):  # an array parameter: any kernel array of that dtype and rank
+            if isinstance(t, FnPtr):  # a pointer parameter: a pointer of that type
+                arg = self.pointer_arg(scope, t, depth)
+                if arg is None:
+                    return None
+                args.append(arg)
+            elif isinstance(t, tuple):  # an array parameter: any kernel array of that dtype and rank
                 same = [n for n, a in self.arrays.items() if a == t[1]]
                 if not same:
                     return None
@@ -402,4 +407,5 @@ EXPR_RULES = LEAF_RULES + [
     (6, None, "e_binop"), (2, None, "e_bitop"), (1, None, "e_pow"), (1, None, "e_unary"),
     (2, None, "e_compare"), (1, "boolop", "e_boolop"), (2, "ifexp", "e_ifexp"), (2, "minmax", "e_minmax"),
     (1, None, "e_abs"), (2, "conversions", "e_convert"), (1, "math", "e_math"), (2, "funcs", "e_call"),
+    (3, "deferred", "e_ptr_call"),
 ]

@@ -53,6 +53,16 @@ class Tup:
         return "(" + ", ".join(map(str, self.elts)) + ")"
 
 
+@dataclass(frozen=True)
+class FnPtr:
+    """The type of a function pointer (`gpuc.deferred`): parameter types and return type."""
+    params: tuple
+    ret: object
+
+    def __str__(self) -> str:
+        return f"FnPtr[({', '.join(map(str, self.params))}) -> {self.ret}]"
+
+
 def is_int(t) -> bool:
     return t in INTS
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from .expressions import Ex, ExprRules, SMALL_INTS, _fits_text
 from .launches import OUT_LEN, ArgSpec, array_spec, perturb, scalar_value
-from .numeric import FLOATS, INTS, NUMPY, SCALARS, Tup, is_float, is_int
+from .numeric import FLOATS, INTS, NUMPY, SCALARS, FnPtr, Tup, is_float, is_int
+from .pointers import POINTER_FEATURES, PointerRules
 
 FEATURES = {
     "funcs", "early_return", "loops", "while", "break_continue", "tuples", "augassign", "annassign",
@@ -28,7 +29,7 @@ FEATURES = {
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
     "tuple_args", "chained", "index", "func_arrays", "func_tuples",
-}
+} | POINTER_FEATURES
 
 MATH1 = ["exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh"]
 MATH_EXTRA1 = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt",
@@ -57,7 +58,8 @@ def merge(scopes):
         out.dead |= s.dead
     for name in sorted({n for s in live for n in s.vars}):
         types = {s.vars[name] for s in live if name in s.vars}
-        if len(types) == 1 and name not in out.dead:
+        partial = any(name not in s.vars for s in live)  # a pointer has no value on the other paths
+        if len(types) == 1 and name not in out.dead and not (partial and isinstance(next(iter(types)), FnPtr)):
             out.vars[name] = types.pop()
         else:
             out.dead.add(name)
@@ -76,7 +78,7 @@ class Case:
         return f"p{self.seed}_{self.index}"
 
 
-class Generator(ExprRules):
+class Generator(ExprRules, PointerRules):
     def __init__(self, rng: random.Random, features=FEATURES) -> None:
         self.rng, self.features = rng, set(features)
         self.lines: list[str] = []
@@ -93,6 +95,9 @@ class Generator(ExprRules):
         self.forever = None             # the exit test of a `while True` loop being started
         self.globals: list = []         # (name, type, value): module-level constants
         self.max_depth = rng.choice([1, 2, 2, 3])
+        self.families: list = []        # function-pointer families (support.pointers)
+        self.pointee = False            # generating a function that is called through pointers
+        self.annotated = False          # generating a function with a return annotation
 
     # -- helpers ------------------------------------------------------------------------------
     def on(self, feature: str) -> bool:
@@ -455,7 +460,8 @@ class Generator(ExprRules):
                 parts.append(self.return_value(scope))
             self.ret = ret
             return f"({', '.join(parts)})"
-        if self.rng.random() < 0.15 and self.ret in ("int64", "float64", "int32", "uint32"):
+        if (self.rng.random() < 0.15 and self.ret in ("int64", "float64", "int32", "uint32")
+                and (not self.annotated or self.on("annotated_literal_return"))):
             return "0"  # literals adapt to the return type
         ex = self.expr(scope, 1)
         if ex.t == self.ret and not ex.weak:
@@ -479,30 +485,40 @@ class Generator(ExprRules):
         return True
 
     # -- programs -----------------------------------------------------------------------------
-    def func(self, index):
-        name = f"f{index}"
-        params = [self.rng.choice(SCALARS) for _ in range(self.rng.randint(1, 3))]
-        self.ret = self.rng.choice(SCALARS)
-        if self.on("func_tuples") and self.rng.random() < 0.2:
+    def func(self, index, name=None, params=None, ret=None, prelude=None, annotate=False):
+        """A helper @gpuc.func; `prelude(scope)` emits its first statements, `annotate` writes the
+        return annotation."""
+        name = name or f"f{index}"
+        if params is None:
+            params = [self.rng.choice(SCALARS) for _ in range(self.rng.randint(1, 3))]
+            if self.families and self.on("deferred_funcs") and self.rng.random() < 0.4:
+                params.insert(self.rng.randrange(len(params) + 1), self.rng.choice(self.families).sig)
+        params = list(params)
+        self.ret = ret or self.rng.choice(SCALARS)
+        if ret is None and self.on("func_tuples") and self.rng.random() < 0.2:
             self.ret = Tup(tuple(self.rng.choice(SCALARS) for _ in range(2)))
         scope = Scope({f"p{k}": t for k, t in enumerate(params)})
         arrays, self.arrays = self.arrays, {}
-        if self.on("func_arrays") and arrays and self.rng.random() < 0.4:
+        if self.on("func_arrays") and arrays and prelude is None and ret is None and self.rng.random() < 0.4:
             params.append(("array", self.rng.choice(list(arrays.values()))))
             self.arrays = {f"p{len(params) - 1}": params[-1][1]}
         names = [f"p{k}" for k in range(len(params))]
         self.lines.append("@gpuc.func")
-        self.lines.append(f"def {name}({', '.join(names)}):")
+        returns = f" -> {type_text(self.ret)}" if annotate else ""
+        self.lines.append(f"def {name}({', '.join(names)}){returns}:")
         if self.rng.random() < 0.2:
             self.lines.append('    """A generated helper."""')
         self.indent, self.budget, self.in_kernel = 1, self.rng.randint(2, 6), False
+        self.annotated = annotate
+        if prelude is not None:
+            prelude(scope)
         self.block(scope, 6)
         if not scope.done:
             self.emit(f"return {self.return_value(scope)}")
         self.arrays = arrays
         self.lines.append("")
         self.funcs.append((name, params, self.ret))
-        self.ret = None
+        self.ret, self.annotated = None, False
 
     def kernel(self, params):
         scope = Scope({n: t for n, t in params if isinstance(t, (str, Tup))})
@@ -528,7 +544,12 @@ STMT_RULES = [
     (1, "math_transcendental", "s_store_math"), (4, None, "s_if"), (2, "retype", "s_retype_in_branch"),
     (3, "loops", "s_for"), (2, "while", "s_while"), (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
     (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
+    (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),
 ]
+
+
+def type_text(t: str) -> str:
+    return "gpuc.bool_" if t == "bool" else f"gpuc.{t}"
 
 
 
@@ -560,6 +581,8 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
                 g.globals.append((f"K{k}", t, "np"))  # a NumPy scalar keeps its dtype
                 g.lines.append(f"K{k} = np.{t if t != 'bool' else 'bool_'}({v!r})")
     g.lines += ["", ""]
+    if g.on("deferred") and rng.random() < 0.4:
+        g.pointer_funcs()
     if g.on("funcs"):
         for k in range(rng.choice([0, 1, 1, 2])):
             g.func(k)

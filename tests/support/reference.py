@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from .numeric import (Arr, Expected, Tup, Undefined, Weak, convert, from_numpy, is_float, is_int, signed, truth, wrap,
+from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, convert, from_numpy, is_float, is_int, signed, truth, wrap,
                       zero, BITS, NUMPY)
 from .typer import FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
 
@@ -66,6 +67,8 @@ class Program:
         self.source = source
         tree = ast.parse(source)
         self.funcs = {d.name: d for d in tree.body if isinstance(d, ast.FunctionDef)}
+        self.gpu_funcs = {name for name, d in self.funcs.items() if any(
+            ast.unparse(dec) == "gpuc.func" for dec in d.decorator_list)}  # what gpuc.deferred accepts
         self.globals = {}  # module-level numbers: name -> (type, weak, value)
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -82,6 +85,22 @@ class Program:
             self._typed[key] = None
             found = self._typed[key] = Typer(self, self.funcs[name], argtypes).run()
         return found
+
+    def annotated_ret(self, name):
+        """The return type a function's annotation declares (None without one)."""
+        node = self.funcs[name].returns
+        return None if node is None else TYPE_ANNOTATION(node)
+
+    def pointer_ret(self, name, argtypes):
+        """The return type of a pointer to `name` for `argtypes`: the function is typed (compiled)
+        now, unless its typing is under way (a cycle through pointers), which needs an annotation."""
+        key = (name, argtypes)
+        if key in self._typed and self._typed[key] is None:
+            declared = self.annotated_ret(name)
+            if declared is None:
+                raise Undefined("a pointer cycle through a function without a return annotation")
+            return declared
+        return self.typed(name, argtypes).ret
 
     def check(self, args):
         """Type the kernel for `args`; raises Expected where the docs require a compile error."""
@@ -125,8 +144,8 @@ class Evaluator:
             result = r.value
         finally:
             self.t = saved
-        if typed.ret is not None:
-            result = result if isinstance(typed.ret, Tup) else convert(result, typed.ret)
+        if isinstance(typed.ret, str):
+            result = convert(result, typed.ret)
         return result
 
     def tick(self):
@@ -234,8 +253,8 @@ class Evaluator:
     def name(self, node, env):
         if node.id in env:
             return env[node.id]
-        if isinstance(self.t.types[id(node)][0], Arr):
-            raise Undefined(f"array variable {node.id} read where it is unassigned")
+        if isinstance(self.t.types[id(node)][0], (Arr, FnPtr)):  # no default value: not modelled
+            raise Undefined(f"array or pointer variable {node.id} read where it is unassigned")
         return zero(self.t.types[id(node)][0])  # assigned on other paths only: 0 (docs)
 
     def e_Name(self, node, env):
@@ -309,7 +328,7 @@ class Evaluator:
     def e_IfExp(self, node, env):
         c = self.t.optype[id(node)]
         value = self.eval(node.body if truth(self.eval(node.test, env)) else node.orelse, env)
-        return value if isinstance(c, Arr) else convert(value, c)
+        return value if isinstance(c, (Arr, FnPtr)) else convert(value, c)
 
     def e_Tuple(self, node, env):
         out = []
@@ -349,6 +368,13 @@ class Evaluator:
     def e_Call(self, node, env):
         f = node.func
         t = self.t.types[id(node)][0]
+        if isinstance(self.t.types.get(id(f), (None,))[0], FnPtr):
+            return self.call_pointer(node, env)
+        if isinstance(t, FnPtr) and isinstance(f, ast.Attribute) and f.attr == "deferred":
+            for a in node.args[1:]:
+                if not isinstance(a, ast.Tuple) or id(a) in self.t.types:
+                    self.eval(a, env)  # the values only give their types, but must be defined
+            return Pointer(*self.t.optype[id(node)])
         if isinstance(f, ast.Name):
             if f.id in ("min", "max"):
                 return self.minmax(node, f.id, env)
@@ -386,6 +412,16 @@ class Evaluator:
         callee = self.program.typed(node.func.id, tuple(argtypes))
         return self.call(callee, values)
 
+    def call_pointer(self, node, env):
+        """In the reference, a pointer is its function: called with the arguments converted to the
+        pointer's parameter types."""
+        pointer = self.eval(node.func, env)
+        values = []
+        for a, want in zip(node.args, pointer.argtypes):
+            v = self.eval(a, env)
+            values.append(convert(v, want) if isinstance(want, str) else v)
+        return self.call(self.program.typed(pointer.name, pointer.argtypes), values)
+
     def call_math(self, node, name, env):
         values = [self.eval(a, env) for a in node.args]
         t = self.t.types[id(node)][0]
@@ -408,6 +444,13 @@ class Evaluator:
             return convert(getattr(math, name)(*args), t)
         except (ValueError, OverflowError) as exc:
             raise Undefined(f"math.{name}{tuple(values)}: {exc}")
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A function pointer's value: the function and the signature it was specialized for."""
+    name: str
+    argtypes: tuple
 
 
 IEEE = {"sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2,

@@ -15,8 +15,8 @@ import math
 import operator
 from dataclasses import dataclass, field
 
-from .numeric import (Arr, Expected, SCALARS, Tup, Undefined, common, default_type, fits, int_range, is_float,
-                      is_int, is_scalar, signed)
+from .numeric import (Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range,
+                      is_float, is_int, is_scalar, signed)
 
 TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos",
                   "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt", "erf", "erfc",
@@ -122,6 +122,9 @@ class Typer:
             ret = strong(*valued[0])
         else:
             ret = None
+        declared = self.program.annotated_ret(self.fdef.name)
+        if declared is not None and ret != declared:
+            raise Undefined(f"{self.fdef.name} returns {ret}, annotated {declared}")  # not modelled
         self.typed.ret = ret
         return self.typed
 
@@ -453,7 +456,7 @@ class Typer:
     def e_IfExp(self, node, env):
         self.condition(node.test, env)
         ta, tb = self.expr(node.body, env)[0], self.expr(node.orelse, env)[0]
-        if isinstance(ta, Arr) or isinstance(tb, Arr):
+        if isinstance(ta, (Arr, FnPtr)) or isinstance(tb, (Arr, FnPtr)):
             if ta != tb:
                 raise Expected("conflict", f"conditional expression of {ta} and {tb}")
             self.typed.optype[id(node)] = ta
@@ -519,6 +522,11 @@ class Typer:
         if node.keywords:
             raise Undefined("keyword arguments")
         f = node.func
+        if isinstance(f, ast.Name) and f.id in env or not isinstance(f, (ast.Name, ast.Attribute)):
+            return self.call_pointer(node, env)
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "gpuc" \
+                and f.attr == "deferred":
+            return self.deferred(node, env)
         if isinstance(f, ast.Name):
             handler = getattr(self, "c_" + f.id, None)
             if handler is not None:
@@ -607,6 +615,53 @@ class Typer:
         if callee.ret is None:
             raise Expected("no value", f"{name} returns nothing")
         return callee.ret, False
+
+
+    # -- function pointers (gpuc.deferred) --------------------------------------------------------
+    def deferred(self, node, env):
+        """`gpuc.deferred(f, *args)` or `gpuc.deferred(f, (types...))`: a pointer to the gpuc func `f`
+        specialized for the (strong) argument types; `f` is typed (compiled) here, so its errors are
+        this program's errors."""
+        if len(node.args) < 1:
+            raise Expected("arity", "gpuc.deferred needs a function")
+        target, rest = node.args[0], node.args[1:]
+        if not isinstance(target, ast.Name) or target.id not in self.program.gpu_funcs or target.id in env:
+            raise Expected("deferred", f"{ast.unparse(target)} is not a @gpuc.func")
+        if len(rest) == 1 and isinstance(rest[0], ast.Tuple) and rest[0].elts and all(
+                _is_type_name(e) for e in rest[0].elts):
+            argtypes = tuple(self.type_of(e) for e in rest[0].elts)
+        else:
+            argtypes = []
+            for a in rest:
+                t, weak = self.expr(a, env)
+                argtypes.append(strong(t, weak, self.typed.consts.get(id(a))))
+            argtypes = tuple(argtypes)
+        self.typed.optype[id(node)] = (target.id, argtypes)
+        return FnPtr(argtypes, self.program.pointer_ret(target.id, argtypes)), False
+
+    def call_pointer(self, node, env):
+        """`p(args)` for a pointer `p`: the arguments take the pointer's parameter types, as in a
+        direct call of its function with those types."""
+        t, _ = self.expr(node.func, env)
+        if not isinstance(t, FnPtr):
+            raise Expected("call", f"calling a {t}")
+        if len(node.args) != len(t.params):
+            raise Expected("arity", f"{len(node.args)} arguments for {t}")
+        for a, want in zip(node.args, t.params):
+            at, weak = self.expr(a, env)
+            value = self.typed.consts.get(id(a))
+            if weak and is_scalar(want) and default_type(value) == want and fits(value, want):
+                continue
+            if weak or at != want:
+                raise Undefined(f"pointer argument {at} for a {want} parameter")  # conversions not modelled
+        if t.ret is None:
+            raise Expected("no value", f"{t} returns nothing")
+        return t.ret, False
+
+
+def _is_type_name(node) -> bool:
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("gpuc", "np")
+            and node.attr in TYPE_NAMES) or (isinstance(node, ast.Name) and node.id in BUILTIN_TYPES)
 
 
 def check_scalars(types):

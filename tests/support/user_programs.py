@@ -815,3 +815,134 @@ PROGRAMS += [
             lambda: (np.array([0, 1, 2**53 + 1, 2**63, 2**64 - 1, 12345678901234567], np.uint64),
                      np.array([0.0, 1.9, 2.0**63, 1.8e19, 3.5, 2.0**64 - 4096]), np.zeros(6), np.zeros(6, np.uint64))),
 ]
+
+
+# -- function pointers: gpuc.deferred ------------------------------------------------------------
+
+SPIRV_NO_INDIRECT_CALLS = "cannot call through a function pointer"
+
+
+@gpuc.func
+def relu(x):
+    return x if x > 0.0 else x * 0.0
+
+
+@gpuc.func
+def leaky_relu(x):
+    return x if x > 0.0 else 0.01 * x
+
+
+@gpuc.func
+def softsign(x):
+    return x / (1.0 + abs(x))
+
+
+@gpuc.kernel
+def activate(x, out, flag):
+    """One of several activations, chosen by a runtime flag, through a pointer."""
+    i = gpuc.index()
+    if flag == 0:
+        act = gpuc.deferred(relu, x[i])
+    elif flag == 1:
+        act = gpuc.deferred(leaky_relu, x[i])
+    else:
+        act = gpuc.deferred(softsign, x[i])
+    out[i] = act(x[i])
+
+
+def activate_reference(x, out, flag):
+    one = x.dtype.type(1.0)
+    out[...] = [np.where(x > 0, x, x * 0), np.where(x > 0, x, 0.01 * x), x / (one + np.abs(x))][min(int(flag), 2)]
+
+
+@gpuc.func
+def cube_minus(x, c):
+    return x * x * x - c
+
+
+@gpuc.func
+def cube_slope(x, c):
+    return 3.0 * x * x
+
+
+@gpuc.func
+def newton_step(f, df, x, c):
+    return x - f(x, c) / df(x, c)
+
+
+@gpuc.kernel
+def newton_deferred(cs, roots, iters):
+    """Newton's method for x**3 = c with the function and its derivative passed as pointers."""
+    i = gpuc.index()
+    c = cs[i]
+    f = gpuc.deferred(cube_minus, c, c)
+    df = gpuc.deferred(cube_slope, (gpuc.float64, gpuc.float64))
+    x = 1.0
+    for _ in range(iters):
+        x = newton_step(f, df, x, c)
+    roots[i] = x
+
+
+def newton_deferred_reference(cs, roots, iters):
+    x = np.ones_like(cs)
+    for _ in range(iters):
+        x = x - (x * x * x - cs) / (3.0 * x * x)
+    roots[...] = x
+
+
+@gpuc.func
+def op_add(a, b):
+    return a + b
+
+
+@gpuc.func
+def op_sub(a, b):
+    return a - b
+
+
+@gpuc.func
+def op_mul(a, b):
+    return a * b
+
+
+@gpuc.func
+def op_max(a, b):
+    return max(a, b)
+
+
+@gpuc.func
+def pick_op(k):
+    if k == 0:
+        return gpuc.deferred(op_add, (gpuc.int64, gpuc.int64))
+    elif k == 1:
+        return gpuc.deferred(op_sub, (gpuc.int64, gpuc.int64))
+    elif k == 2:
+        return gpuc.deferred(op_mul, (gpuc.int64, gpuc.int64))
+    return gpuc.deferred(op_max, (gpuc.int64, gpuc.int64))
+
+
+@gpuc.kernel
+def table_ops(a, b, codes, out):
+    """A table of operations: a func picks a pointer by an if-chain, the kernel calls it."""
+    i = gpuc.index()
+    op = pick_op(codes[i])
+    out[i] = op(a[i], b[i])
+
+
+def table_ops_reference(a, b, codes, out):
+    out[...] = np.select([codes == 0, codes == 1, codes == 2], [a + b, a - b, a * b], np.maximum(a, b))
+
+
+PROGRAMS += [
+    *[Program(f"deferred_activation_{np.dtype(t).name}_{flag}", activate, 40,
+              lambda t=t, flag=flag: (_f(t, 40, seed=13), np.zeros(40, t), flag),
+              reference=activate_reference, spirv_error=SPIRV_NO_INDIRECT_CALLS)
+      for t in (np.float32, np.float64) for flag in (0, 1, 2)],
+    Program("deferred_newton", newton_deferred, 30,
+            lambda: (_f(np.float64, 30, seed=14, lo=0.5, hi=100), np.zeros(30), 12),
+            reference=newton_deferred_reference),
+    Program("deferred_table", table_ops, 50,
+            lambda: (rng(15).integers(-1000, 1000, 50), rng(16).integers(-1000, 1000, 50),
+                     rng(17).integers(0, 5, 50), np.zeros(50, np.int64)),
+            reference=table_ops_reference, spirv_error=SPIRV_NO_INDIRECT_CALLS),
+]

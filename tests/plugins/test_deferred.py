@@ -296,6 +296,9 @@ def test_every_gpu_target_compiles_a_resolved_pointer(spirv_val):
         assert result.entries == [result.entry]
         if isinstance(target, gpuc.SPIRVTarget):
             spirv_val(result.output)
+    # a pointer chosen at run time stays an indirect call, which GCN has
+    gcn = compile_for(chosen_at_run_time, (F64, F64, Array[gpuc.boolean, 1]), gpuc.GCNTarget(), "asm")
+    assert "s_swappc_b64" in gcn.output
 
 
 def test_spirv_names_a_pointer_that_stays_a_value():

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from tangent_cases import BINARY, CASES, MATH_BINARY, MATH_UNARY, UNARY, fact_pow, m_exp, m_log, m_sin, poly
@@ -12,7 +11,6 @@ from tangent_helpers import Jitted, close, derivative_chain, tangent
 
 import gpuc
 import gpuc.llvm as llvm
-from gpuc.plugins.autodiff import tangent_function
 
 F64, F32 = gpuc.float64, gpuc.float32
 REL = {"double": 1e-12, "float": 1e-5}

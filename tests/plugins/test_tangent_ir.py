@@ -7,7 +7,7 @@ import ctypes
 import math
 
 import pytest
-from tangent_helpers import close, tangent
+from tangent_helpers import Jitted, close, tangent
 
 import gpuc
 import gpuc.llvm as llvm
@@ -125,15 +125,12 @@ declare { { double, double }, { double, double } } @f.tangent.1({ double, double
     t = tangent_function(module, module.functions["f"], [True])
     assert t == module.functions["f.tangent.1"] and not t.is_declaration  # the declaration got the body
     module.verify()
-    text = str(module)
-    from tangent_helpers import Jitted
     jit = Jitted(module, "g")
     try:
         # d(xy) = y dx + x dy = 3*0.5 + 2*(-1) = -0.5;  d(x+y) = 0.5 - 1 = -0.5
         assert jit.function("g")(2.0, 3.0, 0.5, -1.0) == pytest.approx(0.25)
     finally:
         jit.close()
-    assert "f.tangent.1" in text
 
 
 def test_casts_select_switch_freeze_and_unreachable_blocks():

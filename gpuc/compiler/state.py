@@ -32,6 +32,10 @@ class CompileState:
         self.compiled = compiled
         #: The callback point being run ("early", ... "last"), "finalize_module", or None between them.
         self.point: str | None = None
+        #: Per-compile storage for sources and plugins, each under a key of its own (e.g. the
+        #: frontend keeps its typing session here, so that every compile_into of one compile
+        #: types each function once). Dropped with the state when the compile ends.
+        self.scratch: dict = {}
         #: Names of the module's entry points besides the job's own, in the order they were added.
         self.extra_entries: list[str] = []
 

@@ -16,6 +16,7 @@ located CompilationError (see errors.LocatingVisitor) instead of a RecursionErro
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
 
@@ -35,25 +36,9 @@ def run_deep(fn, *args):
         return fn(*args)
     outcome: dict = {}
     done = threading.Event()
-
-    def work():
-        _local.deep = True
-        try:
-            outcome["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-            outcome["error"] = exc
-        finally:
-            done.set()
-
     _enter()
     try:
-        with _lock:
-            previous = threading.stack_size(STACK_BYTES)
-            try:
-                thread = threading.Thread(target=work, name="gpuc-frontend", daemon=True)
-                thread.start()
-            finally:
-                threading.stack_size(previous)
+        _worker().jobs.put((fn, args, outcome, done))
         _wait(done)
     finally:
         _leave()
@@ -61,6 +46,51 @@ def run_deep(fn, *args):
         error = outcome.pop("error")
         raise error
     return outcome["value"]
+
+
+#: Frontend threads kept waiting for work: starting a thread costs 0.3-2 ms, as much as typing and
+#: lowering a small function (compile_into runs the frontend once per function it compiles).
+MAX_IDLE = 4
+_idle: list["_Worker"] = []  # guarded by _lock
+
+
+class _Worker:
+    """A frontend thread with a large stack that runs one job after another."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        with _lock:
+            previous = threading.stack_size(STACK_BYTES)
+            try:
+                threading.Thread(target=self._loop, name="gpuc-frontend", daemon=True).start()
+            finally:
+                threading.stack_size(previous)
+
+    def _loop(self) -> None:
+        _local.deep = True
+        while True:
+            fn, args, outcome, done = self.jobs.get()
+            try:
+                outcome["value"] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+                outcome["error"] = exc
+            finally:
+                del fn, args
+                with _lock:  # back among the idle ones before the caller goes on
+                    keep = len(_idle) < MAX_IDLE
+                    if keep:
+                        _idle.append(self)
+                done.set()
+                del outcome, done  # the caller has the result; an idle thread keeps nothing alive
+            if not keep:
+                return
+
+
+def _worker() -> _Worker:
+    with _lock:
+        if _idle:
+            return _idle.pop()
+    return _Worker()
 
 
 def _wait(done: threading.Event) -> None:

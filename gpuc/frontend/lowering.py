@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .. import abi
-from ..compiler import CompiledFunction
+from ..compiler import CompiledFunction, CompileState
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
 from . import operations as B
 from .depth import run_deep
@@ -48,9 +48,9 @@ def lower_into(source, job, module: Module, compiled: dict):
 
 
 def _lower_into(source, job, module: Module, compiled: dict):
-    session = _typed_session(source, job)
+    session, entry = _shared_session(source, job, module)
     program = _program(session, module, job)
-    defined, deferred = _module_functions(session)
+    defined, deferred = _module_functions(session, entry)
     fresh, created, declared = _declare_into(program, compiled, defined, deferred, job.config.kernel)
     try:
         _emit(program, fresh, program.functions)
@@ -73,6 +73,28 @@ def _typed_session(source, job) -> Typing:
     return session
 
 
+_SESSION = "gpuc.frontend.typing"  # the key of the shared typing session in CompileState.scratch
+
+
+def _shared_session(source, job, module: Module) -> tuple[Typing, TypedFunction]:
+    """The typing session every compile_into of one compile shares (so that a chain of deferred
+    functions, each typed for its pointer's return type, is typed once, not once per link), and
+    `source`'s typed function in it. A typing error discards the session: a half-typed function
+    must never be reused."""
+    state = CompileState.of(module)
+    session = state.scratch.get(_SESSION) if state is not None else None
+    if session is None or session.target != job.config.target:
+        session = Typing(job.config.target)
+        if state is not None:
+            state.scratch[_SESSION] = session
+    try:
+        return session, session.function(source.function, source.signature)
+    except BaseException:
+        if state is not None:
+            state.scratch.pop(_SESSION, None)
+        raise
+
+
 def _program(session: Typing, module: Module, job) -> "Program":
     return Program(session, module, job.config.target)
 
@@ -85,13 +107,15 @@ def _emit(program: "Program", typed_functions, functions: dict) -> None:
             raise located(exc, typed.info) from None
 
 
-def _module_functions(session: Typing):
+def _module_functions(session: Typing, entry: TypedFunction | None = None):
     """(the typed functions the module defines, [(typed, kernel, requested_at)] of those it only
     declares). It defines the entry and what that calls directly, transitively; it declares what
     these point to with gpuc.deferred and it does not define: the gpuc.lookup plugin compiles those
     on demand (and what only they reach)."""
     typed_all = list(session.functions.values())
-    reached, work = {id(typed_all[0])}, [typed_all[0]]
+    entry = entry if entry is not None else typed_all[0]
+    typed_all = [entry] + [t for t in typed_all if t is not entry]  # the entry first
+    reached, work = {id(entry)}, [entry]
     while work:
         for plan in work.pop().calls.values():
             callee = plan[0] if isinstance(plan, tuple) else None

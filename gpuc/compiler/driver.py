@@ -152,15 +152,16 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
     config, target, trace = job.config, job.config.target, Trace()
     context = Context()
     module = None
+    state = CompileState(job, None, tm, trace, {}, context=context)
     try:
-        with trace.stage("irgen"):
-            module, compiled = job.source.irgen(job, context, tm)
-            target.prepare_module(job, module, tm)
-            entry = job.source.entry_name
-        with trace.stage("link"):
-            trace.libraries += target.link_libraries(job, module)
-        state = CompileState(job, module, tm, trace, compiled)
-        with active(state):  # plugins reach this compile's state from the module (CompileState.of)
+        with active(state):  # irgen and plugins reach this compile's state (CompileState.of)
+            with trace.stage("irgen"):
+                module, compiled = job.source.irgen(job, context, tm)
+                state.module, state.compiled = module, compiled
+                target.prepare_module(job, module, tm)
+                entry = job.source.entry_name
+            with trace.stage("link"):
+                trace.libraries += target.link_libraries(job, module)
             launch_entry = _run_plugins(state)
         if config.validate or machine_code:  # a backend aborts on IR it cannot lower: always check that
             with trace.stage("validate"):

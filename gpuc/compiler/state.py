@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 import time
 
-from ..llvm import Function, Module
+from ..llvm import Context, Function, Module
 from .config import CompilerJob
 from .linking import link_into
 from .source import CompiledFunction, as_source
 from .trace import CompilationRecord
 
-_ACTIVE: dict[int, "CompileState"] = {}  # module handle -> the state compiling it, while it runs
+_ACTIVE: dict[int, "CompileState"] = {}  # context handle -> the state of the compile using it, while it runs
 _ACTIVE_LOCK = threading.Lock()
 
 
@@ -24,9 +24,12 @@ class CompileState:
     plugin may read it and add to it, and `compile_into` adds what it compiles.
     """
 
-    def __init__(self, job, module: Module, target_machine, trace, compiled: dict[str, CompiledFunction]) -> None:
+    def __init__(self, job, module: Module | None, target_machine, trace, compiled: dict[str, CompiledFunction],
+                 *, context: Context | None = None) -> None:
         self.job = job
+        #: The module being compiled (None while irgen makes it, in `context`).
         self.module = module
+        self._context = context if context is not None else module.context
         self.target_machine = target_machine
         self.trace = trace
         self.compiled = compiled
@@ -52,8 +55,8 @@ class CompileState:
         return self.job.config.target
 
     @property
-    def context(self):
-        return self.module.context
+    def context(self) -> Context:
+        return self._context
 
     def describe(self) -> str:
         return self.job.describe()
@@ -62,10 +65,13 @@ class CompileState:
         return f"<CompileState of {self.describe()} at {self.point or 'no point'}>"
 
     @staticmethod
-    def of(module: Module) -> "CompileState | None":
-        """The state of the compile that `module` is the module of, while that compile runs."""
+    def of(module: "Module | Context") -> "CompileState | None":
+        """The state of the compile working in `module`'s context (or in the context given), while
+        that compile runs: from irgen on (a source's irgen finds it from its context), through
+        every callback point. Each compile has a context of its own."""
+        context = module if isinstance(module, Context) else module.context
         with _ACTIVE_LOCK:
-            return _ACTIVE.get(module.address)
+            return _ACTIVE.get(context.address)
 
     def compile_into(self, source, *, kernel: bool = False, requested_by: str | None = None) -> Function:
         """Compile a further source into this compile's module (same context) and return its entry.
@@ -156,11 +162,11 @@ class CompileState:
 
 
 class active:
-    """While inside, `CompileState.of(state.module)` finds `state`."""
+    """While inside, `CompileState.of(module or context)` finds `state` for its context."""
 
     def __init__(self, state: CompileState) -> None:
         self.state = state
-        self.key = state.module.address
+        self.key = state.context.address
 
     def __enter__(self) -> CompileState:
         with _ACTIVE_LOCK:

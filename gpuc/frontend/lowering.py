@@ -23,6 +23,9 @@ def lower_program(source, job, context, tm=None):
 
 def _lower_program(source, job, context, tm):
     session = _typed_session(source, job)
+    state = CompileState.of(context)
+    if state is not None:  # what the gpuc.lookup plugin compiles later is typed already
+        state.scratch[_SESSION] = session
     module = Module(source.entry_name, context)
     module.triple = job.config.target.triple()
     if tm is not None:
@@ -82,7 +85,7 @@ def _shared_session(source, job, module: Module) -> tuple[Typing, TypedFunction]
     `source`'s typed function in it. A typing error discards the session: a half-typed function
     must never be reused."""
     state = CompileState.of(module)
-    session = state.scratch.get(_SESSION) if state is not None else None
+    session = state.scratch.get(_SESSION) if state is not None else None  # irgen's, or an earlier call's
     if session is None or session.target != job.config.target:
         session = Typing(job.config.target)
         if state is not None:

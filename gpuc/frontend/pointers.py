@@ -13,7 +13,6 @@ import numpy as np
 
 from ..errors import CompilationError
 from ..llvm import FunctionType
-from ..llvm.capi import lib
 from .. import abi
 from .errors import UserError
 from .inference import PyObject
@@ -21,9 +20,6 @@ from .operations import CallPlan, Handler
 from .source import _NOT_FOUND, GpucFunction
 from .types import (Array, ArrayType, FunctionPointerType, GType, NoneType, ScalarType, TupleType, as_type,
                     boolean, holds_pointer, none, promote)
-
-#: The marker the frontend calls with the declaration of a deferred function's symbol.
-LOOKUP_MARKER = "gpuc.lookup"
 
 
 class Deferred(Handler):
@@ -71,7 +67,7 @@ class Deferred(Handler):
                 if not lw.is_literal(a):
                     lw.expr(a)
         ptr = lw.ctx.ptr(0)
-        lookup = lw.declare(LOOKUP_MARKER, ptr, [ptr])
+        lookup = lw.declare(abi.LOOKUP_MARKER, ptr, [ptr])
         return lw.b.call(lookup, [lw.program.functions[callee.symbol]])
 
 
@@ -110,7 +106,7 @@ class PointerCall(Handler):
             args += lw.flatten(lw.operand(a, want), want)
         params = [p for t in ptype.params for p in lw.abi_params(t)]
         call = lw.b.call(pointer, args, fnty=FunctionType.get(lw.ltype(ptype.result), params))
-        _call_site_attributes(lw.ctx, call, ptype)
+        _call_site_attributes(call, ptype)
         return None if ptype.result == none else call
 
 
@@ -129,25 +125,19 @@ def _passes(typer, node, t: GType, want: GType) -> bool:
     return False
 
 
-def _call_site_attributes(ctx, call, ptype: FunctionPointerType) -> None:
+def _call_site_attributes(call, ptype: FunctionPointerType) -> None:
     """The ABI attributes of the definitions (zeroext bools, noundef data pointers) on an indirect call:
     code generation reads them from the call site when it does not know the callee."""
-    index = 1  # 0 is the return value
+    index = 0  # the argument number, counting flattened parameters
     for t in ptype.params:
         names = abi.DATA_POINTER_ATTRIBUTES if isinstance(t, ArrayType) else \
             abi.BOOL_ATTRIBUTES if t == boolean else ()
         for name in names:
-            _add_call_site_attribute(ctx, call, index, name)
+            call.param_attributes(index).add(name)
         index += abi.array_param_count(t.ndim) if isinstance(t, ArrayType) else 1
     if ptype.result == boolean:
         for name in abi.BOOL_ATTRIBUTES:
-            _add_call_site_attribute(ctx, call, 0, name)
-
-
-def _add_call_site_attribute(ctx, call, index: int, name: str) -> None:
-    data = name.encode()
-    kind = lib.LLVMGetEnumAttributeKindForName(data, len(data))
-    lib.LLVMAddCallSiteAttribute(call, index, lib.LLVMCreateEnumAttribute(ctx, kind, 0))
+            call.return_attributes.add(name)
 
 
 # -- what gpuc.deferred's arguments say ---------------------------------------------------------------

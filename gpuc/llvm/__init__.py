@@ -11,7 +11,7 @@ from .capi import LLVMNotFoundError, version
 from .context import Context
 from .flags import (ATOMIC_ORDERINGS, ATOMIC_RMW_OPERATIONS, FAST_MATH_FLAGS, FCMP_PREDICATES, GEP_NO_WRAP_FLAGS,
                     ICMP_PREDICATES)
-from .globals import CALLING_CONVENTIONS, LINKAGES, Attributes, Function, GlobalAlias, GlobalValue, GlobalVariable
+from .globals import CALLING_CONVENTIONS, LINKAGES, Attributes, CallSiteAttributes, Function, GlobalAlias, GlobalValue, GlobalVariable
 from .instructions import (AllocaInst, AtomicCmpXchgInst, AtomicRMWInst, BinaryOperator, BranchInst, CallInst,
                            CastInst, CompareInst, FenceInst, FreezeInst, GetElementPtrInst, LoadInst, MemoryInst,
                            PHINode, SelectInst, StoreInst, UnaryOperator, intrinsic_id, intrinsic_name)
@@ -26,7 +26,7 @@ from .values import (Argument, BasicBlock, Constant, ConstantExpr, ConstantFP, C
 
 __all__ = [
     "ATOMIC_ORDERINGS", "ATOMIC_RMW_OPERATIONS", "AllocaInst", "Argument", "ArrayType", "AtomicCmpXchgInst",
-    "AtomicRMWInst", "Attributes", "BINARY_OPERATIONS", "BasicBlock", "BinaryOperator", "BranchInst",
+    "AtomicRMWInst", "Attributes", "BINARY_OPERATIONS", "CallSiteAttributes", "BasicBlock", "BinaryOperator", "BranchInst",
     "Builder", "CALLING_CONVENTIONS", "CAST_OPERATIONS", "CallInst", "CastInst", "CompareInst", "Constant",
     "ConstantExpr", "ConstantFP", "ConstantInt", "Context", "FAST_MATH_FLAGS", "FCMP_PREDICATES", "FenceInst",
     "FloatingType", "FreezeInst", "Function", "FunctionType", "GEP_NO_WRAP_FLAGS", "GetElementPtrInst",

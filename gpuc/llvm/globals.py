@@ -156,6 +156,46 @@ class Attributes:
             lib.LLVMAddAttributeAtIndex(self._fn, self._index, attr)
 
 
+class CallSiteAttributes(Attributes):
+    """The attributes at one index of a call instruction (the call, its return, an argument): what
+    the call site promises on top of the callee's (e.g. `zeroext` on a bool argument of an indirect
+    call, whose callee is not known). The same interface as Attributes."""
+
+    __slots__ = ()
+
+    def add(self, name: str, value: "int | str | Type" = 0) -> None:
+        ctx = self._fn.type.context
+        if isinstance(value, str):
+            k, v = name.encode(), value.encode()
+            attr = lib.LLVMCreateStringAttribute(ctx, k, len(k), v, len(v))
+        elif isinstance(value, Type) or name in TYPE_ATTRIBUTES:
+            raise ValueError(f"type attribute {name!r}: not supported on call sites by gpuc.llvm")
+        else:
+            attr = lib.LLVMCreateEnumAttribute(ctx, self._kind(name), value)
+        lib.LLVMAddCallSiteAttribute(self._fn, self._index, attr)
+
+    def remove(self, name: str) -> None:
+        data = name.encode()
+        kind = lib.LLVMGetEnumAttributeKindForName(data, len(data))
+        if kind:
+            lib.LLVMRemoveCallSiteEnumAttribute(self._fn, self._index, kind)
+        else:
+            lib.LLVMRemoveCallSiteStringAttribute(self._fn, self._index, data, len(data))
+
+    def __contains__(self, name: str) -> bool:
+        data = name.encode()
+        kind = lib.LLVMGetEnumAttributeKindForName(data, len(data))
+        if kind:
+            return bool(lib.LLVMGetCallSiteEnumAttribute(self._fn, self._index, kind))
+        return bool(lib.LLVMGetCallSiteStringAttribute(self._fn, self._index, data, len(data)))
+
+    def __len__(self) -> int:
+        return lib.LLVMGetCallSiteAttributeCount(self._fn, self._index)
+
+    def copy_from(self, other: "Attributes") -> None:
+        raise NotImplementedError("copy_from between call sites is not supported; add the attributes by name")
+
+
 class Function(GlobalValue):
     __slots__ = ()
     kinds = (capi.LLVMFunctionValueKind,)

@@ -389,6 +389,19 @@ class CallInst(Instruction):
         return [Value.from_ref(lib.LLVMGetOperand(self, i), self._scope) for i in range(n)]
 
     @property
+    def attributes(self):
+        """Attributes of the call itself (see CallSiteAttributes)."""
+        return _call_site_attributes(self, "function")
+
+    @property
+    def return_attributes(self):
+        return _call_site_attributes(self, "return")
+
+    def param_attributes(self, i: int):
+        """Attributes of argument `i` at this call site (e.g. `zeroext` for an i1 argument)."""
+        return _call_site_attributes(self, i)
+
+    @property
     def intrinsic_id(self) -> int:
         """LLVM's id of the called intrinsic (the same for every overload); 0 if the callee is none."""
         return lib.LLVMGetIntrinsicID(lib.LLVMGetCalledValue(self))
@@ -445,3 +458,11 @@ class BranchInst(Instruction):
     @property
     def successors(self) -> list[BasicBlock]:
         return [BasicBlock(lib.LLVMGetSuccessor(self, i), self._scope) for i in range(lib.LLVMGetNumSuccessors(self))]
+
+
+
+def _call_site_attributes(call: CallInst, where: "str | int"):
+    """CallSiteAttributes of `call` for "function", "return" or argument number `where`."""
+    from .globals import FUNCTION_INDEX, RETURN_INDEX, CallSiteAttributes  # globals builds on this module's classes
+    index = FUNCTION_INDEX if where == "function" else RETURN_INDEX if where == "return" else where + 1
+    return CallSiteAttributes(call, index)

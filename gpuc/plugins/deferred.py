@@ -15,11 +15,12 @@ and the optimizer turns calls through it into direct calls (and may inline them)
 
 from __future__ import annotations
 
+from gpuc.abi import LOOKUP_MARKER
 from gpuc.compiler import CompiledFunction, CompileState
 from gpuc.errors import CompilationError
 from gpuc.llvm import CallInst, Function, Instruction, Module
 
-MARKER = "gpuc.lookup"
+MARKER = LOOKUP_MARKER
 # Runs before plugins of default priority at the same point (docs/deferred.md), so that their
 # early callbacks see the deferred functions compiled and the pointers constant.
 PRIORITY = 100

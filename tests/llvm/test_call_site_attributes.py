@@ -1,0 +1,32 @@
+"""Attributes at call sites: what an indirect call promises about its arguments (zeroext bools)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuc.llvm import Builder, CallInst, Context, FunctionType, Module
+
+
+def test_call_site_attributes_are_added_read_and_removed():
+    with Context() as ctx:
+        module = Module("m", ctx)
+        i1, i32, ptr = ctx.i1, ctx.i32, ctx.ptr()
+        callee_type = FunctionType.get(i1, [i32, i1])
+        fn = module.add_function("caller", FunctionType.get(i1, [ptr, i32, i1]))
+        with Builder(ctx) as b:
+            b.position_at_end(fn.append_block("entry"))
+            call = b.call(fn.args[0], [fn.args[1], fn.args[2]], fnty=callee_type)
+            b.ret(call)
+        assert isinstance(call, CallInst)
+        call.param_attributes(1).add("zeroext")
+        call.return_attributes.add("zeroext")
+        call.attributes.add("nounwind")
+        assert "zeroext" in call.param_attributes(1) and "zeroext" not in call.param_attributes(0)
+        assert len(call.param_attributes(1)) == 1
+        assert "call zeroext i1 %0(i32 %1, i1 zeroext %2) #0" in str(fn)
+        call.param_attributes(1).remove("zeroext")
+        assert "zeroext" not in call.param_attributes(1)
+        module.verify()
+        with pytest.raises(ValueError, match="unknown LLVM attribute"):
+            call.param_attributes(0).add("no-such-attribute")
+        module.close()

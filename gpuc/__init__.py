@@ -8,10 +8,11 @@ from .compiler import (  # noqa: E402
     code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
     unregister_plugin)
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
-from .frontend import (Array, atomic_add, bool_, boolean, deferred, float32, float64, fma, func,  # noqa: E402
-                       index, int32, int64, kernel, marker, ndrange, uint32, uint64)
+from .frontend import (Array, atomic_add, bool_, boolean, deferred, derivative, float32, float64, fma,  # noqa: E402
+                       func, index, int32, int64, jvp, kernel, marker, ndrange, uint32, uint64)
 from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
+from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
 
 __all__ = [
     "CompilationError", "CompileResult", "CompileState", "CompiledFunction", "CompilerConfig", "CompilerError",
@@ -20,8 +21,8 @@ __all__ = [
     "code_llvm", "code_native", "compile", "compile_module", "make_plugin", "plugin_scope", "register_plugin",
     "registered_plugins", "unregister_plugin",
     # the Python frontend
-    "Array", "atomic_add", "bool_", "boolean", "deferred", "float32", "float64", "fma", "func", "index", "int32", "int64",
-    "kernel", "marker", "ndrange", "uint32", "uint64",
+    "Array", "atomic_add", "bool_", "boolean", "deferred", "derivative", "float32", "float64", "fma", "func", "index",
+    "int32", "int64", "jvp", "kernel", "marker", "ndrange", "uint32", "uint64",
 ]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
@@ -39,6 +40,7 @@ _INSTEAD = {
     "jit": "compile with @gpuc.kernel (an entry point) or @gpuc.func (a device function)",
 }
 _IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add, gpuc.fma, gpuc.deferred (function pointers), "
+               "gpuc.derivative and gpuc.jvp (forward-mode derivatives), "
                "gpuc.marker(...) objects, the types "
                "gpuc.bool_, gpuc.int32, gpuc.int64, gpuc.uint32, gpuc.uint64, gpuc.float32, gpuc.float64, "
                "and gpuc.Array[dtype, ndim] for signatures")

@@ -553,6 +553,8 @@ def _calls() -> dict:
              intrinsics.atomic_add: AtomicAdd()}
     from .pointers import Deferred
     table[intrinsics.deferred] = Deferred()
+    from . import autodiff
+    table[autodiff.derivative], table[autodiff.jvp] = autodiff.Derivative(), autodiff.JVP()
     for t in SCALARS:
         table[t] = Convert(t.name, t)
     from .mathlib import math_calls

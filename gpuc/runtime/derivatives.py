@@ -1,0 +1,147 @@
+"""`gpuc.derivative` and `gpuc.jvp` called from Python with numbers (docs/autodiff.md).
+
+Each (kind, f, argument types) gets one generated one-item kernel that calls the frontend's
+`derivative`/`jvp` on its parameters and stores the result's floats into a float64 array; it is
+compiled for the host once, through the normal driver and the CPU launcher, and run on one thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import sys
+import threading
+
+import numpy as np
+
+from ..errors import CompilationError, SourceLocation
+from ..frontend import autodiff as _frontend
+from ..frontend.inference import Typing
+from ..frontend.source import GpucFunction, kernel
+from ..frontend.types import GType, TupleType
+from ..targets import NativeTarget
+from .dispatch import typeof
+
+_CACHE: dict = {}  # (kind, f, argument types) -> (kernel, the result's float leaves, the result type)
+_LOCK = threading.Lock()
+_NUMBERS = itertools.count()
+
+
+def derivative(f, x, *consts):
+    _check_function(f, "derivative", 1 + len(consts))
+    args = (_float(x, "x"),) + consts
+    return _run("derivative", f, args, len(args))
+
+
+def jvp(f, primals, tangents):
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise _error("gpuc.jvp(f, primals, tangents) takes the primals and the tangents as tuples",
+                     "write gpuc.jvp(f, (x,), (1.0,)) for one parameter")
+    _check_function(f, "jvp", len(primals))
+    if len(tangents) != len(primals):
+        raise _error(f"gpuc.jvp has {len(primals)} primal(s) but {len(tangents)} tangent(s)",
+                     "give one tangent per primal, of the same structure")
+    primals = tuple(_float(p, "a primal") for p in primals)
+    tangents = tuple(_like(t, p) for t, p in zip(tangents, primals))
+    return _run("jvp", f, primals + tangents, len(primals))
+
+
+def _run(kind: str, f, args: tuple, count: int):
+    """Compile (once per signature) and run the wrapper kernel; the result as Python numbers."""
+    try:
+        types = tuple(typeof(a, k) for k, a in enumerate(args))
+    except TypeError as exc:
+        raise _error(f"gpuc.{kind}: {exc}", None) from None
+    key = (kind, f, types)
+    entry = _CACHE.get(key)
+    if entry is None:
+        with _LOCK:
+            entry = _CACHE.get(key) or _CACHE.setdefault(key, _wrapper(kind, f, types, count))
+    wrapper, leaves, result = entry
+    out = np.zeros(max(len(leaves), 1))
+    wrapper.launch(1, out, *args, device="cpu", threads=1)
+    values = iter(out.tolist())
+    return _rebuild(result, values)
+
+
+def _wrapper(kind: str, f, types: tuple, count: int):
+    """The generated kernel for `f` and these argument types (its source is kept in linecache so the
+    frontend reads it like any other function's)."""
+    signature = types if kind == "derivative" else types[:count]
+    returned = Typing(NativeTarget()).function(f, signature).return_type  # f's own errors, located in f
+    if not _frontend.is_float_structure(returned):
+        raise _error(f"{f.__qualname__}({', '.join(map(str, signature))}) returns a {returned}: gpuc.{kind} "
+                     "differentiates functions returning a float or a tuple of floats", None)
+    result = returned if kind == "derivative" else TupleType((returned, returned))
+    params = [f"a{k}" for k in range(len(types))]
+    if kind == "derivative":
+        call = f"derivative(f, {', '.join(params)})"
+    else:
+        call = f"jvp(f, ({''.join(p + ', ' for p in params[:count])}), ({''.join(p + ', ' for p in params[count:])}))"
+    leaves = _leaves(result, "r")
+    lines = [f"def wrapper(out, {', '.join(params)}):\n", f"    r = {call}\n"]
+    lines += [f"    out[{k}] = {leaf}\n" for k, leaf in enumerate(leaves)]
+    filename = f"<gpuc.{kind} of {f.__qualname__}, #{next(_NUMBERS)}>"
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    namespace = {"derivative": _frontend.derivative, "jvp": _frontend.jvp, "f": f}
+    exec(compile("".join(lines), filename, "exec"), namespace)
+    return kernel(namespace["wrapper"]), leaves, result
+
+
+def _leaves(t: GType, path: str) -> list[str]:
+    if isinstance(t, TupleType):
+        return [leaf for k, e in enumerate(t.elements) for leaf in _leaves(e, f"{path}[{k}]")]
+    return [path]
+
+
+def _rebuild(t: GType, values):
+    if isinstance(t, TupleType):
+        return tuple(_rebuild(e, values) for e in t.elements)
+    return next(values)
+
+
+def _check_function(f, kind: str, count: int) -> None:
+    if not isinstance(f, GpucFunction) or f.is_kernel:
+        what = f"the kernel {f.__qualname__}" if isinstance(f, GpucFunction) else repr(f)
+        raise _error(f"gpuc.{kind} differentiates @gpuc.func functions, not {what}",
+                     "decorate the function with @gpuc.func")
+    params = f.source_info.tree.args.args
+    if len(params) != count:
+        raise _error(f"{f.__qualname__} takes {len(params)} argument(s), but gpuc.{kind} passes it {count}", None)
+
+
+def _float(value, what: str):
+    """A float variable: a Python float or int (as a float64), a NumPy float32/float64, or a tuple of them."""
+    if isinstance(value, tuple) and value:
+        return tuple(_float(v, what) for v in value)
+    if isinstance(value, (np.float32, np.float64)):
+        return value
+    if isinstance(value, (int, float, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    raise _error(f"{what} of a derivative must be a float (or for jvp a tuple of floats), not {value!r}",
+                 "pass a Python float, or a NumPy float32/float64")
+
+
+def _like(tangent, primal):
+    """A tangent converted to its primal's structure and float type."""
+    if isinstance(primal, tuple):
+        if not isinstance(tangent, tuple) or len(tangent) != len(primal):
+            raise _error(f"the tangent {tangent!r} does not have the structure of its primal {primal!r}", None)
+        return tuple(_like(t, p) for t, p in zip(tangent, primal))
+    if isinstance(tangent, tuple) or isinstance(tangent, (bool, np.bool_)) or \
+            not isinstance(tangent, (int, float, np.integer, np.floating)):
+        raise _error(f"the tangent {tangent!r} does not match its primal {primal!r}: a tangent is a number "
+                     "of the primal's structure", None)
+    return type(primal)(tangent)
+
+
+def _error(message: str, hint: str | None) -> CompilationError:
+    """An error located at the Python line that called gpuc.derivative / gpuc.jvp."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in (__file__, _frontend.__file__):
+        frame = frame.f_back
+    location = SourceLocation(frame.f_code.co_filename, frame.f_lineno, 1) if frame is not None else None
+    return CompilationError(message, location, hint)
+
+
+_frontend.host = sys.modules[__name__]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import re
 import sys
 import threading
 
@@ -77,15 +78,17 @@ def _wrapper(kind: str, f, types: tuple, count: int):
     if kind == "derivative":
         call = f"derivative(f, {', '.join(params)})"
     else:
-        call = f"jvp(f, ({''.join(p + ', ' for p in params[:count])}), ({''.join(p + ', ' for p in params[count:])}))"
+        primals, tangents = ("".join(p + ", " for p in part) for part in (params[:count], params[count:]))
+        call = f"jvp(f, ({primals}), ({tangents}))"
     leaves = _leaves(result, "r")
-    lines = [f"def wrapper(out, {', '.join(params)}):\n", f"    r = {call}\n"]
+    name = kind + "_of_" + re.sub(r"\W", "_", f.__name__)  # what traces and errors call the wrapper
+    lines = [f"def {name}(out, {', '.join(params)}):\n", f"    r = {call}\n"]
     lines += [f"    out[{k}] = {leaf}\n" for k, leaf in enumerate(leaves)]
     filename = f"<gpuc.{kind} of {f.__qualname__}, #{next(_NUMBERS)}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     namespace = {"derivative": _frontend.derivative, "jvp": _frontend.jvp, "f": f}
     exec(compile("".join(lines), filename, "exec"), namespace)
-    return kernel(namespace["wrapper"]), leaves, result
+    return kernel(namespace[name]), leaves, result
 
 
 def _leaves(t: GType, path: str) -> list[str]:

@@ -38,6 +38,13 @@ _INSTEAD = {
                      "atomic_exch", "atomic_cas", "atomic_inc", "atomic_dec"),
                     "gpuc's one atomic operation is gpuc.atomic_add(a, i, v) (add a negative value to subtract)"),
     "jit": "compile with @gpuc.kernel (an entry point) or @gpuc.func (a device function)",
+    **dict.fromkeys(("grad", "gradient", "diff", "differentiate", "autograd", "jacfwd", "jacobian", "hessian"),
+                    "gpuc differentiates @gpuc.func functions in forward mode: gpuc.derivative(f, x, *consts) is "
+                    "d f / d x, gpuc.jvp(f, primals, tangents) a directional derivative; nest them for higher "
+                    "orders"),
+    **dict.fromkeys(("vjp", "backward", "jacrev", "adjoint"),
+                    "gpuc has forward-mode derivatives only: gpuc.jvp(f, primals, tangents) (one call per input "
+                    "direction) and gpuc.derivative(f, x, *consts)"),
 }
 _IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add, gpuc.fma, gpuc.deferred (function pointers), "
                "gpuc.derivative and gpuc.jvp (forward-mode derivatives), "

@@ -30,6 +30,9 @@ _NUMBERS = itertools.count()
 
 def derivative(f, x, *consts):
     _check_function(f, "derivative", 1 + len(consts))
+    if isinstance(x, tuple):
+        raise _error("x of gpuc.derivative is one float; for tuples of floats use gpuc.jvp",
+                     "write gpuc.jvp(f, ((x, y),), ((1.0, 0.0),)) for the derivative along the tuple's first element")
     args = (_float(x, "x"),) + consts
     return _run("derivative", f, args, len(args))
 

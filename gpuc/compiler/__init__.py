@@ -11,12 +11,13 @@ from .plugins import (POINTS, Plugin, make_plugin, plugin_scope, register_plugin
                       unregister_plugin)
 from .source import CompiledFunction, IRSource, Source, as_source
 from .state import CompileState
-from .trace import Trace
+from .trace import Trace, TransformationRecord
 
 __all__ = [
     "CompilationError", "CompileResult", "CompileState", "CompiledFunction", "CompilerConfig", "CompilerError",
     "CompilerJob", "IRIssue", "IRSource", "InternalCompilerError", "ModuleResult", "OUTPUTS", "POINTS", "Pipeline",
-    "Plugin", "PluginError", "STAGES", "Source", "SourceLocation", "Trace", "ValidationError", "as_source",
+    "Plugin", "PluginError", "STAGES", "Source", "SourceLocation", "Trace", "TransformationRecord",
+    "ValidationError", "as_source",
     "build_pipeline", "code_llvm", "code_native", "compile", "compile_module", "link_into", "make_plugin",
     "plugin_scope", "register_plugin", "registered_plugins", "unregister_plugin",
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
 from ..errors import CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError, ValidationError
+from .plugins import find_marker
 from .pipeline import Pipeline, build_pipeline, call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
 from .source import CompiledFunction
 from .state import CompileState, active
@@ -188,7 +189,7 @@ def _run_plugins(state: CompileState) -> str | None:
     if config.optimize:
         with trace.stage("optimize"):
             return _optimize(state)
-    if any(name in module.functions for _, name in config.markers_at("early")):
+    if _claims(state, "early"):
         with trace.stage("early"):
             run_pipeline(state, early_only_pipeline())
     start = time.perf_counter()
@@ -226,11 +227,31 @@ def _optimize(state: CompileState) -> str | None:
     """The pipeline, with the target's launch entry added right after the `early` point; returns its name."""
     job, module, trace = state.job, state.module, state.trace
     steps = build_pipeline(job.config.target, job.config.opt_level).steps
-    cut = next(i + 1 for i, step in enumerate(steps) if step.kind == "point" and step.name == "early")
+    if _claims(state, "optimized"):
+        # A plugin at the optimized point transforms IR (e.g. differentiates it): it sees calls of
+        # target library functions, not their inlined bodies, which are inlined after it.
+        state.hold_libraries()
+    cut, late = _after(steps, "early"), _after(steps, "optimized")
     run_pipeline(state, Pipeline(steps[:cut]))
     launch_entry = _add_launch_entry(job, module, trace)
-    run_pipeline(state, Pipeline(steps[cut:]))
+    run_pipeline(state, Pipeline(steps[cut:late]))
+    if state.held_libraries is not None:
+        start = time.perf_counter()
+        if state.release_libraries():
+            trace.segments.append(SegmentRecord("libraries", time.perf_counter() - start))
+    run_pipeline(state, Pipeline(steps[late:]))
     return launch_entry
+
+
+def _claims(state: CompileState, point: str) -> bool:
+    """Whether the module declares a marker that a plugin with a callback at `point` claims."""
+    names = state.module.function_names()
+    return any(find_marker(marker, names) is not None for _, marker in state.config.markers_at(point))
+
+
+def _after(steps, point: str) -> int:
+    """The index of the step after the callback point `point` (the end when there is none)."""
+    return next((i + 1 for i, step in enumerate(steps) if step.kind == "point" and step.name == point), len(steps))
 
 
 def _add_launch_entry(job, module: Module, trace: Trace) -> str | None:

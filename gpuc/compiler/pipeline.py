@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..llvm import LLVMError, Module, run_passes
 from ..errors import CompilationError, CompilerError, IRIssue, PluginError, ValidationError
+from .plugins import find_marker, is_prefix_marker
 from .trace import CallbackRecord, SegmentRecord
 
 # Run after a round in which a callback changed the module, before the point repeats.
@@ -105,13 +106,20 @@ def _run_round(state, point: str, watched, round_no: int) -> list[tuple[str, str
     """One round of `point`: (plugin, marker) of each callback that changed the module."""
     module = state.module
     changed_by: list[tuple[str, str]] = []
-    present = module.function_names() if len(watched) > _DIRECT_LOOKUPS else None
+    prefixes = any(is_prefix_marker(m) for _, m in watched)
+    present = module.function_names() if prefixes or len(watched) > _DIRECT_LOOKUPS else None
     for plugin, marker in watched:
-        if present is not None and marker not in present:
+        name = marker
+        if is_prefix_marker(marker):
+            # Names may have changed since the walk: an earlier callback may add or remove markers.
+            name = find_marker(marker, module.function_names() if changed_by else present)
+            if name is None:
+                continue
+        elif present is not None and marker not in present:
             continue  # the common case: the module knows nothing of this plugin
-        fn = module.functions.get(marker)  # an earlier callback may have removed it
-        if fn is not None and _invoke(state, plugin, point, marker, fn, round_no):
-            changed_by.append((plugin.name, marker))
+        fn = module.functions.get(name)  # an earlier callback may have removed it
+        if fn is not None and _invoke(state, plugin, point, name, fn, round_no):
+            changed_by.append((plugin.name, name))
     return changed_by
 
 

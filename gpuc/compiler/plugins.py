@@ -19,6 +19,30 @@ Callback = Callable[..., bool]
 _order = itertools.count()
 
 
+def is_prefix_marker(marker: str) -> bool:
+    """Whether `marker` names a family of markers: `prefix*` claims every function named `prefix...`."""
+    return marker.endswith("*")
+
+
+def marker_matches(marker: str, name: str) -> bool:
+    """Whether the function `name` is the marker `marker` (or one of the family a `prefix*` names)."""
+    return name.startswith(marker[:-1]) if is_prefix_marker(marker) else name == marker
+
+
+def claimed_by(markers, name: str) -> bool:
+    """Whether any of `markers` claims the function `name`."""
+    return any(marker_matches(m, name) for m in markers)
+
+
+def find_marker(marker: str, names) -> str | None:
+    """The function of `names` that `marker` claims: itself, or for a `prefix*` the first name of
+    its family in sorted order (deterministic); None when there is none."""
+    if not is_prefix_marker(marker):
+        return marker if marker in names else None
+    prefix = marker[:-1]
+    return min((n for n in names if n.startswith(prefix)), default=None)
+
+
 @dataclass(frozen=True, eq=False)
 class Plugin:
     """A registered plugin. Compare and hash by identity; build with `register_plugin`/`make_plugin`.
@@ -50,6 +74,9 @@ def make_plugin(name: str, *, pipeline_callback=None, early_callback=None, simpl
     markers = tuple(markers)
     if not all(isinstance(m, str) and m for m in markers):
         raise ValueError(f"plugin {name!r}: markers must be non-empty strings, got {markers!r}")
+    if any(m == "*" or "*" in m[:-1] for m in markers):
+        raise ValueError(f"plugin {name!r}: a marker prefix is a non-empty prefix followed by one final "
+                         f"'*', got {markers!r}")
     callbacks = {point: cb for point, cb in zip(
         POINTS, (early_callback, simplified_callback, pipeline_callback, last_callback)) if cb is not None}
     for point, cb in callbacks.items():
@@ -129,7 +156,9 @@ def register_plugin(name: str, *, pipeline_callback=None, early_callback=None, s
     CompileState (its job, config, target, `compiled` mapping, `compile_into`; it also answers
     `state.config`, `state.source`, `state.target` and `state.describe()` as the job does). It
     returns True when it changed the module and fires only when the module declares one of the
-    plugin's `markers` (default: the plugin's name). `finalize_module(state, compiled, module)`
+    plugin's `markers` (default: the plugin's name). A marker ending in `*` is a prefix: it claims
+    every function whose name starts with what precedes the `*`, and the callback fires once per
+    round of the point, receiving one of them (the first by name). `finalize_module(state, compiled, module)`
     runs once per compile, before the pipeline.
 
     `builtin=True` makes it one of gpuc's own plugins: configs that name their own plugin set

@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 import time
 
-from ..llvm import Context, Function, Module
+from ..llvm import Context, Function, Module, run_passes
 from .config import CompilerJob
 from .linking import link_into
+from .pipeline import build_pipeline
+from .plugins import claimed_by, find_marker
 from .source import CompiledFunction, as_source
-from .trace import CompilationRecord
+from .trace import CompilationRecord, SegmentRecord
 
 _ACTIVE: dict[int, "CompileState"] = {}  # context handle -> the state of the compile using it, while it runs
 _ACTIVE_LOCK = threading.Lock()
@@ -41,6 +43,10 @@ class CompileState:
         self.scratch: dict = {}
         #: Names of the module's entry points besides the job's own, in the order they were added.
         self.extra_entries: list[str] = []
+        #: Target library functions kept from inlining until after the `optimized` point (name ->
+        #: whether it was alwaysinline), or None: while a plugin there transforms IR, library calls
+        #: stay calls (`Target.library_function`; see `hold_libraries`).
+        self.held_libraries: dict[str, bool] | None = None
 
     @property
     def config(self):
@@ -94,6 +100,8 @@ class CompileState:
         existing = self.module.functions.get(src.entry_name)
         reused = existing is not None and not existing.is_declaration
         fn = src.irgen_into(job, self.module, self.compiled, self.target_machine)
+        if self.held_libraries is None and self.config.optimize and self._claims_optimized():
+            self.hold_libraries()  # the new code asks a plugin at the optimized point (see the driver)
         self._link_libraries(job)
         self.trace.compilations.append(CompilationRecord(
             fn.name, src.describe(), self.point, reused and fn == existing, time.perf_counter() - start,
@@ -127,14 +135,97 @@ class CompileState:
         link_into(self.module, other, self.compiled, {}, what=f"the linked module {other.name!r}")
         return sorted({f.name for f in self.module.functions if not f.is_declaration} - before)
 
+    def optimize(self, functions=None) -> None:
+        """Optimize `functions` (default: the whole module) with the target's `simplify` and
+        `optimize` pass segments at the compile's opt level, as the pipeline does before the
+        `optimized` point: for code a plugin makes there, which the rest of the pipeline would
+        leave unoptimized. Other functions are kept as they are meanwhile (not optimized again,
+        not inlined into the new code); the pipeline may delete functions nothing uses any more."""
+        chosen = None if functions is None else {f.name for f in functions}
+        steps = [s for s in build_pipeline(self.target, self.config.opt_level).steps
+                 if s.kind == "passes" and s.name in ("simplify", "optimize")]
+        frozen = {} if chosen is None else self._freeze(chosen)
+        start = time.perf_counter()
+        try:
+            for step in steps:
+                run_passes(self.module, step.text, self.target_machine, verify=not self.config.verify_plugins)
+        finally:
+            self._thaw(frozen)
+        self.trace.segments.append(SegmentRecord(f"optimize@{self.point or 'libraries'}", time.perf_counter() - start))
+
+    def _freeze(self, chosen: set[str]) -> dict[str, tuple[bool, bool]]:
+        """Mark every other defined function optnone (with noinline, without alwaysinline, as LLVM
+        requires); returns what to undo: name -> (had noinline, had alwaysinline)."""
+        frozen = {}
+        for fn in self.module.functions:
+            attrs = fn.attributes
+            if fn.is_declaration or fn.name in chosen or "optnone" in attrs:
+                continue
+            frozen[fn.name] = ("noinline" in attrs, "alwaysinline" in attrs)
+            attrs.remove("alwaysinline")
+            attrs.add("noinline")
+            attrs.add("optnone")
+        return frozen
+
+    def _thaw(self, frozen: dict[str, tuple[bool, bool]]) -> None:
+        for name, (noinline, alwaysinline) in frozen.items():
+            fn = self.module.functions.get(name)  # the passes may have deleted it
+            if fn is None or fn.is_declaration:
+                continue
+            fn.attributes.remove("optnone")
+            if not noinline:
+                fn.attributes.remove("noinline")
+            if alwaysinline:
+                fn.attributes.add("alwaysinline")
+
+    def _claims_optimized(self) -> bool:
+        names = self.module.function_names()
+        return any(find_marker(marker, names) is not None for _, marker in self.config.markers_at("optimized"))
+
+    def hold_libraries(self) -> None:
+        """Keep the target library functions the module defines (and links from now on) from being
+        inlined, until `release_libraries`: library functions linked meanwhile are held too."""
+        self.held_libraries = {}
+        self._hold(self.module.functions)
+
+    def _hold(self, functions) -> None:
+        for fn in functions:
+            attrs = fn.attributes
+            if fn.is_declaration or not self.target.library_function(fn.name) or "noinline" in attrs:
+                continue
+            self.held_libraries[fn.name] = "alwaysinline" in attrs
+            attrs.remove("alwaysinline")
+            attrs.add("noinline")
+            # External meanwhile: interprocedural passes keep its signature (no argument is
+            # dropped or specialized away), so that a call of it still reads as the library's.
+            fn.linkage = "external"
+
+    def release_libraries(self) -> bool:
+        """Link the libraries that code made meanwhile declares, let the held library functions be
+        inlined again, and optimize the module once more so that they are; returns whether there
+        was any to release."""
+        held, self.held_libraries = self.held_libraries or {}, None
+        for name, alwaysinline in held.items():
+            fn = self.module.functions.get(name)
+            if fn is not None and not fn.is_declaration:
+                fn.linkage = "internal"
+                fn.attributes.remove("noinline")
+                if alwaysinline:
+                    fn.attributes.add("alwaysinline")
+        self._link_libraries(self.job)
+        if not (held or any(self.target.library_function(f.name) for f in self.module.functions)):
+            return False
+        self.optimize()
+        return True
+
     def _link_libraries(self, job) -> None:
         """Link the target libraries that newly compiled code declares (into a scratch module first:
         a target links a library once, and the module may hold part of it already)."""
         # Not intrinsics, plugins' markers, or symbols `compiled` records (asked for by symbol, e.g.
         # gpuc.deferred's, and compiled by a plugin): no library defines those.
-        markers = {m for plugin in self.config.plugins for m in plugin.markers}
+        markers = tuple({m for plugin in self.config.plugins for m in plugin.markers})
         wanted = {f.name: f.function_type for f in self.module.functions
-                  if f.is_declaration and not f.name.startswith("llvm.") and f.name not in markers
+                  if f.is_declaration and not f.name.startswith("llvm.") and not claimed_by(markers, f.name)
                   and f.name not in self.compiled}
         if not wanted:
             return
@@ -154,10 +245,12 @@ class CompileState:
         for fn in provided:  # only what the module declares is linked by name; the rest stays private
             fn.linkage = "external" if fn.name in wanted else "internal"
         link_into(self.module, scratch, self.compiled, {}, what="a target library")
-        for name in wanted:
-            fn = self.module.functions.get(name)
-            if fn is not None and not fn.is_declaration:
-                fn.linkage = "internal"
+        linked = [self.module.functions.get(name) for name in wanted]
+        linked = [fn for fn in linked if fn is not None and not fn.is_declaration]
+        for fn in linked:
+            fn.linkage = "internal"
+        if self.held_libraries is not None:
+            self._hold(linked)
         self.trace.libraries += [name for name in libraries if name not in self.trace.libraries]
 
 

@@ -44,6 +44,19 @@ class CompilationRecord:
     requested_by: str | None = None
 
 
+@dataclass(frozen=True)
+class TransformationRecord:
+    """One function a plugin derived from another in the module (e.g. a tangent function): the new
+    symbol, what it was made from, the point, whether the module had it already, and who asked."""
+
+    symbol: str
+    origin: str
+    point: str | None
+    reused: bool
+    seconds: float
+    requested_by: str | None = None
+
+
 @dataclass
 class Trace:
     stages: list[StageRecord] = field(default_factory=list)
@@ -51,6 +64,7 @@ class Trace:
     callbacks: list[CallbackRecord] = field(default_factory=list)
     libraries: list[str] = field(default_factory=list)
     compilations: list[CompilationRecord] = field(default_factory=list)
+    transformations: list[TransformationRecord] = field(default_factory=list)
 
     @contextmanager
     def stage(self, name: str):
@@ -90,4 +104,7 @@ class Trace:
                   f"{', already there' if c.reused else ''}"
                   f"{f', for {c.requested_by}' if c.requested_by else ''})  {c.seconds * 1e3:.2f} ms"
                   for c in self.compilations]
+        lines += [f"  derived at {t.point}: @{t.symbol} from {t.origin}{', already there' if t.reused else ''}"
+                  f"{f', for {t.requested_by}' if t.requested_by else ''}  {t.seconds * 1e3:.2f} ms"
+                  for t in self.transformations]
         return "\n".join(lines)

@@ -14,7 +14,7 @@ from .. import llvm
 from ..llvm import CallInst, Function, Instruction, Module
 from ..llvm.values import InlineAsm
 from ..errors import IRIssue
-from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES
+from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES, claimed_by
 
 _APPROXIMATE_CALL = re.compile(r"\bcall (?:[a-z]+ )*?(?:afn|fast) ")
 # The type keywords, not identifiers that contain them (@to_fp128, %fp128.addr); `target` only
@@ -40,14 +40,14 @@ def _callers(fn) -> list[str]:
 
 
 def _marker_issue(job, name: str, callers: list[str]) -> IRIssue:
-    claimed = [p.name for p in job.config.plugins if name in p.markers]
+    claimed = [p.name for p in job.config.plugins if claimed_by(p.markers, name)]
     where = ", ".join(f"@{c}" for c in callers) or "a constant or global initializer"
     if claimed:
         why = (f"plugin(s) {', '.join(claimed)} are registered for it but did not resolve it "
                "(a pipeline_callback fires after optimization; to resolve before validation with "
                "optimize=False, use an early_callback)")
     else:
-        elsewhere = REGISTRY.get(name) or next((p for p in REGISTRY.snapshot() if name in p.markers), None)
+        elsewhere = REGISTRY.get(name) or next((p for p in REGISTRY.snapshot() if claimed_by(p.markers, name)), None)
         why = "no plugin is registered for it"
         if elsewhere is not None:
             why += (f" in this config (plugin {elsewhere.name!r} is registered globally but was not when the "
@@ -72,7 +72,7 @@ def collect_issues(job, module: Module, entry_name: str, *, full: bool = True,
     """Every problem validation finds; `full=False` checks only what the backend cannot lower.
     `own_plugins_only`: no plugin but gpuc's own can have changed the module since irgen."""
     target = job.config.target
-    markers = {m for p in job.config.plugins for m in p.markers}
+    markers = tuple({m for p in job.config.plugins for m in p.markers})
     issues: list[IRIssue] = []
     for fn in module.functions:
         if not fn.is_declaration or not fn.uses:
@@ -83,7 +83,7 @@ def collect_issues(job, module: Module, entry_name: str, *, full: bool = True,
             if reason is not None and target.intrinsic_issue(name, approximate=True) is None and _approximate(fn):
                 reason = None
             issues += _lowering_issue(target, fn, reason, "calls the intrinsic")
-        elif full and (name in markers or name.startswith(RESERVED_MARKER_PREFIXES)):
+        elif full and (claimed_by(markers, name) or name.startswith(RESERVED_MARKER_PREFIXES)):
             issues.append(_marker_issue(job, name, _callers(fn)))
         elif full and not target.allows_external(name):
             issues.append(_external_issue(target, name, _callers(fn)))

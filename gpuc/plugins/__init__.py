@@ -2,6 +2,7 @@
 
 from ..compiler import register_plugin
 from . import context, deferred
+from .autodiff import plugin as autodiff
 
 #: The context-propagation plugin (markers gpuc.ctx.index and gpuc.ctx.ndrange), resolved early so
 #: that it also works with optimize=False; built in, so configs that name their own plugin set keep it.
@@ -12,4 +13,9 @@ CONTEXT = register_plugin("gpuc.ctx", early_callback=context.resolve, markers=co
 DEFERRED = register_plugin(deferred.MARKER, early_callback=deferred.resolve, priority=deferred.PRIORITY,
                            builtin=True)
 
-__all__ = ["CONTEXT", "DEFERRED", "context", "deferred"]
+#: Forward-mode automatic differentiation (markers gpuc.autodiff.fwd.*): tangent functions built from
+#: optimized IR at the optimized point, inner requests first (docs/autodiff.md).
+AUTODIFF = register_plugin("gpuc.autodiff", pipeline_callback=autodiff.resolve, markers=autodiff.MARKERS,
+                           builtin=True)
+
+__all__ = ["AUTODIFF", "CONTEXT", "DEFERRED", "autodiff", "context", "deferred"]

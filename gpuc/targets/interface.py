@@ -224,6 +224,11 @@ class Target:
         """link: link target libraries the module needs; returns the names of those linked."""
         return []
 
+    def library_function(self, name: str) -> bool:
+        """Whether `name` is a function of a library `link_libraries` links (kept a call, not
+        inlined, while a plugin at the `optimized` point transforms the IR)."""
+        return False
+
     def allows_external(self, name: str) -> bool:
         """validate: may the module call the undefined function `name` on this target?"""
         return not self.is_gpu or name.startswith("llvm.")

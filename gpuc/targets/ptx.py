@@ -172,6 +172,9 @@ class PTXTarget(Target):
                 fn.linkage = "internal"
         return ["libdevice"]
 
+    def library_function(self, name: str) -> bool:
+        return name.startswith("__nv_")
+
     def finish_module(self, job, module: Module, tm) -> None:
         # PTX identifiers cannot contain "." (gpuc's symbols, e.g. `axpy.f32.f32.f32`, do) nor
         # anything outside [A-Za-z0-9_$] (a Python kernel may be named in any script), and LLVM

@@ -237,3 +237,157 @@ def test_python_level_errors_point_at_the_caller():
         gpuc.jvp(on_pair, ((1.0, 2.0), 3.0), (1.0, 0.0))
     with pytest.raises(gpuc.CompilationError, match="returns a int64"):
         gpuc.derivative(counts, 2.0)
+    with pytest.raises(gpuc.CompilationError, match="for tuples of floats use gpuc.jvp"):
+        gpuc.derivative(on_pair, (1.0, 2.0), 3.0)
+
+
+
+@gpuc.func
+def e_grad(x):
+    return gpuc.grad(cube)(x)
+
+
+def test_names_from_other_libraries_point_to_derivatives():
+    with pytest.raises(AttributeError, match=r"forward-mode derivatives only: gpuc\.jvp"):
+        gpuc.vjp
+    err = compile_error(e_grad, (float64,))
+    assert "gpuc.derivative(f, x, *consts)" in str(err) and err.location.line == line_of(e_grad, "gpuc.grad")
+
+
+# -- values on the CPU -------------------------------------------------------------------------------
+
+@gpuc.func
+def rational(x):
+    return (x * x + 1.0) / (x - 3.0)
+
+
+@gpuc.func
+def mix(x):
+    return math.exp(math.sin(x)) * math.log(x) + math.sqrt(x) * math.tanh(x)
+
+
+@gpuc.func
+def power(x, n):
+    return x ** n + math.atan(x)
+
+
+@gpuc.func
+def horner(x, c):
+    y = 0.0
+    for k in range(len(c)):
+        y = y * x + c[k]
+    return y
+
+
+COEFFS = np.array([2.0, -1.0, 0.5, 3.0])
+
+
+def horner_slope(x):
+    n = len(COEFFS) - 1
+    return sum(COEFFS[k] * (n - k) * x ** (n - k - 1) for k in range(n))
+
+
+@pytest.mark.parametrize("f, consts, slope", [
+    (cube, (), lambda x: 3 * x * x + 2),
+    (rational, (), lambda x: (2 * x * (x - 3) - (x * x + 1)) / (x - 3) ** 2),
+    (mix, (), lambda x: (math.exp(math.sin(x)) * (math.cos(x) * math.log(x) + 1 / x)
+                         + 0.5 / math.sqrt(x) * math.tanh(x) + math.sqrt(x) * (1 - math.tanh(x) ** 2))),
+    (power, (3,), lambda x: 3 * x * x + 1 / (1 + x * x)),
+    (weighted, (np.array([1.5]), 2), lambda x: 3.0 + 2 * x),
+    (horner, (COEFFS,), horner_slope),
+])
+def test_python_level_derivatives_match_analytic(f, consts, slope):
+    for x in (0.7, 1.3, 2.9):
+        assert gpuc.derivative(f, x, *consts) == pytest.approx(slope(x), rel=1e-12)
+
+
+def test_float32_derivative():
+    got = gpuc.derivative(mix, np.float32(1.3))
+    assert got == pytest.approx(gpuc.derivative(mix, 1.3), rel=1e-5)
+    assert gpuc.derivative(cube, 2) == 14.0  # an int is the float64 it converts to
+
+
+def test_python_level_jvp_with_two_arguments_and_tuples():
+    value, tangent = gpuc.jvp(both, (2.0, 3.0), (1.0, 0.5))
+    assert value == pytest.approx((6.0, math.sin(2.0) + 3.0), rel=1e-15)
+    assert tangent == pytest.approx((3.0 + 2.0 * 0.5, math.cos(2.0) + 0.5), rel=1e-15)
+    value, tangent = gpuc.jvp(on_pair, ((2.0, 5.0), 3.0), ((1.0, 0.0), 0))
+    assert (value, tangent) == pytest.approx((30.0, 15.0), rel=1e-15)
+    value, tangent = gpuc.jvp(on_pair, ((2.0, 5.0), 3.0), ((0.0, 1.0), 1.0))
+    assert tangent == pytest.approx(2.0 * 3.0 + 10.0, rel=1e-15)
+
+
+def test_python_level_calls_compile_once_per_signature():
+    gpuc.derivative(rational, 1.0)
+    size = len(derivatives._CACHE)
+    gpuc.derivative(rational, 2.0)
+    assert len(derivatives._CACHE) == size
+    gpuc.derivative(rational, np.float32(2.0))
+    assert len(derivatives._CACHE) == size + 1
+
+
+@gpuc.func
+def ddd_sin(x):
+    return gpuc.derivative(dd_sin, x)
+
+
+@gpuc.func
+def dd_sin(x):
+    return gpuc.derivative(d_sin, x)
+
+
+@gpuc.func
+def d_sin(x):
+    return gpuc.derivative(sin2, x)
+
+
+@gpuc.func
+def sin2(x):
+    return math.sin(2.0 * x) - x * x * x
+
+
+def test_second_and_third_order_by_nesting():
+    for x in (0.3, 1.7):
+        assert gpuc.derivative(d_cube, x) == pytest.approx(6 * x, rel=1e-12)
+        assert gpuc.derivative(d_sin, x) == pytest.approx(-4 * math.sin(2 * x) - 6 * x, rel=1e-12)
+        assert gpuc.derivative(dd_sin, x) == pytest.approx(-8 * math.cos(2 * x) - 6, rel=1e-12)
+        assert gpuc.derivative(ddd_sin, x) == pytest.approx(16 * math.sin(2 * x), rel=1e-12)
+
+
+@gpuc.kernel
+def slopes(out, xs, c):
+    i = gpuc.index()
+    out[i] = gpuc.derivative(horner, xs[i], c) + gpuc.jvp(both, (xs[i], 2.0), (0.0, 1.0))[1][1]
+
+
+def test_derivative_in_a_kernel_over_an_array():
+    xs = np.linspace(-2.0, 3.0, 101)
+    out = np.zeros_like(xs)
+    slopes[len(xs)](out, xs, COEFFS)
+    np.testing.assert_allclose(out, [horner_slope(x) + 1.0 for x in xs], rtol=1e-12, atol=1e-14)
+    ir = gpuc.code_llvm(slopes, (F64_1, F64_1, F64_1))
+    assert "gpuc.autodiff" not in ir and "gpuc.lookup" not in ir
+
+
+@gpuc.func
+def scaled_exp(x, y):
+    return math.exp(x) * y
+
+
+@gpuc.func
+def jvp_of_variables(x, y):
+    primals, tangents = (x, y), (1.0, 2.0)
+    return gpuc.jvp(scaled_exp, primals, tangents)[1]
+
+
+@gpuc.kernel
+def exp_slopes(out, xs):
+    i = gpuc.index()
+    out[i] = gpuc.derivative(scaled_exp, xs[i], 3.0) + jvp_of_variables(xs[i], 1.0)
+
+
+def test_tuple_variables_as_primals_and_tangents():
+    xs = np.array([-1.0, 0.5, 2.0])
+    out = np.zeros_like(xs)
+    exp_slopes[len(xs)](out, xs)
+    np.testing.assert_allclose(out, np.exp(xs) * 3.0 + np.exp(xs) * (1.0 + 2.0), rtol=1e-14)

@@ -391,3 +391,23 @@ def test_tuple_variables_as_primals_and_tangents():
     out = np.zeros_like(xs)
     exp_slopes[len(xs)](out, xs)
     np.testing.assert_allclose(out, np.exp(xs) * 3.0 + np.exp(xs) * (1.0 + 2.0), rtol=1e-14)
+
+
+@gpuc.func
+def jvp_sin2(x):
+    return gpuc.jvp(sin2, (x,), (1.0,))[1]
+
+
+@gpuc.kernel
+def second_slopes(out, xs):
+    i = gpuc.index()
+    out[i] = gpuc.derivative(jvp_sin2, xs[i]) + gpuc.derivative(mix, xs[i])
+
+
+def test_derivative_of_a_jvp_in_float32_and_float64():
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        xs = np.linspace(0.25, 2.5, 19, dtype=dtype)
+        out = np.zeros_like(xs)
+        second_slopes[len(xs)](out, xs)
+        want = [-4 * math.sin(2 * x) - 6 * x + gpuc.derivative(mix, x) for x in xs.astype(float)]
+        np.testing.assert_allclose(out, want, rtol=rtol, atol=rtol)

@@ -224,3 +224,24 @@ def test_ptx_differentiates_libdevice_calls_and_assembles(ptxas):
     assert "gpuc.autodiff" not in result.output and "call double @__nv_" not in result.output
     assert "libraries" in [s.name for s in result.trace.segments]
     ptxas(compiled(nested(4, body), target, "asm").output)
+
+
+def test_math_function_with_a_changed_signature_is_an_error():
+    # A function named like libdevice's hypot but taking one argument: no rule applies to it.
+    ir = f"""declare {{double, double}} @"{D}"(ptr, double, double)
+define internal double @__nv_hypot(double %x) noinline {{
+  %r = fmul double %x, 2.0
+  ret double %r
+}}
+define internal double @f(double %x) {{
+  %r = call double @__nv_hypot(double %x)
+  ret double %r
+}}
+define double @k(double %x) {{
+  %r = call {{double, double}} @"{D}"(ptr @f, double %x, double 1.0)
+  %d = extractvalue {{double, double}} %r, 1
+  ret double %d
+}}
+"""
+    with pytest.raises(gpuc.CompilationError, match=r"__nv_hypot is called with 1 argument\(s\); hypot takes 2"):
+        compiled(ir)

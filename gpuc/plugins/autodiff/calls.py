@@ -41,6 +41,9 @@ def call(self, inst) -> None:
 def _math(self, inst, family, name: str) -> None:
     if name not in mathrules.DIFFERENTIABLE:
         raise self.error(inst, f"{inst.callee.name} has no derivative rule")
+    if len(inst.args) != mathrules.ARITY[name]:  # e.g. a library function whose signature was changed
+        raise self.error(inst, f"{inst.callee.name} is called with {len(inst.args)} argument(s); {name} takes "
+                               f"{mathrules.ARITY[name]}")
     new = self.vmap[inst] = self.clone(inst)
     args = inst.args
     tangents = [self.tangent(a) if carries_floats(a.type) else None for a in args]

@@ -200,6 +200,9 @@ _RULES = {"fabs": _fabs, "copysign": _copysign, "minnum": _choose, "maxnum": _ch
           "atan2": _atan2, "hypot": _hypot, "fma": _fma, "fmuladd": _fma, "frem": _frem}
 #: The math functions with a derivative rule, by canonical (intrinsic) name.
 DIFFERENTIABLE = frozenset(_UNARY) | _STEPS | frozenset(_RULES)
+#: How many arguments each differentiable function takes (powi: the float and its int exponent).
+ARITY = {**{name: 1 for name in DIFFERENTIABLE}, **{name: 2 for name in _RULES}, "fabs": 1, "fma": 3,
+         "fmuladd": 3}
 #: Math functions gpuc's targets may call that have no derivative here (tgamma and lgamma need digamma).
 KNOWN_WITHOUT_RULE = frozenset({"tgamma", "lgamma", "sincos", "modf", "frexp", "ldexp"})
 _KNOWN = DIFFERENTIABLE | KNOWN_WITHOUT_RULE

@@ -30,6 +30,9 @@ from .llvm import ArrayType, Function, Module, StructType, run_passes
 #: The marker `gpuc.deferred(f, ...)` lowers to: `call ptr @gpuc.lookup(ptr @<f's symbol>)`, with
 #: `declare ptr @gpuc.lookup(ptr)`; the built-in gpuc.lookup plugin compiles f and replaces the call.
 LOOKUP_MARKER = "gpuc.lookup"
+#: The start of the markers `gpuc.derivative` / `gpuc.jvp` lower to, one per call shape:
+#: `{R, R} @gpuc.autodiff.fwd.<mask>.<type>(ptr %f, primals..., tangents...)` (docs/autodiff.md).
+FORWARD_MARKER_PREFIX = "gpuc.autodiff.fwd."
 
 # -- the launch context: markers, parameters and the context struct ----------------------------
 
@@ -521,7 +524,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+__all__ = ["FORWARD_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

@@ -29,7 +29,7 @@ from .source import GpucFunction
 from .types import ArrayType, FunctionPointerType, GType, ScalarType, TupleType, float64
 
 #: Every marker the frontend emits starts with this; the autodiff plugin claims the prefix.
-MARKER_PREFIX = "gpuc.autodiff.fwd."
+MARKER_PREFIX = abi.FORWARD_MARKER_PREFIX
 
 #: The Python-level entry, set by gpuc.runtime: an object with derivative(f, x, *consts) and
 #: jvp(f, primals, tangents) that compile for the host and return numbers.

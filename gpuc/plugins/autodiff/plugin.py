@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+from gpuc.abi import FORWARD_MARKER_PREFIX
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module
@@ -24,7 +25,7 @@ from gpuc.llvm import Builder, CallInst, Function, Instruction, Module
 from .kinds import carries_floats, locate
 from .tangent import tangent_function, tangent_name
 
-PREFIX = "gpuc.autodiff.fwd."
+PREFIX = FORWARD_MARKER_PREFIX
 #: The plugin claims every function named with the prefix: one marker per call shape.
 MARKERS = (PREFIX + "*",)
 

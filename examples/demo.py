@@ -1,4 +1,5 @@
-"""gpuc demo: an IR kernel with a marker resolved by a plugin (host and PTX), then Python kernels.
+"""gpuc demo: an IR kernel with a marker resolved by a plugin (host and PTX), Python kernels, then
+gpuc's built-in plugins (function pointers compiled on demand, derivatives).
 
 The kernel calls `@gpucompiler.mark(i64)` through an internal helper.  A plugin registered for
 that marker erases the (unused) marker calls at the `optimized` callback point, after the
@@ -14,6 +15,7 @@ import sys
 import numpy as np
 
 import gpuc
+import builtin_plugins  # examples/builtin_plugins.py: deferred compilation and derivatives
 import kernels  # examples/kernels.py: the Python-kernel part of the demo
 from gpuc.runtime import load
 from kernels import check_ptx, section
@@ -96,8 +98,10 @@ def main() -> int:
     except gpuc.ValidationError as exc:
         print(f"  {exc}")
 
-    # Part two: kernels written in Python (examples/kernels.py).
-    return kernels.main()
+    # Part two: kernels written in Python (examples/kernels.py); part three: gpuc's own plugins for
+    # function pointers and derivatives (examples/builtin_plugins.py).
+    status = kernels.main()
+    return builtin_plugins.main() or status
 
 
 if __name__ == "__main__":

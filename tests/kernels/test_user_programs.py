@@ -81,8 +81,8 @@ SPIRV_BUGS = {
     "recursive_tuple_return": "LLVM's SPIR-V backend aborts on `ret` of a struct from a function that is not "
                               "inlined (InternalCompilerError: unable to translate instruction: ret)",
 }
-# A call through a pointer chosen at run time is refused on SPIR-V with a ValidationError, where the
-# contract for gpuc.deferred is a CompilationError naming the call.
+# A call through a pointer chosen at run time is refused on SPIR-V with a ValidationError
+# (docs/deferred.md), where a refusal of the user's program is expected to be a CompilationError.
 SPIRV_BUGS.update({p.id: "a remaining indirect call raises ValidationError, not CompilationError"
                    for p in PROGRAMS if p.spirv_error == SPIRV_NO_INDIRECT_CALLS})
 

@@ -68,6 +68,7 @@ def bucket(finding: Finding) -> str:
 
     first = next((l for l in finding.actual.splitlines() if l.strip() and not l.startswith("gpuc compiled")), "")
     first = re.sub(r"^\S+\.py:\d+:\d+: ", "", first)
+    first = re.sub(r"@\S+", "@_", first)  # LLVM symbols (name and mangled signature)
     first = re.sub(r"'[^']*'|\b[a-z]+\d+\b|\d+", "_", first)
     return f"{finding.kind}: {first[:100]}"
 
@@ -380,8 +381,8 @@ def main(argv=None) -> int:
     text = [f.describe() for f in report.findings]
     if ns.minimize:
         seen = set()
-        for f in report.findings:
-            key = (f.kind, f.actual.splitlines()[0][:60] if f.actual else "")
+        for f in report.findings:  # one reproducer per rough cause
+            key = bucket(f)
             if key in seen:
                 continue
             seen.add(key)

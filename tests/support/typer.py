@@ -647,13 +647,14 @@ class Typer:
             raise Expected("call", f"calling a {t}")
         if len(node.args) != len(t.params):
             raise Expected("arity", f"{len(node.args)} arguments for {t}")
-        for a, want in zip(node.args, t.params):
+        for a, want in zip(node.args, t.params):  # docs: the same type, or a literal NumPy 2 converts
             at, weak = self.expr(a, env)
             value = self.typed.consts.get(id(a))
-            if weak and is_scalar(want) and default_type(value) == want and fits(value, want):
-                continue
-            if weak or at != want:
-                raise Undefined(f"pointer argument {at} for a {want} parameter")  # conversions not modelled
+            if not weak and at != want:
+                raise Expected("pointer argument", f"{at} for a {want} parameter")
+            if weak and not (is_scalar(want) and (default_type(value) == want or (
+                    type(value) is int and (is_float(want) or (is_int(want) and fits(value, want)))))):
+                raise Undefined(f"literal {value!r} for a {want} parameter")  # not modelled
         if t.ret is None:
             raise Expected("no value", f"{t} returns nothing")
         return t.ret, False

@@ -108,6 +108,7 @@ class PointerRules:
         t = self.rng.choice(SCALARS)
         a, b = self.rng.sample(family.members, 2)
         arrays, self.arrays = self.arrays, {}
+        self.pointee = True  # called from functions called through pointers
         self.lines += ["@gpuc.func", f"def {name}(p0):"]
         self.indent = 1
         test = self.rng.choice(["p0", f"p0 > {self.rng.choice([0, 1, 3])}" if t != "bool" else "not p0"])
@@ -116,7 +117,7 @@ class PointerRules:
         self.emit(f"    return {self.deferred_text(scope, a, family.sig)}")
         self.emit(f"return {self.deferred_text(scope, b, family.sig)}")
         self.lines += ["", ""]
-        self.arrays = arrays
+        self.arrays, self.pointee = arrays, False
         family.choosers.append((name, t))
 
     @staticmethod

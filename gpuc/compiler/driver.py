@@ -169,7 +169,7 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
                 issues = collect_issues(job, module, entry, full=config.validate,
                                         own_plugins_only=own_plugins_only(job, trace))
                 if issues:
-                    raise ValidationError(issues, job)
+                    raise _validation_error(issues, job)
         with trace.stage("finish"):
             entries = _finish(job, module, entry, tm, launch_entry, state.extra_entries)
         return ModuleResult(module, entries[0], trace, job, launch_entry, compiled, entries)
@@ -178,6 +178,19 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
             module.close()
         context.close()
         raise
+
+
+def _validation_error(issues, job) -> CompilerError:
+    """A ValidationError; but when what remains is only calls through function pointers that the
+    target cannot make (a pointer chosen at run time, on SPIR-V), the program asks for what the
+    target lacks: a CompilationError that says so."""
+    if all(issue.kind == "indirect-call" for issue in issues):
+        target = job.config.target
+        return CompilationError(f"{target!r} cannot call through a function pointer, and these remain after "
+                                "optimization:\n" + "\n".join(f"  - {issue}" for issue in issues),
+                                hint="call the function directly, or choose the pointer from constants the "
+                                     "optimizer can see through (gpuc.deferred(f, ...) called at once)")
+    return ValidationError(issues, job)
 
 
 def _run_plugins(state: CompileState) -> str | None:

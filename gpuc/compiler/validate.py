@@ -173,7 +173,7 @@ def _indirect_call_issues(target, module: Module, text: str) -> list[IRIssue]:
             if isinstance(user, CallInst) and user.callee == fn and fn not in user.args:
                 continue
             where = f"@{user.function.name}" if isinstance(user, Instruction) else "a constant or global initializer"
-            issues.append(IRIssue("unsupported-on-target", f"{where} takes the address of @{fn.name} "
+            issues.append(IRIssue("indirect-call", f"{where} takes the address of @{fn.name} "
                                   f"(`{str(user).strip()}`), {why}; {hint}", function=fn.name, symbol=fn.name))
             break
     if text and _INDIRECT_CALL.search(text) is None:
@@ -181,7 +181,7 @@ def _indirect_call_issues(target, module: Module, text: str) -> list[IRIssue]:
     for fn in module.functions:
         for inst in fn.instructions() if not fn.is_declaration else ():
             if isinstance(inst, CallInst) and not isinstance(inst.callee, (Function, InlineAsm)):
-                issues.append(IRIssue("unsupported-on-target", f"@{fn.name} calls through a function pointer "
+                issues.append(IRIssue("indirect-call", f"@{fn.name} calls through a function pointer "
                                       f"(`{str(inst).strip()}`), {why}; {hint}", function=fn.name))
     return issues
 

@@ -334,6 +334,8 @@ class Typer(LocatingVisitor):
                 if w and not (isinstance(result, ScalarType) and promote(result, t, False, True) == result):
                     raise UserError(f"returns the literal of type {t} in a function that returns {result}",
                                     node=node)
+        elif isinstance(annotated, ScalarType) and all(isinstance(t, ScalarType) for t, _, _ in rets):
+            result = annotated  # literals only: they take the annotated type (checked below that they fit)
         else:
             result = common_type([t for t, _, _ in rets], [True] * len(rets))
         for t, w, node in rets:

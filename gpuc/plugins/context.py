@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from gpuc.abi import (CONTEXT_FIELDS, CONTEXT_MARKERS, CONTEXT_PARAM, INDEX_MARKER, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
                       NDRANGE_MARKER, context_type)
 from gpuc.errors import CompilationError
-from gpuc.llvm import AllocaInst, Builder, CallInst, ConstantInt, Function, FunctionType, Instruction, Module
+from gpuc.llvm import (AllocaInst, Builder, CallInst, ConstantInt, Function, FunctionType, Instruction, Module,
+                       run_passes)
 
 INDEX, NDRANGE = INDEX_MARKER, NDRANGE_MARKER
 MARKERS = CONTEXT_MARKERS
@@ -89,6 +90,15 @@ def _reaching(module: Module, seeds) -> list[Function]:
                 f"direct call{where}: {str(user).strip()}",
                 hint="functions that use the launch context can only be called directly, not through pointers")
     return [fn for fn in module.functions if fn in found]  # module order: deterministic output
+
+
+def _taken_as_value(module: Module, calls) -> bool:
+    """Whether a function that reaches a marker is used other than by a direct call."""
+    try:
+        _reaching(module, {c.call.function for c in calls})
+    except CompilationError:
+        return True
+    return False
 
 
 # -- adding trailing parameters ----------------------------------------------------------------
@@ -253,6 +263,12 @@ def resolve(job, marker: Function, module: Module) -> bool:
         raise NotImplementedError(f"context propagation does not know how {target!r} reads the launch context: "
                                   f"its launch_context is {how!r}, not one of {', '.join(map(repr, _RESOLVERS))}")
     calls = _marker_calls(module)
+    if calls and _taken_as_value(module, calls):
+        # A gpuc.deferred pointer kept in a local variable: promoting locals to registers turns a
+        # call through a constant pointer into a direct call. What is still a value after that
+        # (a pointer chosen at run time) is refused by the lowering.
+        run_passes(module, "function(sroa)", getattr(job, "target_machine", None))
+        calls = _marker_calls(module)
     if calls:
         lower(job, module, calls)
     _erase_markers(module)

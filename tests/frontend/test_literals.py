@@ -332,3 +332,31 @@ def test_literal_shifts_that_are_huge_are_errors_without_being_computed():
         return 1 << 2147483647
 
     compile_error(f, (), "this integer is far beyond 64 bits")
+
+
+# An annotated recursive function whose base case returns a literal typed the literal as int64 when
+# the recursive call asked for the return type: "annotated to return uint32 but returns int64".
+@gpuc.func
+def _count_down(n) -> uint32:
+    if n <= 0:
+        return 0
+    return _count_down(n - 1) + 1
+
+
+@gpuc.func
+def _doubling(n) -> float32:
+    if n <= 0:
+        return 1
+    return _doubling(n - 1) * 2
+
+
+@gpuc.kernel
+def _recursive_literals(counts, powers):
+    counts[0] = _count_down(5)
+    powers[0] = _doubling(4)
+
+
+def test_recursive_function_returning_literals_takes_its_annotation():
+    counts, powers = np.zeros(1, np.uint32), np.zeros(1, np.float32)
+    _recursive_literals[1](counts, powers)
+    assert counts[0] == 5 and powers[0] == 16.0

@@ -17,7 +17,7 @@ import gpuc
 from gpuc.runtime import dispatch
 
 from support.emulate import emulate
-from support.user_programs import PROGRAMS, SPIRV_NO_INDIRECT_CALLS, compact
+from support.user_programs import PROGRAMS, compact
 
 IDS = [p.id for p in PROGRAMS]
 
@@ -81,10 +81,6 @@ SPIRV_BUGS = {
     "recursive_tuple_return": "LLVM's SPIR-V backend aborts on `ret` of a struct from a function that is not "
                               "inlined (InternalCompilerError: unable to translate instruction: ret)",
 }
-# A call through a pointer chosen at run time is refused on SPIR-V with a ValidationError
-# (docs/deferred.md), where a refusal of the user's program is expected to be a CompilationError.
-SPIRV_BUGS.update({p.id: "a remaining indirect call raises ValidationError, not CompilationError"
-                   for p in PROGRAMS if p.spirv_error == SPIRV_NO_INDIRECT_CALLS})
 
 
 @pytest.mark.parametrize("p", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=SPIRV_BUGS[p.id]))

@@ -303,7 +303,7 @@ def test_every_gpu_target_compiles_a_resolved_pointer(spirv_val):
 
 def test_spirv_names_a_pointer_that_stays_a_value():
     # a pointer chosen at run time stays an indirect call: SPIR-V cannot express it
-    with pytest.raises(gpuc.ValidationError, match=r"calls through a function pointer|takes the address of"):
+    with pytest.raises(gpuc.CompilationError, match=r"calls through a function pointer|takes the address of"):
         compile_for(chosen_at_run_time, (F64, F64, Array[gpuc.boolean, 1]), gpuc.SPIRVTarget(), "obj")
 
 
@@ -384,3 +384,41 @@ def test_user_plugins_see_the_deferred_functions_compiled(isolated_plugins):
     gpuc.code_llvm(seen_by_a_plugin, (F64,))
     assert seen["early"] == (False, True, ["f8.f64"])  # default priority: after gpuc.lookup at the same point
     assert seen["optimized"][0] is False and seen["optimized"][2] == ["f8.f64"]
+
+
+# A function reading gpuc.index() behind a pointer kept in a local variable was refused at the early
+# point ("used other than by a direct call": the pointer was still stored in the variable's slot).
+@gpuc.func
+def _plus_index(x):
+    return x + gpuc.index()
+
+
+@gpuc.func
+def _twice_plus_index(x):
+    return 2 * x + gpuc.index()
+
+
+@gpuc.kernel
+def _constant_pointer_to_index_reader(out):
+    p = gpuc.deferred(_plus_index, 1)
+    out[gpuc.index()] = p(2)
+
+
+@gpuc.kernel
+def _chosen_pointer_to_index_reader(out, c):
+    p = gpuc.deferred(_plus_index, 1) if c else gpuc.deferred(_twice_plus_index, 1)
+    out[gpuc.index()] = p(2)
+
+
+def test_constant_pointer_to_a_function_reading_the_index(ptxas):
+    out = np.zeros(5, np.int64)
+    _constant_pointer_to_index_reader[5](out)
+    assert out.tolist() == [2, 3, 4, 5, 6]
+    ptx = gpuc.compile(gpuc.CompilerJob((_constant_pointer_to_index_reader, (Array[int64, 1],)),
+                                        gpuc.CompilerConfig(gpuc.PTXTarget(), kernel=True)), "asm")
+    ptxas(ptx.output)
+
+
+def test_pointer_chosen_at_run_time_to_a_function_reading_the_index_is_refused_on_the_cpu():
+    with pytest.raises(gpuc.CompilationError, match=r"reaches a gpuc.ctx marker .* used other than by a direct call"):
+        _chosen_pointer_to_index_reader[5](np.zeros(5, np.int64), True)

@@ -267,7 +267,7 @@ def resolve(job, marker: Function, module: Module) -> bool:
         # A gpuc.deferred pointer kept in a local variable: promoting locals to registers turns a
         # call through a constant pointer into a direct call. What is still a value after that
         # (a pointer chosen at run time) is refused by the lowering.
-        run_passes(module, "function(sroa)", getattr(job, "target_machine", None))
+        run_passes(module, "function(sroa,instsimplify)", getattr(job, "target_machine", None))
         calls = _marker_calls(module)
     if calls:
         lower(job, module, calls)

@@ -19,6 +19,7 @@ Soak results are recorded in tests/README.md.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import random
 import signal
@@ -34,6 +35,7 @@ from support.numeric import Expected
 from support.reference import Program
 
 CI_SEED, CI_COUNT = 2026, 400
+CI_DERIVATIVES = 200  # gpuc.derivative / gpuc.jvp programs (support.derivatives)
 
 # Constructs left out of the CI sample while gpuc cannot handle them yet, feature -> why (the soak keeps
 # them).
@@ -302,3 +304,45 @@ def test_soak(request):
             or random.randrange(1, 1 << 30))
     print(f"soak seed {seed}")
     _check(fuzz.run_programs(seed, count, workers=os.cpu_count() or 2, timeout=120, features=progen.FEATURES))
+
+
+# -- forward-mode derivatives (support.derivatives): dual numbers are the reference ---------------
+
+def test_dual_numbers_differentiate_what_the_generator_writes():
+    from support.derivatives import Dual, dual_math
+    x = Dual(0.7, 1.0, 1.0, 0.7)
+    y = dual_math("sin", x * x) / (x * x + Dual.const(2.0))  # d/dx sin(x²)/(x²+2)
+    want = (2 * 0.7 * math.cos(0.49) * 2.49 - math.sin(0.49) * 2 * 0.7) / 2.49 ** 2
+    assert abs(y.d - want) < 1e-15 and y.m >= abs(y.d)
+    for name, slope in (("exp", math.exp(0.7)), ("tanh", 1 - math.tanh(0.7) ** 2), ("log", 1 / 0.7),
+                        ("sqrt", 0.5 / math.sqrt(0.7)), ("cos", -math.sin(0.7))):
+        assert dual_math(name, x).d == slope
+
+
+def test_derivative_checker_finds_wrong_values(tmp_path):
+    from support import derivatives
+    case = derivatives.generate(CI_SEED, 0)
+    assert derivatives.check(case, tmp_path) is None
+    value, magnitude = case.expected[0]
+    case.expected[0] = (value + 1e-3 * max(abs(value), magnitude, 1.0), magnitude)
+    finding = derivatives.check(case, tmp_path)
+    assert finding is not None and finding.kind == "mismatch" and "out[0]" in finding.detail
+
+
+def test_derivative_generator_is_deterministic_and_varied():
+    from support import derivatives
+    cases = [derivatives.generate(CI_SEED, k) for k in range(60)]
+    assert [c.source for c in cases] == [derivatives.generate(CI_SEED, k).source for k in range(60)]
+    text = "".join(c.source for c in cases)
+    for construct in ("d0, d1 = gpuc.derivative", "gpuc.jvp(f, (xs[0],), (ts[0],))", "if p", "def g0(", "math.", "arr[",
+                      ", cs)\n"):
+        assert construct in text
+    assert {c.dtype for c in cases} == {np.float32, np.float64}
+
+
+def test_random_derivatives():
+    from support import derivatives
+    if "derivatives" in PENDING:
+        pytest.skip(PENDING["derivatives"])
+    findings, count = derivatives.run(CI_SEED, CI_DERIVATIVES)
+    assert not findings, "\n".join(f.describe() for f in findings[:5])

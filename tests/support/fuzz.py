@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import progen
+from . import derivatives, progen
 from .launches import build_args
 from .numeric import Expected, Undefined
 from .reference import Program
@@ -379,6 +379,13 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     report = run_programs(ns.seed, ns.count, ns.workers, ns.timeout, features, start=ns.start)
     text = [f.describe() for f in report.findings]
+    derivative_findings = []
+    if ns.gpuc:  # derivative programs run in this process, against the gpuc it imports
+        ns.without.append("derivatives")
+    if "derivatives" not in ns.without:  # gpuc.derivative / gpuc.jvp programs (support.derivatives)
+        derivative_count = max(1, ns.count // 4)
+        derivative_findings, _ = derivatives.run(ns.seed, derivative_count, ns.start)
+        text += [f.describe() for f in derivative_findings]
     if ns.minimize:
         seen = set()
         for f in report.findings:  # one reproducer per rough cause
@@ -393,8 +400,10 @@ def main(argv=None) -> int:
         print("\n".join(text))
     for key, n in Counter(bucket(f) for f in report.findings).most_common():
         print(f"{n:5d}  {key}")
+    if "derivatives" not in ns.without:
+        print(f"derivatives: {derivative_count} programs, {len(derivative_findings)} findings")
     print(report.summary(), f"in {time.monotonic() - t0:.0f} s")
-    return 1 if report.findings else 0
+    return 1 if report.findings or derivative_findings else 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import gpuc
+from tangent_cases import horner  # the Horner loop with a run-time trip count, shared with the tangent tests
+from tangent_cases import horner_d as horner_prime
 
 # -- polynomials and rational functions ------------------------------------------------------
 
@@ -230,18 +232,6 @@ def branches(x):
 @gpuc.func
 def minimum_maximum(x):
     return min(x * x, 1.0 + x) + max(math.sin(x), 0.25 * x)
-
-
-@gpuc.func
-def horner(x, n):
-    acc = 0.0
-    for i in range(n):
-        acc = acc * x + (i + 1.0)
-    return acc
-
-
-def horner_prime(x, n):
-    return sum((i + 1.0) * (n - 1 - i) * x ** (n - 2 - i) for i in range(n - 1))
 
 
 @gpuc.func

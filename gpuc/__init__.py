@@ -9,10 +9,12 @@ from .compiler import (  # noqa: E402
     unregister_plugin)
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
 from .frontend import (Array, atomic_add, bool_, boolean, deferred, derivative, float32, float64, fma,  # noqa: E402
-                       func, index, int32, int64, jvp, kernel, marker, ndrange, uint32, uint64)
+                       func, grad, index, int32, int64, jvp, kernel, marker, ndrange, uint32, uint64, value_and_grad,
+                       vjp)
 from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
+from .runtime.adjoint import adjoint  # noqa: E402
 
 __all__ = [
     "CompilationError", "CompileResult", "CompileState", "CompiledFunction", "CompilerConfig", "CompilerError",
@@ -21,8 +23,8 @@ __all__ = [
     "code_llvm", "code_native", "compile", "compile_module", "make_plugin", "plugin_scope", "register_plugin",
     "registered_plugins", "unregister_plugin",
     # the Python frontend
-    "Array", "atomic_add", "bool_", "boolean", "deferred", "derivative", "float32", "float64", "fma", "func", "index",
-    "int32", "int64", "jvp", "kernel", "marker", "ndrange", "uint32", "uint64",
+    "Array", "adjoint", "atomic_add", "bool_", "boolean", "deferred", "derivative", "float32", "float64", "fma", "func",
+    "grad", "index", "int32", "int64", "jvp", "kernel", "marker", "ndrange", "uint32", "uint64", "value_and_grad", "vjp",
 ]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
@@ -38,16 +40,17 @@ _INSTEAD = {
                      "atomic_exch", "atomic_cas", "atomic_inc", "atomic_dec"),
                     "gpuc's one atomic operation is gpuc.atomic_add(a, i, v) (add a negative value to subtract)"),
     "jit": "compile with @gpuc.kernel (an entry point) or @gpuc.func (a device function)",
-    **dict.fromkeys(("grad", "gradient", "diff", "differentiate", "autograd", "jacfwd", "jacobian", "hessian"),
-                    "gpuc differentiates @gpuc.func functions in forward mode: gpuc.derivative(f, x, *consts) is "
-                    "d f / d x, gpuc.jvp(f, primals, tangents) a directional derivative; nest them for higher "
-                    "orders"),
-    **dict.fromkeys(("vjp", "backward", "jacrev", "adjoint"),
-                    "gpuc has forward-mode derivatives only: gpuc.jvp(f, primals, tangents) (one call per input "
-                    "direction) and gpuc.derivative(f, x, *consts)"),
+    **dict.fromkeys(("gradient", "diff", "differentiate", "autograd", "jacfwd", "jacobian", "hessian"),
+                    "gpuc differentiates @gpuc.func functions: gpuc.grad(f, *args) (reverse mode, every float "
+                    "argument at once), gpuc.derivative(f, x, *consts) and gpuc.jvp(f, primals, tangents) (forward "
+                    "mode); nest them for higher orders"),
+    **dict.fromkeys(("backward", "jacrev"),
+                    "gpuc.vjp(f, primals, cotangent) pulls a cotangent back through a func; gpuc.adjoint(kernel) is "
+                    "the reverse sweep of a whole kernel"),
 }
 _IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add, gpuc.fma, gpuc.deferred (function pointers), "
-               "gpuc.derivative and gpuc.jvp (forward-mode derivatives), "
+               "gpuc.derivative and gpuc.jvp (forward-mode derivatives), gpuc.grad, gpuc.value_and_grad and "
+               "gpuc.vjp (reverse mode), "
                "gpuc.marker(...) objects, the types "
                "gpuc.bool_, gpuc.int32, gpuc.int64, gpuc.uint32, gpuc.uint64, gpuc.float32, gpuc.float64, "
                "and gpuc.Array[dtype, ndim] for signatures")

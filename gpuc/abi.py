@@ -33,6 +33,12 @@ LOOKUP_MARKER = "gpuc.lookup"
 #: The start of the markers `gpuc.derivative` / `gpuc.jvp` lower to, one per call shape:
 #: `{R, R} @gpuc.autodiff.fwd.<mask>.<type>(ptr %f, primals..., tangents...)` (docs/autodiff.md).
 FORWARD_MARKER_PREFIX = "gpuc.autodiff.fwd."
+#: The start of the markers `gpuc.grad` / `gpuc.value_and_grad` / `gpuc.vjp` lower to, one per call shape:
+#: `{R, A...} @gpuc.autodiff.rev.<mask>.<type>(ptr %f, args..., shadows..., cotangent)`, and of the one
+#: an adjoint kernel ends its primal body with: `void @gpuc.autodiff.rev.adjoint(i64 %index0, i64 %index1,
+#: i64 %index2, ptr %array, ptr %shadow, ...)` (docs/autodiff.md).
+REVERSE_MARKER_PREFIX = "gpuc.autodiff.rev."
+ADJOINT_MARKER = REVERSE_MARKER_PREFIX + "adjoint"
 
 # -- the launch context: markers, parameters and the context struct ----------------------------
 
@@ -524,7 +530,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["FORWARD_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+__all__ = ["ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

@@ -253,21 +253,28 @@ def _values(lw, node, types: tuple) -> list:
 
 def _emit(lw, callee, signature: tuple, active: tuple, args: list, tangents: list, result: GType):
     """The pointer to f and the marker call returning {R, R}: (f's value, its tangent)."""
+    pointer, flat, params, mask, tangent_params = request(lw, callee, signature, active, args)
+    r = lw.ltype(result)
+    fnty = FunctionType.get(lw.ctx.struct_type([r, r]), [pointer.type] + params + tangent_params)
+    marker = lw.declare(marker_name(mask, fnty), fnty.return_type, list(fnty.params))
+    return lw.b.call(marker, [pointer] + flat + tangents)
+
+
+def request(lw, callee, signature: tuple, active: tuple, args: list):
+    """What every derivative marker call starts with: the gpuc.deferred-style pointer to f, f's
+    flattened arguments, their LLVM types, the activity mask and the types of the active ones."""
     ptr = lw.ctx.ptr(0)
     lookup = lw.declare(abi.LOOKUP_MARKER, ptr, [ptr])
     pointer = lw.b.call(lookup, [lw.program.functions[callee.symbol]])
-    flat, params, mask, tangent_params = [], [], "", []
+    flat, params, mask, active_params = [], [], "", []
     for value, t, on in zip(args, signature, active):
         types = lw.abi_params(t)
         flat += lw.flatten(value, t)
         params += types
         mask += ("1" if on else "0") * len(types)
         if on:
-            tangent_params += types
-    r = lw.ltype(result)
-    fnty = FunctionType.get(lw.ctx.struct_type([r, r]), [ptr] + params + tangent_params)
-    marker = lw.declare(marker_name(mask, fnty), fnty.return_type, list(fnty.params))
-    return lw.b.call(marker, [pointer] + flat + tangents)
+            active_params += types
+    return pointer, flat, params, mask, active_params
 
 
 _TYPE_TOKEN = re.compile(r"ptr addrspace\((\d+)\)|[A-Za-z_]\w*|\d+|[{}()<>\[\]]")
@@ -275,8 +282,9 @@ _MANGLED = {"double": "d", "float": "f", "half": "h", "bfloat": "b", "ptr": "p",
             "{": "S", "}": "E", "<": "V", ">": "E", "[": "A", "]": "E", "(": "_", ")": ""}
 
 
-def marker_name(mask: str, fnty) -> str:
-    """`gpuc.autodiff.fwd.<mask>.<the function type, mangled>`: one name per activity and LLVM type."""
+def marker_name(mask: str, fnty, prefix: str = MARKER_PREFIX) -> str:
+    """`<prefix><mask>.<the function type, mangled>` (prefix `gpuc.autodiff.fwd.` or `.rev.`): one name
+    per activity and LLVM type."""
     parts = []
     for m in _TYPE_TOKEN.finditer(str(fnty)):
         token = m.group(0)
@@ -288,4 +296,4 @@ def marker_name(mask: str, fnty) -> str:
             parts.append(_MANGLED[token])
         else:
             raise AssertionError(f"no mangling for the LLVM type token {token!r} in {fnty}")
-    return f"{MARKER_PREFIX}{mask}.{''.join(parts)}"
+    return f"{prefix}{mask}.{''.join(parts)}"

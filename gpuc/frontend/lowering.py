@@ -121,10 +121,12 @@ def _module_functions(session: Typing, entry: TypedFunction | None = None):
     reached, work = {id(entry)}, [entry]
     while work:
         for plan in work.pop().calls.values():
-            callee = plan[0] if isinstance(plan, tuple) else None
-            if isinstance(callee, TypedFunction) and id(callee) not in reached:
-                reached.add(id(callee))
-                work.append(callee)
+            callees = [plan[0]] if isinstance(plan, tuple) else []
+            callees += getattr(plan[1], "calls", ()) if isinstance(plan, tuple) else ()
+            for callee in callees:
+                if isinstance(callee, TypedFunction) and id(callee) not in reached:
+                    reached.add(id(callee))
+                    work.append(callee)
     defined = [t for t in typed_all if id(t) in reached]
     deferred = {}
     for typed in defined:

@@ -339,6 +339,7 @@ class CallPlan:
     result: GType
     args: tuple = ()     # argument types
     extra: object = None
+    calls: tuple = ()    # typed functions the lowering calls directly (defined in the module with the caller)
 
 
 class Handler:
@@ -555,6 +556,9 @@ def _calls() -> dict:
     table[intrinsics.deferred] = Deferred()
     from . import autodiff
     table[autodiff.derivative], table[autodiff.jvp] = autodiff.Derivative(), autodiff.JVP()
+    from . import reverse
+    table[reverse.grad], table[reverse.value_and_grad] = reverse.Grad(False), reverse.Grad(True)
+    table[reverse.vjp] = reverse.VJP()
     for t in SCALARS:
         table[t] = Convert(t.name, t)
     from .mathlib import math_calls
@@ -574,6 +578,9 @@ def lookup_call(obj) -> Handler | None:
     from .intrinsics import Marker
     if isinstance(obj, Marker):
         return MarkerCall(obj)
+    from .reverse import AdjointCall, AdjointRequest
+    if isinstance(obj, AdjointRequest):
+        return AdjointCall(obj)
     try:
         return _CALLS.get(obj)
     except TypeError:  # unhashable

@@ -12,9 +12,9 @@ from .context import Context
 from .flags import (ATOMIC_ORDERINGS, ATOMIC_RMW_OPERATIONS, FAST_MATH_FLAGS, FCMP_PREDICATES, GEP_NO_WRAP_FLAGS,
                     ICMP_PREDICATES)
 from .globals import CALLING_CONVENTIONS, LINKAGES, Attributes, CallSiteAttributes, Function, GlobalAlias, GlobalValue, GlobalVariable
-from .instructions import (AllocaInst, AtomicCmpXchgInst, AtomicRMWInst, BinaryOperator, BranchInst, CallInst,
+from .instructions import (AggregateInst, AllocaInst, AtomicCmpXchgInst, AtomicRMWInst, BinaryOperator, BranchInst, CallInst,
                            CastInst, CompareInst, FenceInst, FreezeInst, GetElementPtrInst, LoadInst, MemoryInst,
-                           PHINode, SelectInst, StoreInst, UnaryOperator, intrinsic_id, intrinsic_name)
+                           PHINode, SelectInst, ShuffleVectorInst, StoreInst, UnaryOperator, intrinsic_id, intrinsic_name)
 from .module import LLVMError, MemoryBuffer, Module
 from .orc import LLJIT
 from .passes import run_passes
@@ -25,14 +25,14 @@ from .values import (Argument, BasicBlock, Constant, ConstantExpr, ConstantFP, C
                      PoisonValue, UndefValue, Use, User, Value, opcode_name)
 
 __all__ = [
-    "ATOMIC_ORDERINGS", "ATOMIC_RMW_OPERATIONS", "AllocaInst", "Argument", "ArrayType", "AtomicCmpXchgInst",
+    "ATOMIC_ORDERINGS", "ATOMIC_RMW_OPERATIONS", "AggregateInst", "AllocaInst", "Argument", "ArrayType", "AtomicCmpXchgInst",
     "AtomicRMWInst", "Attributes", "BINARY_OPERATIONS", "CallSiteAttributes", "BasicBlock", "BinaryOperator", "BranchInst",
     "Builder", "CALLING_CONVENTIONS", "CAST_OPERATIONS", "CallInst", "CastInst", "CompareInst", "Constant",
     "ConstantExpr", "ConstantFP", "ConstantInt", "Context", "FAST_MATH_FLAGS", "FCMP_PREDICATES", "FenceInst",
     "FloatingType", "FreezeInst", "Function", "FunctionType", "GEP_NO_WRAP_FLAGS", "GetElementPtrInst",
     "GlobalAlias", "GlobalValue", "GlobalVariable", "ICMP_PREDICATES", "Instruction", "IntegerType",
     "LINKAGES", "LLJIT", "LLVMError", "LLVMNotFoundError", "LabelType", "LoadInst", "MemoryBuffer",
-    "MemoryInst", "MetadataType", "Module", "PHINode", "PointerType", "PoisonValue", "SelectInst",
+    "MemoryInst", "MetadataType", "Module", "PHINode", "PointerType", "PoisonValue", "SelectInst", "ShuffleVectorInst",
     "StoreInst", "StructType", "Target", "TargetData", "TargetMachine", "Type", "UnaryOperator", "UndefValue",
     "Use", "User", "Value", "VectorType", "VoidType", "host_cpu", "host_features", "host_triple",
     "initialize", "intrinsic_id", "intrinsic_name", "live_owners", "opcode_name", "run_passes", "version",

@@ -95,6 +95,31 @@ class CastInst(Instruction):
         return self.type
 
 
+class AggregateInst(Instruction):
+    """`extractvalue` / `insertvalue`: `indices` is the constant path into the aggregate."""
+
+    __slots__ = ()
+    opcodes = (capi.LLVMExtractValue, capi.LLVMInsertValue)
+
+    @property
+    def indices(self) -> list[int]:
+        n = lib.LLVMGetNumIndices(self)
+        raw_indices = lib.LLVMGetIndices(self)
+        return [raw_indices[k] for k in range(n)]
+
+
+class ShuffleVectorInst(Instruction):
+    """`shufflevector a, b, mask`: `mask` is the source lane of each result lane (None: poison)."""
+
+    __slots__ = ()
+    opcodes = (capi.LLVMShuffleVector,)
+
+    @property
+    def mask(self) -> list[int | None]:
+        lanes = [lib.LLVMGetMaskValue(self, k) for k in range(lib.LLVMGetNumMaskElements(self))]
+        return [None if lane < 0 else lane for lane in lanes]
+
+
 class FreezeInst(Instruction):
     __slots__ = ()
     opcodes = (capi.LLVMFreeze,)

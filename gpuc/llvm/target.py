@@ -120,6 +120,11 @@ class TargetData(Owner):
     def __str__(self) -> str:
         return capi.take_message(ctypes.c_void_p(lib.LLVMCopyStringRepOfTargetData(self)))
 
+    @classmethod
+    def from_layout(cls, layout: str) -> "TargetData":
+        """The data layout a module's `data_layout` string describes (sizes and alignments of types)."""
+        return cls(lib.LLVMCreateTargetData(layout.encode()))
+
     def size_of(self, ty) -> int:
         return lib.LLVMABISizeOfType(self, ty)
 

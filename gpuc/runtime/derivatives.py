@@ -1,4 +1,4 @@
-"""`gpuc.derivative` and `gpuc.jvp` called from Python with numbers (docs/autodiff.md).
+"""`gpuc.derivative`, `gpuc.jvp`, `gpuc.grad`, `gpuc.value_and_grad` and `gpuc.vjp` called from Python with numbers (docs/autodiff.md).
 
 Each (kind, f, argument types) gets one generated one-item kernel that calls the frontend's
 `derivative`/`jvp` on its parameters and stores the result's floats into a float64 array; it is
@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import CompilationError, SourceLocation
 from ..frontend import autodiff as _frontend
+from ..frontend import reverse as _reverse_frontend
 from ..frontend.inference import Typing
 from ..frontend.source import GpucFunction, kernel
 from ..frontend.types import GType, TupleType
@@ -50,6 +51,52 @@ def jvp(f, primals, tangents):
     return _run("jvp", f, primals + tangents, len(primals))
 
 
+def grad(f, *args):
+    return _reverse("grad", f, args)
+
+
+def value_and_grad(f, *args):
+    return _reverse("value_and_grad", f, args)
+
+
+def vjp(f, primals, cotangent):
+    if not isinstance(primals, tuple):
+        raise _error("gpuc.vjp(f, primals, cotangent) takes the primals as a tuple",
+                     "write gpuc.vjp(f, (x,), 1.0) for one parameter")
+    _check_function(f, "vjp", len(primals))
+    primals = tuple(_float(p, "a primal") for p in primals)
+    try:
+        signature = tuple(typeof(a, k) for k, a in enumerate(primals))
+    except TypeError as exc:
+        raise _error(f"gpuc.vjp: {exc}", None) from None
+    returned = Typing(NativeTarget()).function(f, signature).return_type
+    return _run("vjp", f, primals + (_cotangent(cotangent, returned),), len(primals))
+
+
+def _reverse(kind: str, f, args: tuple):
+    _check_function(f, kind, len(args))
+    args = tuple(_float(a, "an argument") if _is_float_like(a) else a for a in args)
+    return _run(kind, f, args, len(args))
+
+
+def _is_float_like(value) -> bool:
+    if isinstance(value, tuple):
+        return bool(value) and all(map(_is_float_like, value))
+    return isinstance(value, (float, np.floating))
+
+
+def _cotangent(value, t: GType):
+    """A cotangent given from Python, converted to the structure and float types of f's result."""
+    if isinstance(t, TupleType):
+        if not isinstance(value, tuple) or len(value) != len(t.elements):
+            raise _error(f"the cotangent {value!r} does not have the structure of the result ({t})", None)
+        return tuple(_cotangent(v, e) for v, e in zip(value, t.elements))
+    if isinstance(value, (tuple, bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise _error(f"the cotangent {value!r} does not match the result ({t}): it is a number of the result's "
+                     "structure", None)
+    return np.dtype(t.name).type(value)
+
+
 def _run(kind: str, f, args: tuple, count: int):
     """Compile (once per signature) and run the wrapper kernel; the result as Python numbers."""
     try:
@@ -71,16 +118,30 @@ def _run(kind: str, f, args: tuple, count: int):
 def _wrapper(kind: str, f, types: tuple, count: int):
     """The generated kernel for `f` and these argument types (its source is kept in linecache so the
     frontend reads it like any other function's)."""
-    signature = types if kind == "derivative" else types[:count]
+    signature = types if kind in ("derivative", "grad", "value_and_grad") else types[:count]
     returned = Typing(NativeTarget()).function(f, signature).return_type  # f's own errors, located in f
     if not _frontend.is_float_structure(returned):
         raise _error(f"{f.__qualname__}({', '.join(map(str, signature))}) returns a {returned}: gpuc.{kind} "
                      "differentiates functions returning a float or a tuple of floats", None)
-    result = returned if kind == "derivative" else TupleType((returned, returned))
     params = [f"a{k}" for k in range(len(types))]
-    if kind == "derivative":
+    if kind in ("grad", "value_and_grad"):
+        if isinstance(returned, TupleType):
+            raise _error(f"{f.__qualname__} returns a {returned}: gpuc.{kind} differentiates functions returning "
+                         "one float", "for a tuple result use gpuc.vjp(f, primals, cotangent)")
+        grads = TupleType(tuple(t for t in types if _frontend.is_float_structure(t)))
+        if not grads.elements:
+            raise _error(f"gpuc.{kind} differentiates with respect to the float arguments, and none was given",
+                         "pass at least one float (or tuple of floats); integers and arrays are constants")
+        result = grads if kind == "grad" else TupleType((returned, grads))
+        call = f"{kind}(f, {', '.join(params)})"
+    elif kind == "vjp":
+        result = TupleType((returned, TupleType(signature)))
+        call = f"vjp(f, ({''.join(p + ', ' for p in params[:count])}), {params[count]})"
+    elif kind == "derivative":
+        result = returned
         call = f"derivative(f, {', '.join(params)})"
     else:
+        result = TupleType((returned, returned))
         primals, tangents = ("".join(p + ", " for p in part) for part in (params[:count], params[count:]))
         call = f"jvp(f, ({primals}), ({tangents}))"
     leaves = _leaves(result, "r")
@@ -89,7 +150,8 @@ def _wrapper(kind: str, f, types: tuple, count: int):
     lines += [f"    out[{k}] = {leaf}\n" for k, leaf in enumerate(leaves)]
     filename = f"<gpuc.{kind} of {f.__qualname__}, #{next(_NUMBERS)}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
-    namespace = {"derivative": _frontend.derivative, "jvp": _frontend.jvp, "f": f}
+    namespace = {"derivative": _frontend.derivative, "jvp": _frontend.jvp, "grad": _reverse_frontend.grad,
+                 "value_and_grad": _reverse_frontend.value_and_grad, "vjp": _reverse_frontend.vjp, "f": f}
     exec(compile("".join(lines), filename, "exec"), namespace)
     return kernel(namespace[name]), leaves, result
 
@@ -144,7 +206,8 @@ def _like(tangent, primal):
 def _error(message: str, hint: str | None) -> CompilationError:
     """An error located at the Python line that called gpuc.derivative / gpuc.jvp."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename in (__file__, _frontend.__file__):
+    while frame is not None and frame.f_code.co_filename in (__file__, _frontend.__file__,
+                                                            _reverse_frontend.__file__):
         frame = frame.f_back
     location = SourceLocation(frame.f_code.co_filename, frame.f_lineno, 1) if frame is not None else None
     return CompilationError(message, location, hint)

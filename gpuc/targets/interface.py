@@ -119,6 +119,9 @@ class Target:
     #: False, `float_atomics_missing` completes "atomic_add on floats ..." to tell the user why.
     float_atomics = True
     float_atomics_missing = ""
+    #: Memory allocated at run time by compiled code (the reverse sweep's tape for loops):
+    #: the (malloc, free) functions to call, or None where the target has no allocator.
+    heap_functions = None
     #: Function pointers: calls whose callee is not a function of the module, and functions used as
     #: values (deferred compilation's pointers, when the optimizer cannot make them direct calls).
     #: Where it is False, validation reports each one left after optimization, and

@@ -91,6 +91,7 @@ class PTXTarget(Target):
     unselectable_intrinsics = _UNSELECTABLE
     isolated_codegen = True
     math_library = "libdevice"  # linked by link_libraries
+    heap_functions = ("malloc", "free")  # the CUDA driver's device heap (cudaLimitMallocHeapSize)
     math_intrinsics = {32: _EXPANDED, 64: _EXPANDED}
     # No `frem`: NVPTX expands it as x - trunc(x/y)*y, wrong for large quotients (1e17 % 3.0
     # gives 4), so fmod calls libdevice's exact __nv_fmod.

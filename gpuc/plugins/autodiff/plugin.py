@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import time
 
-from gpuc.abi import FORWARD_MARKER_PREFIX
+from gpuc.abi import ADJOINT_MARKER, FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError
-from gpuc.llvm import Builder, CallInst, Function, Instruction, Module
+from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType
 
 from .kinds import carries_floats, locate
+from .reverse import Settings, adjoint_body, gradient_function, gradient_name
 from .tangent import tangent_function, tangent_name
 
 PREFIX = FORWARD_MARKER_PREFIX
-#: The plugin claims every function named with the prefix: one marker per call shape.
-MARKERS = (PREFIX + "*",)
+REVERSE = REVERSE_MARKER_PREFIX
+#: The plugin claims every function named with either prefix: one marker per call shape.
+MARKERS = (PREFIX + "*", REVERSE + "*")
 
 
 def resolve(state: CompileState, marker: Function, module: Module) -> bool:
@@ -38,17 +40,20 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
         if not calls:
             break
         holding = {call.function.name for call in calls}
-        ready = [call for call in calls if not _reaches(call.args[0], holding)]
+        ready = [call for call in calls if _ready(call, calls, holding)]
         if not ready:
             raise _cycle(calls)
         before = module.function_names()
         callers = {call.function.name for call in ready}
         for call in ready:
-            _replace(state, module, call)
+            if call.callee.name == ADJOINT_MARKER:
+                callers |= _adjoint(state, module, call)
+            else:
+                _replace(state, module, call)
         changed = True
         made = module.function_names() - before
         state.optimize([module.functions[n] for n in sorted(made | callers) if n in module.functions])
-    for fn in [f for f in module.functions if f.name.startswith(PREFIX)]:
+    for fn in [f for f in module.functions if f.name.startswith((PREFIX, REVERSE))]:
         if fn.is_declaration and not fn.uses:
             fn.erase()
             changed = True
@@ -59,9 +64,38 @@ def _marker_calls(module: Module) -> list[CallInst]:
     """Every marker call in the module, each checked for the contract's shape."""
     calls = []
     for fn in module.functions:
-        if fn.name.startswith(PREFIX):
+        if fn.name == ADJOINT_MARKER:
+            calls += [_checked_adjoint(use.user, fn) for use in fn.uses]
+        elif fn.name.startswith((PREFIX, REVERSE)):
             calls += [_checked(use.user, fn) for use in fn.uses]
     return calls
+
+
+def _ready(call: CallInst, calls: list[CallInst], holding: set[str]) -> bool:
+    """Whether nothing `call` differentiates still holds a marker call (inner requests go first)."""
+    if call.callee.name != ADJOINT_MARKER:
+        return not _reaches(call.args[0], holding)
+    kernel = call.function
+    if sum(1 for c in calls if c.function == kernel) > 1:
+        return False
+    callees = {op for inst in kernel.instructions() for op in inst.operands
+               if isinstance(op, Function) and op != call.callee}
+    return not any(_reaches(f, holding) for f in callees)
+
+
+def _checked_adjoint(user, marker: Function) -> CallInst:
+    caller = user.function if isinstance(user, Instruction) else None
+    text = str(user).strip()
+    if not isinstance(user, CallInst) or user.callee != marker or caller is None:
+        raise CompilationError(f"@{marker.name} is used other than by a direct call in a kernel: {text}")
+    args = user.args
+    if (not marker.is_declaration or str(user.type) != "void" or len(args) < 3 or len(args) % 2 == 0
+            or any(str(a.type) != "i64" for a in args[:3])
+            or any(not isinstance(a.type, PointerType) for a in args[3:])):
+        raise CompilationError(f"the adjoint request in @{caller.name} is malformed: it must be `call void "
+                               f"@{marker.name}(i64 index0, i64 index1, i64 index2, ptr array, ptr shadow, ...)`: "
+                               f"{text}", locate(caller, user))
+    return user
 
 
 def _checked(user, marker: Function) -> CallInst:
@@ -77,8 +111,9 @@ def _checked(user, marker: Function) -> CallInst:
     if not isinstance(user, CallInst) or user.callee != marker:
         raise fail(f"@{marker.name} is used other than by a direct call")
     if not marker.is_declaration:
-        raise fail(f"@{marker.name} is defined; it is gpuc's marker for forward-mode derivatives")
-    mask = marker.name[len(PREFIX):].partition(".")[0]
+        raise fail(f"@{marker.name} is defined; it is gpuc's marker for derivatives")
+    reverse = marker.name.startswith(REVERSE)
+    mask = marker.name[len(REVERSE if reverse else PREFIX):].partition(".")[0]
     if not mask or set(mask) - {"0", "1"} or "1" not in mask:
         raise fail(f"the marker's activity mask {mask!r} is not a string of 0 and 1 with at least one 1")
     args = user.args
@@ -91,6 +126,8 @@ def _checked(user, marker: Function) -> CallInst:
     params, active = fn.function_type.params, [c == "1" for c in mask]
     if len(params) != len(mask):
         raise fail(f"@{fn.name} has {len(params)} parameters; the mask {mask} gives {len(mask)}")
+    if reverse:
+        return _checked_reverse(user, fn, params, active, fail)
     tangents = [ty for ty, a in zip(params, active) if a]
     wanted = [*params, *tangents]
     given = [a.type for a in args[1:]]
@@ -103,6 +140,52 @@ def _checked(user, marker: Function) -> CallInst:
     if not carries_floats(ret) or str(user.type) != str(marker.parent.context.struct_type([ret, ret])):
         raise fail(f"the call must return {{R, R}} for @{fn.name}'s result type R = {ret}, which carries floats")
     return user
+
+
+def _checked_reverse(user, fn: Function, params, active, fail) -> CallInst:
+    """`{R, A...} @gpuc.autodiff.rev.<MASK>.<SUF>(ptr @f, args..., shadows..., cotangent)`."""
+    ctx = fn.parent.context
+    if not all(carries_floats(t) or isinstance(t, PointerType) for t, a in zip(params, active) if a):
+        raise fail("an active parameter carries no floats and is no pointer")
+    ret = fn.return_type
+    if not carries_floats(ret):
+        raise fail(f"@{fn.name} returns {ret}, which carries no floats to differentiate")
+    shadows = [t for t, a in zip(params, active) if a and isinstance(t, PointerType)]
+    adjoints = [t for t, a in zip(params, active) if a and not isinstance(t, PointerType)]
+    wanted = [*params, *shadows, ret]
+    given = [a.type for a in user.args[1:]]
+    if [str(t) for t in given] != [str(t) for t in wanted]:
+        raise fail(f"the arguments after @{fn.name} must be its own ({', '.join(map(str, params))}), one shadow "
+                   f"per active pointer and the cotangent of its result ({ret})")
+    if str(user.type) != str(ctx.struct_type([ret, *adjoints])):
+        raise fail(f"the call must return {{R, one adjoint per active parameter}} for @{fn.name}")
+    return user
+
+
+def _settings(state: CompileState, *, concurrent: bool) -> Settings:
+    target = state.target
+    return Settings(heap=getattr(target, "heap_functions", None), float_atomics=getattr(target, "float_atomics", True),
+                    float_atomics_missing=getattr(target, "float_atomics_missing", ""), concurrent=concurrent,
+                    target_name=repr(target))
+
+
+def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
+    """Turn the kernel holding an adjoint request into its adjoint; the functions to optimize again."""
+    kernel = call.function
+    start = time.perf_counter()
+    try:
+        adjoint_body(module, kernel, call, _settings(state, concurrent=True))
+    except CompilationError as exc:
+        raise exc.with_note(f"while building the adjoint kernel @{kernel.name}", None)
+    state.trace.transformations.append(TransformationRecord(
+        f"{kernel.name}.adjoint", f"@{kernel.name} (adjoint kernel)", state.point, False,
+        time.perf_counter() - start, kernel.name))
+    # Kept out of line until now (its primal body had to stay whole): let the launch wrapper inline it.
+    kernel.attributes.remove("noinline")
+    callers = {use.user.function.name for use in kernel.uses if isinstance(use.user, CallInst)}
+    if callers:
+        kernel.attributes.add("alwaysinline")
+    return callers | {kernel.name}
 
 
 def _reaches(fn: Function, holding: set[str]) -> bool:
@@ -129,20 +212,26 @@ def _cycle(calls: list[CallInst]) -> CompilationError:
 
 
 def _replace(state: CompileState, module: Module, call: CallInst) -> None:
-    """Replace one checked marker call by a call of the tangent function it asks for."""
+    """Replace one checked marker call by a call of the tangent or gradient function it asks for."""
     fn, caller = call.args[0], call.function
-    mask = call.callee.name[len(PREFIX):].partition(".")[0]
+    reverse = call.callee.name.startswith(REVERSE)
+    mask = call.callee.name[len(REVERSE if reverse else PREFIX):].partition(".")[0]
     active = [c == "1" for c in mask]
-    existing = module.functions.get(tangent_name(fn, active))
+    settings = _settings(state, concurrent=False)
+    name = gradient_name(fn, mask, settings) if reverse else tangent_name(fn, active)
+    existing = module.functions.get(name)
     reused = existing is not None and not existing.is_declaration
     start = time.perf_counter()
     try:
-        tangent = tangent_function(module, fn, active)
+        if reverse:
+            tangent = gradient_function(module, fn, mask, settings)
+        else:
+            tangent = tangent_function(module, fn, active)
     except CompilationError as exc:
         raise exc.with_note(f"while differentiating @{fn.name}, asked for here (in @{caller.name})",
                             locate(caller, call))
     state.trace.transformations.append(TransformationRecord(
-        tangent.name, f"@{fn.name} (activity {mask})", state.point, reused, time.perf_counter() - start,
+        tangent.name, f"@{fn.name} ({'reverse, ' if reverse else ''}activity {mask})", state.point, reused, time.perf_counter() - start,
         caller.name))
     with Builder(module.context) as b:
         b.position_before(call)

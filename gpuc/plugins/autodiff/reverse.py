@@ -1,0 +1,771 @@
+"""Reverse-mode differentiation of LLVM functions: gradient functions and adjoint kernels.
+
+The gradient function of f runs f forward (a copy of its blocks, side effects included), then
+walks the blocks it ran backwards, each reverse block applying the adjoint rules of its
+instructions in reverse order (docs/autodiff.md, "Reverse mode"):
+
+- Adjoints of SSA values live in stack slots, read and zeroed where the value is defined
+  (so a loop's values start each iteration's reverse at zero); promoting them to registers is
+  LLVM's work.
+- Which predecessor a block was entered from is a phi of the forward copy; the reverse of the
+  block branches back to the reverse of that predecessor.
+- Primal values a reverse block needs come from a stack slot written where they are defined
+  when that block or the definition runs at most once (outside every cycle of the CFG); inside
+  loops, each block pushes what its reverse needs onto a tape per iteration and its reverse pops
+  it (gpuc/plugins/autodiff/tape.py). Nothing is recomputed except the callees of calls that
+  are not inlined (recursion), whose gradient functions rerun them.
+- Memory: pointers into arrays with a shadow (a kernel's float arrays, an active pointer
+  parameter) and into the function's own stack slots have shadow pointers. The reverse of a
+  load adds the value's adjoint to the shadow; the reverse of a store moves the shadow into the
+  stored value's adjoint and zeroes it (Enzyme's semantics). Adds into the shadow of an array
+  that several work items may touch are atomic, except where every access of that array is at
+  the work item's own index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gpuc.llvm as llvm
+from gpuc.errors import CompilationError
+
+from . import mathrules, tape
+from .kinds import carries_floats, error
+from .reverse_rules import RULES, accumulate_into, memory_effects, zero
+
+_TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
+                "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.")
+_UNSUPPORTED = ("invoke", "callbr", "va_arg", "landingpad", "resume", "indirectbr", "catchswitch", "cleanupret")
+_DERIVED = ("getelementptr", "addrspacecast", "bitcast", "select", "phi")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the target offers the reverse sweep."""
+
+    #: (malloc, free) names for the tape, or None when the target has no allocator.
+    heap: tuple | None = None
+    #: Whether float atomicrmw fadd exists, and why not.
+    float_atomics: bool = True
+    float_atomics_missing: str = ""
+    #: Whether several work items may run the function at once (adds into shared shadows are atomic).
+    concurrent: bool = False
+    target_name: str = "this target"
+
+
+def gradient_name(fn: llvm.Function, mask: str, settings: Settings) -> str:
+    return f"{fn.name}.gradient.{mask}" + (".concurrent" if settings.concurrent else "")
+
+
+def gradient_function(module: llvm.Module, fn: llvm.Function, mask: str, settings: Settings) -> llvm.Function:
+    """The gradient function of `fn` for activity `mask` (one "0"/"1" per parameter).
+
+    An active float-carrying parameter gets an adjoint; an active pointer parameter a shadow
+    pointer. The result, internal `@<fn>.gradient.<mask>`, takes fn's parameters, then one shadow
+    per active pointer parameter, then (when fn returns floats) the cotangent of the result, and
+    returns `{R, A...}`: fn's result R (when it carries floats) and one adjoint per active
+    float-carrying parameter, or void when that is empty. Built once per function and mask.
+    """
+    name = gradient_name(fn, mask, settings)
+    existing = module.functions.get(name)
+    if existing is not None and not existing.is_declaration:
+        return existing
+    if fn.is_declaration:
+        raise ValueError(f"{fn.name} is a declaration; only a defined function can be differentiated")
+    params = fn.function_type.params
+    active = [c == "1" for c in mask]
+    if len(active) != len(params):
+        raise ValueError(f"{fn.name} has {len(params)} parameters; the mask {mask} gives {len(active)}")
+    ctx = module.context
+    shadow_params = [t for t, a in zip(params, active) if a and isinstance(t, llvm.PointerType)]
+    adjoint_params = [t for t, a in zip(params, active) if a and not isinstance(t, llvm.PointerType)]
+    ret = fn.return_type
+    returns_floats = carries_floats(ret)
+    extra = shadow_params + ([ret] if returns_floats else [])
+    fields = ([ret] if returns_floats else []) + adjoint_params
+    result = ctx.struct_type(fields) if fields else ctx.void
+    fnty = llvm.FunctionType.get(result, list(params) + extra)
+    gfn = existing if existing is not None else module.add_function(name, fnty)
+    gfn.linkage = "internal"
+    n = len(params)
+    shadows, k = {}, n
+    for i, (t, a) in enumerate(zip(params, active)):
+        if a and isinstance(t, llvm.PointerType):
+            shadows[i] = k
+            k += 1
+    try:
+        _Reverse(module, fn, gfn, settings, active=active, shadows=shadows,
+                 cotangent=k if returns_floats else None, results=fields).run()
+    except BaseException:
+        gfn.delete_body()
+        if existing is None and not gfn.uses:
+            gfn.erase()
+        else:
+            gfn.linkage = "external"
+        raise
+    return gfn
+
+
+def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallInst, settings: Settings) -> None:
+    """Turn `kernel`, whose body ends in the adjoint marker call
+
+        call void @gpuc.autodiff.rev.adjoint(i64 %index0, i64 %index1, i64 %index2, ptr %x, ptr %dx, ...)
+
+    into its own adjoint: the body before the marker is the primal; each (array, shadow) pair names a
+    shadow for the array's data pointer; the index values say which offsets are the work item's own."""
+    args = marker.args
+    if len(args) < 3 or len(args) % 2 == 0:
+        raise CompilationError(f"the adjoint request in @{kernel.name} is malformed: {str(marker).strip()}")
+    indices = {v: d for d, v in enumerate(args[:3]) if isinstance(v, llvm.Instruction)}
+    params = list(kernel.args)
+    shadows = {}
+    for primal, shadow in zip(args[3::2], args[4::2]):
+        if not (isinstance(primal, llvm.Argument) and isinstance(shadow, llvm.Argument)):
+            raise CompilationError(f"the adjoint request in @{kernel.name} pairs values that are not parameters")
+        shadows[params.index(primal)] = params.index(shadow)
+    marker.erase()
+    # The primal body moves into a function of the same type; the kernel gets the gradient's body.
+    primal = module.add_function(f"{kernel.name}.primal", kernel.function_type)
+    primal.linkage = "internal"
+    for old, new in zip(kernel.args, primal.args):
+        new.name = old.name
+        if old.uses:
+            old.replace_all_uses_with(new)
+    for block in list(kernel.blocks):
+        primal.append_existing_block(block)
+    indices = {v: d for v, d in indices.items()}
+    try:
+        grad = module.add_function(f"{kernel.name}.adjoint", kernel.function_type)
+        grad.linkage = "internal"
+        try:
+            _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
+                     shadows=shadows, cotangent=None, results=[], indices=indices).run()
+        except BaseException:
+            grad.erase()
+            raise
+        with llvm.Builder(module.context) as b:
+            b.position_at_end(kernel.append_block("entry"))
+            b.call(grad, list(kernel.args))
+            b.ret()
+    finally:
+        primal.erase()
+
+
+class _Reverse:
+    """Builds the body of gradient function `gfn` from `fn` (see the module doc)."""
+
+    def __init__(self, module, fn, gfn, settings: Settings, *, active, shadows: dict, cotangent, results,
+                 indices=None) -> None:
+        self.module, self.fn, self.gfn, self.settings = module, fn, gfn, settings
+        self.ctx = module.context
+        self.indices = indices or {}
+        self.vmap: dict = {}
+        self.bmap: dict = {}
+        self.rmap: dict = {}
+        self.shadows: dict = {}     # fn's pointers -> their shadows in gfn's forward part
+        self.adjoints: dict = {}    # fn's active values -> their adjoint slots
+        self.slots: dict = {}       # gfn's forward values -> the slots keeping them for the reverse
+        self.pushes: dict = {}      # fn's block -> {gfn value: placeholder} popped at its reverse's start
+        self.from_phis: dict = {}   # fn's join block -> the i32 phi saying which predecessor it came from
+        self.phis: list = []
+        self.cotangent_index, self.results = cotangent, results
+        self.active_params = active
+        self.shadow_params = shadows
+        self.current = None
+        self.tape_state = None
+
+    # -- analysis ------------------------------------------------------------------------------
+    def _analyse(self) -> None:
+        fn = self.fn
+        self.order = _reverse_post_order(fn)
+        reachable = set(self.order)
+        self.preds = {b: [] for b in self.order}
+        for block in self.order:
+            for succ in _successors(block):
+                if block not in self.preds[succ]:
+                    self.preds[succ].append(block)
+        self.cyclic = _cyclic(self.order, self.preds)
+        self.reachable = reachable
+        self.stack = set()
+        shadowed = {a for i, a in enumerate(fn.args) if i in self.shadow_params}
+        changed = True
+        while changed:  # pointers into shadowed memory: a fixpoint over phis
+            changed = False
+            for block in self.order:
+                for inst in block.instructions:
+                    if inst in shadowed or not isinstance(inst.type, llvm.PointerType):
+                        continue
+                    op = inst.opcode_name
+                    if op == "alloca":
+                        shadowed.add(inst)
+                        self.stack.add(inst)
+                        changed = True
+                    elif op in _DERIVED and any(v in shadowed for v in _pointer_sources(inst)):
+                        shadowed.add(inst)
+                        if any(v in self.stack for v in _pointer_sources(inst)):
+                            self.stack.add(inst)
+                        changed = True
+        self.shadowed = shadowed
+        varied = {a for i, a in enumerate(fn.args)
+                  if self.active_params[i] and carries_floats(a.type)}
+        changed = True
+        while changed:
+            changed = False
+            for block in self.order:
+                for inst in block.instructions:
+                    if inst not in varied and carries_floats(inst.type) and self._varies(inst, varied):
+                        varied.add(inst)
+                        changed = True
+        self.varied = varied
+        self.atomic_bases = self._atomic_bases()
+        self.writes_memory = memory_effects(fn)[1]
+
+    def _varies(self, inst, varied) -> bool:
+        op = inst.opcode_name
+        if op == "load" or op == "atomicrmw":
+            return inst.operands[0] in self.shadowed
+        if op == "call":
+            callee = inst.callee
+            if isinstance(callee, llvm.Function) and not callee.is_declaration:
+                return any(a in varied or a in self.shadowed for a in inst.args)
+            return any(a in varied for a in inst.args)
+        if op == "phi":
+            return any(v in varied for v in inst.incoming_values)
+        return any(v in varied for v in inst.operands)
+
+    def _atomic_bases(self) -> set:
+        """The arrays (pointer parameters) whose shadow several work items may add to at once:
+        those with an access not provably at the work item's own index."""
+        if not self.settings.concurrent:
+            return set()
+        atomic = set()
+        for block in self.order:
+            for inst in block.instructions:
+                op = inst.opcode_name
+                if op in ("load", "store", "atomicrmw"):
+                    pointer = inst.operands[0 if op != "store" else 1]
+                    if pointer in self.shadowed and pointer not in self.stack:
+                        base = _base(pointer)
+                        if op == "atomicrmw" or not self._own(pointer):
+                            atomic.add(base)
+                elif op == "call":
+                    for a in inst.args:
+                        if a in self.shadowed and a not in self.stack:
+                            atomic.add(_base(a))
+        return atomic
+
+    def _own(self, pointer) -> bool:
+        """Whether `pointer` is `gep T, %array, <index form>`: a work item's own element."""
+        if not isinstance(pointer, llvm.GetElementPtrInst) or not self.indices:
+            return False
+        base = pointer.operands[0]
+        indices = pointer.indices
+        if not isinstance(base, llvm.Argument) or len(indices) != 1:
+            return False
+        prefix = base.name.rpartition(".")[0]
+        terms = self._index_terms(indices[0], prefix)
+        if not terms:
+            return False
+        dims = [d for d, _ in terms]
+        scales = [s for _, s in terms]
+        return len(set(dims)) == len(dims) and len(set(scales)) == len(scales)
+
+    def _index_terms(self, v, prefix: str):
+        """`v` as a sum of index(d) * scale terms (scale: 1, a nonzero constant or the array's own
+        stride or shape parameter), as [(d, scale key)], or None."""
+        while isinstance(v, llvm.CastInst) and v.opcode_name in ("sext", "zext"):
+            v = v.operands[0]
+        if v in self.indices:
+            return [(self.indices[v], 1)]
+        if not isinstance(v, llvm.BinaryOperator):
+            return None
+        op, (x, y) = v.opcode_name, list(v.operands)
+        if op in ("mul", "shl"):
+            for a, s in ((x, y), (y, x)) if op == "mul" else ((x, y),):
+                key = _scale_key(s, prefix, op == "shl")
+                if key is not None:
+                    inner = self._index_terms(a, prefix)
+                    if inner is not None and len(inner) == 1:
+                        return [(inner[0][0], (key, inner[0][1]))]
+            return None
+        if op == "add":
+            left, right = self._index_terms(x, prefix), self._index_terms(y, prefix)
+            if left is None or right is None:
+                return None
+            return left + right
+        return None
+
+    # -- building --------------------------------------------------------------------------------
+    def run(self) -> None:
+        fn, gfn = self.fn, self.gfn
+        self._analyse()
+        b = self.b = llvm.Builder(self.ctx)
+        try:
+            self.alloca_block = gfn.append_block("alloca")
+            for block in self.order:
+                self.bmap[block] = gfn.append_block(f"fwd.{block.name}" if block.name else "fwd")
+            self.exit = gfn.append_block("fwd.exit")
+            for block in self.order:
+                self.rmap[block] = gfn.append_block(f"rev.{block.name}" if block.name else "rev")
+            self.done = gfn.append_block("rev.done")
+            self._arguments()
+            self._forward()
+            self._reverse()
+            self._finish()
+        finally:
+            b.close()
+
+    def _arguments(self) -> None:
+        b, gfn = self.b, self.gfn
+        b.position_at_end(self.alloca_block)
+        for i, (arg, new) in enumerate(zip(self.fn.args, gfn.args)):
+            new.name = arg.name
+            self.vmap[arg] = new
+            if i in self.shadow_params:
+                shadow = gfn.args[self.shadow_params[i]]
+                if not shadow.name:
+                    shadow.name = f"{arg.name or 'arg'}.shadow"
+                self.shadows[arg] = shadow
+            if arg in self.varied:
+                self.adjoints[arg] = self._slot(arg.type, f"{arg.name}.adj")
+        for block in self.order:  # every active value's adjoint exists before any rule reads it
+            for inst in block.instructions:
+                if inst in self.varied:
+                    self.adjoints[inst] = self._slot(inst.type, f"{inst.name}.adj" if inst.name else "")
+        if self.cotangent_index is not None:
+            gfn.args[self.cotangent_index].name = "cotangent"
+
+    def _slot(self, ty, name: str = "", *, zeroed: bool = True):
+        """A stack slot in gfn's first block (zeroed there: adjoints start at zero)."""
+        b = self.b
+        saved = b.block
+        b.position_at_end(self.alloca_block)
+        slot = b.alloca(ty, name)
+        if zeroed:
+            b.store(zero(ty), slot)
+        if saved is not None and saved != self.alloca_block:
+            b.position_at_end(saved)
+        return slot
+
+    def error(self, inst, message: str) -> CompilationError:
+        return error(self.fn, inst, message)
+
+    # -- the forward part ------------------------------------------------------------------------
+    def value(self, v):
+        if isinstance(v, llvm.BasicBlock):
+            return self.bmap[v]
+        if isinstance(v, (llvm.Instruction, llvm.Argument)):
+            return self.vmap[v]
+        return v
+
+    def clone(self, inst):
+        new = self.b.insert(inst.clone(), inst.name)
+        for i, op in enumerate(inst.operands):
+            mapped = self.value(op)
+            if mapped is not op:
+                new.operands[i] = mapped
+        return new
+
+    def _forward(self) -> None:
+        b = self.b
+        for block in self.order:
+            b.position_at_end(self.bmap[block])
+            if len(self.preds[block]) > 1:
+                self.from_phis[block] = b.phi(self.ctx.i32, name="from")
+            for inst in list(block.instructions):
+                self._forward_instruction(inst)
+        self._fill_phis()
+        b.position_at_end(self.exit)
+        self.returns = [blk for blk in self.order if blk.terminator.opcode_name == "ret"]
+        if not self.returns:
+            raise self.error(None, "the function never returns")
+        self.exit_from = None
+        if len(self.returns) > 1:
+            self.exit_from = b.phi(self.ctx.i32, [(llvm.ConstantInt.get(self.ctx.i32, k), self.bmap[blk])
+                                                  for k, blk in enumerate(self.returns)], "exit.from")
+        ret = self.fn.return_type
+        self.result = None
+        if str(ret) != "void":
+            values = [(self.value(blk.terminator.operands[0]), self.bmap[blk]) for blk in self.returns]
+            self.result = values[0][0] if len(values) == 1 else b.phi(ret, values, "result")
+
+    def _forward_instruction(self, inst) -> None:
+        op = inst.opcode_name
+        if op in _UNSUPPORTED:
+            raise self.error(inst, f"`{op}` is not differentiated")
+        if op == "phi":
+            new = self.vmap[inst] = self.b.phi(inst.type, name=inst.name)
+            shadow = None
+            if inst in self.shadowed:
+                shadow = self.shadows[inst] = self.b.phi(inst.type)
+            self.phis.append((inst, new, shadow))
+        elif op == "ret":
+            self.b.br(self.exit)
+        elif op == "alloca":
+            self._alloca(inst)
+        elif op == "call" and isinstance(inst.callee, llvm.Function) and inst.callee.name.startswith("llvm.dbg."):
+            return
+        else:
+            self._check_memory(inst)
+            new = self.vmap[inst] = self.clone(inst)
+            if inst in self.shadowed and op in ("getelementptr", "addrspacecast", "bitcast", "select"):
+                sources = _pointer_sources(inst)
+                if not all(s in self.shadowed for s in sources):
+                    raise self.error(inst, "a pointer chosen between shadowed memory and other memory")
+                shadow = self.b.insert(new.clone())
+                if op == "select":
+                    shadow.operands[1], shadow.operands[2] = self.shadows[sources[0]], self.shadows[sources[1]]
+                else:
+                    shadow.operands[0] = self.shadows[sources[0]]
+                self.shadows[inst] = shadow
+
+    def _alloca(self, inst) -> None:
+        if inst.parent != self.fn.entry_block or not isinstance(inst.operands[0], llvm.ConstantInt):
+            raise self.error(inst, "a stack allocation of run-time size, or outside the entry block")
+        b = self.b
+        saved = b.block
+        b.position_at_end(self.alloca_block)
+        new = self.vmap[inst] = b.insert(inst.clone(), inst.name)
+        shadow = self.shadows[inst] = b.insert(inst.clone(), f"{inst.name}.shadow" if inst.name else "")
+        ty = inst.allocated_type
+        count = inst.operands[0].value
+        with llvm.TargetData.from_layout(self.module.data_layout) as td:
+            size = td.size_of(ty) * count
+        i64 = self.ctx.i64
+        memset = self.module.declare_intrinsic("llvm.memset.p0.i64", llvm.FunctionType.get(
+            self.ctx.void, [new.type, self.ctx.i8, i64, self.ctx.i1]))
+        b.call(memset, [shadow, llvm.ConstantInt.get(self.ctx.i8, 0), llvm.ConstantInt.get(i64, size),
+                        llvm.ConstantInt.get(self.ctx.i1, 0)])
+        b.position_at_end(saved)
+
+    def _check_memory(self, inst) -> None:
+        op = inst.opcode_name
+        if op == "load" and inst.operands[0] in self.shadowed and isinstance(inst.type, llvm.PointerType):
+            raise self.error(inst, "a pointer loaded from memory that has a shadow is not differentiated")
+        if op == "store":
+            value, pointer = inst.operands
+            if value in self.shadowed:
+                raise self.error(inst, "a pointer to memory that has a shadow is stored into memory")
+            if value in self.varied and pointer not in self.shadowed:
+                raise self.error(inst, "a float stored outside the function's own stack and its arrays with "
+                                       "shadows (through a constant argument or into a global) would carry a "
+                                       "derivative the caller cannot receive")
+        if op in ("atomicrmw", "cmpxchg") and inst.operands[0] in self.shadowed:
+            if op == "cmpxchg" or inst.operation != "fadd" and carries_floats(inst.type):
+                raise self.error(inst, "atomic operations on floats other than atomic_add are not differentiated")
+        if op == "atomicrmw" and inst.operands[1] in self.varied and inst.operands[0] not in self.shadowed:
+            raise self.error(inst, "a float added atomically into memory without a shadow")
+        if op == "atomicrmw" and inst in self.varied and inst.uses:
+            raise self.error(inst, "the old value returned by an atomic add is not differentiated; use the "
+                                   "atomic add as a statement")
+
+    def _fill_phis(self) -> None:
+        for inst, new, shadow in self.phis:
+            for value, block in inst.incoming:
+                if block not in self.reachable:
+                    continue
+                new.add_incoming(self.value(value), self.bmap[block])
+                if shadow is not None:
+                    if value not in self.shadows:
+                        raise self.error(inst, "a phi of memory that has a shadow and other memory")
+                    shadow.add_incoming(self.shadows[value], self.bmap[block])
+        i32 = self.ctx.i32
+        for block, phi in self.from_phis.items():
+            for k, pred in enumerate(self.preds[block]):
+                for _ in range(_successors(pred).count(block)):  # one entry per edge
+                    phi.add_incoming(llvm.ConstantInt.get(i32, k), self.bmap[pred])
+
+    # -- primal values in the reverse ------------------------------------------------------------
+    def primal(self, v):
+        """fn's value `v` as the forward part computed it, usable in the reverse block being built."""
+        if isinstance(v, llvm.Instruction):
+            return self.need(self.vmap[v], v.parent)
+        return self.value(v)
+
+    def shadow(self, pointer):
+        """The shadow of fn's `pointer`, usable in the reverse block being built."""
+        s = self.shadows[pointer]
+        if isinstance(pointer, llvm.Instruction) and pointer not in self.stack:
+            return self.need(s, pointer.parent)
+        return s
+
+    def need(self, value, defined_in):
+        """`value` (of gfn's forward part, defined in the copy of fn's block `defined_in`) where the
+        reverse of the current block runs."""
+        if not isinstance(value, llvm.Instruction) or value.parent == self.alloca_block:
+            return value
+        here = self.current
+        if here not in self.cyclic or defined_in not in self.cyclic:
+            slot = self.slots.get(value)
+            if slot is None:
+                slot = self.slots[value] = self._slot(value.type, zeroed=False)
+                saved = self.b.block
+                after = value.next
+                while isinstance(after, llvm.PHINode):
+                    after = after.next
+                self.b.position_before(after)
+                self.b.store(value, slot)
+                self.b.position_at_end(saved)
+            return self.b.load(value.type, slot)
+        if self.settings.heap is None:
+            raise self.error(None, f"the reverse sweep needs values of each iteration of a loop of "
+                                   f"{self.fn.name}, kept on a tape in memory allocated at run time, and "
+                                   f"{self.settings.target_name} has no memory allocator; the CPU and PTX have one")
+        pending = self.pushes.setdefault(here, {})
+        holder = pending.get(value)
+        if holder is None:
+            saved = self.b.block
+            first = self.rmap[here].instructions.first
+            if first is not None:
+                self.b.position_before(first)
+            else:
+                self.b.position_at_end(self.rmap[here])
+            holder = pending[value] = self.b.freeze(llvm.Constant.poison(value.type))
+            self.b.position_at_end(saved)
+        return holder
+
+    # -- adjoints -------------------------------------------------------------------------------
+    def take(self, v):
+        """The adjoint of fn's value `v`, read and zeroed; None when `v` has none."""
+        slot = self.adjoints.get(v)
+        if slot is None:
+            return None
+        a = self.b.load(v.type, slot)
+        self.b.store(zero(v.type), slot)
+        return a
+
+    def accumulate(self, v, contribution) -> None:
+        """Add `contribution` to the adjoint of fn's value `v` (nothing when `v` is inactive)."""
+        if contribution is None or v not in self.varied:
+            return
+        slot = self.adjoints[v]
+        b = self.b
+        b.store(accumulate_into(b, b.load(v.type, slot), contribution), slot)
+
+    def add_to_shadow(self, inst, pointer, contribution) -> None:
+        """shadow(pointer) += contribution, atomically where several work items may add there."""
+        b, s = self.b, self.shadow(pointer)
+        ty = contribution.type
+        if pointer in self.stack or _base(pointer) not in self.atomic_bases:
+            b.store(b.fadd(b.load(ty, s), contribution), s)
+            return
+        if not self.settings.float_atomics:
+            raise self.error(inst, f"the adjoint adds into an array that several work items read, with atomic "
+                                   f"float adds, which {self.settings.target_name} lacks: "
+                                   f"{self.settings.float_atomics_missing}")
+        if isinstance(ty, llvm.VectorType):
+            lane_ty = ty.element_type
+            for k in range(ty.count):
+                lane = b.extract_element(contribution, llvm.ConstantInt.get(self.ctx.i32, k))
+                b.atomic_rmw("fadd", b.gep(lane_ty, s, [llvm.ConstantInt.get(self.ctx.i64, k)]), lane)
+        else:
+            b.atomic_rmw("fadd", s, contribution)
+
+    # -- the reverse part -------------------------------------------------------------------------
+    def _reverse(self) -> None:
+        b, i32 = self.b, self.ctx.i32
+        b.position_at_end(self.exit)
+        start = self.gfn.append_block("rev.start")
+        b.br(start)
+        b.position_at_end(start)
+        self.current = None
+        cot = None if self.cotangent_index is None else self.gfn.args[self.cotangent_index]
+        edges = []
+        for blk in self.returns:
+            edge = self.gfn.append_block("rev.from.exit")
+            b.position_at_end(edge)
+            self.current = blk
+            if cot is not None:
+                self.accumulate(blk.terminator.operands[0], cot)
+            b.br(self.rmap[blk])
+            edges.append(edge)
+        b.position_at_end(start)
+        if len(edges) == 1:
+            b.br(edges[0])
+        else:
+            b.switch(self.exit_from, edges[0], [(llvm.ConstantInt.get(i32, k), e) for k, e in enumerate(edges)])
+        for block in self.order:
+            self.current = block
+            b.position_at_end(self.rmap[block])
+            body = [i for i in block.instructions if not isinstance(i, llvm.PHINode) and not i.is_terminator]
+            for inst in reversed(body):
+                self._reverse_instruction(inst)
+            self._dispatch(block)
+        for block, pending in self.pushes.items():
+            self._tape(block, pending)
+
+    def _reverse_instruction(self, inst) -> None:
+        rule = RULES.get(inst.opcode_name)
+        if rule is not None:
+            rule(self, inst)
+        elif inst in self.varied:
+            raise self.error(inst, f"no derivative rule for `{inst.opcode_name}` on floats")
+
+    def _dispatch(self, block) -> None:
+        """The end of `block`'s reverse: phis' adjoints to their incoming values, then back to the
+        reverse of the predecessor it was entered from."""
+        b, preds = self.b, self.preds[block]
+        if not preds:
+            b.br(self.done)
+            return
+        phis = [i for i in block.instructions if isinstance(i, llvm.PHINode)]
+        active = [p for p in phis if p in self.varied]
+        taken = [(p, self.take(p)) for p in active]
+        choice = self.need(self.from_phis[block], block) if len(preds) > 1 else None
+        here = b.block
+        edges = []
+        for pred in preds:
+            edge = self.gfn.append_block(f"rev.{block.name}.from.{pred.name}")
+            b.position_at_end(edge)
+            for phi, a in taken:
+                self.accumulate(phi.incoming_value_for(pred), a)
+            b.br(self.rmap[pred])
+            edges.append(edge)
+        b.position_at_end(here)
+        if choice is None:
+            b.br(edges[0])
+        else:
+            i32 = self.ctx.i32
+            b.switch(choice, edges[0], [(llvm.ConstantInt.get(i32, k), e) for k, e in enumerate(edges)])
+
+    def _tape(self, block, pending: dict) -> None:
+        if self.tape_state is None:
+            self.tape_state = self._slot(tape.state_type(self.module), "tape", zeroed=False)
+            b = self.b
+            b.position_at_end(self.alloca_block)
+            tape.init(b, self.module, self.tape_state)
+        b = self.b
+        values = list(pending)
+        b.position_before(self.bmap[block].terminator)
+        tape.push(b, self.module, self.tape_state, self.settings.heap, values)
+        b.position_before(self.rmap[block].instructions.first)
+        popped = tape.pop(b, self.module, self.tape_state, [v.type for v in values])
+        for v, new in zip(values, popped):
+            holder = pending[v]
+            holder.replace_all_uses_with(new)
+            holder.erase()
+
+    def _finish(self) -> None:
+        b = self.b
+        b.position_at_end(self.alloca_block)
+        b.br(self.bmap[self.order[0]])
+        b.position_at_end(self.done)
+        if self.tape_state is not None:
+            tape.release(b, self.module, self.tape_state, self.settings.heap)
+        if not self.results:
+            b.ret()
+            return
+        fields = []
+        if carries_floats(self.fn.return_type):
+            fields.append(self.result)
+        for i, arg in enumerate(self.fn.args):
+            if self.active_params[i] and not isinstance(arg.type, llvm.PointerType):
+                slot = self.adjoints.get(arg)
+                fields.append(b.load(arg.type, slot) if slot is not None else zero(arg.type))
+        value = llvm.Constant.poison(self.gfn.return_type)
+        for k, f in enumerate(fields):
+            value = b.insert_value(value, f, k)
+        b.ret(value)
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+def _successors(block) -> list:
+    term = block.terminator
+    return [op for op in term.operands if isinstance(op, llvm.BasicBlock)] if term is not None else []
+
+
+def _reverse_post_order(fn) -> list:
+    entry = fn.entry_block
+    seen, post = {entry}, []
+    stack = [(entry, iter(_successors(entry)))]
+    while stack:
+        block, successors = stack[-1]
+        for succ in successors:
+            if succ not in seen:
+                seen.add(succ)
+                stack.append((succ, iter(_successors(succ))))
+                break
+        else:
+            post.append(block)
+            stack.pop()
+    return post[::-1]
+
+
+def _cyclic(order, preds) -> set:
+    """Blocks on a cycle of the CFG (Tarjan's strongly connected components)."""
+    succs = {b: [] for b in order}
+    for b, ps in preds.items():
+        for p in ps:
+            succs[p].append(b)
+    index, low, on, stack, found = {}, {}, set(), [], set()
+    counter = [0]
+
+    def visit(root):
+        work = [(root, iter(succs[root]))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(succs[w])))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1 or v in succs[v]:
+                        found.update(component)
+
+    for b in order:
+        if b not in index:
+            visit(b)
+    return found
+
+
+def _pointer_sources(inst) -> list:
+    op = inst.opcode_name
+    if op == "select":
+        return list(inst.operands)[1:]
+    if op == "phi":
+        return inst.incoming_values
+    return [inst.operands[0]]
+
+
+def _base(pointer):
+    """The parameter or stack slot a pointer derives from (through GEPs and casts)."""
+    seen = set()
+    while isinstance(pointer, llvm.Instruction) and pointer.opcode_name in ("getelementptr", "addrspacecast",
+                                                                            "bitcast") and pointer not in seen:
+        seen.add(pointer)
+        pointer = pointer.operands[0]
+    return pointer
+
+
+def _scale_key(s, prefix: str, shift: bool):
+    if isinstance(s, llvm.ConstantInt):
+        if shift:
+            return ("shl", s.value) if 0 <= s.value < 63 else None
+        return ("const", s.value) if s.value != 0 else None
+    if isinstance(s, llvm.Argument) and prefix and not shift:
+        name = s.name
+        if name.startswith(prefix + ".stride") or name.startswith(prefix + ".shape"):
+            return name
+    return None

@@ -1,0 +1,167 @@
+"""The reverse sweep's tape: values stored per loop iteration, in memory that grows with the trip counts.
+
+A gradient function keeps one tape, `{ptr data, i64 top, i64 capacity}` in a stack slot. Each block
+of a loop pushes, as one record, the values its reverse needs (`push`); the reverse of that block
+pops the record back (`pop`). Records are popped in the reverse order of their pushes, so one stack
+serves every loop, nested loops and recursion alike. Growing (doubling, at least 4 KiB) and freeing
+go through two small helper functions per module that call the target's allocator
+(`Target.heap_functions`): the tape is bounded by the work item's own trip counts, never by a
+fixed maximum.
+"""
+
+from __future__ import annotations
+
+import gpuc.llvm as llvm
+
+RESERVE = "gpuc.autodiff.tape.reserve"
+GROW = "gpuc.autodiff.tape.grow"
+FREE = "gpuc.autodiff.tape.free"
+_ALIGN = 16
+_FIRST = 4096
+
+
+def state_type(module: llvm.Module):
+    ctx = module.context
+    return ctx.struct_type([ctx.ptr(), ctx.i64, ctx.i64])
+
+
+def record_size(b: llvm.Builder, module: llvm.Module, record) -> llvm.Value:
+    """The size of a record of type `record`, rounded up to 16 bytes (a constant expression)."""
+    ctx = module.context
+    end = b.gep(record, llvm.Constant.null(ctx.ptr()), [llvm.ConstantInt.get(ctx.i64, 1)], inbounds=False)
+    size = b.ptrtoint(end, ctx.i64)
+    return b.and_(b.add(size, llvm.ConstantInt.get(ctx.i64, _ALIGN - 1)), llvm.ConstantInt.get(ctx.i64, -_ALIGN))
+
+
+def init(b: llvm.Builder, module: llvm.Module, state) -> None:
+    b.store(llvm.Constant.null(state_type(module)), state)
+
+
+def push(b: llvm.Builder, module: llvm.Module, state, heap, values) -> None:
+    """Store `values` as one record on the tape at `state` (growing it when full)."""
+    record = module.context.struct_type([v.type for v in values])
+    at = b.call(_reserve(module, heap), [state, record_size(b, module, record)])
+    for k, v in enumerate(values):
+        b.store(v, b.struct_gep(record, at, k), align=_align(module, v.type))
+
+
+def pop(b: llvm.Builder, module: llvm.Module, state, types) -> list:
+    """Take the last record (of `types`) off the tape at `state`; its values."""
+    ctx, i64 = module.context, module.context.i64
+    record = ctx.struct_type(list(types))
+    ty = state_type(module)
+    top_ptr = b.struct_gep(ty, state, 1)
+    top = b.sub(b.load(i64, top_ptr), record_size(b, module, record))
+    b.store(top, top_ptr)
+    data = b.load(ctx.ptr(), b.struct_gep(ty, state, 0))
+    at = b.gep(ctx.i8, data, [top])
+    return [b.load(t, b.struct_gep(record, at, k), align=_align(module, t)) for k, t in enumerate(types)]
+
+
+def _align(module: llvm.Module, ty) -> int:
+    # Records start 16-byte aligned and fields sit at multiples of their own alignment within them.
+    with llvm.TargetData.from_layout(module.data_layout) as td:
+        return min(_ALIGN, td.abi_alignment(ty))
+
+
+def release(b: llvm.Builder, module: llvm.Module, state, heap) -> None:
+    b.call(_free(module, heap), [state])
+
+
+def _heap(module: llvm.Module, heap):
+    ctx = module.context
+    malloc_name, free_name = heap
+    malloc = module.get_or_insert_function(malloc_name, llvm.FunctionType.get(ctx.ptr(), [ctx.i64]))
+    free = module.get_or_insert_function(free_name, llvm.FunctionType.get(ctx.void, [ctx.ptr()]))
+    return malloc, free
+
+
+def _reserve(module: llvm.Module, heap) -> llvm.Function:
+    """`ptr @gpuc.autodiff.tape.reserve(ptr %state, i64 %size)`: room for a record of `size` bytes
+    on top of the tape (inlined; growing is a call of a cold helper)."""
+    existing = module.functions.get(RESERVE)
+    if existing is not None and not existing.is_declaration:
+        return existing
+    ctx, i64 = module.context, module.context.i64
+    fn = existing or module.add_function(RESERVE, llvm.FunctionType.get(ctx.ptr(), [ctx.ptr(), i64]))
+    fn.linkage = "internal"
+    for attr in ("alwaysinline", "nounwind"):
+        fn.attributes.add(attr)
+    state, size = fn.args
+    ty = state_type(module)
+    with llvm.Builder(ctx) as b:
+        b.position_at_end(fn.append_block("entry"))
+        top_ptr = b.struct_gep(ty, state, 1)
+        top = b.load(i64, top_ptr)
+        end = b.add(top, size)
+        full = b.icmp("ugt", end, b.load(i64, b.struct_gep(ty, state, 2)))
+        grow, done = fn.append_block("grow"), fn.append_block("done")
+        b.cond_br(full, grow, done)
+        b.position_at_end(grow)
+        b.call(_grow(module, heap), [state, end])
+        b.br(done)
+        b.position_at_end(done)
+        b.store(end, top_ptr)
+        b.ret(b.gep(ctx.i8, b.load(ctx.ptr(), b.struct_gep(ty, state, 0)), [top]))
+    return fn
+
+
+def _grow(module: llvm.Module, heap) -> llvm.Function:
+    """`void @gpuc.autodiff.tape.grow(ptr %state, i64 %needed)`: at least double the tape's memory."""
+    existing = module.functions.get(GROW)
+    if existing is not None and not existing.is_declaration:
+        return existing
+    ctx, i64 = module.context, module.context.i64
+    fn = existing or module.add_function(GROW, llvm.FunctionType.get(ctx.void, [ctx.ptr(), i64]))
+    fn.linkage = "internal"
+    for attr in ("noinline", "cold", "nounwind"):
+        fn.attributes.add(attr)
+    state, needed = fn.args
+    malloc, free = _heap(module, heap)
+    ty = state_type(module)
+    with llvm.Builder(ctx) as b:
+        b.position_at_end(fn.append_block("entry"))
+        data_ptr, top_ptr, cap_ptr = (b.struct_gep(ty, state, k) for k in range(3))
+        doubled = b.shl(b.load(i64, cap_ptr), llvm.ConstantInt.get(i64, 1))
+        wanted = b.select(b.icmp("ugt", doubled, needed), doubled, needed)
+        first = llvm.ConstantInt.get(i64, _FIRST)
+        size = b.select(b.icmp("ugt", wanted, first), wanted, first)
+        new = b.call(malloc, [size])
+        old = b.load(ctx.ptr(), data_ptr)
+        copy, done = fn.append_block("copy"), fn.append_block("done")
+        b.cond_br(b.icmp("eq", old, llvm.Constant.null(ctx.ptr())), done, copy)
+        b.position_at_end(copy)
+        memcpy = module.declare_intrinsic("llvm.memcpy.p0.p0.i64", llvm.FunctionType.get(
+            ctx.void, [ctx.ptr(), ctx.ptr(), i64, ctx.i1]))
+        b.call(memcpy, [new, old, b.load(i64, top_ptr), llvm.ConstantInt.get(ctx.i1, 0)])
+        b.call(free, [old])
+        b.br(done)
+        b.position_at_end(done)
+        b.store(new, data_ptr)
+        b.store(size, cap_ptr)
+        b.ret()
+    return fn
+
+
+def _free(module: llvm.Module, heap) -> llvm.Function:
+    """`void @gpuc.autodiff.tape.free(ptr %state)`: give the tape's memory back."""
+    existing = module.functions.get(FREE)
+    if existing is not None and not existing.is_declaration:
+        return existing
+    ctx = module.context
+    fn = existing or module.add_function(FREE, llvm.FunctionType.get(ctx.void, [ctx.ptr()]))
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    (state,) = fn.args
+    _, free = _heap(module, heap)
+    with llvm.Builder(ctx) as b:
+        b.position_at_end(fn.append_block("entry"))
+        data = b.load(ctx.ptr(), b.struct_gep(state_type(module), state, 0))
+        release, done = fn.append_block("release"), fn.append_block("done")
+        b.cond_br(b.icmp("eq", data, llvm.Constant.null(ctx.ptr())), done, release)
+        b.position_at_end(release)
+        b.call(free, [data])
+        b.br(done)
+        b.position_at_end(done)
+        b.ret()
+    return fn

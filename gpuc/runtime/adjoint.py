@@ -1,0 +1,152 @@
+"""`gpuc.adjoint(kernel)`: the adjoint kernel of a kernel, launched like any kernel (docs/autodiff.md).
+
+Its parameters are the primal kernel's with each float array followed by its shadow (same shape,
+dtype and strides). Which arguments are shadows follows from the arguments' types, so one
+adjoint object serves every signature: each layout of float arrays gets a generated kernel
+whose one statement asks the frontend for the primal body and the plugin for its reverse sweep.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import re
+import threading
+
+import numpy as np
+
+from ..frontend.reverse import AdjointRequest
+from ..frontend.source import Kernel, _NOT_FOUND
+from ..frontend.types import ArrayType, as_type
+from .dispatch import typeof
+
+_NUMBERS = itertools.count()
+
+
+class AdjointKernel(Kernel):
+    """The adjoint of `primal` (a @gpuc.kernel): `gpuc.adjoint(k)[n](x, dx, y, dy, a)`.
+
+    On entry the shadow of an array the kernel writes holds the incoming gradient (the seed); after
+    the launch the shadow of every array it reads has the gradient added, and the shadows of the
+    elements it overwrote were consumed (zeroed before the reads' shares were added). Float scalar
+    parameters are constants: pass a one-element array to get a scalar's gradient."""
+
+    def __init__(self, primal: Kernel) -> None:
+        if not isinstance(primal, Kernel) or isinstance(primal, AdjointKernel):
+            what = "an adjoint kernel" if isinstance(primal, AdjointKernel) else repr(primal)
+            raise TypeError(f"gpuc.adjoint takes a @gpuc.kernel, not {what}"
+                            + ("; for funcs use gpuc.grad or gpuc.vjp" if callable(primal) else ""))
+        self.primal = primal
+        self.__name__ = f"{primal.__name__}_adjoint"
+        self.__qualname__ = f"{primal.__qualname__}.adjoint"
+        self.__doc__ = f"The adjoint kernel of {primal.__qualname__}."
+        self.__module__ = primal.__module__
+        self._by_layout: dict = {}
+        self._lock = threading.Lock()
+        self._params = [a.arg for a in primal.source_info.tree.args.args]
+
+    @property
+    def source_info(self):
+        return self.primal.source_info
+
+    def resolve(self, name: str):
+        return _NOT_FOUND
+
+    def launch(self, n, *args, device: str | None = None, threads: int | None = None) -> None:
+        flags = self._layout([typeof(a, k) for k, a in enumerate(args)])
+        for k, shadow in enumerate(flags):
+            if shadow:
+                _check_shadow(args[k - 1], args[k], k)
+        self._kernel(flags).launch(n, *args, device=device, threads=threads)
+
+    def __gpuc_source__(self, argtypes):
+        types = [as_type(t) for t in (argtypes if isinstance(argtypes, (tuple, list)) else (argtypes,))]
+        return self._kernel(self._layout(types)).__gpuc_source__(tuple(types))
+
+    def _layout(self, types) -> tuple:
+        """Which of the arguments (of these types) are shadows: the one after each float array."""
+        flags, k = [], 0
+        for name in self._params:
+            if k >= len(types):
+                break
+            flags.append(False)
+            t = types[k]
+            k += 1
+            if isinstance(t, ArrayType) and t.dtype.is_float:
+                flags.append(True)
+                k += 1
+        wanted = len(flags)
+        if wanted != len(types) or len(self._params) != sum(1 for f in flags if not f):
+            raise TypeError(f"{self.__qualname__} takes {self.primal.__qualname__}'s {len(self._params)} "
+                            f"argument(s) with each float array followed by its shadow, but {len(types)} were "
+                            "given")
+        return tuple(flags)
+
+    def _kernel(self, flags: tuple) -> Kernel:
+        found = self._by_layout.get(flags)
+        if found is None:
+            with self._lock:
+                found = self._by_layout.get(flags)
+                if found is None:
+                    found = self._by_layout[flags] = _generate(self, flags)
+        return found
+
+
+def _generate(adjoint: AdjointKernel, flags: tuple) -> Kernel:
+    names, primal_names = [], iter(adjoint._params)
+    last = None
+    for shadow in flags:
+        if shadow:
+            names.append(_fresh(f"{last}_shadow", adjoint._params + names))
+        else:
+            last = next(primal_names)
+            names.append(last)
+    name = re.sub(r"\W", "_", f"{adjoint.primal.__name__}_adjoint")
+    lines = [f"def {name}({', '.join(names)}):\n", f"    request({', '.join(names)})\n"]
+    filename = f"<gpuc.adjoint of {adjoint.primal.__qualname__}, #{next(_NUMBERS)}>"
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    namespace = {"request": AdjointRequest(adjoint.primal, flags)}
+    exec(compile("".join(lines), filename, "exec"), namespace)
+    generated = Kernel(namespace[name])
+    generated.__qualname__ = adjoint.__qualname__
+    return generated
+
+
+def _fresh(name: str, taken) -> str:
+    while name in taken:
+        name += "_"
+    return name
+
+
+def _check_shadow(primal, shadow, position: int) -> None:
+    """A shadow has its array's dtype, shape and strides; arrays with shadows do not overlap themselves."""
+    p, s = _layout_of(primal), _layout_of(shadow)
+    if p != s:
+        raise TypeError(f"argument {position} (the shadow of argument {position - 1}) must have that array's dtype, "
+                        f"shape and strides {p}, not {s}: make it with numpy.zeros_like of a contiguous array")
+    dtype, shape, strides = p
+    extents = sorted((abs(st), (n - 1) * abs(st)) for n, st in zip(shape, strides) if n > 1)
+    reach = 0  # the farthest element the smaller-stride dimensions reach: each stride must step past it
+    for step, extent in extents:
+        if step <= reach:
+            raise TypeError(f"argument {position - 1} has elements that overlap (strides {strides} for shape "
+                            f"{shape}): its shadow could not tell them apart; pass numpy.ascontiguousarray of it")
+        reach += extent
+
+
+def _layout_of(array):
+    if isinstance(array, np.ndarray):
+        return (array.dtype.str, tuple(array.shape), tuple(s // array.itemsize for s in array.strides))
+    interface = array.__cuda_array_interface__
+    dtype = np.dtype(interface["typestr"])
+    shape = tuple(interface["shape"])
+    strides = interface.get("strides")
+    if strides is None:
+        from ..abi import c_strides
+        strides = c_strides(shape, dtype.itemsize)
+    return (dtype.str, shape, tuple(s // dtype.itemsize for s in strides))
+
+
+def adjoint(kernel) -> AdjointKernel:
+    """The adjoint kernel of `kernel` (see AdjointKernel)."""
+    return AdjointKernel(kernel)

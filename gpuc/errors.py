@@ -46,6 +46,14 @@ class CompilationError(CompilerError):
         self.args = (self._text(),)
         return self
 
+    def located_at(self, location: SourceLocation | None) -> "CompilationError":
+        """Give the error `location` when it has none (e.g. the definition of the function at fault, when
+        the IR carries no line); returns the error, to be raised again."""
+        if self.location is None and location is not None:
+            self.location = location
+            self.args = (self._text(),)
+        return self
+
     def _text(self) -> str:
         location, parts = self.location, []
         parts.append(f"{location}: {self.message}" if location else self.message)

@@ -109,6 +109,7 @@ def _generate(adjoint: AdjointKernel, flags: tuple) -> Kernel:
     exec(compile("".join(lines), filename, "exec"), namespace)
     generated = Kernel(namespace[name])
     generated.__qualname__ = adjoint.__qualname__
+    generated.adjoint_of = adjoint.primal  # errors in its reverse sweep point at the primal kernel
     return generated
 
 

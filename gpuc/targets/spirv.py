@@ -54,6 +54,10 @@ class SPIRVTarget(Target):
         llctx = module.context
         fn = module.get_or_insert_function("_Z13get_global_idj", FunctionType.get(llctx.i64, [llctx.i32]))
         fn.calling_convention = "spir_func"
+        # A pure read of the work item's id: equal calls are one value (CSE), as the other targets'
+        # register reads are (the autodiff plugin recognizes a work item's own elements by it).
+        for attribute, value in (("memory", 0), ("nounwind", 0), ("willreturn", 0), ("nosync", 0)):
+            fn.attributes.add(attribute, value)
         call = builder.call(fn, [ConstantInt.get(llctx.i32, dim)], f"index{dim}")
         call.calling_convention = CALLING_CONVENTIONS["spir_func"]
         return call

@@ -19,7 +19,7 @@ import time
 
 from gpuc.abi import ADJOINT_MARKER, FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX
 from gpuc.compiler import CompileState, TransformationRecord
-from gpuc.errors import CompilationError
+from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType
 
 from .kinds import carries_floats, locate
@@ -176,7 +176,8 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     try:
         adjoint_body(module, kernel, call, _settings(state, concurrent=True))
     except CompilationError as exc:
-        raise exc.with_note(f"while building the adjoint kernel @{kernel.name}", None)
+        raise exc.located_at(_definition(state, kernel.name)).with_note(
+            f"while building the adjoint kernel @{kernel.name}", None)
     state.trace.transformations.append(TransformationRecord(
         f"{kernel.name}.adjoint", f"@{kernel.name} (adjoint kernel)", state.point, False,
         time.perf_counter() - start, kernel.name))
@@ -186,6 +187,21 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     if callers:
         kernel.attributes.add("alwaysinline")
     return callers | {kernel.name}
+
+
+def _definition(state: CompileState, name: str) -> SourceLocation | None:
+    """Where the Python function compiled to LLVM function `name` is defined (for an adjoint kernel:
+    its primal kernel), when the compile knows."""
+    record = state.compiled.get(name)
+    function = getattr(record, "source", getattr(record, "function", None))
+    function = getattr(function, "adjoint_of", function)
+    info = getattr(function, "source_info", None)
+    if info is None:
+        return None
+    try:
+        return info.location(info.tree)
+    except (AttributeError, TypeError):
+        return None
 
 
 def _reaches(fn: Function, holding: set[str]) -> bool:
@@ -228,8 +244,8 @@ def _replace(state: CompileState, module: Module, call: CallInst) -> None:
         else:
             tangent = tangent_function(module, fn, active)
     except CompilationError as exc:
-        raise exc.with_note(f"while differentiating @{fn.name}, asked for here (in @{caller.name})",
-                            locate(caller, call))
+        raise exc.located_at(_definition(state, fn.name)).with_note(
+            f"while differentiating @{fn.name}, asked for here (in @{caller.name})", locate(caller, call))
     state.trace.transformations.append(TransformationRecord(
         tangent.name, f"@{fn.name} ({'reverse, ' if reverse else ''}activity {mask})", state.point, reused, time.perf_counter() - start,
         caller.name))

@@ -31,7 +31,7 @@ from gpuc.errors import CompilationError
 
 from . import mathrules, tape
 from .kinds import carries_floats, error
-from .reverse_rules import RULES, accumulate_into, memory_effects, zero
+from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 
 _TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
                 "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.")
@@ -289,6 +289,9 @@ class _Reverse:
                         return [(inner[0][0], (key, inner[0][1]))]
             return None
         if op == "add":
+            for wrap, i in ((x, y), (y, x)):
+                if i in self.indices and _negative_wrap(wrap, i):
+                    return [(self.indices[i], 1)]  # Python's a[i] for i < 0: never, for a work item's index
             left, right = self._index_terms(x, prefix), self._index_terms(y, prefix)
             if left is None or right is None:
                 return None
@@ -336,13 +339,13 @@ class _Reverse:
             gfn.args[self.cotangent_index].name = "cotangent"
 
     def _slot(self, ty, name: str = "", *, zeroed: bool = True):
-        """A stack slot in gfn's first block (zeroed there: adjoints start at zero)."""
+        """A stack slot in gfn's first block (set to -0.0 there: adjoints start at zero)."""
         b = self.b
         saved = b.block
         b.position_at_end(self.alloca_block)
         slot = b.alloca(ty, name)
         if zeroed:
-            b.store(zero(ty), slot)
+            b.store(additive_zero(b, ty), slot)
         if saved is not None and saved != self.alloca_block:
             b.position_at_end(saved)
         return slot
@@ -531,7 +534,7 @@ class _Reverse:
         if slot is None:
             return None
         a = self.b.load(v.type, slot)
-        self.b.store(zero(v.type), slot)
+        self.b.store(additive_zero(self.b, v.type), slot)
         return a
 
     def accumulate(self, v, contribution) -> None:
@@ -661,7 +664,9 @@ class _Reverse:
         for i, arg in enumerate(self.fn.args):
             if self.active_params[i] and not isinstance(arg.type, llvm.PointerType):
                 slot = self.adjoints.get(arg)
-                fields.append(b.load(arg.type, slot) if slot is not None else zero(arg.type))
+                # + 0.0 turns the -0.0 an untouched adjoint holds into the 0.0 users expect
+                fields.append(accumulate_into(b, b.load(arg.type, slot), zero(arg.type)) if slot is not None
+                              else zero(arg.type))
         value = llvm.Constant.poison(self.gfn.return_type)
         for k, f in enumerate(fields):
             value = b.insert_value(value, f, k)
@@ -757,6 +762,16 @@ def _base(pointer):
         seen.add(pointer)
         pointer = pointer.operands[0]
     return pointer
+
+
+def _negative_wrap(v, index) -> bool:
+    """Whether `v` is `select (icmp slt index, 0), n, 0`: what Python's negative indices add."""
+    if not isinstance(v, llvm.SelectInst):
+        return False
+    cond, _, otherwise = v.operands
+    return (isinstance(cond, llvm.CompareInst) and cond.predicate == "slt" and cond.operands[0] == index
+            and isinstance(cond.operands[1], llvm.ConstantInt) and cond.operands[1].value == 0
+            and isinstance(otherwise, llvm.ConstantInt) and otherwise.value == 0)
 
 
 def _scale_key(s, prefix: str, shift: bool):

@@ -23,6 +23,23 @@ def zero(ty) -> llvm.Value:
     return llvm.Constant.null(ty)
 
 
+def additive_zero(b: llvm.Builder, ty) -> llvm.Value:
+    """-0.0 in every float of `ty`: the start of a sum that LLVM may fold away (-0.0 + x is x for
+    every x; +0.0 + x is not, for x = -0.0)."""
+    if isinstance(ty, llvm.FloatingType):
+        return llvm.ConstantFP.get(ty, -0.0)
+    if isinstance(ty, llvm.VectorType):
+        lane, vector = llvm.ConstantFP.get(ty.element_type, -0.0), llvm.Constant.poison(ty)
+        for k in range(ty.count):  # folded into a constant vector
+            vector = b.insert_element(vector, lane, llvm.ConstantInt.get(ty.context.i32, k))
+        return vector
+    value = llvm.Constant.poison(ty)
+    elements = ty.elements if isinstance(ty, llvm.StructType) else [ty.element_type] * ty.count
+    for k, et in enumerate(elements):
+        value = b.insert_value(value, additive_zero(b, et) if carries_floats(et) else zero(et), k)
+    return value
+
+
 def accumulate_into(b: llvm.Builder, current, contribution):
     """current + contribution, element by element for literal structs and arrays."""
     ty = current.type

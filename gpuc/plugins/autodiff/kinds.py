@@ -21,10 +21,10 @@ def carries_floats(ty: llvm.Type) -> bool:
     return False
 
 
-def error(fn: llvm.Function, inst, message: str) -> CompilationError:
+def error(fn: llvm.Function, inst, message: str, hint: str | None = None) -> CompilationError:
     """A CompilationError naming `fn` and the instruction `inst`, located where debug info says."""
     where = f" at `{str(inst).strip()}`" if inst is not None else ""
-    return CompilationError(f"cannot differentiate {fn.name}{where}: {message}", locate(fn, inst))
+    return CompilationError(f"cannot differentiate {fn.name}{where}: {message}", locate(fn, inst), hint)
 
 
 _DBG = re.compile(r"!dbg (![0-9]+)")

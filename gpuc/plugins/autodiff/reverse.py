@@ -350,8 +350,8 @@ class _Reverse:
             b.position_at_end(saved)
         return slot
 
-    def error(self, inst, message: str) -> CompilationError:
-        return error(self.fn, inst, message)
+    def error(self, inst, message: str, hint: str | None = None) -> CompilationError:
+        return error(self.fn, inst, message, hint)
 
     # -- the forward part ------------------------------------------------------------------------
     def value(self, v):
@@ -513,7 +513,9 @@ class _Reverse:
         if self.settings.heap is None:
             raise self.error(None, f"the reverse sweep needs values of each iteration of a loop of "
                                    f"{self.fn.name}, kept on a tape in memory allocated at run time, and "
-                                   f"{self.settings.target_name} has no memory allocator; the CPU and PTX have one")
+                                   f"{self.settings.target_name} has no memory allocator",
+                             "compile derivatives of loops for the CPU or PTX, which have one; loops whose values "
+                             "the reverse sweep does not need (or no loops) compile everywhere")
         pending = self.pushes.setdefault(here, {})
         holder = pending.get(value)
         if holder is None:
@@ -555,7 +557,9 @@ class _Reverse:
         if not self.settings.float_atomics:
             raise self.error(inst, f"the adjoint adds into an array that several work items read, with atomic "
                                    f"float adds, which {self.settings.target_name} lacks: "
-                                   f"{self.settings.float_atomics_missing}")
+                                   f"{self.settings.float_atomics_missing}",
+                             "read only each work item's own element (a[gpuc.index()]) of arrays with shadows, or "
+                             "compile the adjoint for the CPU, PTX or GCN")
         if isinstance(ty, llvm.VectorType):
             lane_ty = ty.element_type
             for k in range(ty.count):

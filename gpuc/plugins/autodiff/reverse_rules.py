@@ -267,7 +267,9 @@ def _call(r, inst):
     if not isinstance(callee, llvm.Function):
         if inst in r.varied or any(a in r.varied or a in r.shadowed for a in inst.args):
             indirect = isinstance(callee, (llvm.Instruction, llvm.Argument, llvm.Constant))
-            raise r.error(inst, f"{'an indirect call' if indirect else 'inline assembly'} cannot be differentiated")
+            raise r.error(inst, f"{'an indirect call' if indirect else 'inline assembly'} cannot be differentiated",
+                          "call the function directly, or through a gpuc.deferred pointer known when compiling "
+                          "(not one chosen at run time)" if indirect else None)
         return
     name = callee.name
     if name.startswith(_TRANSPARENT):
@@ -280,9 +282,15 @@ def _call(r, inst):
         _math(r, inst, *math)
     elif not callee.is_declaration:
         _defined(r, inst, callee)
-    elif inst in r.varied or any(a in r.varied or a in r.shadowed for a in inst.args):
-        if name.startswith("llvm."):
+    elif name.startswith("llvm."):
+        # An intrinsic computing no floats from floats (a conversion to integer, a test) has no
+        # adjoint to pass on; one computing floats, or touching memory with a shadow, needs a rule.
+        if inst in r.varied:
             raise r.error(inst, f"the intrinsic {name} has no derivative rule")
+        if any(a in r.shadowed for a in inst.args):
+            raise r.error(inst, f"the intrinsic {name} works on memory that has a shadow, which is not "
+                                "differentiated")
+    elif inst in r.varied or any(a in r.varied or a in r.shadowed for a in inst.args):
         raise r.error(inst, f"{name} is an external function gpuc knows no derivative of")
 
 

@@ -292,10 +292,20 @@ class Case:
     index: int
     source: str
     dtype: type
-    xs: list          # x, then the constants
-    tangents: list    # for jvp: one per parameter of f
+    xs: list          # f's float parameters: x (derivative's variable), then the other constants
+    tangents: list    # for jvp: one per float parameter of f
     cs: list          # the array constant's two elements (passed whether f takes it or not)
-    expected: list    # [(value, magnitude)] for out[...]: derivative(s), jvp value(s), jvp tangent(s)
+    expected: list    # [(value, magnitude)] for out[...], named by `labels`
+    labels: list = field(default_factory=list)     # what each out[...] holds
+    relations: list = field(default_factory=list)  # (i, [(weight, j)]): out[i] = Σ weight·out[j] (gpuc vs gpuc)
+    ws: list = field(default_factory=list)         # vjp's cotangent (its first nout elements)
+    nout: int = 1
+    arr: bool = False                               # f takes the array constant
+    host: bool = False                              # also call grad/value_and_grad/vjp from Python
+    host_expected: list = field(default_factory=list)  # [(value, magnitude)] for host_results(), flattened
+
+
+COTANGENTS = (1.0, -0.5, 2.0, 0.75, -1.5, 0.25)
 
 
 def generate(seed: int, index: int, attempts: int = 100) -> Case:
@@ -306,38 +316,148 @@ def generate(seed: int, index: int, attempts: int = 100) -> Case:
             g.funcs.append(g.func("g0", rng.randint(1, 2), allow_if=rng.random() < 0.5))
         nparams = rng.randint(1, 3)
         nout = 1 if rng.random() < 0.7 else 2  # f returns a float or a tuple of two floats
-        g.arr = rng.random() < 0.3  # then f has an array constant, and only derivative applies
+        g.arr = rng.random() < 0.3  # then f has an array constant: derivative, grad and value_and_grad apply
         f = g.func("f", nparams, nout=nout)
         dtype = rng.choice([np.float64, np.float32])
         xs = [float(dtype(rng.uniform(-2.0, 2.0))) for _ in range(nparams)]
         tangents = [float(dtype(rng.choice([1.0, 0.5, -2.0, 0.0, 0.25]))) for _ in range(nparams)]
         cs = [float(dtype(rng.uniform(-2.0, 2.0))) for _ in range(2)]
+        ws = [rng.choice(COTANGENTS) for _ in range(2)]  # exact in float32
+        via_func = rng.random() < 0.3  # the reverse call made in a @gpuc.func the kernel calls
+        host = rng.random() < 0.15     # and made from Python as well
         arr = [cs] if g.arr else []
         try:
-            d = f.ev([Dual(xs[0], 1.0, 1.0, abs(xs[0]))] + [Dual.const(c) for c in xs[1:]] + arr)
+            # one column of f's Jacobian per parameter (unit tangent); the first is derivative's
+            cols = [f.ev([Dual(x, 1.0, 1.0, abs(x)) if k == i else Dual.const(x) for k, x in enumerate(xs)] + arr)
+                    for i in range(nparams)]
             j = f.ev([Dual(x, t, abs(t), abs(x)) for x, t in zip(xs, tangents)] + arr)
         except (Undefined, ZeroDivisionError, ValueError, OverflowError):
             continue
-        ds, js = (d, j) if nout == 2 else ([d], [j])
-        expected = [(x.d, x.m) for x in ds]
-        if not g.arr:  # jvp's primals are all active: floats only
-            expected += [(x.v, x.vm) for x in js] + [(x.d, x.m) for x in js]
+        cols = [c if nout == 2 else [c] for c in cols]
+        js = j if nout == 2 else [j]
+        kernel, expected, labels, relations = _kernel(f, nparams, nout, g.arr, via_func, cols, js, ws)
         if not all(math.isfinite(v) and abs(v) < 1e30 for pair in expected for v in pair):
             continue
-        consts = ", ".join([f"xs[{i}]" for i in range(1, nparams)] + (["cs"] if g.arr else []))
-        primals = ", ".join(f"xs[{i}]" for i in range(nparams)) + ("," if nparams == 1 else "")
-        tans = ", ".join(f"ts[{i}]" for i in range(nparams)) + ("," if nparams == 1 else "")
-        deriv = f"gpuc.derivative(f, xs[0]{', ' + consts if consts else ''})"
-        kernel = ("@gpuc.kernel\ndef kernel(out, xs, ts, cs):\n"
-                  + (f"    out[0] = {deriv}\n" if nout == 1 else f"    d0, d1 = {deriv}\n    out[0] = d0\n    out[1] = d1\n"))
-        if not g.arr:
-            kernel += (f"    v, d = gpuc.jvp(f, ({primals}), ({tans}))\n"
-                       + ("    out[1] = v\n    out[2] = d\n" if nout == 1 else
-                          "    out[2] = v[0]\n    out[3] = v[1]\n    out[4] = d[0]\n    out[5] = d[1]\n"))
+        host_expected = _host_expected(cols, nout, g.arr, ws) if host else []
         source = ("import math\n\nimport gpuc\n\n\n" + "".join(h.src() + "\n\n" for h in g.funcs)
                   + f.src() + "\n\n" + kernel)
-        return Case(seed, index, source, dtype, xs, tangents, cs, expected)
+        return Case(seed, index, source, dtype, xs, tangents, cs, expected, labels, relations, ws[:nout], nout,
+                    g.arr, host, host_expected)
     raise RuntimeError(f"no defined derivative program for seed {seed} index {index}")
+
+
+def _vjp_entry(col, ws):
+    """The cotangent ws pulled back through one Jacobian column: Σ w·d, magnitude Σ |w|·m."""
+    return (sum(w * x.d for w, x in zip(ws, col)), sum(abs(w) * x.m for w, x in zip(ws, col)))
+
+
+def _kernel(f, nparams, nout, arr, via_func, cols, js, ws):
+    """The kernel's source, what each out[...] must hold, and the relations between out[...]s.
+
+    Forward mode: derivative in xs[0], jvp along ts. Reverse mode: grad and value_and_grad (f returning
+    one float; the array constant passed, a constant) and vjp along the cotangent ws (no array
+    constant: vjp's primals are floats). gpuc's own forward results are the second witness: grad[i]
+    equals the jvp with the unit tangent e_i (derivative for i = 0), vjp's cotangent[i] the
+    ws-weighted sum of those jvps."""
+    lines, expected, labels, relations, helper = [], [], [], [], []
+
+    def store(src, want, label):
+        lines.append(f"    out[{len(expected)}] = {src}")
+        expected.append(want)
+        labels.append(label)
+        return len(expected) - 1
+
+    names = [f"xs[{i}]" for i in range(nparams)]
+    consts = ", ".join(names[1:] + (["cs"] if arr else []))
+    primals = ", ".join(names) + ("," if nparams == 1 else "")
+    tans = ", ".join(f"ts[{i}]" for i in range(nparams)) + ("," if nparams == 1 else "")
+    deriv = f"gpuc.derivative(f, xs[0]{', ' + consts if consts else ''})"
+    if nout == 1:
+        column0 = [store(deriv, (cols[0][0].d, cols[0][0].m), "derivative")]
+    else:
+        lines.append(f"    d0, d1 = {deriv}")
+        column0 = [store(f"d{k}", (cols[0][k].d, cols[0][k].m), f"derivative[{k}]") for k in range(2)]
+    values = None
+    if not arr:  # jvp's primals are all active: floats only
+        lines.append(f"    v, d = gpuc.jvp(f, ({primals}), ({tans}))")
+        if nout == 1:
+            values = [store("v", (js[0].v, js[0].vm), "jvp value")]
+            store("d", (js[0].d, js[0].m), "jvp tangent")
+        else:
+            values = [store(f"v[{k}]", (js[k].v, js[k].vm), f"jvp value[{k}]") for k in range(2)]
+            for k in range(2):
+                store(f"d[{k}]", (js[k].d, js[k].m), f"jvp tangent[{k}]")
+    # the Jacobian's columns computed by gpuc in forward mode: derivative, then unit-tangent jvps
+    columns = [column0]
+    if not arr:
+        for i in range(1, nparams):
+            unit = ", ".join("es[1]" if k == i else "es[0]" for k in range(nparams))
+            lines.append(f"    v{i}, e{i} = gpuc.jvp(f, ({primals}), ({unit}))")
+            columns.append([store(f"e{i}" if nout == 1 else f"e{i}[{k}]", (cols[i][k].d, cols[i][k].m),
+                                  f"jvp e{i}" if nout == 1 else f"jvp e{i}[{k}]") for k in range(nout)])
+    args = ", ".join(names + (["cs"] if arr else []))
+    params = ", ".join([f"p{i}" for i in range(nparams)] + (["arr"] if arr else []))
+    if nout == 1:
+        if via_func:
+            helper = ["@gpuc.func", f"def rf({params}):", f"    return gpuc.grad(f, {params})"]
+            lines.append(f"    g = rf({args})")
+        else:
+            lines.append(f"    g = gpuc.grad(f, {args})")
+        for i in range(nparams):
+            k = store(f"g[{i}]", (cols[i][0].d, cols[i][0].m), f"grad[{i}]")
+            if i < len(columns):
+                relations.append((k, [(1.0, columns[i][0])]))
+        lines.append(f"    vg, gg = gpuc.value_and_grad(f, {args})")
+        value = store("vg", (cols[0][0].v, cols[0][0].vm), "value_and_grad value")
+        relations.append((value, [(1.0, store(f"f({args})", (cols[0][0].v, cols[0][0].vm), "f"))]))
+        for i in range(nparams):
+            store(f"gg[{i}]", (cols[i][0].d, cols[i][0].m), f"value_and_grad grad[{i}]")
+    if not arr:
+        cot = "ws[0]" if nout == 1 else "(ws[0], ws[1])"
+        if via_func and nout == 2:
+            ps = ", ".join(f"p{i}" for i in range(nparams)) + ("," if nparams == 1 else "")
+            helper = ["@gpuc.func", f"def rf({params}, w0, w1):", f"    return gpuc.vjp(f, ({ps}), (w0, w1))"]
+            lines.append(f"    vv, ct = rf({args}, ws[0], ws[1])")
+        else:
+            lines.append(f"    vv, ct = gpuc.vjp(f, ({primals}), {cot})")
+        if nout == 1:
+            relations.append((store("vv", (cols[0][0].v, cols[0][0].vm), "vjp value"), [(1.0, values[0])]))
+        else:
+            for k in range(2):
+                relations.append((store(f"vv[{k}]", (cols[0][k].v, cols[0][k].vm), f"vjp value[{k}]"),
+                                  [(1.0, values[k])]))
+        for i in range(nparams):
+            k = store(f"ct[{i}]", _vjp_entry(cols[i], ws[:nout]), f"vjp cotangent[{i}]")
+            relations.append((k, [(w, j) for w, j in zip(ws, columns[i])]))
+    source = ("\n".join(helper) + "\n\n\n" if helper else "") + "@gpuc.kernel\ndef kernel(out, xs, ts, cs, ws, es):\n"
+    return source + "\n".join(lines) + "\n", expected, labels, relations
+
+
+def _host_expected(cols, nout, arr, ws):
+    """What host_results() returns, flattened: grad, value_and_grad (f returning one float), vjp (no array)."""
+    want = []
+    if nout == 1:
+        grads = [(c[0].d, c[0].m) for c in cols]
+        want += grads + [(cols[0][0].v, cols[0][0].vm)] + grads
+    if not arr:
+        want += [(x.v, x.vm) for x in cols[0]] + [_vjp_entry(c, ws[:nout]) for c in cols]
+    return want
+
+
+def host_results(case: Case, f) -> list:
+    """gpuc.grad, value_and_grad and vjp of f called from Python, their results flattened."""
+    import gpuc
+    xs = [case.dtype(x) for x in case.xs]
+    args = xs + ([np.array(case.cs, case.dtype)] if case.arr else [])
+    got = []
+    if case.nout == 1:
+        got += list(gpuc.grad(f, *args))
+        value, grads = gpuc.value_and_grad(f, *args)
+        got += [value, *grads]
+    if not case.arr:
+        value, cts = gpuc.vjp(f, tuple(xs), case.ws[0] if case.nout == 1 else tuple(case.ws))
+        got += ([value] if case.nout == 1 else list(value)) + list(cts)
+    return got
 
 
 # -- running ----------------------------------------------------------------------------------------
@@ -351,11 +471,10 @@ class Finding:
     def describe(self) -> str:
         c = self.case
         return (f"== derivatives seed {c.seed} program {c.index}: {self.kind} ==\n{c.source}\n"
-                f"xs = {c.xs} ts = {c.tangents} cs = {c.cs} ({np.dtype(c.dtype).name})\n{self.detail}\n")
+                f"xs = {c.xs} ts = {c.tangents} cs = {c.cs} ws = {c.ws} ({np.dtype(c.dtype).name})\n{self.detail}\n")
 
 
 def check(case: Case, workdir: Path) -> Finding | None:
-    import gpuc
     path = workdir / f"deriv_{case.seed}_{case.index}.py"
     path.write_text(case.source)
     spec = importlib.util.spec_from_file_location(f"gpuc_deriv_{case.seed}_{case.index}", path)
@@ -365,16 +484,39 @@ def check(case: Case, workdir: Path) -> Finding | None:
     xs = np.array(case.xs, case.dtype)
     ts = np.array(case.tangents, case.dtype)
     cs = np.array(case.cs, case.dtype)
+    ws = np.array(case.ws + [0.0] * (2 - len(case.ws)), case.dtype)
+    es = np.array([0.0, 1.0], case.dtype)
     try:
-        module.kernel.launch(1, out, xs, ts, cs, device="cpu", threads=1)
+        module.kernel.launch(1, out, xs, ts, cs, ws, es, device="cpu", threads=1)
+        host = host_results(case, module.f) if case.host else []
     except Exception as exc:  # noqa: BLE001 — every error is a finding: the program is documented
         return Finding(case, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
     rtol = RTOL32 if case.dtype is np.float32 else RTOL64
+    floor = 1e-30 if case.dtype is np.float64 else 1e-6 * rtol
+
+    def tolerance(want, mag):
+        return rtol * max(mag, abs(want)) + floor
+
+    got = out.tolist()
+    labels = case.labels or [""] * len(got)
     bad = []
-    for i, (got, (want, mag)) in enumerate(zip(out.tolist(), case.expected)):
-        tol = rtol * max(mag, abs(want)) + (1e-30 if case.dtype is np.float64 else 1e-6 * rtol)
-        if not (abs(got - want) <= tol):
-            bad.append(f"out[{i}]: got {got!r}, expected {want!r} (tolerance {tol:.3g})")
+    for i, (value, (want, mag)) in enumerate(zip(got, case.expected)):
+        tol = tolerance(want, mag)
+        if not (abs(value - want) <= tol):
+            bad.append(f"out[{i}] ({labels[i]}): got {value!r}, expected {want!r} (tolerance {tol:.3g})")
+    for i, terms in case.relations:  # gpuc's reverse results against its forward ones
+        other = sum(w * got[j] for w, j in terms)
+        tol = tolerance(*case.expected[i])
+        if not (abs(got[i] - other) <= tol):
+            bad.append(f"out[{i}] ({labels[i]}) = {got[i]!r} but "
+                       + " + ".join(f"{w!r}·out[{j}] ({labels[j]})" for w, j in terms)
+                       + f" = {other!r} (tolerance {tol:.3g})")
+    for k, (value, (want, mag)) in enumerate(zip(host, case.host_expected)):
+        tol = tolerance(want, mag)
+        if not (abs(value - want) <= tol):
+            bad.append(f"from Python, result {k}: got {value!r}, expected {want!r} (tolerance {tol:.3g})")
+    if len(host) != len(case.host_expected):
+        bad.append(f"from Python: {len(host)} results, expected {len(case.host_expected)}")
     return Finding(case, "mismatch", "\n".join(bad)) if bad else None
 
 

@@ -1,0 +1,324 @@
+"""Adjoint kernels (gpuc.adjoint): shadows after the launch against central finite differences of a scalar
+loss, with 1 and 2 threads; the cases NVIDIA Warp documents as wrong; atomics only where needed (IR);
+every target; launch checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from support.llvm_testing import filecheck
+
+import gpuc
+
+
+@gpuc.kernel
+def elementwise(x, y):
+    i = gpuc.index()
+    y[i] = math.sin(x[i]) * x[i]
+
+
+@gpuc.kernel
+def stencil(x, y):
+    i = gpuc.index()
+    n = x.shape[0]
+    if i > 0 and i < n - 1:
+        y[i] = 0.25 * x[i - 1] + 0.5 * x[i] * x[i] + 0.25 * x[i + 1]
+
+
+@gpuc.kernel
+def reduction(x, out):
+    i = gpuc.index()
+    gpuc.atomic_add(out, 0, x[i] * x[i])
+
+
+@gpuc.kernel
+def dynamic_loop(x, steps, y):
+    i = gpuc.index()
+    acc = x[i]
+    for _ in range(steps[i]):
+        acc = acc * 0.5 + math.sin(acc)
+    y[i] = acc
+
+
+@gpuc.kernel
+def data_dependent_while(x, y):
+    i = gpuc.index()
+    v = x[i]
+    k = 0
+    while v < 10.0:
+        v = v * 1.5 + 0.1
+        k += 1
+    y[i] = v * k
+
+
+@gpuc.kernel
+def square_in_place(x):
+    i = gpuc.index()
+    x[i] *= x[i]
+
+
+@gpuc.kernel
+def divide_in_place(x, y):
+    i = gpuc.index()
+    x[i] /= y[i]
+    x[i] *= x[i] + 1.0
+
+
+@gpuc.kernel
+def two_d(a, b):
+    i, j = gpuc.index(0), gpuc.index(1)
+    b[i, j] = a[i, j] * a[j, i] + math.exp(a[i, j])
+
+
+@gpuc.func
+def smooth(u, v):
+    return u * v / (1.0 + u * u)
+
+
+@gpuc.kernel
+def calls_funcs(x, y, out):
+    i = gpuc.index()
+    out[i] = smooth(x[i], y[i]) + smooth(y[i], x[i]) * 2.0
+
+
+@gpuc.kernel
+def gather(x, idx, y):
+    i = gpuc.index()
+    y[i] = x[idx[i]] * x[idx[i]]
+
+
+@gpuc.kernel
+def matvec(a, x, y):
+    i = gpuc.index()
+    s = 0.0
+    for j in range(x.shape[0]):
+        s += a[i, j] * x[j]
+    y[i] = math.tanh(s)
+
+
+@gpuc.kernel
+def scaled(x, c, y):
+    i = gpuc.index()
+    if i >= y.shape[0]:
+        return
+    y[i] = c * x[i] * x[i]
+
+
+@gpuc.kernel
+def float32_mix(x, y):
+    i = gpuc.index()
+    v = x[i]
+    y[i] = v * v * gpuc.float32(0.5) + math.exp(v)
+
+
+RNG = np.random.default_rng(2026)
+N = 13
+X = RNG.uniform(0.5, 1.5, N)
+CASES = {
+    "elementwise": (elementwise, lambda: [X.copy(), np.zeros(N)], N, [1]),
+    "stencil": (stencil, lambda: [X.copy(), np.zeros(N)], N, [1]),
+    "reduction": (reduction, lambda: [X.copy(), np.zeros(1)], N, [1]),
+    "dynamic_loop": (dynamic_loop, lambda: [X.copy(), RNG.integers(0, 8, N), np.zeros(N)], N, [2]),
+    "data_dependent_while": (data_dependent_while, lambda: [X.copy(), np.zeros(N)], N, [1]),
+    "square_in_place": (square_in_place, lambda: [X.copy()], N, [0]),
+    "divide_in_place": (divide_in_place, lambda: [X.copy(), X[::-1].copy() + 1.0], N, [0]),
+    "two_d": (two_d, lambda: [RNG.uniform(-1, 1, (4, 4)), np.zeros((4, 4))], (4, 4), [1]),
+    "calls_funcs": (calls_funcs, lambda: [X.copy(), X[::-1].copy(), np.zeros(N)], N, [2]),
+    "gather_repeated": (gather, lambda: [X.copy(), np.array([0, 1, 1, 2, 0, 0, 5, 5, 5, 3, 0, 12, 12]),
+                                         np.zeros(N)], N, [2]),
+    "matvec": (matvec, lambda: [RNG.uniform(-1, 1, (5, 4)), RNG.uniform(-1, 1, 4), np.zeros(5)], 5, [2]),
+    "scaled_early_return": (scaled, lambda: [X.copy(), 1.5, np.zeros(N - 3)], N, [2]),
+    "float32": (float32_mix, lambda: [X.astype(np.float32), np.zeros(N, np.float32)], N, [1]),
+}
+
+
+def _copy(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _fd_gradients(kernel, args, n, seeds, wrt):
+    """Central differences of L = sum over outputs of seed * output after the primal launch."""
+    def loss(a):
+        kernel.launch(n, *a, threads=1)
+        return sum(float(np.sum(seeds[p].astype(np.float64) * a[p])) for p in seeds)
+
+    x = args[wrt]
+    grad = np.zeros(x.shape)
+    h = 1e-3 if x.dtype == np.float32 else 1e-6
+    for e in range(x.size):
+        plus, minus = _copy(args), _copy(args)
+        plus[wrt].flat[e] += h
+        minus[wrt].flat[e] -= h
+        grad.flat[e] = (loss(plus) - loss(minus)) / (2 * h)
+    return grad
+
+
+def _adjoint_shadows(kernel, args, n, seeds, threads):
+    full, shadows = [], {}
+    for p, a in enumerate(_copy(args)):
+        full.append(a)
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            shadows[p] = seeds[p].copy() if p in seeds else np.zeros_like(a)
+            full.append(shadows[p])
+    gpuc.adjoint(kernel).launch(n, *full, threads=threads)
+    return full, shadows
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", list(CASES))
+def test_shadows_match_finite_differences(name, threads):
+    kernel, make, n, outputs = CASES[name]
+    args = make()
+    rng = np.random.default_rng(7)
+    seeds = {p: rng.standard_normal(args[p].shape).astype(args[p].dtype) for p in outputs}
+    _, shadows = _adjoint_shadows(kernel, args, n, seeds, threads)
+    float32 = any(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in args)
+    for p, shadow in shadows.items():
+        # Every float array, read or written: dL/d(its value before the launch). For an output that is
+        # overwritten it is 0 (the seed consumed); where it is left alone or added to, the seed stays.
+        want = _fd_gradients(kernel, args, n, seeds, p)
+        np.testing.assert_allclose(shadow, want, rtol=2e-2 if float32 else 1e-6, atol=2e-2 if float32 else 1e-7,
+                                   err_msg=f"shadow of argument {p}")
+
+
+def test_case_count():
+    assert len(CASES) >= 12
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_seed_is_consumed_and_primal_runs(threads):
+    x = X.copy()
+    y = np.zeros(N)
+    dx, dy = np.full(N, 0.5), np.ones(N)
+    gpuc.adjoint(elementwise).launch(N, x, dx, y, dy, threads=threads)
+    np.testing.assert_allclose(y, np.sin(X) * X)           # the primal's effects happen
+    np.testing.assert_array_equal(dy, 0.0)                  # the seed of the overwritten output is consumed
+    np.testing.assert_allclose(dx, 0.5 + np.cos(X) * X + np.sin(X))  # accumulated onto what was there
+
+
+def test_repeated_launches_accumulate():
+    x, y = X.copy(), np.zeros(N)
+    dx = np.zeros(N)
+    for _ in range(3):
+        gpuc.adjoint(elementwise)[N](x, dx, y, np.ones(N))
+    np.testing.assert_allclose(dx, 3 * (np.cos(X) * X + np.sin(X)))
+
+
+def test_large_launch_many_threads_gather_with_atomics():
+    n = 200_000
+    x = np.linspace(0.1, 1.0, 1000)
+    idx = np.arange(n) % 1000
+    y, dx = np.zeros(n), np.zeros(1000)
+    gpuc.adjoint(gather).launch(n, x, dx, idx, y, np.ones(n), threads=2)
+    np.testing.assert_allclose(dx, 2 * x * (n // 1000), rtol=1e-12)
+
+
+def test_tape_memory_follows_trip_counts():
+    # Items with trip counts from 0 to 3000: each keeps its own tape, freed at its end; results exact.
+    n = 64
+    x = np.linspace(0.2, 0.9, n)
+    steps = (np.arange(n) * 47) % 3001
+    y, dx = np.zeros(n), np.zeros(n)
+    gpuc.adjoint(dynamic_loop).launch(n, x, dx, steps, y, np.ones(n), threads=2)
+    for i in (0, 1, 17, 63):
+        acc, d = x[i], 1.0
+        for _ in range(steps[i]):
+            acc, d = acc * 0.5 + math.sin(acc), d * (0.5 + math.cos(acc))
+        assert dx[i] == pytest.approx(d, rel=1e-12, abs=1e-300)
+
+
+# -- atomics only where several work items touch an element (IR) --------------------------------------
+
+F64 = gpuc.Array[gpuc.float64, 1]
+
+
+def test_own_index_shadows_use_plain_adds():
+    ir = gpuc.code_llvm(gpuc.adjoint(elementwise), (F64,) * 4)
+    filecheck(ir, """
+        CHECK-LABEL: define void @elementwise.adjoint
+        CHECK-NOT: atomicrmw
+        CHECK: store double 0.0
+        CHECK: fadd double
+        CHECK: ret void
+    """)
+
+
+def test_neighbour_reads_use_atomic_adds():
+    ir = gpuc.code_llvm(gpuc.adjoint(stencil), (F64,) * 4)
+    filecheck(ir, """
+        CHECK-LABEL: define void @stencil.adjoint
+        CHECK: atomicrmw fadd ptr
+        CHECK: ret void
+    """)
+
+
+def test_gather_shadow_uses_atomics_only_for_the_gathered_array():
+    ir = gpuc.code_llvm(gpuc.adjoint(gather), (F64, F64, gpuc.Array[gpuc.int64, 1], F64, F64))
+    filecheck(ir, """
+        CHECK-LABEL: define void @gather.adjoint
+        CHECK: %[[SHADOW:[0-9]+]] = getelementptr inbounds double, ptr %x_shadow.data
+        CHECK: atomicrmw fadd ptr %[[SHADOW]]
+        CHECK-NOT: atomicrmw
+        CHECK: ret void
+    """)
+
+
+# -- targets -------------------------------------------------------------------------------------------
+
+F32 = gpuc.Array[gpuc.float32, 1]
+I64 = gpuc.Array[gpuc.int64, 1]
+TARGET_KERNELS = [(elementwise, (F32,) * 4), (stencil, (F32,) * 4), (reduction, (F32,) * 4),
+                  (dynamic_loop, (F32, F32, I64, F32, F32)), (calls_funcs, (F32,) * 6)]
+
+
+@pytest.mark.parametrize("kernel, types", TARGET_KERNELS, ids=[k.__name__ for k, _ in TARGET_KERNELS])
+def test_ptx(kernel, types, ptxas):
+    ptxas(gpuc.code_native(gpuc.adjoint(kernel), types, target=gpuc.PTXTarget()))
+
+
+@pytest.mark.parametrize("kernel, types", [TARGET_KERNELS[0], TARGET_KERNELS[1], TARGET_KERNELS[2]],
+                         ids=["elementwise", "stencil", "reduction"])
+def test_gcn(kernel, types):
+    asm = gpuc.code_native(gpuc.adjoint(kernel), types, target=gpuc.GCNTarget())
+    assert ".amdhsa_kernel" in asm or "amdhsa" in asm
+
+
+def test_spirv_own_index(spirv_val):
+    job = gpuc.CompilerJob((gpuc.adjoint(elementwise), (F32,) * 4), gpuc.CompilerConfig(gpuc.SPIRVTarget()))
+    spirv_val(gpuc.compile(job, "obj").output)
+
+
+def test_spirv_without_float_atomics_is_a_located_error():
+    with pytest.raises(gpuc.CompilationError) as info:
+        gpuc.code_native(gpuc.adjoint(stencil), (F32,) * 4, target=gpuc.SPIRVTarget())
+    assert "atomic float adds" in str(info.value) and info.value.location.line > 0
+    assert "test_reverse_kernels.py" in info.value.location.file
+
+
+def test_loop_tape_without_allocator_is_a_located_error():
+    with pytest.raises(gpuc.CompilationError) as info:
+        gpuc.code_native(gpuc.adjoint(dynamic_loop), (F32, F32, I64, F32, F32), target=gpuc.GCNTarget())
+    assert "no memory allocator" in str(info.value) and info.value.location is not None
+
+
+# -- launch checks -------------------------------------------------------------------------------------
+
+def test_shadow_must_match_layout():
+    x, y = X.copy(), np.zeros(N)
+    with pytest.raises(TypeError, match="shadow"):
+        gpuc.adjoint(elementwise)[N](x, np.zeros(N + 1), y, np.ones(N))
+    with pytest.raises(TypeError, match="overlap"):
+        b = np.broadcast_to(np.float64(1.0), (N,))
+        gpuc.adjoint(elementwise)[N](b, np.broadcast_to(np.float64(0.0), (N,)), y, np.ones(N))
+
+
+def test_wrong_argument_count():
+    with pytest.raises(TypeError, match="followed by its shadow"):
+        gpuc.adjoint(elementwise)[N](X.copy(), np.zeros(N), np.zeros(N))
+
+
+def test_adjoint_of_a_func_is_an_error():
+    with pytest.raises(TypeError, match="gpuc.grad"):
+        gpuc.adjoint(smooth)

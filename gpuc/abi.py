@@ -39,6 +39,8 @@ FORWARD_MARKER_PREFIX = "gpuc.autodiff.fwd."
 #: i64 %index2, ptr %array, ptr %shadow, ...)` (docs/autodiff.md).
 REVERSE_MARKER_PREFIX = "gpuc.autodiff.rev."
 ADJOINT_MARKER = REVERSE_MARKER_PREFIX + "adjoint"
+#: The same for work items that run one after another (a one-thread CPU launch): no atomics needed.
+SERIAL_ADJOINT_MARKER = ADJOINT_MARKER + ".serial"
 
 # -- the launch context: markers, parameters and the context struct ----------------------------
 
@@ -530,7 +532,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+__all__ = ["ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

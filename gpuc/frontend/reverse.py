@@ -57,7 +57,8 @@ class Grad(Handler):
     def type(self, typer, node):
         if len(node.args) < 2:
             raise UserError(f"{self.name}(f, *args) takes the function and its arguments, but {len(node.args)} "
-                            "argument(s) were given", hint=f"write {self.name}(f, x)")
+                            "argument(s) were given", hint=f"write {self.name}(f, x): it is the gradient at x, not a "
+                                                           "function returning it (as jax.grad(f) is)")
         target = _function(typer, node.args[0], self.name)
         _arity(target, len(node.args) - 1, self.name, "pass one argument per parameter of the function")
         signature = tuple(_argument(typer, a) for a in node.args[1:])
@@ -127,10 +128,12 @@ def _split(lw, pair, grads: TupleType):
 
 class AdjointRequest:
     """The one statement of a generated adjoint kernel: `request(x, dx, y, dy, a)` runs `kernel` on the
-    primal arguments; `shadows` flags the parameters that are the previous float array's shadow."""
+    primal arguments; `shadows` flags the parameters that are the previous float array's shadow.
+    `serial`: the work items run one after another (a one-thread CPU launch), so adds into shadows
+    that several items share need no atomics."""
 
-    def __init__(self, kernel, shadows: tuple) -> None:
-        self.kernel, self.shadows = kernel, tuple(shadows)
+    def __init__(self, kernel, shadows: tuple, serial: bool = False) -> None:
+        self.kernel, self.shadows, self.serial = kernel, tuple(shadows), serial
 
     def __repr__(self) -> str:
         return f"<the adjoint of {self.kernel.__qualname__}>"
@@ -175,7 +178,8 @@ class AdjointCall(Handler):
         for k, shadow in enumerate(flags):
             if shadow:
                 pairs += [flats[k - 1][0], flats[k][0]]
-        marker = lw.declare(abi.ADJOINT_MARKER, ctx.void, [ctx.i64] * 3 + [p.type for p in pairs])
+        name = abi.SERIAL_ADJOINT_MARKER if self.request.serial else abi.ADJOINT_MARKER
+        marker = lw.declare(name, ctx.void, [ctx.i64] * 3 + [p.type for p in pairs])
         lw.b.call(marker, indices + pairs)
         lw.fn.attributes.add("noinline")  # whole until the plugin has built its reverse sweep
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import math
 import re
 import threading
 
@@ -18,7 +19,8 @@ import numpy as np
 from ..frontend.reverse import AdjointRequest
 from ..frontend.source import Kernel, _NOT_FOUND
 from ..frontend.types import ArrayType, as_type
-from .dispatch import typeof
+from .cpu import index_space, launch_threads
+from .dispatch import _device_of, typeof
 
 _NUMBERS = itertools.count()
 
@@ -57,11 +59,16 @@ class AdjointKernel(Kernel):
         for k, shadow in enumerate(flags):
             if shadow:
                 _check_shadow(args[k - 1], args[k], k)
-        self._kernel(flags).launch(n, *args, device=device, threads=threads)
+        # Work items run one after another on one CPU thread: adds into shared shadows need no atomics.
+        on_cpu = (device or _device_of(args)) == "cpu"
+        serial = on_cpu and launch_threads(math.prod(index_space(n)), threads) == 1
+        self._kernel(flags, serial).launch(n, *args, device=device, threads=threads)
 
     def __gpuc_source__(self, argtypes):
+        """The adjoint compiled on its own (`gpuc.code_llvm(gpuc.adjoint(k), types)`) is the one for
+        concurrent work items, as GPUs and multi-threaded CPU launches run it."""
         types = [as_type(t) for t in (argtypes if isinstance(argtypes, (tuple, list)) else (argtypes,))]
-        return self._kernel(self._layout(types)).__gpuc_source__(tuple(types))
+        return self._kernel(self._layout(types), False).__gpuc_source__(tuple(types))
 
     def _layout(self, types) -> tuple:
         """Which of the arguments (of these types) are shadows: the one after each float array."""
@@ -82,17 +89,18 @@ class AdjointKernel(Kernel):
                             "given")
         return tuple(flags)
 
-    def _kernel(self, flags: tuple) -> Kernel:
-        found = self._by_layout.get(flags)
+    def _kernel(self, flags: tuple, serial: bool) -> Kernel:
+        key = (flags, serial)
+        found = self._by_layout.get(key)
         if found is None:
             with self._lock:
-                found = self._by_layout.get(flags)
+                found = self._by_layout.get(key)
                 if found is None:
-                    found = self._by_layout[flags] = _generate(self, flags)
+                    found = self._by_layout[key] = _generate(self, flags, serial)
         return found
 
 
-def _generate(adjoint: AdjointKernel, flags: tuple) -> Kernel:
+def _generate(adjoint: AdjointKernel, flags: tuple, serial: bool) -> Kernel:
     names, primal_names = [], iter(adjoint._params)
     last = None
     for shadow in flags:
@@ -105,7 +113,7 @@ def _generate(adjoint: AdjointKernel, flags: tuple) -> Kernel:
     lines = [f"def {name}({', '.join(names)}):\n", f"    request({', '.join(names)})\n"]
     filename = f"<gpuc.adjoint of {adjoint.primal.__qualname__}, #{next(_NUMBERS)}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
-    namespace = {"request": AdjointRequest(adjoint.primal, flags)}
+    namespace = {"request": AdjointRequest(adjoint.primal, flags, serial)}
     exec(compile("".join(lines), filename, "exec"), namespace)
     generated = Kernel(namespace[name])
     generated.__qualname__ = adjoint.__qualname__
@@ -148,6 +156,15 @@ def _layout_of(array):
     return (dtype.str, shape, tuple(s // dtype.itemsize for s in strides))
 
 
+_ADJOINTS_LOCK = threading.Lock()
+
+
 def adjoint(kernel) -> AdjointKernel:
-    """The adjoint kernel of `kernel` (see AdjointKernel)."""
-    return AdjointKernel(kernel)
+    """The adjoint kernel of `kernel` (see AdjointKernel): one per kernel, so that its compiled
+    launchers are kept with it (`gpuc.adjoint(k)[n](...)` in a loop compiles once)."""
+    found = getattr(kernel, "__dict__", {}).get("_gpuc_adjoint")
+    if found is None:
+        made = AdjointKernel(kernel)
+        with _ADJOINTS_LOCK:
+            found = kernel.__dict__.setdefault("_gpuc_adjoint", made)
+    return found

@@ -255,6 +255,18 @@ CHUNKS_PER_THREAD = 8
 MIN_ITEMS_PER_CHUNK = 4096  # a chunk costs a couple of microseconds: as much as ~10k cheap items
 
 
+def launch_threads(total: int, threads: int | None = None) -> int:
+    """How many threads a launch of `total` work items with `threads=` runs on."""
+    if threads is None:
+        # Handing a chunk to a pool thread costs tens of microseconds: by default, small index
+        # spaces run on the calling thread (an explicit `threads=` is always honoured).
+        return max(1, min(default_threads(), total // MIN_ITEMS_PER_THREAD))
+    threads = operator.index(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
+    return max(1, min(threads, total))
+
+
 def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     """Call a range wrapper `fn` over `n` on `threads` threads (the calling thread is one of them)."""
     n0, n1, n2 = index_space(n)
@@ -262,15 +274,7 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     if total == 0:
         return
     sizes = struct.pack("<3q", n0, n1, n2)
-    if threads is None:
-        # Handing a chunk to a pool thread costs tens of microseconds: by default, small index
-        # spaces run on the calling thread (an explicit `threads=` is always honoured).
-        threads = max(1, min(default_threads(), total // MIN_ITEMS_PER_THREAD))
-    else:
-        threads = operator.index(threads)
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, not {threads}")
-        threads = min(threads, total)
+    threads = launch_threads(total, threads)
     if threads == 1:
         fn(argv, 0, total, sizes)
         return

@@ -54,6 +54,22 @@ class _Session:
 
 _lock = threading.Lock()
 _session: _Session | str | None = None  # a session, or the reason there is none
+_heap_raised = False
+#: The device heap (`malloc` in kernels: reverse-mode tapes of loops) gpuc asks for before loading the first
+#: module that allocates: the driver's default is 8 MiB; this is 1/16 of the device's memory, at most 4 GiB.
+_HEAP_SHARE, _HEAP_MOST = 16, 4 << 30
+
+
+def _raise_heap(session: _Session) -> None:
+    """Make the device heap large enough for per-thread tapes, once, before a kernel allocates."""
+    global _heap_raised
+    with _lock:
+        if _heap_raised:
+            return
+        _heap_raised = True
+    limit = session.driver.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE
+    size = min(session.info.total_memory // _HEAP_SHARE, _HEAP_MOST)
+    _quietly(lambda: _call(session.driver, "cuCtxSetLimit", limit, size))
 
 
 def _describe(driver, err) -> str:
@@ -241,6 +257,8 @@ class CudaModule:
         session = _activate()
         driver = session.driver
         image = (ptx.encode() if isinstance(ptx, str) else bytes(ptx)).rstrip(b"\0") + b"\0"
+        if b"malloc" in image:  # the module allocates in kernels
+            _raise_heap(session)
         error_log, info_log = bytearray(_LOG_BYTES), bytearray(_LOG_BYTES)  # the driver writes into these
         opt = driver.CUjit_option
         options = {opt.CU_JIT_ERROR_LOG_BUFFER: error_log, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: _LOG_BYTES,

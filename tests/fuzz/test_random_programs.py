@@ -35,7 +35,7 @@ from support.numeric import Expected
 from support.reference import Program
 
 CI_SEED, CI_COUNT = 2026, 400
-CI_DERIVATIVES = 200  # gpuc.derivative / gpuc.jvp programs (support.derivatives)
+CI_DERIVATIVES = 200  # gpuc.derivative / jvp / grad / value_and_grad / vjp programs (support.derivatives)
 
 # Constructs left out of the CI sample while gpuc cannot handle them yet, feature -> why (the soak keeps
 # them).
@@ -306,7 +306,7 @@ def test_soak(request):
     _check(fuzz.run_programs(seed, count, workers=os.cpu_count() or 2, timeout=120, features=progen.FEATURES))
 
 
-# -- forward-mode derivatives (support.derivatives): dual numbers are the reference ---------------
+# -- derivatives, forward and reverse mode (support.derivatives): dual numbers are the reference ---
 
 def test_dual_numbers_differentiate_what_the_generator_writes():
     from support.derivatives import Dual, dual_math
@@ -329,13 +329,35 @@ def test_derivative_checker_finds_wrong_values(tmp_path):
     assert finding is not None and finding.kind == "mismatch" and "out[0]" in finding.detail
 
 
+def test_derivative_checker_finds_wrong_gradients(tmp_path):
+    from support import derivatives
+    # a grad entry against the reference, and against gpuc's own jvp with the unit tangent
+    case = next(c for c in (derivatives.generate(CI_SEED, k) for k in range(60))
+                if c.dtype is np.float64 and "jvp e1" in c.labels and "grad[1]" in c.labels
+                and abs(c.expected[c.labels.index("grad[1]")][0]) > 0.1)
+    k = case.labels.index("grad[1]")
+    assert f"out[{k}] = g[1]\n" in case.source
+    case.source = case.source.replace(f"out[{k}] = g[1]\n", f"out[{k}] = g[1] * 1.01\n")
+    finding = derivatives.check(case, tmp_path)
+    assert finding is not None and f"out[{k}] (grad[1]): got" in finding.detail
+    assert f"out[{k}] (grad[1]) = " in finding.detail and "(jvp e1)" in finding.detail
+    # the results of grad, value_and_grad and vjp called from Python
+    case = next(c for c in (derivatives.generate(CI_SEED, k) for k in range(60)) if c.host and not c.arr)
+    value, magnitude = case.host_expected[-1]
+    case.host_expected[-1] = (value + 1e-3 * max(abs(value), magnitude, 1.0), magnitude)
+    finding = derivatives.check(case, tmp_path)
+    assert finding is not None and "from Python" in finding.detail
+
+
 def test_derivative_generator_is_deterministic_and_varied():
     from support import derivatives
     cases = [derivatives.generate(CI_SEED, k) for k in range(60)]
     assert [c.source for c in cases] == [derivatives.generate(CI_SEED, k).source for k in range(60)]
     text = "".join(c.source for c in cases)
     for construct in ("d0, d1 = gpuc.derivative", "gpuc.jvp(f, (xs[0],), (ts[0],))", "if p", "def g0(", "math.", "arr[",
-                      ", cs)\n"):
+                      ", cs)\n", "g = gpuc.grad(f, ", "gpuc.grad(f, xs[0], xs[1], cs)", "gpuc.value_and_grad(f, ",
+                      "gpuc.vjp(f, (xs[0],), ws[0])", "(ws[0], ws[1]))", "(es[0], es[1]", "return gpuc.grad(f, ",
+                      "return gpuc.vjp(f, "):
         assert construct in text
     assert {c.dtype for c in cases} == {np.float32, np.float64}
 

@@ -36,3 +36,12 @@ def test_example_kernels_ptx(examples, name, argtypes, ptxas, isolated_plugins):
     ptx = gpuc.code_native(getattr(examples, name), argtypes, target=gpuc.PTXTarget(cap="sm_90"))
     assert ".visible .entry" in ptx and "%tid.x" in ptx
     ptxas(ptx)
+
+
+def test_fit_oscillator_recovers_parameters(capsys):
+    # The reverse-mode worked example of docs/autodiff.md: gradient descent through an adjoint kernel.
+    spec = importlib.util.spec_from_file_location("gpuc_example_fit", EXAMPLES / "fit_oscillator.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main() == 0
+    assert "WRONG" not in capsys.readouterr().out

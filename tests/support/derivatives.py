@@ -1,18 +1,31 @@
-"""Random forward-mode derivatives: `gpuc.derivative(f, x, *consts)` and `gpuc.jvp(f, primals, tangents)`.
+"""Random derivatives, forward and reverse mode: `gpuc.derivative(f, x, *consts)`, `gpuc.jvp(f, primals,
+tangents)`, `gpuc.grad(f, *args)`, `gpuc.value_and_grad(f, *args)` and `gpuc.vjp(f, primals, cotangent)`.
 
 The reference cannot differentiate symbolically, so f's body is restricted to what dual numbers model
 exactly: float arithmetic (+ - * /, denominators kept away from 0), `math.sin/cos/exp/tanh/sqrt/log`
 of safe arguments, locals, a helper func called from f, an array constant read as `arr[0]`/`arr[1]`
-(then only `derivative`: jvp's primals are floats), and `if x > c` / `if x < c` on f's parameters
-(the derivative follows the branch taken). Each generated f is an expression tree that prints its
-source and evaluates itself on `Dual`s in float64. Arguments are float32 or float64 (x and the constants
-of one type, so no promotion question arises); a branch test closer than a margin to a tie is
-undefined (the program is regenerated), and nothing non-differentiable (abs, min, max) is generated.
+(then no jvp or vjp: their primals are floats; grad and value_and_grad take the array as a constant)
+and `if x > c` / `if x < c` on f's parameters (the derivative follows the branch taken). Each
+generated f is an expression tree that prints its source and evaluates itself on `Dual`s in float64.
+Arguments are float32 or float64 (x and the constants of one type, so no promotion question arises);
+a branch test closer than a margin to a tie is undefined (the program is regenerated), and nothing
+non-differentiable (abs, min, max) is generated.
+
+The kernel stores the derivative in x; without an array constant, the jvp along random tangents and
+the jvps along the other unit tangents (the Jacobian's columns); for f returning one float, grad and
+value_and_grad (and f's value); without an array constant, vjp along a random cotangent (a float, or
+a pair for tuple results). Now and then the grad or vjp call is made in a `@gpuc.func` the kernel
+calls, and grad, value_and_grad and vjp are also called from Python. The reference for reverse mode
+is one dual-number evaluation per parameter: grad[i] is the derivative along the unit tangent e_i,
+vjp's cotangent[i] the cotangent-weighted sum over f's results. gpuc's forward results are a second witness, in the same
+kernel: grad[i] must equal the derivative or the unit jvp in the same direction, value_and_grad's
+value f's value, vjp's cotangent the cotangent-weighted sum of the unit jvps (`Case.relations`).
 
 The compiled derivative may sum its terms in another order (and float32 code rounds every step), so
 results are compared with a relative tolerance against the magnitude of the terms (`Dual.m`, the
 derivative computed with every term's absolute value): RTOL64 = 1e-9 for float64, RTOL32 = 1e-4 for
-float32 (relative to that magnitude, so cancellation does not cause false alarms).
+float32 (relative to that magnitude, so cancellation does not cause false alarms). Two gpuc results
+compared with each other get the tolerance of the reference value they should both equal.
 
     python -m support.derivatives --seed 3 --count 200     (from tests/)
 """

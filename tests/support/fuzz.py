@@ -382,7 +382,7 @@ def main(argv=None) -> int:
     derivative_findings = []
     if ns.gpuc:  # derivative programs run in this process, against the gpuc it imports
         ns.without.append("derivatives")
-    if "derivatives" not in ns.without:  # gpuc.derivative / gpuc.jvp programs (support.derivatives)
+    if "derivatives" not in ns.without:  # derivative, jvp, grad, value_and_grad, vjp programs (support.derivatives)
         derivative_count = max(1, ns.count // 4)
         derivative_findings, _ = derivatives.run(ns.seed, derivative_count, ns.start)
         text += [f.describe() for f in derivative_findings]

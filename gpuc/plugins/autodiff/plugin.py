@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from gpuc.abi import ADJOINT_MARKER, FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX
+from gpuc.abi import ADJOINT_MARKER, FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX, SERIAL_ADJOINT_MARKER
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType
@@ -30,6 +30,7 @@ PREFIX = FORWARD_MARKER_PREFIX
 REVERSE = REVERSE_MARKER_PREFIX
 #: The plugin claims every function named with either prefix: one marker per call shape.
 MARKERS = (PREFIX + "*", REVERSE + "*")
+_ADJOINTS = (ADJOINT_MARKER, SERIAL_ADJOINT_MARKER)
 
 
 def resolve(state: CompileState, marker: Function, module: Module) -> bool:
@@ -46,7 +47,7 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
         before = module.function_names()
         callers = {call.function.name for call in ready}
         for call in ready:
-            if call.callee.name == ADJOINT_MARKER:
+            if call.callee.name in _ADJOINTS:
                 callers |= _adjoint(state, module, call)
             else:
                 _replace(state, module, call)
@@ -64,7 +65,7 @@ def _marker_calls(module: Module) -> list[CallInst]:
     """Every marker call in the module, each checked for the contract's shape."""
     calls = []
     for fn in module.functions:
-        if fn.name == ADJOINT_MARKER:
+        if fn.name in _ADJOINTS:
             calls += [_checked_adjoint(use.user, fn) for use in fn.uses]
         elif fn.name.startswith((PREFIX, REVERSE)):
             calls += [_checked(use.user, fn) for use in fn.uses]
@@ -73,7 +74,7 @@ def _marker_calls(module: Module) -> list[CallInst]:
 
 def _ready(call: CallInst, calls: list[CallInst], holding: set[str]) -> bool:
     """Whether nothing `call` differentiates still holds a marker call (inner requests go first)."""
-    if call.callee.name != ADJOINT_MARKER:
+    if call.callee.name not in _ADJOINTS:
         return not _reaches(call.args[0], holding)
     kernel = call.function
     if sum(1 for c in calls if c.function == kernel) > 1:
@@ -173,8 +174,9 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     """Turn the kernel holding an adjoint request into its adjoint; the functions to optimize again."""
     kernel = call.function
     start = time.perf_counter()
+    concurrent = call.callee.name != SERIAL_ADJOINT_MARKER
     try:
-        adjoint_body(module, kernel, call, _settings(state, concurrent=True))
+        adjoint_body(module, kernel, call, _settings(state, concurrent=concurrent))
     except CompilationError as exc:
         raise exc.located_at(_definition(state, kernel.name)).with_note(
             f"while building the adjoint kernel @{kernel.name}", None)

@@ -3,7 +3,7 @@
 A gradient function keeps one tape, `{ptr data, i64 top, i64 capacity}` in a stack slot. Each block
 of a loop pushes, as one record, the values its reverse needs (`push`); the reverse of that block
 pops the record back (`pop`). Records are popped in the reverse order of their pushes, so one stack
-serves every loop, nested loops and recursion alike. Growing (doubling, at least 4 KiB) and freeing
+serves every loop, nested loops and recursion alike. Growing (doubling, from 256 bytes) and freeing
 go through two small helper functions per module that call the target's allocator
 (`Target.heap_functions`): the tape is bounded by the work item's own trip counts, never by a
 fixed maximum.
@@ -17,7 +17,7 @@ RESERVE = "gpuc.autodiff.tape.reserve"
 GROW = "gpuc.autodiff.tape.grow"
 FREE = "gpuc.autodiff.tape.free"
 _ALIGN = 16
-_FIRST = 4096
+_FIRST = 256
 
 
 def state_type(module: llvm.Module):
@@ -127,6 +127,12 @@ def _grow(module: llvm.Module, heap) -> llvm.Function:
         first = llvm.ConstantInt.get(i64, _FIRST)
         size = b.select(b.icmp("ugt", wanted, first), wanted, first)
         new = b.call(malloc, [size])
+        failed, got = fn.append_block("out_of_memory"), fn.append_block("allocated")
+        b.cond_br(b.icmp("eq", new, llvm.Constant.null(ctx.ptr())), failed, got)
+        b.position_at_end(failed)  # no memory for the tape: stop rather than write through null
+        b.call(module.declare_intrinsic("llvm.trap", llvm.FunctionType.get(ctx.void, [])), [])
+        b.unreachable()
+        b.position_at_end(got)
         old = b.load(ctx.ptr(), data_ptr)
         copy, done = fn.append_block("copy"), fn.append_block("done")
         b.cond_br(b.icmp("eq", old, llvm.Constant.null(ctx.ptr())), done, copy)

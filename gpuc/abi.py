@@ -41,6 +41,9 @@ REVERSE_MARKER_PREFIX = "gpuc.autodiff.rev."
 ADJOINT_MARKER = REVERSE_MARKER_PREFIX + "adjoint"
 #: The same for work items that run one after another (a one-thread CPU launch): no atomics needed.
 SERIAL_ADJOINT_MARKER = ADJOINT_MARKER + ".serial"
+#: ... and for work items of which only those farther apart than any shift of a shared array's access
+#: run at once (the CPU's two-phase schedule): atomics only for arrays any item may touch anywhere.
+PARITY_ADJOINT_MARKER = ADJOINT_MARKER + ".parity"
 
 # -- the launch context: markers, parameters and the context struct ----------------------------
 
@@ -532,7 +535,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+__all__ = ["ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

@@ -55,6 +55,9 @@ class TransformationRecord:
     reused: bool
     seconds: float
     requested_by: str | None = None
+    #: What the plugin found that the code's users may need, as (name, value) pairs (e.g. the
+    #: autodiff plugin's ("reach", (r0, r1, r2)) of an adjoint kernel).
+    details: tuple = ()
 
 
 @dataclass

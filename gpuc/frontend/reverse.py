@@ -126,14 +126,21 @@ def _split(lw, pair, grads: TupleType):
 
 # -- adjoint kernels ----------------------------------------------------------------------------------
 
+#: How the work items of an adjoint launch run: at once (GPUs; adds into shadows several items share
+#: are atomic), one after another (a one-thread CPU launch: no atomics), or at once only where far
+#: enough apart that a stencil's neighbours never meet (the CPU's two-phase schedule: atomics only
+#: for arrays any item may touch anywhere).
+CONCURRENT, SERIAL, PARITY = "concurrent", "serial", "parity"
+_MARKERS = {CONCURRENT: abi.ADJOINT_MARKER, SERIAL: abi.SERIAL_ADJOINT_MARKER, PARITY: abi.PARITY_ADJOINT_MARKER}
+
+
 class AdjointRequest:
     """The one statement of a generated adjoint kernel: `request(x, dx, y, dy, a)` runs `kernel` on the
-    primal arguments; `shadows` flags the parameters that are the previous float array's shadow.
-    `serial`: the work items run one after another (a one-thread CPU launch), so adds into shadows
-    that several items share need no atomics."""
+    primal arguments; `shadows` flags the parameters that are the previous float array's shadow;
+    `schedule` is how its work items will run (CONCURRENT, SERIAL or PARITY)."""
 
-    def __init__(self, kernel, shadows: tuple, serial: bool = False) -> None:
-        self.kernel, self.shadows, self.serial = kernel, tuple(shadows), serial
+    def __init__(self, kernel, shadows: tuple, schedule: str = CONCURRENT) -> None:
+        self.kernel, self.shadows, self.schedule = kernel, tuple(shadows), schedule
 
     def __repr__(self) -> str:
         return f"<the adjoint of {self.kernel.__qualname__}>"
@@ -178,8 +185,7 @@ class AdjointCall(Handler):
         for k, shadow in enumerate(flags):
             if shadow:
                 pairs += [flats[k - 1][0], flats[k][0]]
-        name = abi.SERIAL_ADJOINT_MARKER if self.request.serial else abi.ADJOINT_MARKER
-        marker = lw.declare(name, ctx.void, [ctx.i64] * 3 + [p.type for p in pairs])
+        marker = lw.declare(_MARKERS[self.request.schedule], ctx.void, [ctx.i64] * 3 + [p.type for p in pairs])
         lw.b.call(marker, indices + pairs)
         lw.fn.attributes.add("noinline")  # whole until the plugin has built its reverse sweep
         return None
@@ -189,4 +195,5 @@ def is_adjoint_request(obj) -> bool:
     return isinstance(obj, AdjointRequest)
 
 
-__all__ = ["AdjointCall", "AdjointRequest", "Grad", "VJP", "grad", "value_and_grad", "vjp"]
+__all__ = ["CONCURRENT", "PARITY", "SERIAL", "AdjointCall", "AdjointRequest", "Grad", "VJP", "grad",
+           "value_and_grad", "vjp"]

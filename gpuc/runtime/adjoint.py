@@ -16,11 +16,11 @@ import threading
 
 import numpy as np
 
-from ..frontend.reverse import AdjointRequest
+from ..frontend.reverse import CONCURRENT, PARITY, SERIAL, AdjointRequest
 from ..frontend.source import Kernel, _NOT_FOUND
 from ..frontend.types import ArrayType, as_type
 from .cpu import index_space, launch_threads
-from .dispatch import _device_of, typeof
+from .dispatch import _device_of, launcher_for, typeof
 
 _NUMBERS = itertools.count()
 
@@ -59,16 +59,23 @@ class AdjointKernel(Kernel):
         for k, shadow in enumerate(flags):
             if shadow:
                 _check_shadow(args[k - 1], args[k], k)
-        # Work items run one after another on one CPU thread: adds into shared shadows need no atomics.
-        on_cpu = (device or _device_of(args)) == "cpu"
-        serial = on_cpu and launch_threads(math.prod(index_space(n)), threads) == 1
-        self._kernel(flags, serial).launch(n, *args, device=device, threads=threads)
+        device = device or _device_of(args)
+        if device != "cpu":
+            self._kernel(flags, CONCURRENT).launch(n, *args, device=device, threads=threads)
+        elif launch_threads(math.prod(index_space(n)), threads) == 1:
+            # Work items run one after another: adds into shadows they share need no atomics.
+            self._kernel(flags, SERIAL).launch(n, *args, device=device, threads=threads)
+        else:
+            # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
+            # arrays any item may touch anywhere (a gather's) need atomic adds.
+            launcher = launcher_for(self._kernel(flags, PARITY), args, device)
+            launcher(n, args, threads, apart=_reach(launcher))
 
     def __gpuc_source__(self, argtypes):
         """The adjoint compiled on its own (`gpuc.code_llvm(gpuc.adjoint(k), types)`) is the one for
         concurrent work items, as GPUs and multi-threaded CPU launches run it."""
         types = [as_type(t) for t in (argtypes if isinstance(argtypes, (tuple, list)) else (argtypes,))]
-        return self._kernel(self._layout(types), False).__gpuc_source__(tuple(types))
+        return self._kernel(self._layout(types), CONCURRENT).__gpuc_source__(tuple(types))
 
     def _layout(self, types) -> tuple:
         """Which of the arguments (of these types) are shadows: the one after each float array."""
@@ -89,18 +96,28 @@ class AdjointKernel(Kernel):
                             "given")
         return tuple(flags)
 
-    def _kernel(self, flags: tuple, serial: bool) -> Kernel:
-        key = (flags, serial)
+    def _kernel(self, flags: tuple, schedule: str) -> Kernel:
+        key = (flags, schedule)
         found = self._by_layout.get(key)
         if found is None:
             with self._lock:
                 found = self._by_layout.get(key)
                 if found is None:
-                    found = self._by_layout[key] = _generate(self, flags, serial)
+                    found = self._by_layout[key] = _generate(self, flags, schedule)
         return found
 
 
-def _generate(adjoint: AdjointKernel, flags: tuple, serial: bool) -> Kernel:
+def _reach(launcher) -> tuple:
+    """How far apart (in items, per dimension) work items must be to run at once, as the autodiff
+    plugin found it for the compiled adjoint."""
+    for record in reversed(launcher.module.trace.transformations):
+        found = dict(record.details).get("reach")
+        if found is not None:
+            return tuple(found)
+    return (0, 0, 0)
+
+
+def _generate(adjoint: AdjointKernel, flags: tuple, schedule: str) -> Kernel:
     names, primal_names = [], iter(adjoint._params)
     last = None
     for shadow in flags:
@@ -113,7 +130,7 @@ def _generate(adjoint: AdjointKernel, flags: tuple, serial: bool) -> Kernel:
     lines = [f"def {name}({', '.join(names)}):\n", f"    request({', '.join(names)})\n"]
     filename = f"<gpuc.adjoint of {adjoint.primal.__qualname__}, #{next(_NUMBERS)}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
-    namespace = {"request": AdjointRequest(adjoint.primal, flags, serial)}
+    namespace = {"request": AdjointRequest(adjoint.primal, flags, schedule)}
     exec(compile("".join(lines), filename, "exec"), namespace)
     generated = Kernel(namespace[name])
     generated.__qualname__ = adjoint.__qualname__

@@ -29,7 +29,7 @@ from ..abi import MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signat
 from ..compiler import CompilerJob, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, Module
-from .pool import run_chunks
+from .pool import run_chunks, run_ranges
 
 
 class JITModule:
@@ -193,10 +193,15 @@ class CPULauncher:
             values += convert(arg)
         return self._pack(*values)
 
-    def __call__(self, n, args, threads: int | None = None) -> None:
+    def __call__(self, n, args, threads: int | None = None, *, apart: tuple | None = None) -> None:
+        """Run over `n`. `apart` (items along each dimension): run at once only work items at least
+        that far apart, in two phases of alternate runs (see launch_in_two_phases)."""
         if self.module.closed:  # its code is unmapped: calling it would crash the process
             raise ValueError(f"the module of @{self.module.entry} was closed; its kernels can no longer run")
-        launch_marshalled(self._fn, self.marshal(args), n, threads)
+        if apart is None:
+            launch_marshalled(self._fn, self.marshal(args), n, threads)
+        else:
+            launch_in_two_phases(self._fn, self.marshal(args), n, threads, apart)
 
 
 def launch(module: JITModule, n, args, threads: int | None = None, *, signature=None) -> None:
@@ -281,3 +286,25 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     chunks = max(threads, min(threads * CHUNKS_PER_THREAD, total // MIN_ITEMS_PER_CHUNK))
     bounds = [total * k // chunks for k in range(chunks + 1)]
     run_chunks(fn, argv, bounds, sizes, helpers=threads - 1)
+
+
+def launch_in_two_phases(fn, argv: bytes, n, threads: int | None, apart: tuple) -> None:
+    """Like launch_marshalled, but work items whose indices differ by at most `apart[d]` along every
+    dimension d never run at once: the linear index space is cut into runs longer than twice the
+    farthest such pair, and the even runs run (in parallel) before the odd ones."""
+    n0, n1, n2 = index_space(n)
+    total = n0 * n1 * n2
+    if total == 0:
+        return
+    sizes = struct.pack("<3q", n0, n1, n2)
+    threads = launch_threads(total, threads)
+    span = 2 * (apart[0] + n0 * apart[1] + n0 * n1 * apart[2]) + 1  # runs at least this long never meet
+    runs = min(2 * threads * CHUNKS_PER_THREAD, total // span)
+    runs -= runs % 2
+    if threads == 1 or runs < 2:
+        fn(argv, 0, total, sizes)
+        return
+    bounds = [total * k // runs for k in range(runs + 1)]
+    for phase in (0, 1):
+        chosen = [(bounds[k], bounds[k + 1]) for k in range(phase, runs, 2)]
+        run_ranges(fn, argv, chosen, sizes, helpers=min(threads, len(chosen)) - 1)

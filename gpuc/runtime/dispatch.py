@@ -108,6 +108,12 @@ def _device_of(args) -> str:
 
 def launch(kernel, n, args, *, device: str | None = None, threads: int | None = None) -> None:
     """Run `kernel` over the index space `n` with `args` (see the module doc)."""
+    launcher_for(kernel, args, device)(n, args, threads)
+
+
+def launcher_for(kernel, args, device: str | None = None):
+    """The compiled launcher `kernel` runs `args` with (compiled on first use): `launcher(n, args,
+    threads)`; on the CPU a CPULauncher, whose `module.trace` is the compile's."""
     types = tuple(typeof(a, i) for i, a in enumerate(args))
     device = _device_of(args) if device is None else device
     launchers = kernel.__dict__.get("_gpuc_launchers")
@@ -118,7 +124,7 @@ def launch(kernel, n, args, *, device: str | None = None, threads: int | None = 
         if device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
         launcher = launchers.compile_once((types, device), lambda: _COMPILERS[device](kernel, types))
-    launcher(n, args, threads)
+    return launcher
 
 
 class _Launchers(dict):
@@ -151,8 +157,7 @@ def _launchers_of(kernel) -> _Launchers:
 def _cpu_launcher(kernel, types):
     job = CompilerJob((kernel, types), CompilerConfig(NativeTarget(), kernel=True))
     module = cpu.JITModule(job, signature=KernelSignature(signature_spec(types)))
-    run = module.launcher()
-    return lambda n, args, threads: run(n, args, threads)
+    return module.launcher()
 
 
 def _cuda_launcher(kernel, types):

@@ -51,10 +51,10 @@ if hasattr(os, "register_at_fork"):
 
 
 class ChunkedLaunch:
-    """Chunks `[bounds[k], bounds[k+1])` of one launch, each run as `fn(argv, begin, end, sizes)`."""
+    """Chunks `[begin, end)` of one launch (`ranges`), each run as `fn(argv, begin, end, sizes)`."""
 
-    def __init__(self, fn, argv: bytes, bounds: list[int], sizes: bytes) -> None:
-        self._fn, self._argv, self._bounds, self._sizes = fn, argv, bounds, sizes
+    def __init__(self, fn, argv: bytes, ranges: list[tuple[int, int]], sizes: bytes) -> None:
+        self._fn, self._argv, self._ranges, self._sizes = fn, argv, ranges, sizes
         self._cond = threading.Condition(threading.Lock())
         self._next = 0  # the next chunk to claim
         self._running = 0  # chunks pool threads claimed and have not finished
@@ -82,7 +82,7 @@ class ChunkedLaunch:
 
     def _claim(self, counted: bool) -> int | None:
         with self._cond:
-            if self._stopped or self._next >= len(self._bounds) - 1:
+            if self._stopped or self._next >= len(self._ranges):
                 return None
             self._running += counted
             self._next += 1
@@ -93,7 +93,7 @@ class ChunkedLaunch:
         # gets KeyboardInterrupt, is done with its chunk whenever it runs Python code again.
         while (k := self._claim(counted)) is not None:
             try:
-                self._fn(self._argv, self._bounds[k], self._bounds[k + 1], self._sizes)
+                self._fn(self._argv, *self._ranges[k], self._sizes)
             finally:
                 if counted:
                     with self._cond:
@@ -126,5 +126,10 @@ class ChunkedLaunch:
 
 
 def run_chunks(fn, argv: bytes, bounds: list[int], sizes: bytes, helpers: int) -> None:
-    """Run a chunked launch (see ChunkedLaunch) on the calling thread and `helpers` pool threads."""
-    ChunkedLaunch(fn, argv, bounds, sizes).run(helpers)
+    """Run chunks `[bounds[k], bounds[k+1])` (see ChunkedLaunch) on the calling thread and `helpers` pool threads."""
+    run_ranges(fn, argv, list(zip(bounds, bounds[1:])), sizes, helpers)
+
+
+def run_ranges(fn, argv: bytes, ranges: list[tuple[int, int]], sizes: bytes, helpers: int) -> None:
+    """Run the chunks `ranges` (see ChunkedLaunch) on the calling thread and `helpers` pool threads."""
+    ChunkedLaunch(fn, argv, ranges, sizes).run(helpers)

@@ -322,3 +322,60 @@ def test_wrong_argument_count():
 def test_adjoint_of_a_func_is_an_error():
     with pytest.raises(TypeError, match="gpuc.grad"):
         gpuc.adjoint(smooth)
+
+
+# -- schedules on the CPU: one thread (no atomics), several (two phases; atomics only for "any" arrays) --
+
+@gpuc.kernel
+def laplace(a, b):
+    i, j = gpuc.index(0), gpuc.index(1)
+    if i > 0 and j > 0 and i < a.shape[0] - 1 and j < a.shape[1] - 1:
+        b[i, j] = (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1] - 4.0 * a[i, j]) ** 2
+
+
+@gpuc.kernel
+def near_and_gather(x, idx, table, y):
+    i = gpuc.index()
+    if i > 1:
+        y[i] = x[i - 2] * table[idx[i]] + x[i]
+
+
+def _adjoint_results(kernel, n, arrays, threads):
+    copies = [a.copy() for a in arrays]
+    gpuc.adjoint(kernel).launch(n, *copies, threads=threads)
+    return copies
+
+
+@pytest.mark.parametrize("case", ["stencil", "laplace", "near_and_gather"])
+def test_schedules_agree(case):
+    rng = np.random.default_rng(5)
+    if case == "stencil":
+        n = 300_000
+        x = rng.uniform(0.5, 1.5, n)
+        kernel, size, arrays = stencil, n, [x, np.zeros(n), np.zeros(n), rng.standard_normal(n)]
+    elif case == "laplace":
+        a = rng.uniform(-1, 1, (400, 300))
+        kernel, size = laplace, a.shape
+        arrays = [a, np.zeros_like(a), np.zeros_like(a), rng.standard_normal(a.shape)]
+    else:
+        n = 200_000
+        idx = rng.integers(0, 50, n)
+        table = rng.uniform(-1, 1, 50)
+        kernel, size = near_and_gather, n
+        arrays = [rng.uniform(-1, 1, n), np.zeros(n), idx, table, np.zeros(50), np.zeros(n), rng.standard_normal(n)]
+    serial = _adjoint_results(kernel, size, arrays, threads=1)
+    for threads in (2, 3):
+        parallel = _adjoint_results(kernel, size, arrays, threads=threads)
+        for s, p in zip(serial, parallel):
+            np.testing.assert_allclose(p, s, rtol=1e-12, atol=1e-12)
+
+
+def test_two_phase_runs_never_meet():
+    # The runs of one phase are farther apart than the reach: cover the boundary arithmetic.
+    from gpuc.runtime.cpu import launch_in_two_phases
+    seen = []
+    launch_in_two_phases(lambda argv, begin, end, sizes: seen.append((begin, end)), b"", (1000, 30), 4, (2, 1, 0))
+    span = 2 * (2 + 1000 * 1) + 1
+    assert sorted(seen)[0][0] == 0 and max(e for _, e in seen) == 30_000
+    assert sum(e - b for b, e in seen) == 30_000
+    assert all(e - b >= span for b, e in seen)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import time
 
-from gpuc.abi import ADJOINT_MARKER, FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX, SERIAL_ADJOINT_MARKER
+from gpuc.abi import (ADJOINT_MARKER, FORWARD_MARKER_PREFIX, PARITY_ADJOINT_MARKER, REVERSE_MARKER_PREFIX,
+                      SERIAL_ADJOINT_MARKER)
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType
@@ -30,7 +31,7 @@ PREFIX = FORWARD_MARKER_PREFIX
 REVERSE = REVERSE_MARKER_PREFIX
 #: The plugin claims every function named with either prefix: one marker per call shape.
 MARKERS = (PREFIX + "*", REVERSE + "*")
-_ADJOINTS = (ADJOINT_MARKER, SERIAL_ADJOINT_MARKER)
+_ADJOINTS = (ADJOINT_MARKER, SERIAL_ADJOINT_MARKER, PARITY_ADJOINT_MARKER)
 
 
 def resolve(state: CompileState, marker: Function, module: Module) -> bool:
@@ -163,26 +164,27 @@ def _checked_reverse(user, fn: Function, params, active, fail) -> CallInst:
     return user
 
 
-def _settings(state: CompileState, *, concurrent: bool) -> Settings:
+def _settings(state: CompileState, *, concurrent: bool, parity: bool = False) -> Settings:
     target = state.target
     return Settings(heap=getattr(target, "heap_functions", None), float_atomics=getattr(target, "float_atomics", True),
                     float_atomics_missing=getattr(target, "float_atomics_missing", ""), concurrent=concurrent,
-                    target_name=repr(target))
+                    parity=parity, target_name=repr(target))
 
 
 def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     """Turn the kernel holding an adjoint request into its adjoint; the functions to optimize again."""
     kernel = call.function
     start = time.perf_counter()
-    concurrent = call.callee.name != SERIAL_ADJOINT_MARKER
+    schedule = call.callee.name
+    settings = _settings(state, concurrent=schedule != SERIAL_ADJOINT_MARKER, parity=schedule == PARITY_ADJOINT_MARKER)
     try:
-        adjoint_body(module, kernel, call, _settings(state, concurrent=concurrent))
+        reach = adjoint_body(module, kernel, call, settings)
     except CompilationError as exc:
         raise exc.located_at(_definition(state, kernel.name)).with_note(
             f"while building the adjoint kernel @{kernel.name}", None)
     state.trace.transformations.append(TransformationRecord(
         f"{kernel.name}.adjoint", f"@{kernel.name} (adjoint kernel)", state.point, False,
-        time.perf_counter() - start, kernel.name))
+        time.perf_counter() - start, kernel.name, details=(("reach", reach),)))
     # Kept out of line until now (its primal body had to stay whole): let the launch wrapper inline it.
     kernel.attributes.remove("noinline")
     callers = {use.user.function.name for use in kernel.uses if isinstance(use.user, CallInst)}

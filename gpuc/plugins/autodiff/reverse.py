@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import gpuc.llvm as llvm
 from gpuc.errors import CompilationError
 
-from . import mathrules, tape
+from . import access, tape
 from .kinds import carries_floats, error
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 
@@ -50,11 +50,20 @@ class Settings:
     float_atomics_missing: str = ""
     #: Whether several work items may run the function at once (adds into shared shadows are atomic).
     concurrent: bool = False
+    #: With `concurrent`: only work items farther apart than every shift of a NEAR array run at once
+    #: (the CPU's parity schedule), so only ANY arrays need atomic adds (access.py).
+    parity: bool = False
     target_name: str = "this target"
 
 
 def gradient_name(fn: llvm.Function, mask: str, settings: Settings) -> str:
     return f"{fn.name}.gradient.{mask}" + (".concurrent" if settings.concurrent else "")
+
+
+def callee_settings(settings: Settings) -> Settings:
+    """What a callee's gradient is built with: it cannot tell work items' elements apart."""
+    return Settings(settings.heap, settings.float_atomics, settings.float_atomics_missing, settings.concurrent,
+                    False, settings.target_name)
 
 
 def gradient_function(module: llvm.Module, fn: llvm.Function, mask: str, settings: Settings) -> llvm.Function:
@@ -106,13 +115,14 @@ def gradient_function(module: llvm.Module, fn: llvm.Function, mask: str, setting
     return gfn
 
 
-def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallInst, settings: Settings) -> None:
+def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallInst, settings: Settings) -> tuple:
     """Turn `kernel`, whose body ends in the adjoint marker call
 
         call void @gpuc.autodiff.rev.adjoint(i64 %index0, i64 %index1, i64 %index2, ptr %x, ptr %dx, ...)
 
     into its own adjoint: the body before the marker is the primal; each (array, shadow) pair names a
-    shadow for the array's data pointer; the index values say which offsets are the work item's own."""
+    shadow for the array's data pointer; the index values say which offsets are the work item's own.
+    Returns the largest shift along each dimension of the arrays work items share (access.py)."""
     args = marker.args
     if len(args) < 3 or len(args) % 2 == 0:
         raise CompilationError(f"the adjoint request in @{kernel.name} is malformed: {str(marker).strip()}")
@@ -133,13 +143,13 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
             old.replace_all_uses_with(new)
     for block in list(kernel.blocks):
         primal.append_existing_block(block)
-    indices = {v: d for v, d in indices.items()}
     try:
         grad = module.add_function(f"{kernel.name}.adjoint", kernel.function_type)
         grad.linkage = "internal"
         try:
-            _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
-                     shadows=shadows, cotangent=None, results=[], indices=indices).run()
+            builder = _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
+                               shadows=shadows, cotangent=None, results=[], indices=indices)
+            builder.run()
         except BaseException:
             grad.erase()
             raise
@@ -149,6 +159,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
             b.ret()
     finally:
         primal.erase()
+    return builder.reach
 
 
 class _Reverse:
@@ -234,69 +245,32 @@ class _Reverse:
         return any(v in varied for v in inst.operands)
 
     def _atomic_bases(self) -> set:
-        """The arrays (pointer parameters) whose shadow several work items may add to at once:
-        those with an access not provably at the work item's own index."""
+        """The arrays (pointer parameters) whose shadow several work items running at once may add to:
+        with `parity` (runs of items farther apart than any shift run at once) those whose
+        footprint is ANY, else all but the OWN ones (access.py)."""
+        self.reach = (0, 0, 0)
         if not self.settings.concurrent:
             return set()
-        atomic = set()
+        accesses: dict = {}
         for block in self.order:
             for inst in block.instructions:
                 op = inst.opcode_name
                 if op in ("load", "store", "atomicrmw"):
                     pointer = inst.operands[0 if op != "store" else 1]
                     if pointer in self.shadowed and pointer not in self.stack:
-                        base = _base(pointer)
-                        if op == "atomicrmw" or not self._own(pointer):
-                            atomic.add(base)
+                        # atomicrmw: every item may add to the same element (gpuc.atomic_add's purpose)
+                        accesses.setdefault(_base(pointer), []).append(pointer if op != "atomicrmw" else None)
                 elif op == "call":
                     for a in inst.args:
                         if a in self.shadowed and a not in self.stack:
-                            atomic.add(_base(a))
-        return atomic
-
-    def _own(self, pointer) -> bool:
-        """Whether `pointer` is `gep T, %array, <index form>`: a work item's own element."""
-        if not isinstance(pointer, llvm.GetElementPtrInst) or not self.indices:
-            return False
-        base = pointer.operands[0]
-        indices = pointer.indices
-        if not isinstance(base, llvm.Argument) or len(indices) != 1:
-            return False
-        prefix = base.name.rpartition(".")[0]
-        terms = self._index_terms(indices[0], prefix)
-        if not terms:
-            return False
-        dims = [d for d, _ in terms]
-        scales = [s for _, s in terms]
-        return len(set(dims)) == len(dims) and len(set(scales)) == len(scales)
-
-    def _index_terms(self, v, prefix: str):
-        """`v` as a sum of index(d) * scale terms (scale: 1, a nonzero constant or the array's own
-        stride or shape parameter), as [(d, scale key)], or None."""
-        while isinstance(v, llvm.CastInst) and v.opcode_name in ("sext", "zext"):
-            v = v.operands[0]
-        if v in self.indices:
-            return [(self.indices[v], 1)]
-        if not isinstance(v, llvm.BinaryOperator):
-            return None
-        op, (x, y) = v.opcode_name, list(v.operands)
-        if op in ("mul", "shl"):
-            for a, s in ((x, y), (y, x)) if op == "mul" else ((x, y),):
-                key = _scale_key(s, prefix, op == "shl")
-                if key is not None:
-                    inner = self._index_terms(a, prefix)
-                    if inner is not None and len(inner) == 1:
-                        return [(inner[0][0], (key, inner[0][1]))]
-            return None
-        if op == "add":
-            for wrap, i in ((x, y), (y, x)):
-                if i in self.indices and _negative_wrap(wrap, i):
-                    return [(self.indices[i], 1)]  # Python's a[i] for i < 0: never, for a work item's index
-            left, right = self._index_terms(x, prefix), self._index_terms(y, prefix)
-            if left is None or right is None:
-                return None
-            return left + right
-        return None
+                            accesses.setdefault(_base(a), []).append(None)
+        with llvm.TargetData.from_layout(self.module.data_layout) as td:
+            found = access.footprints(accesses, self.indices, td.size_of)
+        self.footprints = found
+        reach = [max((f.reach[d] for f in found.values() if f.kind == access.NEAR), default=0) for d in range(3)]
+        self.reach = tuple(reach)
+        shared = (access.ANY,) if self.settings.parity else (access.ANY, access.NEAR)
+        return {base for base, f in found.items() if f.kind in shared}
 
     # -- building --------------------------------------------------------------------------------
     def run(self) -> None:
@@ -768,23 +742,3 @@ def _base(pointer):
     return pointer
 
 
-def _negative_wrap(v, index) -> bool:
-    """Whether `v` is `select (icmp slt index, 0), n, 0`: what Python's negative indices add."""
-    if not isinstance(v, llvm.SelectInst):
-        return False
-    cond, _, otherwise = v.operands
-    return (isinstance(cond, llvm.CompareInst) and cond.predicate == "slt" and cond.operands[0] == index
-            and isinstance(cond.operands[1], llvm.ConstantInt) and cond.operands[1].value == 0
-            and isinstance(otherwise, llvm.ConstantInt) and otherwise.value == 0)
-
-
-def _scale_key(s, prefix: str, shift: bool):
-    if isinstance(s, llvm.ConstantInt):
-        if shift:
-            return ("shl", s.value) if 0 <= s.value < 63 else None
-        return ("const", s.value) if s.value != 0 else None
-    if isinstance(s, llvm.Argument) and prefix and not shift:
-        name = s.name
-        if name.startswith(prefix + ".stride") or name.startswith(prefix + ".shape"):
-            return name
-    return None

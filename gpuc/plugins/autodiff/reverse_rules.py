@@ -318,7 +318,7 @@ def _math(r, inst, family, name):
 def _defined(r, inst, callee):
     """A call left after inlining (recursion, or a function kept out of line): its gradient function
     reruns it with the call's arguments and returns their adjoints."""
-    from .reverse import gradient_function  # the rules and the transformer refer to each other
+    from .reverse import callee_settings, gradient_function  # the rules and the transformer refer to each other
 
     args = inst.args
     if not any(a in r.varied or a in r.shadowed for a in args):
@@ -335,7 +335,7 @@ def _defined(r, inst, callee):
     mask = "".join("1" if (a in r.varied and carries_floats(a.type)) or a in r.shadowed else "0" for a in args)
     if "1" not in mask:
         return
-    grad = gradient_function(r.module, callee, mask, r.settings)
+    grad = gradient_function(r.module, callee, mask, callee_settings(r.settings))
     primals = [r.primal(a) for a in args]
     shadows = [r.shadow(a) for a, m in zip(args, mask) if m == "1" and isinstance(a.type, llvm.PointerType)]
     cotangent = r.take(inst)

@@ -1,0 +1,150 @@
+"""Which array elements a work item touches, for the adjoint's adds into shadows.
+
+An access `gep ... %array, offsets` is decomposed into a sum of monomials `c * index(d) * s` and
+`c * s`, in bytes, where `index(d)` is the work item's index along dimension d (the values the
+adjoint marker names), `s` is 1 or one of the array's own stride or shape parameters and `c` an
+integer. An array is:
+
+- "own" when every access is the same injective map of the index (one monomial per dimension, each
+  with its own scale, no constant part): each element is one work item's, and plain adds suffice;
+- "near" when every access is that map shifted by constants along the dimensions (`a[i - 1]`,
+  `a[i, j + 1]`): items farther apart than the shifts never touch the same element, so runs of
+  items that far apart can run at once (`reach` per dimension);
+- "any" otherwise (`x[idx[i]]`, one element every item reads, Python's wrap-around of a negative
+  index): adds into its shadow are atomic when items run at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gpuc.llvm as llvm
+
+OWN, NEAR, ANY = "own", "near", "any"
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """How the work items' accesses of one array overlap: OWN, NEAR (with `reach`, the largest shift
+    along each dimension) or ANY."""
+
+    kind: str
+    reach: tuple = (0, 0, 0)
+
+
+def footprints(accesses: dict, indices: dict, size_of) -> dict:
+    """base -> Footprint for `accesses` (base -> [pointer, or None for a use that is no access: a
+    pointer passed to a call]), given `indices` (value -> dimension) and `size_of` (type -> bytes)."""
+    found = {}
+    for base, pointers in accesses.items():
+        maps = [None if p is None else _map(p, base, indices, size_of) for p in pointers]
+        found[base] = _classify(maps)
+    return found
+
+
+def _classify(maps) -> Footprint:
+    if not maps or any(m is None for m in maps):
+        return Footprint(ANY)
+    shape = None
+    reach = [0, 0, 0]
+    for terms, constants in maps:
+        key = tuple(sorted(terms.items()))
+        if shape is None:
+            shape = key
+        elif key != shape:
+            return Footprint(ANY)
+        dims = [d for d, _ in terms]
+        scales = [s for _, s in terms]
+        if not terms or len(set(dims)) != len(dims) or len(set(scales)) != len(scales):
+            return Footprint(ANY)
+        by_scale = {s: (d, c) for (d, s), c in terms.items()}
+        for scale, c in constants.items():
+            if c == 0:
+                continue
+            if scale not in by_scale:
+                return Footprint(ANY)
+            d, coefficient = by_scale[scale]
+            if c % coefficient:
+                return Footprint(ANY)
+            reach[d] = max(reach[d], abs(c // coefficient))
+    return Footprint(OWN) if reach == [0, 0, 0] else Footprint(NEAR, tuple(reach))
+
+
+def _map(pointer, base, indices, size_of):
+    """`pointer` as ({(dim, scale): coefficient}, {scale: constant}) in bytes from `base`, or None."""
+    terms: dict = {}
+    constants: dict = {}
+    prefix = base.name.rpartition(".")[0] if isinstance(base, llvm.Argument) else ""
+    seen = 0
+    while pointer != base:
+        if not isinstance(pointer, llvm.GetElementPtrInst) or len(pointer.indices) != 1 or seen > 64:
+            return None
+        size = size_of(pointer.source_element_type)
+        monomials = _linear(pointer.indices[0], indices, prefix, 0)
+        if monomials is None:
+            return None
+        for dim, scale, c in monomials:
+            if dim is None:
+                constants[scale] = constants.get(scale, 0) + c * size
+            else:
+                terms[(dim, scale)] = terms.get((dim, scale), 0) + c * size
+        pointer = pointer.operands[0]
+        seen += 1
+    terms = {k: c for k, c in terms.items() if c}
+    return terms, constants
+
+
+def _linear(v, indices, prefix: str, depth: int):
+    """`v` as a list of (dim or None, scale, coefficient) monomials, or None."""
+    if depth > 32:
+        return None
+    if v in indices:
+        return [(indices[v], 1, 1)]
+    if isinstance(v, llvm.ConstantInt):
+        return [(None, 1, v.value)]
+    if isinstance(v, llvm.Argument):
+        name = v.name
+        if prefix and (name.startswith(prefix + ".stride") or name.startswith(prefix + ".shape")):
+            return [(None, name, 1)]
+        return None
+    if isinstance(v, llvm.CastInst) and v.opcode_name in ("sext", "zext"):
+        return _linear(v.operands[0], indices, prefix, depth + 1)
+    if not isinstance(v, llvm.BinaryOperator):
+        return None
+    op = v.opcode_name
+    x, y = v.operands
+    if op == "add":
+        for wrap, i in ((x, y), (y, x)):
+            if i in indices and _negative_wrap(wrap, i):
+                return [(indices[i], 1, 1)]  # Python's a[i] for i < 0: never, for a work item's index
+    if op == "add" or op == "sub":
+        left, right = _linear(x, indices, prefix, depth + 1), _linear(y, indices, prefix, depth + 1)
+        if left is None or right is None:
+            return None
+        return left + ([(d, s, -c) for d, s, c in right] if op == "sub" else right)
+    if op == "shl" and isinstance(y, llvm.ConstantInt) and 0 <= y.value < 32:
+        inner = _linear(x, indices, prefix, depth + 1)
+        return None if inner is None else [(d, s, c << y.value) for d, s, c in inner]
+    if op == "mul":
+        for a, k in ((x, y), (y, x)):
+            if isinstance(k, llvm.ConstantInt):
+                inner = _linear(a, indices, prefix, depth + 1)
+                return None if inner is None else [(d, s, c * k.value) for d, s, c in inner]
+        for a, k in ((x, y), (y, x)):
+            scale = _linear(k, indices, prefix, depth + 1)
+            if scale is not None and len(scale) == 1 and scale[0][0] is None and scale[0][1] != 1:
+                inner = _linear(a, indices, prefix, depth + 1)
+                if inner is None or any(s != 1 for _, s, _ in inner):
+                    return None
+                return [(d, scale[0][1], c * scale[0][2]) for d, _, c in inner]
+    return None
+
+
+def _negative_wrap(v, index) -> bool:
+    """Whether `v` is `select (icmp slt index, 0), n, 0`: what Python's negative indices add."""
+    if not isinstance(v, llvm.SelectInst):
+        return False
+    cond, _, otherwise = v.operands
+    return (isinstance(cond, llvm.CompareInst) and cond.predicate == "slt" and cond.operands[0] == index
+            and isinstance(cond.operands[1], llvm.ConstantInt) and cond.operands[1].value == 0
+            and isinstance(otherwise, llvm.ConstantInt) and otherwise.value == 0)

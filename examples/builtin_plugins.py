@@ -1,5 +1,6 @@
 """gpuc's built-in plugins at work: function pointers compiled on demand (gpuc.deferred) and
-derivatives built from optimized IR (gpuc.derivative, nested to higher orders).
+derivatives built from optimized IR (gpuc.derivative, nested to higher orders; gpuc.grad and the
+adjoint of a whole kernel in reverse mode).
 
 Both are plugins on the same marker mechanism a user plugin has: the frontend emits a marker call,
 and the plugin resolves it inside the one compile (deferred functions at the `early` point,
@@ -57,6 +58,21 @@ def wave_derivatives(x):
     return e * (c - 0.5 * s), e * (-0.75 * s - c)
 
 
+@gpuc.func
+def damped(x0, c, steps):
+    x, v = x0, 0.0
+    for _ in range(steps):
+        v += 0.01 * (-2.0 * x - c * v)
+        x += 0.01 * v
+    return x
+
+
+@gpuc.kernel
+def smooth_wave(x, y):
+    i = gpuc.index()
+    y[i] = wave(x[i])
+
+
 def main() -> int:
     ok = True
     x = np.linspace(-4.0, 4.0, 1001)
@@ -91,5 +107,22 @@ def main() -> int:
     ptx = gpuc.compile(gpuc.CompilerJob((slopes, (F64, F64, F64)),
                                         gpuc.CompilerConfig(gpuc.PTXTarget(cap="sm_90"), kernel=True)), "asm")
     ok &= check_ptx(ptx.output)
+
+    section("reverse mode: gpuc.grad through a loop, and the adjoint of a whole kernel")
+    grads = gpuc.grad(damped, 1.5, 0.3, 200)  # one sweep: d/dx0 and d/dc of 200 steps
+    step = 1e-6
+    central = [(damped(1.5 + step, 0.3, 200) - damped(1.5 - step, 0.3, 200)) / (2 * step),
+               (damped(1.5, 0.3 + step, 200) - damped(1.5, 0.3 - step, 200)) / (2 * step)]
+    error = max(abs(g - c) / max(1.0, abs(c)) for g, c in zip(grads, central))
+    print(f"  gpuc.grad(damped, 1.5, 0.3, 200) = ({grads[0]:.9f}, {grads[1]:.9f}); against central differences "
+          f"{error:.1e}")
+    ok &= error < 1e-6
+    y, dx, dy = np.zeros_like(x), np.zeros_like(x), np.ones_like(x)
+    gpuc.adjoint(smooth_wave)[x.size](x, dx, y, dy)  # dx += d(sum y)/dx, dy consumed
+    error = float(np.max(np.abs(dx - wave_derivatives(x)[0])))
+    print(f"  adjoint kernel: max |error| of the gradient against the analytic derivative {error:.1e}")
+    ok &= error < 1e-12 and not dy.any()
+    ptx = gpuc.code_native(gpuc.adjoint(smooth_wave), (F64,) * 4, target=gpuc.PTXTarget(cap="sm_90"))
+    ok &= check_ptx(ptx)
     print("  built-in plugins:", "ok" if ok else "FAILED")
     return 0 if ok else 1

@@ -224,6 +224,11 @@ def loop_with_break(x, n):
     return acc
 
 
+@gpuc.func
+def more_math(x):
+    return math.acosh(1.0 + x * x) + math.cbrt(x) + gpuc.fma(x, x, 1.0) * math.exp(x) + math.floor(x + 0.5) * x + x ** 3
+
+
 def _horner(x, n):
     return sum((i + 1.0) * (n - 1 - i) * x ** (n - 2 - i) for i in range(n - 1))
 
@@ -328,5 +333,7 @@ CASES = [
         y * z + 1 / (y * y + z * z + 1), x * z - 2 * x * y / (y * y + z * z + 1) ** 2,
         x * y - 2 * x * z / (y * y + z * z + 1) ** 2)),
     ("deferred_pointers", through_pointers, (2.0, 1.0), lambda x, c: (2 * x + 3 * c * x * x, x ** 3)),
+    ("more_math", more_math, (0.8,), lambda x: (2 * x / math.sqrt((1 + x * x) ** 2 - 1) + 1 / (3 * x ** (2 / 3))
+                                                + (2 * x + x * x + 1) * math.exp(x) + math.floor(x + 0.5) + 3 * x * x,)),
     ("loop_with_break", loop_with_break, (1.2, 40), lambda x, n: (_loop_with_break(x, n),)),
 ]

@@ -1,0 +1,197 @@
+"""gradient_function on hand-written IR: control flow the frontend rarely makes (several returns, a
+switch, phis that swap in a loop, nested loops), run in the JIT against hand-derived gradients."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+from support.llvm_testing import filecheck
+
+import gpuc.llvm as llvm
+from gpuc.plugins.autodiff.reverse import Settings, gradient_function
+from gpuc.targets import NativeTarget
+
+HOST = Settings(heap=("malloc", "free"))
+
+
+def _gradient(ir: str, name: str, mask: str, settings=HOST):
+    """The JIT-compiled gradient of @name, behind `void @call(ptr out, args...)` that stores the struct
+    {R, adjoints...} to `out` (C returns a struct of three doubles through memory, LLVM in registers)."""
+    target = NativeTarget()
+    ctx = llvm.Context()
+    module = llvm.Module.parse(ir, ctx)
+    module.triple, module.data_layout = target.triple(), target.data_layout()
+    g = gradient_function(module, module.functions[name], mask, settings)
+    g.attributes.add("noinline")  # kept whole, for the IR checks
+    wrapper = module.add_function("call", llvm.FunctionType.get(ctx.void, [ctx.ptr()] + list(g.function_type.params)))
+    with llvm.Builder(ctx) as b:
+        b.position_at_end(wrapper.append_block("entry"))
+        b.store(b.call(g, list(wrapper.args)[1:]), wrapper.args[0])
+        b.ret()
+    symbol = wrapper.name
+    module.verify()
+    llvm.run_passes(module, "default<O2>")
+    text = str(module)
+    jit = llvm.LLJIT()
+    jit.add_module(module)
+    return jit, jit.lookup(symbol), text
+
+
+def _call(address, restype, argtypes, *args):
+    out = restype()
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, *argtypes)(address)(ctypes.addressof(out), *args)
+    return out
+
+
+class Pair(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_double), ("dx", ctypes.c_double)]
+
+
+class Triple(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_double), ("dx", ctypes.c_double), ("dy", ctypes.c_double)]
+
+
+SWITCH = """
+define double @f(double %x, i32 %k) {
+entry:
+  switch i32 %k, label %other [ i32 0, label %zero
+                                i32 1, label %one
+                                i32 2, label %one ]
+zero:
+  %a = fmul double %x, %x
+  ret double %a
+one:
+  %b = fmul double %x, 3.0
+  br label %join
+other:
+  %c = call double @llvm.sin.f64(double %x)
+  br label %join
+join:
+  %p = phi double [ %b, %one ], [ %c, %other ]
+  %q = fmul double %p, %x
+  ret double %q
+}
+declare double @llvm.sin.f64(double)
+"""
+
+
+@pytest.mark.parametrize("k, want", [(0, lambda x: 2 * x), (1, lambda x: 6 * x), (2, lambda x: 6 * x),
+                                     (7, lambda x: __import__("math").cos(x) * x + __import__("math").sin(x))])
+def test_switch_with_duplicate_edges_and_two_returns(k, want):
+    jit, address, _ = _gradient(SWITCH, "f", "10")
+    with jit:
+        got = _call(address, Pair, [ctypes.c_double, ctypes.c_int32, ctypes.c_double], 0.7, k, 1.0)
+    assert got.dx == pytest.approx(want(0.7), rel=1e-14)
+
+
+SWAP = """
+define double @f(double %x, double %y, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %loop ]
+  %a = phi double [ %x, %entry ], [ %b, %loop ]
+  %b = phi double [ %y, %entry ], [ %a2, %loop ]
+  %a2 = fmul double %a, 2.0
+  %i1 = add i64 %i, 1
+  %c = icmp slt i64 %i1, %n
+  br i1 %c, label %loop, label %done
+done:
+  %r = fmul double %a, %b
+  ret double %r
+}
+"""
+
+
+def _swap(x, y, n):
+    a, b, da, db = x, y, (1.0, 0.0), (0.0, 1.0)
+    for _ in range(n - 1):
+        a, b, da, db = b, 2 * a, db, (2 * da[0], 2 * da[1])
+    return (da[0] * b + a * db[0], da[1] * b + a * db[1])
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6])
+def test_phis_that_swap_in_a_loop(n):
+    jit, address, _ = _gradient(SWAP, "f", "110")
+    with jit:
+        got = _call(address, Triple, [ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_double],
+                    1.5, 0.25, n, 1.0)
+    assert (got.dx, got.dy) == pytest.approx(_swap(1.5, 0.25, n), rel=1e-14)
+
+
+NESTED = """
+define double @f(double %x, i64 %n) {
+entry:
+  br label %outer
+outer:
+  %i = phi i64 [ 0, %entry ], [ %i1, %outer.end ]
+  %s = phi double [ 0.0, %entry ], [ %s1, %outer.end ]
+  br label %inner
+inner:
+  %j = phi i64 [ 0, %outer ], [ %j1, %inner ]
+  %t = phi double [ %x, %outer ], [ %t1, %inner ]
+  %t1 = call double @llvm.sin.f64(double %t)
+  %j1 = add i64 %j, 1
+  %cj = icmp slt i64 %j1, %i
+  br i1 %cj, label %inner, label %outer.end
+outer.end:
+  %s1 = fadd double %s, %t1
+  %i1 = add i64 %i, 1
+  %ci = icmp slt i64 %i1, %n
+  br i1 %ci, label %outer, label %done
+done:
+  ret double %s1
+}
+declare double @llvm.sin.f64(double)
+"""
+
+
+def test_nested_loops_keep_a_tape():
+    import math
+    jit, address, text = _gradient(NESTED, "f", "10")
+    want = 0.0
+    for i in range(8):
+        t, d = 0.6, 1.0
+        for _ in range(max(i, 1)):
+            t, d = math.sin(t), math.cos(t) * d
+        want += d
+    with jit:
+        got = _call(address, Pair, [ctypes.c_double, ctypes.c_int64, ctypes.c_double], 0.6, 8, 1.0)
+    assert got.dx == pytest.approx(want, rel=1e-13)
+    filecheck(text, """
+        CHECK-LABEL: define {{.*}} @f.gradient.10(
+        CHECK: call {{.*}} @gpuc.autodiff.tape.grow
+        CHECK: call void @free
+    """)
+
+
+STRAIGHT = """
+define double @f(double %x, double %y) {
+  %a = fmul double %x, %y
+  %b = call double @llvm.exp.f64(double %a)
+  %c = fdiv double %b, %y
+  ret double %c
+}
+declare double @llvm.exp.f64(double)
+"""
+
+
+def test_straight_line_code_keeps_no_tape():
+    jit, address, text = _gradient(STRAIGHT, "f", "11")
+    filecheck(text, """
+        CHECK-LABEL: define {{.*}} @f.gradient.11(
+        CHECK-NOT: = alloca
+        CHECK-NOT: malloc
+        CHECK: ret
+    """)
+    import math
+    with jit:
+        got = _call(address, Triple, [ctypes.c_double, ctypes.c_double, ctypes.c_double], 0.5, 2.0, 1.0)
+    e = math.exp(1.0)
+    assert (got.value, got.dx, got.dy) == pytest.approx((e / 2, e, (0.5 * e * 2 - e) / 4), rel=1e-14)
+
+
+def test_loop_tape_without_allocator_is_refused():
+    with pytest.raises(Exception, match="no memory allocator"):
+        _gradient(NESTED, "f", "10", Settings(heap=None))

@@ -18,8 +18,8 @@
 Runs interleave (ABBA); medians are reported. Warp and JAX are skipped, with a note, when they
 are not installed (`pip install -e '.[bench]'` installs them).
 
-    python benchmarks/bench_reverse.py            # ~3-4 min on 2 cores
-    python benchmarks/bench_reverse.py --quick    # ~45 s: 1M elements, fewer repetitions
+    python benchmarks/bench_reverse.py            # ~3 min on 2 cores
+    python benchmarks/bench_reverse.py --quick    # ~35 s: 1M elements, fewer repetitions
 """
 
 from __future__ import annotations

@@ -272,14 +272,18 @@ def launch_threads(total: int, threads: int | None = None) -> int:
     return max(1, min(threads, total))
 
 
+def _launch_shape(n, threads):
+    """(the index space's sizes, its packed form, its item count, the threads to run it on)."""
+    dims = index_space(n)
+    total = math.prod(dims)
+    return dims, struct.pack("<3q", *dims), total, launch_threads(total, threads) if total else 1
+
+
 def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     """Call a range wrapper `fn` over `n` on `threads` threads (the calling thread is one of them)."""
-    n0, n1, n2 = index_space(n)
-    total = n0 * n1 * n2
+    _, sizes, total, threads = _launch_shape(n, threads)
     if total == 0:
         return
-    sizes = struct.pack("<3q", n0, n1, n2)
-    threads = launch_threads(total, threads)
     if threads == 1:
         fn(argv, 0, total, sizes)
         return
@@ -292,12 +296,9 @@ def launch_in_two_phases(fn, argv: bytes, n, threads: int | None, apart: tuple) 
     """Like launch_marshalled, but work items whose indices differ by at most `apart[d]` along every
     dimension d never run at once: the linear index space is cut into runs longer than twice the
     farthest such pair, and the even runs run (in parallel) before the odd ones."""
-    n0, n1, n2 = index_space(n)
-    total = n0 * n1 * n2
+    (n0, n1, _), sizes, total, threads = _launch_shape(n, threads)
     if total == 0:
         return
-    sizes = struct.pack("<3q", n0, n1, n2)
-    threads = launch_threads(total, threads)
     span = 2 * (apart[0] + n0 * apart[1] + n0 * n1 * apart[2]) + 1  # runs at least this long never meet
     runs = min(2 * threads * CHUNKS_PER_THREAD, total // span)
     runs -= runs % 2

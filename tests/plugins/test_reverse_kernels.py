@@ -9,37 +9,15 @@ import math
 import numpy as np
 import pytest
 from support.llvm_testing import filecheck
+from support.reverse_kernels import dynamic_loop, elementwise, stencil
 
 import gpuc
-
-
-@gpuc.kernel
-def elementwise(x, y):
-    i = gpuc.index()
-    y[i] = math.sin(x[i]) * x[i]
-
-
-@gpuc.kernel
-def stencil(x, y):
-    i = gpuc.index()
-    n = x.shape[0]
-    if i > 0 and i < n - 1:
-        y[i] = 0.25 * x[i - 1] + 0.5 * x[i] * x[i] + 0.25 * x[i + 1]
 
 
 @gpuc.kernel
 def reduction(x, out):
     i = gpuc.index()
     gpuc.atomic_add(out, 0, x[i] * x[i])
-
-
-@gpuc.kernel
-def dynamic_loop(x, steps, y):
-    i = gpuc.index()
-    acc = x[i]
-    for _ in range(steps[i]):
-        acc = acc * 0.5 + math.sin(acc)
-    y[i] = acc
 
 
 @gpuc.kernel
@@ -294,7 +272,7 @@ def test_spirv_without_float_atomics_is_a_located_error():
     with pytest.raises(gpuc.CompilationError) as info:
         gpuc.code_native(gpuc.adjoint(stencil), (F32,) * 4, target=gpuc.SPIRVTarget())
     assert "atomic float adds" in str(info.value) and info.value.location.line > 0
-    assert "test_reverse_kernels.py" in info.value.location.file
+    assert info.value.location.file.endswith("reverse_kernels.py")  # where the kernel is defined
 
 
 def test_loop_tape_without_allocator_is_a_located_error():

@@ -30,6 +30,7 @@ import gpuc.llvm as llvm
 from gpuc.errors import CompilationError
 
 from . import access, tape
+from .cfg import cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, error
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 
@@ -188,14 +189,14 @@ class _Reverse:
     # -- analysis ------------------------------------------------------------------------------
     def _analyse(self) -> None:
         fn = self.fn
-        self.order = _reverse_post_order(fn)
+        self.order = reverse_post_order(fn)
         reachable = set(self.order)
         self.preds = {b: [] for b in self.order}
         for block in self.order:
-            for succ in _successors(block):
+            for succ in successors(block):
                 if block not in self.preds[succ]:
                     self.preds[succ].append(block)
-        self.cyclic = _cyclic(self.order, self.preds)
+        self.cyclic = cyclic_blocks(self.order, self.preds)
         self.reachable = reachable
         self.stack = set()
         shadowed = {a for i, a in enumerate(fn.args) if i in self.shadow_params}
@@ -449,7 +450,7 @@ class _Reverse:
         i32 = self.ctx.i32
         for block, phi in self.from_phis.items():
             for k, pred in enumerate(self.preds[block]):
-                for _ in range(_successors(pred).count(block)):  # one entry per edge
+                for _ in range(successors(pred).count(block)):  # one entry per edge
                     phi.add_incoming(llvm.ConstantInt.get(i32, k), self.bmap[pred])
 
     # -- primal values in the reverse ------------------------------------------------------------
@@ -652,76 +653,6 @@ class _Reverse:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
-
-def _successors(block) -> list:
-    term = block.terminator
-    return [op for op in term.operands if isinstance(op, llvm.BasicBlock)] if term is not None else []
-
-
-def _reverse_post_order(fn) -> list:
-    entry = fn.entry_block
-    seen, post = {entry}, []
-    stack = [(entry, iter(_successors(entry)))]
-    while stack:
-        block, successors = stack[-1]
-        for succ in successors:
-            if succ not in seen:
-                seen.add(succ)
-                stack.append((succ, iter(_successors(succ))))
-                break
-        else:
-            post.append(block)
-            stack.pop()
-    return post[::-1]
-
-
-def _cyclic(order, preds) -> set:
-    """Blocks on a cycle of the CFG (Tarjan's strongly connected components)."""
-    succs = {b: [] for b in order}
-    for b, ps in preds.items():
-        for p in ps:
-            succs[p].append(b)
-    index, low, on, stack, found = {}, {}, set(), [], set()
-    counter = [0]
-
-    def visit(root):
-        work = [(root, iter(succs[root]))]
-        index[root] = low[root] = counter[0]
-        counter[0] += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter[0]
-                    counter[0] += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(succs[w])))
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    component = []
-                    while True:
-                        w = stack.pop()
-                        on.discard(w)
-                        component.append(w)
-                        if w == v:
-                            break
-                    if len(component) > 1 or v in succs[v]:
-                        found.update(component)
-
-    for b in order:
-        if b not in index:
-            visit(b)
-    return found
-
 
 def _pointer_sources(inst) -> list:
     op = inst.opcode_name

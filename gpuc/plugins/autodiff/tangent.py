@@ -12,6 +12,7 @@ from gpuc.errors import CompilationError
 
 from . import mathrules
 from .calls import call
+from .cfg import reverse_post_order
 from .kinds import carries_floats, error
 from .memory import MEMORY_HANDLERS, pointer_op, stack_pointers
 
@@ -75,10 +76,6 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     return tfn
 
 
-def _successors(block) -> list:
-    return [op for op in block.terminator.operands if isinstance(op, llvm.BasicBlock)]
-
-
 class _Transformer:
     """Builds the body of tangent function `tfn` from `fn`: clones each instruction and follows it
     with its tangent code, block by block in reverse post-order (definitions before uses)."""
@@ -105,7 +102,7 @@ class _Transformer:
     def run(self) -> None:
         for block in self.fn.blocks:
             self.bmap[block] = self.tfn.append_block(block.name)
-        order = self._reverse_post_order()
+        order = reverse_post_order(self.fn)
         self.reachable = set(order)
         with llvm.Builder(self.module.context) as b:
             self.b = b
@@ -118,22 +115,6 @@ class _Transformer:
                     b.position_at_end(self.bmap[block])
                     b.unreachable()
             self._fill_phis()
-
-    def _reverse_post_order(self) -> list:
-        seen, post = set(), []
-        stack = [(self.fn.entry_block, iter(_successors(self.fn.entry_block)))]
-        seen.add(self.fn.entry_block)
-        while stack:
-            block, successors = stack[-1]
-            for succ in successors:
-                if succ not in seen:
-                    seen.add(succ)
-                    stack.append((succ, iter(_successors(succ))))
-                    break
-            else:
-                post.append(block)
-                stack.pop()
-        return post[::-1]
 
     # -- values ----------------------------------------------------------------------------
     def value(self, v):

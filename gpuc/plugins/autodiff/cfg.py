@@ -1,0 +1,78 @@
+"""Control-flow graph facts the transformations need: successors, reverse post-order, blocks on cycles."""
+
+from __future__ import annotations
+
+import gpuc.llvm as llvm
+
+
+def successors(block) -> list:
+    """The blocks `block`'s terminator may branch to, once per edge (a switch may name one twice)."""
+    term = block.terminator
+    return [op for op in term.operands if isinstance(op, llvm.BasicBlock)] if term is not None else []
+
+
+def reverse_post_order(fn) -> list:
+    """fn's blocks reachable from its entry, each after its dominators (definitions before uses)."""
+    entry = fn.entry_block
+    seen, post = {entry}, []
+    stack = [(entry, iter(successors(entry)))]
+    while stack:
+        block, pending = stack[-1]
+        for succ in pending:
+            if succ not in seen:
+                seen.add(succ)
+                stack.append((succ, iter(successors(succ))))
+                break
+        else:
+            post.append(block)
+            stack.pop()
+    return post[::-1]
+
+
+def cyclic_blocks(order, preds) -> set:
+    """`order`'s blocks (with predecessors `preds`) that lie on a cycle of the CFG: in a strongly
+    connected component (Tarjan's algorithm) of more than one block, or with an edge to itself."""
+    succs = {b: [] for b in order}
+    for b, ps in preds.items():
+        for p in ps:
+            succs[p].append(b)
+    index, low, on, stack, found = {}, {}, set(), [], set()
+    counter = [0]
+
+    def visit(root):
+        work = [(root, iter(succs[root]))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(succs[w])))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1 or v in succs[v]:
+                        found.update(component)
+
+    for b in order:
+        if b not in index:
+            visit(b)
+    return found

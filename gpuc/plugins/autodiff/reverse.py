@@ -144,22 +144,27 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
             old.replace_all_uses_with(new)
     for block in list(kernel.blocks):
         primal.append_existing_block(block)
+    grad = module.add_function(f"{kernel.name}.adjoint", kernel.function_type)
+    grad.linkage = "internal"
     try:
-        grad = module.add_function(f"{kernel.name}.adjoint", kernel.function_type)
-        grad.linkage = "internal"
-        try:
-            builder = _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
-                               shadows=shadows, cotangent=None, results=[], indices=indices)
-            builder.run()
-        except BaseException:
-            grad.erase()
-            raise
-        with llvm.Builder(module.context) as b:
-            b.position_at_end(kernel.append_block("entry"))
-            b.call(grad, list(kernel.args))
-            b.ret()
-    finally:
+        builder = _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
+                           shadows=shadows, cotangent=None, results=[], indices=indices)
+        builder.run()
+    except BaseException:
+        grad.erase()
+        # Leave the kernel as it was (but for the request): the compile reports the error.
+        for old, new in zip(primal.args, kernel.args):
+            if old.uses:
+                old.replace_all_uses_with(new)
+        for block in list(primal.blocks):
+            kernel.append_existing_block(block)
         primal.erase()
+        raise
+    primal.erase()
+    with llvm.Builder(module.context) as b:
+        b.position_at_end(kernel.append_block("entry"))
+        b.call(grad, list(kernel.args))
+        b.ret()
     return builder.reach
 
 

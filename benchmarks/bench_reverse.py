@@ -16,7 +16,7 @@
    transcendental mix, a loop with a run-time trip count) against
    `jax.jit(jax.vmap(jax.grad(f)))` over the same array (`jax`, optional), with equal values.
 Runs interleave (ABBA); medians are reported. Warp and JAX are skipped, with a note, when they
-are not installed (`pip install -e '.[bench]'` installs them).
+are not installed (`GPUC_EXTRAS=test,ptx,bench,cuda,anchors bash scripts/setup.sh` installs them).
 
     python benchmarks/bench_reverse.py            # ~3 min on 2 cores
     python benchmarks/bench_reverse.py --quick    # ~35 s: 1M elements, fewer repetitions
@@ -540,14 +540,14 @@ def main() -> None:
         print("gpuc has no reverse mode in this checkout (gpuc.adjoint / gpuc.grad): its columns are skipped")
     wk = warp_kernels()
     if wk is None:
-        print("warp-lang is not installed: the Warp columns are skipped (pip install warp-lang)")
+        print("warp-lang is not installed: the Warp columns are skipped (the anchors extra installs it)")
     else:
         import warp as wp
 
         facts["warp"] = wp.config.version
     jf = jax_funcs()
     if jf is None:
-        print("jax is not installed: the JAX columns are skipped (pip install 'jax[cpu]')")
+        print("jax is not installed: the JAX columns are skipped (the anchors extra installs it)")
     else:
         import jax
 

@@ -5,7 +5,7 @@
 # Environment:
 #   GPUC_PYTHON   interpreter for the venv (default: python3.11, python3.12, python3.13, python3)
 #   GPUC_VENV     venv directory (default: .venv in the repository root)
-#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda)
+#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda; add anchors for Warp and JAX)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -1,6 +1,7 @@
 """The reverse sweep's tape: values stored per loop iteration, in memory that grows with the trip counts.
 
-A gradient function keeps one tape, `{ptr data, i64 top, i64 capacity}` in a stack slot. Each block
+A gradient function keeps one tape, `{ptr data, i64 top, i64 capacity, ptr first}` in a stack slot,
+starting in a small buffer on the stack (`first`, 512 bytes: short loops allocate nothing). Each block
 of a loop pushes, as one record, the values its reverse needs (`push`); the reverse of that block
 pops the record back (`pop`). Records are popped in the reverse order of their pushes, so one stack
 serves every loop, nested loops and recursion alike. Growing (doubling, from 256 bytes) and freeing
@@ -18,11 +19,12 @@ GROW = "gpuc.autodiff.tape.grow"
 FREE = "gpuc.autodiff.tape.free"
 _ALIGN = 16
 _FIRST = 256
+INLINE_BYTES = 512
 
 
 def state_type(module: llvm.Module):
     ctx = module.context
-    return ctx.struct_type([ctx.ptr(), ctx.i64, ctx.i64])
+    return ctx.struct_type([ctx.ptr(), ctx.i64, ctx.i64, ctx.ptr()])
 
 
 def record_size(b: llvm.Builder, module: llvm.Module, record) -> llvm.Value:
@@ -33,8 +35,13 @@ def record_size(b: llvm.Builder, module: llvm.Module, record) -> llvm.Value:
     return b.and_(b.add(size, llvm.ConstantInt.get(ctx.i64, _ALIGN - 1)), llvm.ConstantInt.get(ctx.i64, -_ALIGN))
 
 
-def init(b: llvm.Builder, module: llvm.Module, state) -> None:
-    b.store(llvm.Constant.null(state_type(module)), state)
+def init(b: llvm.Builder, module: llvm.Module, state, first) -> None:
+    """Start the tape at `state` empty, in the INLINE_BYTES stack buffer `first` (16-byte aligned)."""
+    ty, i64 = state_type(module), module.context.i64
+    b.store(first, b.struct_gep(ty, state, 0))
+    b.store(llvm.ConstantInt.get(i64, 0), b.struct_gep(ty, state, 1))
+    b.store(llvm.ConstantInt.get(i64, INLINE_BYTES), b.struct_gep(ty, state, 2))
+    b.store(first, b.struct_gep(ty, state, 3))
 
 
 def push(b: llvm.Builder, module: llvm.Module, state, heap, values) -> None:
@@ -134,12 +141,12 @@ def _grow(module: llvm.Module, heap) -> llvm.Function:
         b.unreachable()
         b.position_at_end(got)
         old = b.load(ctx.ptr(), data_ptr)
-        copy, done = fn.append_block("copy"), fn.append_block("done")
-        b.cond_br(b.icmp("eq", old, llvm.Constant.null(ctx.ptr())), done, copy)
-        b.position_at_end(copy)
         memcpy = module.declare_intrinsic("llvm.memcpy.p0.p0.i64", llvm.FunctionType.get(
             ctx.void, [ctx.ptr(), ctx.ptr(), i64, ctx.i1]))
         b.call(memcpy, [new, old, b.load(i64, top_ptr), llvm.ConstantInt.get(ctx.i1, 0)])
+        release, done = fn.append_block("release"), fn.append_block("done")
+        b.cond_br(b.icmp("eq", old, b.load(ctx.ptr(), b.struct_gep(ty, state, 3))), done, release)
+        b.position_at_end(release)  # the stack buffer is not the heap's
         b.call(free, [old])
         b.br(done)
         b.position_at_end(done)
@@ -150,7 +157,8 @@ def _grow(module: llvm.Module, heap) -> llvm.Function:
 
 
 def _free(module: llvm.Module, heap) -> llvm.Function:
-    """`void @gpuc.autodiff.tape.free(ptr %state)`: give the tape's memory back."""
+    """`void @gpuc.autodiff.tape.free(ptr %state)`: give the tape's memory back (unless it never left
+    the stack buffer)."""
     existing = module.functions.get(FREE)
     if existing is not None and not existing.is_declaration:
         return existing
@@ -162,9 +170,10 @@ def _free(module: llvm.Module, heap) -> llvm.Function:
     _, free = _heap(module, heap)
     with llvm.Builder(ctx) as b:
         b.position_at_end(fn.append_block("entry"))
-        data = b.load(ctx.ptr(), b.struct_gep(state_type(module), state, 0))
+        ty = state_type(module)
+        data = b.load(ctx.ptr(), b.struct_gep(ty, state, 0))
         release, done = fn.append_block("release"), fn.append_block("done")
-        b.cond_br(b.icmp("eq", data, llvm.Constant.null(ctx.ptr())), done, release)
+        b.cond_br(b.icmp("eq", data, b.load(ctx.ptr(), b.struct_gep(ty, state, 3))), done, release)
         b.position_at_end(release)
         b.call(free, [data])
         b.br(done)

@@ -41,6 +41,8 @@ import _common  # noqa: F401 - puts the repository on sys.path
 from _common import ROOT, banner, machine_facts, median, ms, spread, table, timed, write_json
 
 import gpuc
+from bench_autodiff import (loop, loop_derivative, loop_primal, mix, mix_derivative, mix_primal, poly,  # noqa: E402
+                            poly_derivative, poly_primal)
 
 HAVE_REVERSE = hasattr(gpuc, "adjoint") and hasattr(gpuc, "grad")
 
@@ -335,32 +337,9 @@ def compile_times(reps: int, wk) -> dict:
 
 
 # -- 4: gpuc.grad of funcs in a kernel against jax.jit(jax.vmap(jax.grad(f))) ----------------------
+# The funcs, their primal kernels and forward-mode derivative kernels are bench_autodiff.py's.
 
 LOOP_TRIPS = 16
-
-
-@gpuc.func
-def poly(x):
-    return ((((0.5 * x - 1.25) * x + 2.0) * x - 0.75) * x + 3.0) * x - 1.0
-
-
-@gpuc.func
-def mix(x):
-    return math.exp(-x * x) * math.sin(3.0 * x) + math.log(1.0 + x * x) + math.sqrt(1.0 + x * x)
-
-
-@gpuc.func
-def loop(x, n):
-    acc = 0.0
-    for i in range(n):
-        acc = acc * x + (i + 1.0)
-    return acc
-
-
-@gpuc.kernel
-def poly_primal(a, b):
-    i = gpuc.index()
-    b[i] = poly(a[i])
 
 
 @gpuc.kernel
@@ -370,33 +349,9 @@ def poly_grad(a, b):
 
 
 @gpuc.kernel
-def poly_forward(a, b):
-    i = gpuc.index()
-    b[i] = gpuc.derivative(poly, a[i])
-
-
-@gpuc.kernel
-def mix_primal(a, b):
-    i = gpuc.index()
-    b[i] = mix(a[i])
-
-
-@gpuc.kernel
 def mix_grad(a, b):
     i = gpuc.index()
     b[i] = gpuc.grad(mix, a[i])[0]
-
-
-@gpuc.kernel
-def mix_forward(a, b):
-    i = gpuc.index()
-    b[i] = gpuc.derivative(mix, a[i])
-
-
-@gpuc.kernel
-def loop_primal(a, b, n):
-    i = gpuc.index()
-    b[i] = loop(a[i], n)
 
 
 @gpuc.kernel
@@ -405,15 +360,9 @@ def loop_grad(a, b, n):
     b[i] = gpuc.grad(loop, a[i], n)[0]
 
 
-@gpuc.kernel
-def loop_forward(a, b, n):
-    i = gpuc.index()
-    b[i] = gpuc.derivative(loop, a[i], n)
-
-
-FUNCS = {"polynomial": (poly_primal, poly_grad, poly_forward, ()),
-         "transcendental mix": (mix_primal, mix_grad, mix_forward, ()),
-         f"loop ({LOOP_TRIPS} trips)": (loop_primal, loop_grad, loop_forward, (LOOP_TRIPS,))}
+FUNCS = {"polynomial": (poly_primal, poly_grad, poly_derivative, ()),
+         "transcendental mix": (mix_primal, mix_grad, mix_derivative, ()),
+         f"loop ({LOOP_TRIPS} trips)": (loop_primal, loop_grad, loop_derivative, (LOOP_TRIPS,))}
 
 
 def jax_funcs():

@@ -21,6 +21,24 @@ def carries_floats(ty: llvm.Type) -> bool:
     return False
 
 
+def define(module: llvm.Module, name: str, fnty, existing, build) -> llvm.Function:
+    """The internal function `name` of type `fnty` (filling in the declaration `existing`, if any),
+    its body made by `build(fn)`. If that raises, no half-built body is left: what was added is
+    removed, or the declaration there was is left as it was."""
+    fn = existing if existing is not None else module.add_function(name, fnty)
+    fn.linkage = "internal"
+    try:
+        build(fn)
+    except BaseException:
+        fn.delete_body()
+        if existing is None and not fn.uses:
+            fn.erase()
+        else:
+            fn.linkage = "external"
+        raise
+    return fn
+
+
 def error(fn: llvm.Function, inst, message: str, hint: str | None = None) -> CompilationError:
     """A CompilationError naming `fn` and the instruction `inst`, located where debug info says."""
     where = f" at `{str(inst).strip()}`" if inst is not None else ""

@@ -31,7 +31,7 @@ from gpuc.errors import CompilationError
 
 from . import access, tape
 from .cfg import cyclic_blocks, reverse_post_order, successors
-from .kinds import carries_floats, error
+from .kinds import carries_floats, define, error
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 
 _TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
@@ -95,25 +95,15 @@ def gradient_function(module: llvm.Module, fn: llvm.Function, mask: str, setting
     fields = ([ret] if returns_floats else []) + adjoint_params
     result = ctx.struct_type(fields) if fields else ctx.void
     fnty = llvm.FunctionType.get(result, list(params) + extra)
-    gfn = existing if existing is not None else module.add_function(name, fnty)
-    gfn.linkage = "internal"
     n = len(params)
     shadows, k = {}, n
     for i, (t, a) in enumerate(zip(params, active)):
         if a and isinstance(t, llvm.PointerType):
             shadows[i] = k
             k += 1
-    try:
-        _Reverse(module, fn, gfn, settings, active=active, shadows=shadows,
-                 cotangent=k if returns_floats else None, results=fields).run()
-    except BaseException:
-        gfn.delete_body()
-        if existing is None and not gfn.uses:
-            gfn.erase()
-        else:
-            gfn.linkage = "external"
-        raise
-    return gfn
+    return define(module, name, fnty, existing, lambda gfn: _Reverse(
+        module, fn, gfn, settings, active=active, shadows=shadows, cotangent=k if returns_floats else None,
+        results=fields).run())
 
 
 def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallInst, settings: Settings) -> tuple:

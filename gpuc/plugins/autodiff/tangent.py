@@ -13,7 +13,7 @@ from gpuc.errors import CompilationError
 from . import mathrules
 from .calls import call
 from .cfg import reverse_post_order
-from .kinds import carries_floats, error
+from .kinds import carries_floats, define, error
 from .memory import MEMORY_HANDLERS, pointer_op, stack_pointers
 
 _STRUCTURAL = frozenset({"extractvalue", "insertvalue", "extractelement", "insertelement", "shufflevector", "fneg",
@@ -61,19 +61,7 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     fnty = llvm.FunctionType.get(result, list(params) + [t for t, a in zip(params, active) if a])
     if existing is not None and str(existing.function_type) != str(fnty):
         raise ValueError(f"@{name} is declared as {existing.function_type}; the tangent of {fn.name} is {fnty}")
-    tfn = existing if existing is not None else module.add_function(name, fnty)
-    tfn.linkage = "internal"
-    try:
-        _Transformer(module, fn, tfn, active).run()
-    except BaseException:
-        # Never leave a half-built body: remove what was made, or leave the declaration there was.
-        tfn.delete_body()
-        if existing is None and not tfn.uses:
-            tfn.erase()
-        else:
-            tfn.linkage = "external"
-        raise
-    return tfn
+    return define(module, name, fnty, existing, lambda tfn: _Transformer(module, fn, tfn, active).run())
 
 
 class _Transformer:

@@ -357,3 +357,25 @@ def test_two_phase_runs_never_meet():
     assert sorted(seen)[0][0] == 0 and max(e for _, e in seen) == 30_000
     assert sum(e - b for b, e in seen) == 30_000
     assert all(e - b >= span for b, e in seen)
+
+
+@gpuc.kernel
+def row_broadcast(x, y):
+    i, j = gpuc.index(0), gpuc.index(1)
+    y[i, j] = x[i] * x[i] * (j + 1.0)
+
+
+def test_element_read_by_a_whole_row_is_shared():
+    # x[i] in a kernel that reads index(1) too: every item of row i adds to x's shadow at i.
+    ir = gpuc.code_llvm(gpuc.adjoint(row_broadcast), (F64, F64, gpuc.Array[gpuc.float64, 2],
+                                                      gpuc.Array[gpuc.float64, 2]))
+    filecheck(ir, """
+        CHECK-LABEL: define void @row_broadcast.adjoint
+        CHECK: atomicrmw fadd
+    """)
+    x = np.linspace(0.5, 1.5, 300)
+    for threads in (1, 2, 3):
+        dx = np.zeros_like(x)
+        gpuc.adjoint(row_broadcast).launch((300, 40), x, dx, np.zeros((300, 40)), np.ones((300, 40)),
+                                           threads=threads)
+        np.testing.assert_allclose(dx, 2 * x * sum(j + 1.0 for j in range(40)), rtol=1e-12)

@@ -6,7 +6,9 @@ adjoint marker names), `s` is 1 or one of the array's own stride or shape parame
 integer. An array is:
 
 - "own" when every access is the same injective map of the index (one monomial per dimension, each
-  with its own scale, no constant part): each element is one work item's, and plain adds suffice;
+  with its own scale, no constant part) over every dimension whose index the kernel reads: each
+  element is one work item's, and plain adds suffice (`x[i]` in a kernel that also reads index(1)
+  is read by a whole row of items: "any");
 - "near" when every access is that map shifted by constants along the dimensions (`a[i - 1]`,
   `a[i, j + 1]`): items farther apart than the shifts never touch the same element, so runs of
   items that far apart can run at once (`reach` per dimension);
@@ -32,17 +34,18 @@ class Footprint:
     reach: tuple = (0, 0, 0)
 
 
-def footprints(accesses: dict, indices: dict, size_of) -> dict:
+def footprints(accesses: dict, indices: dict, size_of, read_dims=(0, 1, 2)) -> dict:
     """base -> Footprint for `accesses` (base -> [pointer, or None for a use that is no access: a
-    pointer passed to a call]), given `indices` (value -> dimension) and `size_of` (type -> bytes)."""
+    pointer passed to a call]), given `indices` (value -> dimension), `size_of` (type -> bytes) and
+    the dimensions whose index the kernel reads."""
     found = {}
     for base, pointers in accesses.items():
         maps = [None if p is None else _map(p, base, indices, size_of) for p in pointers]
-        found[base] = _classify(maps)
+        found[base] = _classify(maps, set(read_dims))
     return found
 
 
-def _classify(maps) -> Footprint:
+def _classify(maps, read_dims: set) -> Footprint:
     if not maps or any(m is None for m in maps):
         return Footprint(ANY)
     shape = None
@@ -55,7 +58,7 @@ def _classify(maps) -> Footprint:
             return Footprint(ANY)
         dims = [d for d, _ in terms]
         scales = [s for _, s in terms]
-        if not terms or len(set(dims)) != len(dims) or len(set(scales)) != len(scales):
+        if not terms or len(set(dims)) != len(dims) or len(set(scales)) != len(scales) or not read_dims <= set(dims):
             return Footprint(ANY)
         by_scale = {s: (d, c) for (d, s), c in terms.items()}
         for scale, c in constants.items():

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gpuc.llvm as llvm
+from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT
 from gpuc.errors import CompilationError
 
 from . import access, tape
@@ -125,6 +126,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
             raise CompilationError(f"the adjoint request in @{kernel.name} pairs values that are not parameters")
         shadows[params.index(primal)] = params.index(shadow)
     marker.erase()
+    read_dims = {d for v, d in indices.items() if _reads_index(v)}
     # The primal body moves into a function of the same type; the kernel gets the gradient's body.
     primal = module.add_function(f"{kernel.name}.primal", kernel.function_type)
     primal.linkage = "internal"
@@ -138,7 +140,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
     grad.linkage = "internal"
     try:
         builder = _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
-                           shadows=shadows, cotangent=None, results=[], indices=indices)
+                           shadows=shadows, cotangent=None, results=[], indices=indices, read_dims=read_dims)
         builder.run()
     except BaseException:
         grad.erase()
@@ -162,10 +164,11 @@ class _Reverse:
     """Builds the body of gradient function `gfn` from `fn` (see the module doc)."""
 
     def __init__(self, module, fn, gfn, settings: Settings, *, active, shadows: dict, cotangent, results,
-                 indices=None) -> None:
+                 indices=None, read_dims=(0, 1, 2)) -> None:
         self.module, self.fn, self.gfn, self.settings = module, fn, gfn, settings
         self.ctx = module.context
         self.indices = indices or {}
+        self.read_dims = read_dims
         self.vmap: dict = {}
         self.bmap: dict = {}
         self.rmap: dict = {}
@@ -261,7 +264,7 @@ class _Reverse:
                         if a in self.shadowed and a not in self.stack:
                             accesses.setdefault(_base(a), []).append(None)
         with llvm.TargetData.from_layout(self.module.data_layout) as td:
-            found = access.footprints(accesses, self.indices, td.size_of)
+            found = access.footprints(accesses, self.indices, td.size_of, self.read_dims)
         self.footprints = found
         reach = [max((f.reach[d] for f in found.values() if f.kind == access.NEAR), default=0) for d in range(3)]
         self.reach = tuple(reach)
@@ -650,6 +653,21 @@ class _Reverse:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+def _reads_index(value) -> bool:
+    """Whether the primal body uses the index `value` for more than the launch's own bounds: the
+    guard of a rounded-up grid (`index < gpuc.nD`) or the CPU's range assumption (`index < 2**62`).
+    A kernel that reads index(d) so is launched with many items along d."""
+    for use in value.uses:
+        user = use.user
+        if isinstance(user, llvm.CompareInst):
+            other = [op for op in user.operands if op != value]
+            if other and (isinstance(other[0], llvm.Argument) and other[0].name in LAUNCH_SIZE_PARAMS
+                          or isinstance(other[0], llvm.ConstantInt) and other[0].value == MAX_EXTENT):
+                continue
+        return True
+    return False
+
 
 def _pointer_sources(inst) -> list:
     op = inst.opcode_name

@@ -6,10 +6,26 @@ exactly: float arithmetic (+ - * /, denominators kept away from 0), `math.sin/co
 of safe arguments, locals, a helper func called from f, an array constant read as `arr[0]`/`arr[1]`
 (then no jvp or vjp: their primals are floats; grad and value_and_grad take the array as a constant)
 and `if x > c` / `if x < c` on f's parameters (the derivative follows the branch taken). Each
-generated f is an expression tree that prints its source and evaluates itself on `Dual`s in float64.
-Arguments are float32 or float64 (x and the constants of one type, so no promotion question arises);
-a branch test closer than a margin to a tie is undefined (the program is regenerated), and nothing
-non-differentiable (abs, min, max) is generated.
+generated f is a tree of statements and expressions that prints its source and evaluates itself on
+`Dual`s in float64 (`Func.ev`). Arguments are float32 or float64 (x and the constants of one type, so
+no promotion question arises); a branch test closer than a margin to a tie is undefined (the program
+is regenerated), and nothing else non-differentiable (abs) is generated.
+
+Loops (a quarter of the programs): f takes an int n (0..12, among its parameters after x; the
+kernel reads it as `n = int(es[2])`, a constant of derivative, grad and value_and_grad) and runs
+`for k in range(n)` (now and then `range(n - 1)`, `range(min(n, 5))`, ...), sometimes a nested `for j
+in range(k)` / `range(n - k)` / ..., or a data-dependent `while a0 < c and i < 20:` moving a0 towards
+c, over one or two float accumulators a0, a1 initialised from f's locals. Bodies update them with
+generated expressions of f's parameters and locals, the loop variable as a float of the program's type
+(`float(k)`, `gpuc.float32(k)`) and the accumulators before them: `a = a * G + H`, `a =
+tanh(a * G + H)`, `a *= G`, `a -= H`, `a /= e * e + 1.0`, clamps `min(max(a, -c), c)`, where |G| <=
+0.9 and |H| <= 1, so no update expands its accumulator and values and derivatives stay bounded.
+`if ...: break`, `continue` or `return ...` on an accumulator, a float expression or the loop
+variable exit early; f's results then combine the accumulators. A comparison made on computed values
+(`while` and `if` tests, min and max) within the margin of its tie, relative to the operands'
+magnitudes, is undefined. jvp and vjp, whose primals are floats, differentiate `fq`, f with n passed
+as a float q (`f(p0, int(q), p1)`): q's tangent must add nothing and its cotangent is 0. Loops are drawn
+after everything else, so a program without them is the one the seed gave before loops existed.
 
 The kernel stores the derivative in x; without an array constant, the jvp along random tangents and
 the jvps along the other unit tangents (the Jacobian's columns); for f returning one float, grad and
@@ -167,6 +183,40 @@ class Math(Expr):
 
 
 @dataclass
+class Conv(Expr):
+    """float(k), gpuc.float32(k), ...: an int loop variable as a float of the program's type (tangent 0)."""
+    var: str
+    fn: str
+    def src(self): return f"{self.fn}({self.var})"
+    def ev(self, env): return Dual.const(float(env[self.var]))
+
+
+@dataclass
+class MinMax(Expr):
+    """min(a, b) / max(a, b): the operand chosen (Python's rule: b only when strictly smaller / larger)."""
+    name: str
+    a: Expr
+    b: Expr
+    def src(self): return f"{self.name}({self.a.src()}, {self.b.src()})"
+    def ev(self, env):
+        a, b = self.a.ev(env), self.b.ev(env)
+        return b if compare(b, "<" if self.name == "min" else ">", a) else a
+
+
+def compare(a: Dual, op: str, b: Dual) -> bool:
+    """a < b or a > b on values computed by the program (in loops, from float32 arithmetic): a test within
+    MARGIN of its tie, relative to the operands' magnitudes too, is undefined."""
+    if abs(a.v - b.v) <= MARGIN * max(abs(a.v), abs(b.v), a.vm, b.vm, 1.0):
+        raise Undefined("comparison near its tie")
+    return a.v < b.v if op == "<" else a.v > b.v
+
+
+def int_value(src: str, env) -> int:
+    """An int expression of the program (`n`, `k + 1`, `n - k`, `min(n, 4)`, `k % 3 == 1`) on env's ints."""
+    return eval(src, {"__builtins__": {}, "min": min}, {k: v for k, v in env.items() if type(v) is int})
+
+
+@dataclass
 class Call(Expr):
     func: "Func"
     args: list
@@ -176,9 +226,15 @@ class Call(Expr):
 
 @dataclass
 class Func:
+    """A @gpuc.func: its statements are tuples, run by `ev` on Duals (ints for int variables):
+    ("let", name, expr), ("ret", expr or [exprs]), ("if", (a, op, b), then, else) on two float variables,
+    and in loops ("for", k, stop, body) for `for k in range(stop)`, ("while", a, op, c, i, bound, body)
+    for `while a < c and i < bound:`, ("when", cond, body) for an `if` without `else` whose cond is
+    ("f", expr, op, c) or ("i", int source), ("aug", name, op, expr) for `name op= expr`, ("int", name,
+    source), ("inc", name) for `name += 1`, ("break",) and ("continue",)."""
     name: str
     params: list
-    body: list = field(default_factory=list)  # ("let", name, expr) | ("if", (a, op, b), then, else) | ("ret", expr)
+    body: list = field(default_factory=list)
 
     def src(self) -> str:
         lines = ["@gpuc.func", f"def {self.name}({', '.join(self.params)}):"]
@@ -190,32 +246,86 @@ class Func:
                 elif s[0] == "ret":
                     r = s[1]
                     lines.append(f"{pad}return {', '.join(e.src() for e in r) if isinstance(r, list) else r.src()}")
-                else:
+                elif s[0] == "if":
                     a, op, b = s[1]
                     lines.append(f"{pad}if {a} {op} {b}:")
                     emit(s[2], depth + 1)
                     lines.append(f"{pad}else:")
                     emit(s[3], depth + 1)
+                elif s[0] == "for":
+                    lines.append(f"{pad}for {s[1]} in range({s[2]}):")
+                    emit(s[3], depth + 1)
+                elif s[0] == "while":
+                    _, a, op, c, i, bound, body = s
+                    lines.append(f"{pad}while {a} {op} {c!r} and {i} < {bound}:")
+                    emit(body, depth + 1)
+                elif s[0] == "when":
+                    cond = s[1]
+                    test = f"{cond[1].src()} {cond[2]} {cond[3]!r}" if cond[0] == "f" else cond[1]
+                    lines.append(f"{pad}if {test}:")
+                    emit(s[2], depth + 1)
+                elif s[0] == "aug":
+                    lines.append(f"{pad}{s[1]} {s[2]}= {s[3].src()}")
+                elif s[0] == "int":
+                    lines.append(f"{pad}{s[1]} = {s[2]}")
+                elif s[0] == "inc":
+                    lines.append(f"{pad}{s[1]} += 1")
+                else:  # break, continue
+                    lines.append(f"{pad}{s[0]}")
         emit(self.body, 1)
         return "\n".join(lines) + "\n"
 
     def ev(self, args):
         env = dict(zip(self.params, args))
-        def run(stmts):
+        def run(stmts):  # None when the statements end, else ("ret", value), ("break",) or ("continue",)
             for s in stmts:
                 if s[0] == "let":
                     env[s[1]] = s[2].ev(env)
                 elif s[0] == "ret":
-                    return [e.ev(env) for e in s[1]] if isinstance(s[1], list) else s[1].ev(env)
-                else:
+                    return ("ret", [e.ev(env) for e in s[1]] if isinstance(s[1], list) else s[1].ev(env))
+                elif s[0] == "if":
                     a, op, b = (env[s[1][0]].v, s[1][1], env[s[1][2]].v)
                     if abs(a - b) <= MARGIN * max(abs(a), abs(b), 1.0):
                         raise Undefined("branch test near its tie")
                     r = run(s[2] if (a > b if op == ">" else a < b) else s[3])
                     if r is not None:
                         return r
+                elif s[0] in ("for", "while"):
+                    if s[0] == "for":
+                        def steps(var=s[1], stop=int_value(s[2], env)):
+                            for k in range(stop):
+                                env[var] = k
+                                yield
+                        body = s[3]
+                    else:
+                        _, a, op, c, i, bound, body = s
+                        def steps(a=a, op=op, c=Dual.const(c), i=i, bound=bound):
+                            while compare(env[a], op, c) and env[i] < bound:
+                                yield
+                    for _ in steps():
+                        r = run(body)
+                        if r is not None and r[0] == "ret":
+                            return r
+                        if r is not None and r[0] == "break":
+                            break
+                elif s[0] == "when":
+                    c = s[1]
+                    if compare(c[1].ev(env), c[2], Dual.const(c[3])) if c[0] == "f" else int_value(c[1], env):
+                        r = run(s[2])
+                        if r is not None:
+                            return r
+                elif s[0] == "aug":
+                    env[s[1]] = Bin(s[2], Var(s[1]), s[3]).ev(env)
+                elif s[0] == "int":
+                    env[s[1]] = int_value(s[2], env)
+                elif s[0] == "inc":
+                    env[s[1]] += 1
+                else:
+                    return (s[0],)
             return None
-        return run(self.body)
+        r = run(self.body)
+        assert r is not None and r[0] == "ret", "f falls off its end"
+        return r[1]
 
 
 # -- generation -----------------------------------------------------------------------------------
@@ -229,6 +339,10 @@ def has_var(e) -> bool:
         return has_var(e.a) or has_var(e.b)
     if isinstance(e, Call):
         return any(has_var(a) for a in e.args)
+    if isinstance(e, Conv):
+        return True
+    if isinstance(e, MinMax):
+        return has_var(e.a) or has_var(e.b)
     return has_var(e.e)
 
 
@@ -298,6 +412,156 @@ class Gen:
         f.body = body
         return f
 
+    # -- loops: f given an int parameter n (the trip count) and accumulators carried through loops --
+
+    def with_loops(self, f, nparams, nout, dtype):
+        """f with n among its parameters (after p0) and loops inserted after its locals; f's results then
+        combine the accumulators. Returns (f, n, position of n among the parameters)."""
+        r = self.r
+        self.nout = nout
+        n = 0 if r.random() < 0.12 else r.randint(1, 12)
+        npos = r.randint(1, nparams)
+        params = [f"p{i}" for i in range(nparams)]
+        split = next(i for i, s in enumerate(f.body) if s[0] != "let")
+        names = params + [s[1] for s in f.body[:split]]
+        self.conv = "gpuc.float32" if dtype is np.float32 else r.choice(["float", "gpuc.float64"])
+        accs = [f"a{i}" for i in range(1 if r.random() < 0.6 else 2)]
+        body = [("let", a, self.expr(names + accs[:i], 2)) for i, a in enumerate(accs)]
+        body += self.loop(names, accs, 0)
+        if r.random() < 0.2:
+            body += self.loop(names, accs, 0)
+        body = f.body[:split] + body + [self._use(s, accs) for s in f.body[split:]]
+        return Func(f.name, params[:npos] + ["n"] + params[npos:] + (["arr"] if self.arr else []), body), n, npos
+
+    def loop(self, names, accs, depth):
+        """`for k in range(n)` (depth 0) or an inner loop over j, now and then a data-dependent `while`
+        bounded by a counter; bodies update the accumulators, may break, continue or return."""
+        r = self.r
+        if r.random() < 0.15 + 0.15 * depth:
+            return self.while_loop(names, accs, depth)
+        var = "kj"[depth]
+        if depth == 0:
+            stop = "n" if r.random() < 0.8 else r.choice(["n - 1", "min(n, 5)", "n + 1"])
+        else:
+            stop = r.choice(["k", "n", "3", "k + 1", "n - k", "min(n, 4)"])
+        body, inner = [], list(names)
+        if r.random() < 0.75:  # the loop variable as a float of the program's type
+            kf = Conv(var, self.conv)
+            body.append(("let", f"{var}f", kf if r.random() < 0.5 else Bin("*", kf, Lit(r.choice([0.25, 0.5, -0.75])))))
+            inner.append(f"{var}f")
+        chunks = [[self.update(inner, accs)] for _ in range(r.randint(1, 2))]
+        if depth == 0 and r.random() < 0.3:
+            chunks.insert(r.randint(0, len(chunks)), self.loop(inner, accs, depth + 1))
+        if r.random() < 0.35:
+            chunks.insert(r.randint(0, len(chunks)), [self.exit([var, "n"], inner, accs)])
+        return [("for", var, stop, body + [s for c in chunks for s in c])]
+
+    def while_loop(self, names, accs, depth):
+        """`i = 0; while a < c and i < 20: i += 1; a += 0.3 + ...` (moving a towards c) and more updates."""
+        r = self.r
+        a = r.choice(accs)
+        up = r.random() < 0.5
+        c = r.choice([0.5, 1.0, 2.0, 3.0]) * (1 if up else -1)
+        step = Bin("+", Lit(0.3), Bin("*", Lit(0.25), Math("sin", self.expr(names + accs, 2))))
+        body = [("inc", "i"), ("aug", a, "+" if up else "-", step)]
+        for _ in range(r.randint(0, 1)):
+            body.insert(r.randint(1, len(body)), self.update(names, accs))
+        if r.random() < 0.25:
+            body.insert(r.randint(1, len(body)), self.exit(["i", "n"] + (["k"] if depth else []), names, accs))
+        return [("int", "i", "0"), ("while", a, "<" if up else ">", c, "i", r.choice([20, 10]), body)]
+
+    def exit(self, ints, names, accs):
+        """`if cond: break`, `continue` or `return ...`; cond on an accumulator or float expression, or on ints."""
+        r = self.r
+        k = r.random()
+        if k < 0.5:
+            e = Var(r.choice(accs)) if r.random() < 0.6 else self.term(names + accs)
+            cond = ("f", e, r.choice("<>"), r.choice([-1.5, -0.5, 0.25, 0.5, 1.0, 2.0]))
+        else:
+            v = ints[0] if r.random() < 0.8 else r.choice(ints)
+            cond = ("i", r.choice([f"{v} >= {r.randint(1, 6)}", f"{v} == {r.randint(0, 5)}", f"{v} % 3 == 1"]))
+        k = r.random()
+        if k < 0.6:
+            return ("when", cond, [("break",)])
+        if k < 0.85:
+            return ("when", cond, [("continue",)])
+        every = names + accs
+        result = self.expr(every, 2) if self.nout == 1 else [self.expr(every, 2) for _ in range(self.nout)]
+        return ("when", cond, [("ret", result)])
+
+    def update(self, names, accs):
+        """One update of an accumulator, contracting in it (so values and derivatives stay bounded): a_t
+        depends on the accumulators before it only, through bounded terms."""
+        r = self.r
+        t = r.randrange(len(accs))
+        a, ns = accs[t], names + accs[:t]
+        k = r.random()
+        if k < 0.3:
+            return ("let", a, Bin("+", Bin("*", Var(a), self.factor(ns)), self.term(ns)))
+        if k < 0.4:
+            return ("let", a, Math("tanh", Bin("+", Bin("*", Var(a), self.factor(ns)), self.term(ns))))
+        if k < 0.5:
+            return ("let", a, Bin("*", Bin("+", Var(a), self.term(ns)), self.factor(ns)))
+        if k < 0.6:
+            return ("let", a, Bin("+", Bin("*", Math(r.choice(["sin", "tanh"]), Var(a)), Lit(r.choice([0.5, -0.75]))),
+                                  self.term(ns)))
+        if k < 0.7:
+            return ("aug", a, "*", self.factor(ns))
+        if k < 0.8:
+            return ("aug", a, r.choice("+-"), self.term(ns))
+        if k < 0.88:
+            return ("aug", a, "/", SafeDen(self.expr(ns, 2), r.choice([1.0, 2.0])))
+        if r.random() < 0.5:  # clamped
+            c = r.choice([0.75, 1.5, 3.0])
+            return ("let", a, MinMax("min", MinMax("max", Var(a), Lit(-c)), Lit(c)))
+        step = Bin("+", Bin("*", Var(a), self.factor(ns)), self.term(ns))
+        return ("let", a, MinMax(r.choice(["min", "max"]), step, Lit(r.choice([-0.5, 0.5, 1.0]))))
+
+    def factor(self, names):
+        """A multiplier of magnitude at most 0.9."""
+        r = self.r
+        k = r.random()
+        if k < 0.2:
+            return Lit(r.choice([0.5, 0.75, -0.5, 0.9]))
+        e = self.expr(names, 2)
+        if k < 0.45:
+            return Bin("*", Lit(0.7), Math("tanh", e))
+        if k < 0.65:
+            return Bin("*", Math("cos", e), Lit(0.5))
+        if k < 0.85:
+            return Bin("/", Lit(0.75), SafeDen(e, 1.0))
+        return Bin("*", Math("sin", e), Lit(-0.8))
+
+    def term(self, names):
+        """An added term of magnitude at most 1."""
+        r = self.r
+        k = r.random()
+        e = self.expr(names, 2)
+        if k < 0.5:
+            return Math(r.choice(["sin", "tanh", "cos"]), e)
+        if k < 0.7:
+            return Bin("/", e, SafeDen(e, 1.0))
+        if k < 0.85:
+            return Bin("*", Lit(0.25), Math("sin", e))
+        return Bin("*", Math("tanh", e), Math("cos", self.expr(names, 2)))
+
+    def _use(self, s, accs):
+        """f's results combined with the accumulators, each accumulator in one of them at least."""
+        r = self.r
+        if s[0] == "ret":
+            es = list(s[1]) if isinstance(s[1], list) else [s[1]]
+            order = r.sample(accs, len(accs))
+            picks = [[order[i % len(order)]] for i in range(len(es))]
+            for a in order[len(es):]:
+                picks[r.randrange(len(es))].append(a)
+            for i, names in enumerate(picks):
+                for a in names:
+                    es[i] = Bin(r.choice("+-*"), es[i], Var(a))
+            return ("ret", es if isinstance(s[1], list) else es[0])
+        if s[0] == "if":
+            return ("if", s[1], [self._use(x, accs) for x in s[2]], [self._use(x, accs) for x in s[3]])
+        return s
+
 
 @dataclass
 class Case:
@@ -316,9 +580,15 @@ class Case:
     arr: bool = False                               # f takes the array constant
     host: bool = False                              # also call grad/value_and_grad/vjp from Python
     host_expected: list = field(default_factory=list)  # [(value, magnitude)] for host_results(), flattened
+    n: int | None = None                            # f's trip count (an int parameter), with loops
+    npos: int | None = None                         # n's position among f's parameters
 
 
 COTANGENTS = (1.0, -0.5, 2.0, 0.75, -1.5, 0.25)
+
+
+LOOPS = 0.25  # the share of programs given loops
+LOOP_TRIES = 4
 
 
 def generate(seed: int, index: int, attempts: int = 100) -> Case:
@@ -338,25 +608,49 @@ def generate(seed: int, index: int, attempts: int = 100) -> Case:
         ws = [rng.choice(COTANGENTS) for _ in range(2)]  # exact in float32
         via_func = rng.random() < 0.3  # the reverse call made in a @gpuc.func the kernel calls
         host = rng.random() < 0.15     # and made from Python as well
-        arr = [cs] if g.arr else []
-        try:
-            # one column of f's Jacobian per parameter (unit tangent); the first is derivative's
-            cols = [f.ev([Dual(x, 1.0, 1.0, abs(x)) if k == i else Dual.const(x) for k, x in enumerate(xs)] + arr)
-                    for i in range(nparams)]
-            j = f.ev([Dual(x, t, abs(t), abs(x)) for x, t in zip(xs, tangents)] + arr)
-        except (Undefined, ZeroDivisionError, ValueError, OverflowError):
+        built = _build(f, nparams, nout, g.arr, xs, tangents, cs, ws, via_func)
+        if built is None:
             continue
-        cols = [c if nout == 2 else [c] for c in cols]
-        js = j if nout == 2 else [j]
-        kernel, expected, labels, relations = _kernel(f, nparams, nout, g.arr, via_func, cols, js, ws)
-        if not all(math.isfinite(v) and abs(v) < 1e30 for pair in expected for v in pair):
-            continue
-        host_expected = _host_expected(cols, nout, g.arr, ws) if host else []
+        n = npos = None
+        # loops are drawn after everything above, so a program without them is the one the seed always gave;
+        # with them, it is that program with n among f's parameters, loops before its results, and results
+        # combining the loops' accumulators
+        if rng.random() < LOOPS:
+            for _ in range(LOOP_TRIES):
+                lf, ln, lpos = g.with_loops(f, nparams, nout, dtype)
+                lbuilt = _build(lf, nparams, nout, g.arr, xs, tangents, cs, ws, via_func, ln, lpos)
+                if lbuilt is not None:
+                    f, built, n, npos = lf, lbuilt, ln, lpos
+                    break
+        kernel, expected, labels, relations, cols = built
+        host_expected = _host_expected(cols, nout, g.arr, ws, npos is not None) if host else []
         source = ("import math\n\nimport gpuc\n\n\n" + "".join(h.src() + "\n\n" for h in g.funcs)
                   + f.src() + "\n\n" + kernel)
         return Case(seed, index, source, dtype, xs, tangents, cs, expected, labels, relations, ws[:nout], nout,
-                    g.arr, host, host_expected)
+                    g.arr, host, host_expected, n, npos)
     raise RuntimeError(f"no defined derivative program for seed {seed} index {index}")
+
+
+def _build(f, nparams, nout, arr, xs, tangents, cs, ws, via_func, n=None, npos=None):
+    """f evaluated on Duals and the kernel calling it: (kernel, expected, labels, relations, Jacobian
+    columns), or None where f is undefined at xs or its results are not finite."""
+    def args(floats):  # f's arguments: the floats, n at its position, the array constant
+        if npos is not None:
+            floats.insert(npos, n)
+        return floats + ([cs] if arr else [])
+    try:
+        # one column of f's Jacobian per parameter (unit tangent); the first is derivative's
+        cols = [f.ev(args([Dual(x, 1.0, 1.0, abs(x)) if k == i else Dual.const(x) for k, x in enumerate(xs)]))
+                for i in range(nparams)]
+        j = f.ev(args([Dual(x, t, abs(t), abs(x)) for x, t in zip(xs, tangents)]))
+    except (Undefined, ZeroDivisionError, ValueError, OverflowError):
+        return None
+    cols = [c if nout == 2 else [c] for c in cols]
+    js = j if nout == 2 else [j]
+    kernel, expected, labels, relations = _kernel(f, nparams, nout, arr, via_func, cols, js, ws, npos)
+    if not all(math.isfinite(v) and abs(v) < 1e30 for pair in expected for v in pair):
+        return None
+    return kernel, expected, labels, relations, cols
 
 
 def _vjp_entry(col, ws):
@@ -364,14 +658,20 @@ def _vjp_entry(col, ws):
     return (sum(w * x.d for w, x in zip(ws, col)), sum(abs(w) * x.m for w, x in zip(ws, col)))
 
 
-def _kernel(f, nparams, nout, arr, via_func, cols, js, ws):
+def _kernel(f, nparams, nout, arr, via_func, cols, js, ws, npos=None):
     """The kernel's source, what each out[...] must hold, and the relations between out[...]s.
 
     Forward mode: derivative in xs[0], jvp along ts. Reverse mode: grad and value_and_grad (f returning
     one float; the array constant passed, a constant) and vjp along the cotangent ws (no array
     constant: vjp's primals are floats). gpuc's own forward results are the second witness: grad[i]
     equals the jvp with the unit tangent e_i (derivative for i = 0), vjp's cotangent[i] the
-    ws-weighted sum of those jvps."""
+    ws-weighted sum of those jvps.
+
+    With loops (npos not None) f takes the int n at position npos, read in the kernel as `n =
+    int(es[2])`: a constant of derivative, grad and value_and_grad. jvp and vjp, whose primals are
+    floats, differentiate `fq`, f with n passed as a float q (`f(..., int(q), ...)`): q's primal is
+    es[2], its tangent es[1] along ts (it must add nothing) and es[0] along the unit tangents, and its
+    cotangent must be 0."""
     lines, expected, labels, relations, helper = [], [], [], [], []
 
     def store(src, want, label):
@@ -380,11 +680,24 @@ def _kernel(f, nparams, nout, arr, via_func, cols, js, ws):
         labels.append(label)
         return len(expected) - 1
 
+    def fargs(floats, n="n", a="cs"):  # f's arguments in order
+        out = list(floats)
+        if npos is not None:
+            out.insert(npos, n)
+        return out + ([a] if arr else [])
+
+    def tup(items):
+        return ", ".join(items) + ("," if len(items) == 1 else "")
+
+    if npos is not None:
+        lines.append("    n = int(es[2])")
     names = [f"xs[{i}]" for i in range(nparams)]
-    consts = ", ".join(names[1:] + (["cs"] if arr else []))
-    primals = ", ".join(names) + ("," if nparams == 1 else "")
-    tans = ", ".join(f"ts[{i}]" for i in range(nparams)) + ("," if nparams == 1 else "")
-    deriv = f"gpuc.derivative(f, xs[0]{', ' + consts if consts else ''})"
+    ps = [f"p{i}" for i in range(nparams)]
+    looped = npos is not None
+    jf, q = ("fq", ["es[2]"]) if looped else ("f", [])  # what jvp and vjp differentiate, q's primal
+    primals = tup(names + q)
+    tans = tup([f"ts[{i}]" for i in range(nparams)] + (["es[1]"] if looped else []))
+    deriv = f"gpuc.derivative(f, {', '.join(fargs(names))})"
     if nout == 1:
         column0 = [store(deriv, (cols[0][0].d, cols[0][0].m), "derivative")]
     else:
@@ -392,7 +705,7 @@ def _kernel(f, nparams, nout, arr, via_func, cols, js, ws):
         column0 = [store(f"d{k}", (cols[0][k].d, cols[0][k].m), f"derivative[{k}]") for k in range(2)]
     values = None
     if not arr:  # jvp's primals are all active: floats only
-        lines.append(f"    v, d = gpuc.jvp(f, ({primals}), ({tans}))")
+        lines.append(f"    v, d = gpuc.jvp({jf}, ({primals}), ({tans}))")
         if nout == 1:
             values = [store("v", (js[0].v, js[0].vm), "jvp value")]
             store("d", (js[0].d, js[0].m), "jvp tangent")
@@ -404,12 +717,12 @@ def _kernel(f, nparams, nout, arr, via_func, cols, js, ws):
     columns = [column0]
     if not arr:
         for i in range(1, nparams):
-            unit = ", ".join("es[1]" if k == i else "es[0]" for k in range(nparams))
-            lines.append(f"    v{i}, e{i} = gpuc.jvp(f, ({primals}), ({unit}))")
+            unit = tup(["es[1]" if k == i else "es[0]" for k in range(nparams)] + (["es[0]"] if looped else []))
+            lines.append(f"    v{i}, e{i} = gpuc.jvp({jf}, ({primals}), ({unit}))")
             columns.append([store(f"e{i}" if nout == 1 else f"e{i}[{k}]", (cols[i][k].d, cols[i][k].m),
                                   f"jvp e{i}" if nout == 1 else f"jvp e{i}[{k}]") for k in range(nout)])
-    args = ", ".join(names + (["cs"] if arr else []))
-    params = ", ".join([f"p{i}" for i in range(nparams)] + (["arr"] if arr else []))
+    args = ", ".join(fargs(names))
+    params = ", ".join(fargs(ps, "n", "arr"))
     if nout == 1:
         if via_func:
             helper = ["@gpuc.func", f"def rf({params}):", f"    return gpuc.grad(f, {params})"]
@@ -428,11 +741,12 @@ def _kernel(f, nparams, nout, arr, via_func, cols, js, ws):
     if not arr:
         cot = "ws[0]" if nout == 1 else "(ws[0], ws[1])"
         if via_func and nout == 2:
-            ps = ", ".join(f"p{i}" for i in range(nparams)) + ("," if nparams == 1 else "")
-            helper = ["@gpuc.func", f"def rf({params}, w0, w1):", f"    return gpuc.vjp(f, ({ps}), (w0, w1))"]
-            lines.append(f"    vv, ct = rf({args}, ws[0], ws[1])")
+            vps = ps + (["q"] if looped else [])
+            helper = ["@gpuc.func", f"def rf({', '.join(vps)}, w0, w1):",
+                      f"    return gpuc.vjp({jf}, ({tup(vps)}), (w0, w1))"]
+            lines.append(f"    vv, ct = rf({', '.join(names + q)}, ws[0], ws[1])")
         else:
-            lines.append(f"    vv, ct = gpuc.vjp(f, ({primals}), {cot})")
+            lines.append(f"    vv, ct = gpuc.vjp({jf}, ({primals}), {cot})")
         if nout == 1:
             relations.append((store("vv", (cols[0][0].v, cols[0][0].vm), "vjp value"), [(1.0, values[0])]))
         else:
@@ -442,33 +756,41 @@ def _kernel(f, nparams, nout, arr, via_func, cols, js, ws):
         for i in range(nparams):
             k = store(f"ct[{i}]", _vjp_entry(cols[i], ws[:nout]), f"vjp cotangent[{i}]")
             relations.append((k, [(w, j) for w, j in zip(ws, columns[i])]))
+        if looped:
+            store(f"ct[{nparams}]", (0.0, 0.0), "vjp cotangent[q]")
+            qf = ["@gpuc.func", f"def fq({', '.join(ps + ['q'])}):", f"    return f({', '.join(fargs(ps, 'int(q)'))})"]
+            helper = qf + ([""] * 2 + helper if helper else [])
     source = ("\n".join(helper) + "\n\n\n" if helper else "") + "@gpuc.kernel\ndef kernel(out, xs, ts, cs, ws, es):\n"
     return source + "\n".join(lines) + "\n", expected, labels, relations
 
 
-def _host_expected(cols, nout, arr, ws):
-    """What host_results() returns, flattened: grad, value_and_grad (f returning one float), vjp (no array)."""
+def _host_expected(cols, nout, arr, ws, looped=False):
+    """What host_results() returns, flattened: grad, value_and_grad (f returning one float), vjp (no array;
+    of fq with loops, whose q's cotangent is 0)."""
     want = []
     if nout == 1:
         grads = [(c[0].d, c[0].m) for c in cols]
         want += grads + [(cols[0][0].v, cols[0][0].vm)] + grads
     if not arr:
         want += [(x.v, x.vm) for x in cols[0]] + [_vjp_entry(c, ws[:nout]) for c in cols]
+        want += [(0.0, 0.0)] if looped else []
     return want
 
 
-def host_results(case: Case, f) -> list:
-    """gpuc.grad, value_and_grad and vjp of f called from Python, their results flattened."""
+def host_results(case: Case, f, fq=None) -> list:
+    """gpuc.grad, value_and_grad and vjp of f (of fq with loops) called from Python, their results flattened."""
     import gpuc
     xs = [case.dtype(x) for x in case.xs]
-    args = xs + ([np.array(case.cs, case.dtype)] if case.arr else [])
+    args = xs[:case.npos] + [case.n] + xs[case.npos:] if case.npos is not None else list(xs)
+    args += [np.array(case.cs, case.dtype)] if case.arr else []
     got = []
     if case.nout == 1:
         got += list(gpuc.grad(f, *args))
         value, grads = gpuc.value_and_grad(f, *args)
         got += [value, *grads]
     if not case.arr:
-        value, cts = gpuc.vjp(f, tuple(xs), case.ws[0] if case.nout == 1 else tuple(case.ws))
+        primals = tuple(xs) + ((case.dtype(case.n),) if case.npos is not None else ())
+        value, cts = gpuc.vjp(f if case.npos is None else fq, primals, case.ws[0] if case.nout == 1 else tuple(case.ws))
         got += ([value] if case.nout == 1 else list(value)) + list(cts)
     return got
 
@@ -498,10 +820,10 @@ def check(case: Case, workdir: Path) -> Finding | None:
     ts = np.array(case.tangents, case.dtype)
     cs = np.array(case.cs, case.dtype)
     ws = np.array(case.ws + [0.0] * (2 - len(case.ws)), case.dtype)
-    es = np.array([0.0, 1.0], case.dtype)
+    es = np.array([0.0, 1.0, case.n or 0], case.dtype)  # es[2]: the trip count n, with loops
     try:
         module.kernel.launch(1, out, xs, ts, cs, ws, es, device="cpu", threads=1)
-        host = host_results(case, module.f) if case.host else []
+        host = host_results(case, module.f, getattr(module, "fq", None)) if case.host else []
     except Exception as exc:  # noqa: BLE001 — every error is a finding: the program is documented
         return Finding(case, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
     rtol = RTOL32 if case.dtype is np.float32 else RTOL64

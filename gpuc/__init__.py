@@ -8,9 +8,10 @@ from .compiler import (  # noqa: E402
     code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
     unregister_plugin)
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
-from .frontend import (Array, atomic_add, bool_, boolean, deferred, derivative, float32, float64, fma,  # noqa: E402
-                       func, grad, index, int32, int64, jvp, kernel, marker, ndrange, uint32, uint64, value_and_grad,
-                       vjp)
+from .frontend import (Array, atomic_add, atomic_and, atomic_cas, atomic_dec, atomic_exch, atomic_inc,  # noqa: E402
+                       atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, bool_, boolean, clz, deferred,
+                       derivative, ffs, float32, float64, fma, func, grad, index, int32, int64, jvp, kernel, marker,
+                       ndrange, popc, uint32, uint64, value_and_grad, vjp)
 from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
@@ -23,8 +24,10 @@ __all__ = [
     "code_llvm", "code_native", "compile", "compile_module", "make_plugin", "plugin_scope", "register_plugin",
     "registered_plugins", "unregister_plugin",
     # the Python frontend
-    "Array", "adjoint", "atomic_add", "bool_", "boolean", "deferred", "derivative", "float32", "float64", "fma", "func",
-    "grad", "index", "int32", "int64", "jvp", "kernel", "marker", "ndrange", "uint32", "uint64", "value_and_grad", "vjp",
+    "Array", "adjoint", "atomic_add", "atomic_and", "atomic_cas", "atomic_dec", "atomic_exch", "atomic_inc",
+    "atomic_max", "atomic_min", "atomic_or", "atomic_sub", "atomic_xor", "bool_", "boolean", "clz", "deferred",
+    "derivative", "ffs", "float32", "float64", "fma", "func", "grad", "index", "int32", "int64", "jvp", "kernel",
+    "marker", "ndrange", "popc", "uint32", "uint64", "value_and_grad", "vjp",
 ]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
@@ -35,10 +38,14 @@ _INSTEAD = {
                     "launch size"),
     **dict.fromkeys(("shared", "local", "const", "syncthreads", "syncwarp", "threadfence"),
                     "gpuc kernels have no shared memory or barriers: work items are independent; pass arrays "
-                    "and combine results with gpuc.atomic_add"),
-    **dict.fromkeys(("atomic_sub", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
-                     "atomic_exch", "atomic_cas", "atomic_inc", "atomic_dec"),
-                    "gpuc's one atomic operation is gpuc.atomic_add(a, i, v) (add a negative value to subtract)"),
+                    "and combine results with the atomics (gpuc.atomic_add, gpuc.atomic_max, ...)"),
+    "atomic": "gpuc's atomics are functions named after numba's cuda.atomic ones: gpuc.atomic_add(a, i, v), "
+              "atomic_sub, atomic_min, atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, "
+              "atomic_dec and atomic_cas(a, i, expected, new)",
+    "compare_and_swap": "gpuc.atomic_cas(a, i, expected, new) (with an index, as numba's cuda.atomic.cas)",
+    **dict.fromkeys(("atomic_nanmax", "atomic_nanmin"),
+                    "gpuc.atomic_max / gpuc.atomic_min on floats already let a NaN operand lose (IEEE maxNum/minNum)"),
+    **dict.fromkeys(("popcount", "bit_count"), "gpuc.popc(x) counts the bits set in an integer"),
     "jit": "compile with @gpuc.kernel (an entry point) or @gpuc.func (a device function)",
     **dict.fromkeys(("gradient", "diff", "differentiate", "autograd", "jacfwd", "jacobian", "hessian"),
                     "gpuc differentiates @gpuc.func functions: gpuc.grad(f, *args) (reverse mode, every float "
@@ -48,7 +55,9 @@ _INSTEAD = {
                     "gpuc.vjp(f, primals, cotangent) pulls a cotangent back through a func; gpuc.adjoint(kernel) is "
                     "the reverse sweep of a whole kernel"),
 }
-_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add, gpuc.fma, gpuc.deferred (function pointers), "
+_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "
+               "atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, atomic_dec, atomic_cas), "
+               "gpuc.popc, gpuc.clz, gpuc.ffs, gpuc.fma, gpuc.deferred (function pointers), "
                "gpuc.derivative and gpuc.jvp (forward-mode derivatives), gpuc.grad, gpuc.value_and_grad and "
                "gpuc.vjp (reverse mode), "
                "gpuc.marker(...) objects, the types "

@@ -24,16 +24,6 @@ def ndrange(dim: int = 0) -> int:
     _outside("ndrange")
 
 
-def atomic_add(a, i, v):
-    """Atomically add `v` to `a[i]` (`i` a tuple for 2-D/3-D arrays); returns the old value.
-
-    In Python (when a func runs in the interpreter) this is a plain, non-atomic update.
-    """
-    old = a[i]
-    a[i] = old + v
-    return old
-
-
 def fma(x, y, z):
     """x * y + z with one rounding (math.fma before Python 3.13)."""
     if hasattr(math, "fma"):

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from ..abi import INDEX_MARKER, NDRANGE_MARKER
 from ..llvm import ConstantFP, ConstantInt
-from ..llvm import capi
 from .errors import UserError
 from .types import (ArrayType, GType, ScalarType, TupleType, boolean, check_scalar, common_type, float64,
                     int64, int_range, none, promote)
@@ -479,44 +478,6 @@ class ContextIntrinsic(Handler):
         return lw.b.call(fn, [ConstantInt.get(lw.ctx.i32, plan.extra)])
 
 
-class AtomicAdd(Handler):
-    """gpuc.atomic_add(a, i, v): a[i] += v atomically (monotonic); returns the old value."""
-
-    name = "atomic_add"
-
-    def type(self, typer, node):
-        a, i, v = self.args(typer, node, 3)
-        if not isinstance(a, ArrayType):
-            raise UserError(f"atomic_add needs an array as its first argument, not a {a}", node=node.args[0])
-        if a.dtype.is_bool:
-            raise UserError("atomic_add does not work on bool arrays")
-        indices = i.elements if isinstance(i, TupleType) else (i,)
-        if len(indices) != a.ndim or not all(isinstance(t, ScalarType) and not t.is_float for t in indices):
-            raise UserError(f"atomic_add on a {a.ndim}-dimensional array needs {a.ndim} integer index(es)",
-                            hint="pass a[i, j]'s indices as a tuple: atomic_add(a, (i, j), v)", node=node.args[1])
-        if not isinstance(v, ScalarType):
-            raise UserError(f"atomic_add adds a number, not a {v}", node=node.args[2])
-        typer.fit(node.args[2], a.dtype)
-        target = typer.session.target
-        if a.dtype.is_float and not target.float_atomics:
-            from ..targets import TARGETS
-            raise UserError(f"atomic_add on floats {target.float_atomics_missing}", hint="accumulate integers, or "
-                            f"target {'/'.join(n for n, cls in TARGETS.items() if cls.float_atomics)}")
-        return CallPlan(a.dtype, (a, i, v))
-
-    def lower(self, lw, node, plan):
-        at, it, vt = plan.args
-        array, index = lw.expr(node.args[0]), lw.expr(node.args[1])
-        if isinstance(it, TupleType):
-            pairs = [(lw.b.extract_value(index, k), t) for k, t in enumerate(it.elements)]
-        else:
-            pairs = [(index, it)]
-        ptr = lw.element_ptr(array, at, pairs)
-        value = lw.operand(node.args[2], at.dtype)
-        op = capi.LLVMAtomicRMWBinOpFAdd if at.dtype.is_float else capi.LLVMAtomicRMWBinOpAdd
-        return lw.b.atomic_rmw(op, ptr, value)
-
-
 class MarkerCall(Handler):
     """A gpuc.marker(...) object: each call emits `call <restype> @<name>(<args>)`."""
 
@@ -550,8 +511,7 @@ def _calls() -> dict:
 
     table = {int: Convert("int", int64), float: Convert("float", float64), bool: Convert("bool", boolean),
              _py.abs: Abs(), _py.min: MinMax("min"), _py.max: MinMax("max"), _py.len: Len(),
-             intrinsics.index: ContextIntrinsic("index"), intrinsics.ndrange: ContextIntrinsic("ndrange"),
-             intrinsics.atomic_add: AtomicAdd()}
+             intrinsics.index: ContextIntrinsic("index"), intrinsics.ndrange: ContextIntrinsic("ndrange")}
     from .pointers import Deferred
     table[intrinsics.deferred] = Deferred()
     from . import autodiff
@@ -561,8 +521,12 @@ def _calls() -> dict:
     table[reverse.vjp] = reverse.VJP()
     for t in SCALARS:
         table[t] = Convert(t.name, t)
+    from .atomics import atomic_calls
+    from .bitops import bitop_calls
     from .mathlib import math_calls
     from .numpy_scalars import numpy_calls
+    table.update(atomic_calls())
+    table.update(bitop_calls())
     table.update(math_calls())
     table.update(numpy_calls())
     return table

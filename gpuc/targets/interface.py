@@ -115,10 +115,18 @@ class Target:
     # -- what the frontend and the built-in plugins ask (keep these cheap: they run per call) --
     #: The LLVM address space of array data pointers (docs/kernel-abi.md).
     array_address_space = 0
-    #: Atomic read-modify-write on float elements (gpuc.atomic_add on a float array); where it is
-    #: False, `float_atomics_missing` completes "atomic_add on floats ..." to tell the user why.
+    #: Atomic addition on float elements (gpuc.atomic_add and atomic_sub on float arrays, the
+    #: reverse sweep's accumulation); where it is False, `float_atomics_missing` says why, completing
+    #: "atomic_add on float32 arrays ...".
     float_atomics = True
     float_atomics_missing = ""
+    #: The other gpuc.atomic_* the backend cannot compile: {(operation, element type): why}, e.g.
+    #: {("max", "float32"): "needs ..."}, `why` completing "atomic_max on float32 arrays ..." (see
+    #: `atomic_issue`).
+    atomics_missing = {}
+    #: Which of gpuc.atomic_inc / atomic_dec ("inc", "dec") the backend cannot select as one
+    #: `atomicrmw uinc_wrap/udec_wrap`: the frontend computes them in a `cmpxchg` loop instead.
+    atomic_loops = frozenset()
     #: Memory allocated at run time by compiled code (the reverse sweep's tape for loops):
     #: the (malloc, free) functions to call, or None where the target has no allocator.
     heap_functions = None
@@ -158,6 +166,15 @@ class Target:
     def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
         """The math library's function for `op` (targets with a `math_library` override this)."""
         raise NotImplementedError(f"{type(self).__name__} names a math library but not its functions")
+
+    def atomic_issue(self, operation: str, dtype: str) -> str | None:
+        """Why gpuc.atomic_<operation> ("add", "max", "cas", ..., docs/frontend.md) on an array of
+        `dtype` ("int32", "uint64", "float32", ...) cannot be compiled here, completing
+        "atomic_<operation> on <dtype> arrays ...", or None when it can. Only the pairs the language
+        defines are asked (never bitwise operations on floats, nor inc/dec on signed integers)."""
+        if operation in ("add", "sub") and dtype.startswith("float") and not self.float_atomics:
+            return self.float_atomics_missing
+        return self.atomics_missing.get((operation, dtype))
 
     def global_index(self, builder, module: Module, dim: int):
         """The global work-item index along `dim` (0-2), an i64 emitted at `builder`'s position,

@@ -31,6 +31,13 @@ class SPIRVTarget(Target):
     float_atomics = False
     float_atomics_missing = ("needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, which gpuc's "
                              "spirv target does not enable")
+    # Float min/max need another extension (the backend aborts without it); exch and cas work on the
+    # float's bits, so they need none.
+    atomics_missing = {(op, dtype): "needs the SPIR-V extension SPV_EXT_shader_atomic_float_min_max, which "
+                                    "gpuc's spirv target does not enable"
+                       for op in ("min", "max") for dtype in ("float32", "float64")}
+    # The backend cannot legalize atomicrmw uinc_wrap/udec_wrap.
+    atomic_loops = frozenset({"inc", "dec"})
     indirect_calls = False
     indirect_calls_missing = ("SPIR-V needs the extension SPV_INTEL_function_pointers for that, which gpuc's "
                               "spirv target does not enable")

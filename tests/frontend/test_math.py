@@ -326,7 +326,8 @@ def test_gcn_float32_has_sin_but_not_atan2(every_kernel):
 
 
 @pytest.mark.parametrize("name, advice", [("shared", "no shared memory"), ("threadIdx", "gpuc.index(dim)"),
-                                          ("atomic_max", "gpuc.atomic_add(a, i, v)"), ("indx", "gpuc.index?"),
+                                          ("compare_and_swap", "gpuc.atomic_cas(a, i, expected, new)"),
+                                          ("atomic_nanmax", "IEEE maxNum"), ("indx", "gpuc.index?"),
                                           ("nonsense", "gpuc.ndrange, gpuc.atomic_add")])
 def test_missing_gpuc_attribute_says_what_gpuc_has(name, advice):
     with pytest.raises(AttributeError, match="module 'gpuc' has no attribute") as info:

@@ -96,6 +96,16 @@ def test_reference_literal_out_of_range():
     assert reference("out[0] = a + 2**63", np.zeros(1), 1.0, 0)[0] == 1.0 + 2.0**63
 
 
+def test_reference_bit_counts():
+    out = reference("out[0] = gpuc.popc(a)\nout[1] = gpuc.clz(a)\nout[2] = gpuc.ffs(a)\nout[3] = gpuc.clz(0)\n"
+                    "out[4] = gpuc.ffs(b) + gpuc.popc(b)", np.zeros(5, np.int64), np.int32(-8), np.uint64(0))
+    # CUDA's semantics: the bits of a's two's complement; clz of the literal 0 (an int64) is 64; ffs(0) is 0
+    assert out.tolist() == [29, 0, 4, 64, 0]
+    for bad in ("gpuc.popc(2.5)", "gpuc.clz(a > 0)", "gpuc.ffs(2**63)"):
+        with pytest.raises(Expected):
+            reference(f"out[0] = {bad}", np.zeros(1, np.int64), np.int32(1), 0)
+
+
 def test_reference_unsigned_count_down_and_loop_carried_variable():
     out = reference("n = 0\nfor j in range(a, 0, -1):\n    n += j\nout[0] = n", np.zeros(1, np.int64),
                     np.uint32(3), 0)
@@ -224,6 +234,9 @@ def test_generated_pointer_programs_are_python(tmp_path):
                     ran += 1
                 except allowed:
                     pass
+                except TypeError as exc:  # NumPy refuses `-` on bools, which gpuc computes as int64
+                    if "numpy boolean" not in str(exc):
+                        raise
                 finally:
                     signal.alarm(0)
     finally:
@@ -357,9 +370,23 @@ def test_derivative_generator_is_deterministic_and_varied():
     for construct in ("d0, d1 = gpuc.derivative", "gpuc.jvp(f, (xs[0],), (ts[0],))", "if p", "def g0(", "math.", "arr[",
                       ", cs)\n", "g = gpuc.grad(f, ", "gpuc.grad(f, xs[0], xs[1], cs)", "gpuc.value_and_grad(f, ",
                       "gpuc.vjp(f, (xs[0],), ws[0])", "(ws[0], ws[1]))", "(es[0], es[1]", "return gpuc.grad(f, ",
-                      "return gpuc.vjp(f, "):
+                      "return gpuc.vjp(f, ", "n = int(es[2])", "for k in range(n):", "for j in range(", "while a",
+                      "break\n", "continue\n", " *= ", " -= ", "min(max(", "gpuc.vjp(fq, ", "gpuc.float32(k)"):
         assert construct in text
     assert {c.dtype for c in cases} == {np.float32, np.float64}
+    assert {0, 12} <= {c.n for c in cases}  # trip counts, 0 included
+
+
+def test_derivative_checker_runs_the_trip_count(tmp_path):
+    from support import derivatives
+    # a loop program run for one iteration less than its reference disagrees with it
+    case = next(c for c in (derivatives.generate(CI_SEED, k) for k in range(60))
+                if c.n and c.n > 1 and c.dtype is np.float64 and "for k in range(n):" in c.source
+                and not any(w in c.source for w in ("while", "min(", "max(")))
+    assert derivatives.check(case, tmp_path) is None
+    case.n -= 1
+    finding = derivatives.check(case, tmp_path)
+    assert finding is not None and finding.kind == "mismatch"
 
 
 def test_random_derivatives():

@@ -2,12 +2,12 @@
 
 `emulate(kernel, n, *args)` runs `kernel.py_func` once per work item of the index space `n` (an int
 or a tuple of up to 3 ints; index(0) varies fastest, as in docs/kernel-abi.md), sequentially, so
-`atomic_add` is an ordinary read-modify-write and every result is deterministic.
+the atomics (gpuc's own Python versions) are ordinary read-modify-writes and every result is deterministic.
 
 gpuc.index/ndrange refuse to run outside compiled code and read no state we could set, so the
 emulation re-creates each function it runs with substituted globals and closure cells
 (`types.FunctionType(code, globals, ...)`): the `gpuc` module becomes a namespace whose
-index/ndrange/atomic_add read the current work item, intrinsics imported by name are swapped the
+index/ndrange read the current work item, intrinsics imported by name are swapped the
 same way, @gpuc.func helpers are rebound recursively (so `gpuc.index()` three calls deep works),
 and `math` keeps float32 arguments in float32 as the compiler does. Nothing in gpuc is patched,
 so emulation is safe next to compiled launches. Not rebound: intrinsics and funcs reached through
@@ -57,12 +57,6 @@ class _WorkItem:
         return np.int64(self.ndrange[dim])
 
 
-def _atomic_add(a, i, v):
-    old = a[i]
-    a[i] = old + v
-    return old
-
-
 def _float32_preserving(fn):
     def call(*args):
         result = fn(*args)
@@ -93,11 +87,10 @@ class _Rebinder:
     def __init__(self, item: _WorkItem) -> None:
         self.gpuc = types.SimpleNamespace(**{k: getattr(gpuc, k) for k in dir(gpuc) if not k.startswith("__")})
         self.gpuc.index, self.gpuc.ndrange = item.get_index, item.get_ndrange
-        self.gpuc.atomic_add = _atomic_add
         self.gpuc.deferred = self.deferred
         self.funcs: set = set()  # ids of the re-created @gpuc.func/@gpuc.kernel functions
         self.by_identity = {id(intrinsics.index): item.get_index, id(intrinsics.ndrange): item.get_ndrange,
-                            id(intrinsics.atomic_add): _atomic_add, id(gpuc): self.gpuc, id(math): _MATH}
+                            id(gpuc): self.gpuc, id(math): _MATH}
         self.done: dict = {}
 
     def value(self, v):

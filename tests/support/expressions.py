@@ -266,6 +266,16 @@ class ExprRules:
             return Ex(f"({call}({a.text}) if abs({a.text}) < 1e9 else 5)", target)
         return Ex(f"{call}({a.text})", target)
 
+    def e_bit_count(self, scope, depth, want):
+        """gpuc.popc / clz / ffs of an integer: its type (int64 for a literal), ffs a uint32."""
+        if want not in (None, "int"):
+            return None
+        a = self.expr(scope, depth, "int")
+        if not is_int(a.t) or (a.weak and not _fits_text(a.text, "int64") and self.rng.random() < 0.9):
+            return None
+        name = self.rng.choice(["popc", "clz", "ffs"])
+        return Ex(f"gpuc.{name}({a.text})", "uint32" if name == "ffs" else "int64" if a.weak else a.t)
+
     def e_math(self, scope, depth, want):
         if not self.on("math") or want not in (None, "float", "int", "bool"):
             return None
@@ -406,6 +416,7 @@ LEAF_RULES = [
 EXPR_RULES = LEAF_RULES + [
     (6, None, "e_binop"), (2, None, "e_bitop"), (1, None, "e_pow"), (1, None, "e_unary"),
     (2, None, "e_compare"), (1, "boolop", "e_boolop"), (2, "ifexp", "e_ifexp"), (2, "minmax", "e_minmax"),
-    (1, None, "e_abs"), (2, "conversions", "e_convert"), (1, "math", "e_math"), (2, "funcs", "e_call"),
+    (1, None, "e_abs"), (2, "conversions", "e_convert"), (1, "math", "e_math"), (1, "bit_counts", "e_bit_count"),
+    (2, "funcs", "e_call"),
     (3, "deferred", "e_ptr_call"),
 ]

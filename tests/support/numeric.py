@@ -192,6 +192,18 @@ def convert(value, t: str):
     return np.float32(value)
 
 
+def bit_count(name: str, x: int, t: str) -> int:
+    """CUDA's popc / clz / ffs of the integer `x` of type `t` (docs/frontend.md, Bit counts): the bits set,
+    the leading zero bits (the width for 0), the 1-based position of the lowest bit set (0 for 0)."""
+    bits = BITS[t]
+    u = int(x) & ((1 << bits) - 1)
+    if name == "popc":
+        return bin(u).count("1")
+    if name == "clz":
+        return bits - u.bit_length()
+    return (u & -u).bit_length()
+
+
 def zero(t):
     if isinstance(t, Tup):
         return tuple(zero(e) for e in t.elts)

@@ -28,7 +28,7 @@ FEATURES = {
     "minmax", "ifexp", "boolop", "compare_chain", "math", "math_transcendental", "big_literals",
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
-    "tuple_args", "chained", "index", "func_arrays", "func_tuples",
+    "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts",
 } | POINTER_FEATURES
 
 MATH1 = ["exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh"]

@@ -18,9 +18,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, convert, from_numpy, is_float, is_int, signed, truth, wrap,
-                      zero, BITS, NUMPY)
-from .typer import FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
+from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, bit_count, convert, from_numpy, is_float, is_int,
+                      signed, truth, wrap, zero, BITS, NUMPY)
+from .typer import BIT_COUNTS, FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
 
 MAX_STEPS = 20_000
 RTOL32, RTOL64 = 1e-5, 1e-13  # transcendental results: libm's float32 functions round differently
@@ -390,6 +390,8 @@ class Evaluator:
             return self.call_math(node, f.attr, env)
         if f.attr in ("index", "ndrange"):
             return 0 if f.attr == "index" else 1
+        if f.attr in BIT_COUNTS:
+            return bit_count(f.attr, self.eval(node.args[0], env), self.t.optype[id(node)])
         return convert(self.eval(node.args[0], env), t)
 
     def minmax(self, node, which, env):

@@ -29,6 +29,7 @@ MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, 
 TYPE_NAMES = {"int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float32",
               "float64": "float64", "bool_": "bool", "boolean": "bool"}
 BUILTIN_TYPES = {"int": "int64", "float": "float64", "bool": "bool"}
+BIT_COUNTS = {"popc", "clz", "ffs"}  # gpuc.popc(x) ...: x's type (a literal: int64); ffs gives uint32
 
 COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
@@ -538,6 +539,8 @@ class Typer:
                 return self.call_math(node, f.attr, env)
             if f.value.id in ("gpuc", "np") and f.attr in TYPE_NAMES:
                 return self.convert_call(node, TYPE_NAMES[f.attr], env)
+            if f.value.id == "gpuc" and f.attr in BIT_COUNTS:
+                return self.bit_count(node, f.attr, env)
             if f.value.id == "gpuc" and f.attr in ("index", "ndrange") and all(
                     isinstance(a, ast.Constant) and a.value in (0, 1, 2) for a in node.args):
                 return "int64", False
@@ -562,6 +565,17 @@ class Typer:
         if weak or t == "bool":
             raise Undefined("abs of a literal or bool")
         return t, False
+
+    def bit_count(self, node, name, env):
+        if len(node.args) != 1:
+            raise Expected("arity", f"gpuc.{name}")
+        t, weak, value = self.args(node, env)[0]
+        if not is_int(t):
+            raise Expected("bit count", f"gpuc.{name} of a {t}")
+        if weak and not fits(value, "int64"):
+            raise Expected("literal", f"{value!r} does not fit int64")
+        self.typed.optype[id(node)] = t
+        return ("uint32" if name == "ffs" else t), False
 
     def convert_call(self, node, to, env):
         if len(node.args) != 1:

@@ -70,6 +70,22 @@ def test_capabilities():
         "native": "libm", "ptx": "libdevice", "gcn": None, "spirv": "OpenCL"}
 
 
+def test_atomics_per_operation_and_type():
+    # what each target cannot compile, with its reason; every other pair the language defines works
+    floats = ("float32", "float64")
+    lacking = {name: {(op, d) for op in ("add", "sub", "min", "max", "exch", "cas") for d in floats
+                      if cls().atomic_issue(op, d)} for name, cls in TARGETS.items()}
+    assert lacking == {"native": set(), "ptx": set(), "gcn": set(),
+                       "spirv": {(op, d) for op in ("add", "sub", "min", "max") for d in floats}}
+    spirv = SPIRVTarget()
+    assert "SPV_EXT_shader_atomic_float_min_max" in spirv.atomic_issue("max", "float32")
+    assert "SPV_EXT_shader_atomic_float_add" in spirv.atomic_issue("sub", "float64")
+    assert all(cls().atomic_issue(op, d) is None for cls in TARGETS.values()
+               for op in ("add", "and", "inc", "cas") for d in ("uint32", "uint64"))
+    assert {name: sorted(cls.atomic_loops) for name, cls in TARGETS.items()} == {
+        "native": [], "ptx": [], "gcn": [], "spirv": ["dec", "inc"]}
+
+
 def test_pipelines_are_keyed_by_llvm_backend():
     for cls in TARGETS.values():
         target = cls()

@@ -180,7 +180,7 @@ def test_toy_gpu_compiles_kernels(registered, case, spirv_val):
 
 
 def test_toy_gpu_refuses_float_atomics_in_its_own_words(registered):
-    with pytest.raises(gpuc.CompilationError, match="atomic_add on floats are beyond the toy target"):
+    with pytest.raises(gpuc.CompilationError, match="atomic_add on float64 arrays are beyond the toy target"):
         compile_for(ToyTarget(), (float_sum, (gpuc.Array[gpuc.float64, 1], gpuc.Array[gpuc.float64, 1])), "llvm")
 
 

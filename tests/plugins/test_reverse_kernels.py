@@ -21,6 +21,12 @@ def reduction(x, out):
 
 
 @gpuc.kernel
+def subtract_into(x, out):
+    i = gpuc.index()
+    gpuc.atomic_sub(out, i % 3, x[i] * x[i])
+
+
+@gpuc.kernel
 def data_dependent_while(x, y):
     i = gpuc.index()
     v = x[i]
@@ -98,6 +104,7 @@ CASES = {
     "elementwise": (elementwise, lambda: [X.copy(), np.zeros(N)], N, [1]),
     "stencil": (stencil, lambda: [X.copy(), np.zeros(N)], N, [1]),
     "reduction": (reduction, lambda: [X.copy(), np.zeros(1)], N, [1]),
+    "atomic_sub": (subtract_into, lambda: [X.copy(), np.zeros(3)], N, [1]),
     "dynamic_loop": (dynamic_loop, lambda: [X.copy(), RNG.integers(0, 8, N), np.zeros(N)], N, [2]),
     "data_dependent_while": (data_dependent_while, lambda: [X.copy(), np.zeros(N)], N, [1]),
     "square_in_place": (square_in_place, lambda: [X.copy()], N, [0]),

@@ -427,13 +427,14 @@ class _Reverse:
                                        "shadows (through a constant argument or into a global) would carry a "
                                        "derivative the caller cannot receive")
         if op in ("atomicrmw", "cmpxchg") and inst.operands[0] in self.shadowed:
-            if op == "cmpxchg" or inst.operation != "fadd" and carries_floats(inst.type):
-                raise self.error(inst, "atomic operations on floats other than atomic_add are not differentiated")
+            if op == "cmpxchg" or inst.operation not in ("fadd", "fsub") and carries_floats(inst.type):
+                raise self.error(inst, "atomic operations on floats other than atomic_add and atomic_sub are not "
+                                       "differentiated")
         if op == "atomicrmw" and inst.operands[1] in self.varied and inst.operands[0] not in self.shadowed:
             raise self.error(inst, "a float added atomically into memory without a shadow")
         if op == "atomicrmw" and inst in self.varied and inst.uses:
-            raise self.error(inst, "the old value returned by an atomic add is not differentiated; use the "
-                                   "atomic add as a statement")
+            raise self.error(inst, "the old value an atomic add or subtraction returns is not differentiated; "
+                                   "use it as a statement")
 
     def _fill_phis(self) -> None:
         for inst, new, shadow in self.phis:

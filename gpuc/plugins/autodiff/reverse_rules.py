@@ -255,9 +255,11 @@ def _store(r, inst):
 
 
 def _atomicrmw(r, inst):
+    # a[i] += v (or -= v): v's adjoint is (minus) the shadow's value; the shadow stays.
     pointer, value = inst.operands[0], inst.operands[1]
-    if pointer in r.shadowed and inst.operation == "fadd" and value in r.varied:
-        r.accumulate(value, r.b.load(value.type, r.shadow(pointer), ordering="monotonic"))
+    if pointer in r.shadowed and inst.operation in ("fadd", "fsub") and value in r.varied:
+        share = r.b.load(value.type, r.shadow(pointer), ordering="monotonic")
+        r.accumulate(value, share if inst.operation == "fadd" else r.b.fneg(share))
 
 
 # -- calls ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 import traceback
 import weakref
 
@@ -23,9 +24,13 @@ class Scope:
     than an erase take the slow path (which then looks their address up).  An address LLVM
     reuses for a new object is not mistaken for the erased one: views made after the erase are
     newer than its record.
+
+    Another thread may close the owner while views are in use: `shut` refuses new calls, waits
+    for the calls in flight (capi's per-thread lists) and only then frees.  Object-model code
+    that works on raw refs between calls holds the scope (`with scope:`) meanwhile.
     """
 
-    __slots__ = ("gen", "erased", "context", "modules", "address", "name", "reason", "pins")
+    __slots__ = ("gen", "erased", "context", "modules", "address", "name", "reason", "pins", "freed", "lock")
 
     def __init__(self, address: int, *, context: "Scope | None" = None, name: str = "") -> None:
         self.gen: int | None = 0
@@ -35,8 +40,13 @@ class Scope:
         self.address, self.name = address, name
         self.reason: str | None = None        # why it died
         self.pins: list[str] = []             # why it must not be closed now (innermost last)
+        self.freed = False                    # the LLVM object is freed or given away
+        # Serializes closing a context and its modules (never taken around ordinary calls).
+        self.lock = context.lock if context is not None else threading.Lock()
         if context is not None:
             context.modules.add(self)
+            if context.gen is None:  # checked after joining: a context dying meanwhile kills it
+                self.kill("was freed with its LLVM context")
 
     @property
     def is_context(self) -> bool:
@@ -59,6 +69,8 @@ class Scope:
 
     def erase(self, addresses) -> None:
         """Objects at `addresses` were deleted: views of them made before now become dead."""
+        if self.gen is None:
+            return  # closed meanwhile (by another thread): every view is dead already
         gen = self.gen + 1
         self.gen = gen
         for address in addresses:
@@ -67,8 +79,7 @@ class Scope:
     def revalidate(self, view: "Handle") -> None:
         """The slow path of `_as_parameter_`: raise for a dead view, else bring it up to date."""
         if self.gen is None:
-            raise ValueError(f"{self.describe()} {self.reason}; this {type(view).__name__} "
-                             "(a view of it) can no longer be used")
+            raise self.gone(type(view).__name__)
         erased_at = self.erased.get(address_of(view._ref))
         if erased_at is not None and erased_at > view._gen:
             raise ValueError(f"this {type(view).__name__} was erased (or deleted with its block or "
@@ -79,6 +90,58 @@ class Scope:
         pins = self.pins or next((m.pins for m in self.modules if m.pins), None)
         if pins:
             raise ValueError(f"{what} cannot be closed or given away while {pins[-1]}")
+
+    def shut(self, reason: str, free=None) -> None:
+        """Retire the owner: its views raise from now on (`reason` says why, e.g. "was closed"),
+        calls other threads have in flight on it (for a context: on anything in it) end first, and
+        then `free()` frees the LLVM object (None when it was given away, not freed).
+
+        Raises ValueError, changing nothing, on a thread that is itself inside a call on its
+        context (an LLVM callback): LLVM would return into freed or changing memory.
+        """
+        if any(self.context._touched_by(entry) for entry in capi.in_flight.calls):
+            raise ValueError(f"{self.describe()} cannot be closed or given away from inside an LLVM call on "
+                             "its context (an LLVM callback); do it once that call has returned")
+        with self.lock:
+            if self.freed or self.context.freed:
+                return  # freed already, e.g. with its context
+            self.kill(reason)
+            delay = 1e-5
+            while any(self._touched_by(entry) for calls in capi.calls_elsewhere() for entry in calls):
+                time.sleep(delay)
+                delay = min(2 * delay, 1e-3)
+            if free is not None:
+                free()
+            self.freed = True
+
+    def _touched_by(self, entry) -> bool:
+        """Whether a call in flight (its argument tuple, or a Scope held) works on this scope's
+        objects: a module's calls and its context's (types, constants, whose uses reach into
+        the module), or, for a context, anything in it."""
+        for item in (entry,) if isinstance(entry, Scope) else entry:
+            scope = item if isinstance(item, Scope) else getattr(item, "_scope", None)
+            if scope is not None and (scope is self or scope is self.context or scope.context is self):
+                return True
+        return False
+
+    def __enter__(self) -> "Scope":
+        """`with scope:` around C calls on raw refs of its objects: meanwhile no other thread
+        frees them, and it raises ValueError if they are gone already."""
+        calls = capi.in_flight.calls
+        calls.append(self)
+        if self.gen is None:
+            calls.pop()
+            raise self.gone()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        capi.in_flight.calls.pop()
+
+    def gone(self, what: str | None = None) -> ValueError:
+        """The error for using `what` (a view's class name; None: anything in it) after the owner died."""
+        if what is None:
+            return ValueError(f"{self.describe()} {self.reason}; its values can no longer be used")
+        return ValueError(f"{self.describe()} {self.reason}; this {what} (a view of it) can no longer be used")
 
 
 # Live owned modules and contexts by address, so a view or borrowed owner found through LLVM
@@ -91,7 +154,8 @@ def scope_of(address: int) -> Scope | None:
 
 
 def register_scope(scope: Scope) -> None:
-    _scopes[scope.address] = scope
+    if scope.gen is not None:
+        _scopes[scope.address] = scope
 
 
 class Handle:
@@ -208,8 +272,10 @@ def _foreign_value(ref, module_address: int, seen: set, depth: int = 0) -> str |
 
 def _describe(view) -> str:
     ref = view._ref
-    if isinstance(ref, capi.LLVMValueRef) and lib.LLVMGetValueKind(ref) in _GLOBAL_KINDS:
-        return _global_name(ref)
+    if isinstance(ref, capi.LLVMValueRef):
+        with view._scope:
+            if lib.LLVMGetValueKind(ref) in _GLOBAL_KINDS:
+                return _global_name(ref)
     text = str(view).strip()
     first = text.splitlines()[0] if text else type(view).__name__
     return repr(first if len(first) <= 80 else first[:77] + "...")
@@ -227,8 +293,10 @@ def check_link(scope: Scope, view: Handle, what: str) -> None:
                          "IR cannot refer to values of another context")
     if scope.is_context:
         return  # a constant may name the globals of any module of its context
-    ref = lib.LLVMBasicBlockAsValue(view._ref) if isinstance(view._ref, capi.LLVMBasicBlockRef) else view._ref
-    foreign = _foreign_value(ref, scope.address, set())
+    with other:
+        ref = view._as_parameter_
+        ref = lib.LLVMBasicBlockAsValue(ref) if isinstance(ref, capi.LLVMBasicBlockRef) else ref
+        foreign = _foreign_value(ref, scope.address, set())
     if foreign:
         if foreign == "a value":
             foreign = _describe(view)
@@ -237,14 +305,19 @@ def check_link(scope: Scope, view: Handle, what: str) -> None:
                          "or link the modules)")
 
 
-def erase_addresses(ref) -> list[int]:
-    """The addresses that die when the instruction, block, function or global `ref` is deleted:
+def erase_addresses(view: Handle) -> list[int]:
+    """The addresses that die when the instruction, block, function or global `view` is deleted:
     itself, its operand uses, and (for blocks and functions) everything inside."""
+    with view._scope:
+        return _addresses_within(view._as_parameter_)
+
+
+def _addresses_within(ref) -> list[int]:
     if isinstance(ref, capi.LLVMBasicBlockRef):
         out = [address_of(ref), address_of(lib.LLVMBasicBlockAsValue(ref))]
         inst = lib.LLVMGetFirstInstruction(ref)
         while inst:
-            out += erase_addresses(inst)
+            out += _addresses_within(inst)
             inst = lib.LLVMGetNextInstruction(inst)
         return out
     out = [address_of(ref)]
@@ -253,7 +326,7 @@ def erase_addresses(ref) -> list[int]:
         out += [address_of(lib.LLVMGetParam(ref, i)) for i in range(lib.LLVMCountParams(ref))]
         block = lib.LLVMGetFirstBasicBlock(ref)
         while block:
-            out += erase_addresses(block)
+            out += _addresses_within(block)
             block = lib.LLVMGetNextBasicBlock(block)
     return out
 

@@ -18,6 +18,13 @@ def errors_in(diagnostics: list[str]) -> list[str]:
     return [d for d in diagnostics if d.startswith("error: ")]
 
 
+def _on_diagnostic(diagnostics: list[str], info) -> None:
+    """LLVM reports a diagnostic (`info`, valid during the call): keep it as "severity: text"."""
+    severity = lib.LLVMGetDiagInfoSeverity(info)
+    text = capi.take_message(ctypes.c_void_p(lib.LLVMGetDiagInfoDescription(info)))
+    diagnostics.append(f"{_SEVERITY.get(severity, 'note')}: {text}")
+
+
 class Context(Owner):
     """An LLVMContext. Modules created in it keep it alive; dispose it after them.
 
@@ -53,6 +60,8 @@ class Context(Owner):
         return self._closed or self._scope.gen is None
 
     def close(self) -> None:
+        """Free the context and its modules. Safe from any thread: calls in flight on anything
+        in it end first (`Scope.shut`)."""
         self._close("was closed")
 
     def _collect(self) -> None:
@@ -61,28 +70,25 @@ class Context(Owner):
     def _close(self, reason: str) -> None:
         if self._owned and not self._closed:
             self._scope.check_closable("the LLVM context")
-        super().close()
-        if self._owned:
-            self._scope.kill(reason)
+            self._scope.shut(reason, self._dispose)
+        self._closed = True
 
     def _release(self):
-        if self._owned:
-            self._scope.check_closable("the LLVM context")
-        ref = super()._release()
-        self._scope.kill("was given away (to the JIT)")
+        if not self._owned:
+            raise ValueError("a borrowed Context cannot be given away")
+        ref = self._as_parameter_
+        self._scope.check_closable("the LLVM context")
+        self._scope.shut("was given away (to the JIT)")
+        self._closed = True
         return ref
 
     def _install_diagnostic_handler(self) -> None:
-        # Without a handler LLVM prints errors and exits the process; collect them instead.
+        # Without a handler LLVM prints errors and exits the process; collect them instead.  The
+        # callback holds the list, not the Context, so that dropping the Context frees it.
+        # Whatever the handler raises (KeyboardInterrupt too) the interrupted C call raises.
         diagnostics = self._diagnostics
-
-        def handler(info, _opaque) -> None:
-            severity = lib.LLVMGetDiagInfoSeverity(info)
-            text = capi.take_message(ctypes.c_void_p(lib.LLVMGetDiagInfoDescription(info)))
-            label = _SEVERITY.get(severity, "note")
-            diagnostics.append(f"{label}: {text}")
-
-        self._handler = capi.LLVMDiagnosticHandler(handler)
+        self._handler = capi.callback(capi.LLVMDiagnosticHandler,
+                                      lambda info, _opaque: _on_diagnostic(diagnostics, info))
         lib.LLVMContextSetDiagnosticHandler(self, self._handler, None)
 
     def take_diagnostics(self) -> list[str]:
@@ -95,7 +101,7 @@ class Context(Owner):
         return out
 
     def _dispose(self) -> None:
-        lib.LLVMContextDispose(self)
+        lib.LLVMContextDispose(self._ref)
 
     # -- types ---------------------------------------------------------------------------
     def int_type(self, bits: int):

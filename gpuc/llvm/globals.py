@@ -69,7 +69,9 @@ class GlobalValue(Constant):
     @property
     def parent(self):
         from .module import Module
-        return Module._borrowed(lib.LLVMGetGlobalParent(self))
+        ref = lib.LLVMGetGlobalParent(self)
+        with self._scope:
+            return Module._borrowed(ref)
 
     @property
     def section(self) -> str:
@@ -282,7 +284,7 @@ class Function(GlobalValue):
         """
         if self.uses:
             raise ValueError(f"cannot erase function @{self.name}: it still has {len(self.uses)} use(s)")
-        gone = erase_addresses(self._ref)
+        gone = erase_addresses(self)
         lib.LLVMDeleteFunction(self)
         self._scope.erase(gone)
 
@@ -356,7 +358,7 @@ class GlobalVariable(GlobalValue):
     def erase(self) -> None:
         if self.uses:
             raise ValueError(f"cannot erase global @{self.name}: it still has {len(self.uses)} use(s)")
-        gone = erase_addresses(self._ref)
+        gone = erase_addresses(self)
         lib.LLVMDeleteGlobal(self)
         self._scope.erase(gone)
 

@@ -359,7 +359,7 @@ class PHINode(Instruction):
         if type_of(value) != type_of(self):
             raise TypeError(f"PHINode.add_incoming: value of type {value.type} for a phi of type {self.type}")
         n = lib.LLVMCountIncoming(self)
-        old = erase_addresses(self._ref)[1:] if n else []  # the operand uses, should they be reallocated
+        old = erase_addresses(self)[1:] if n else []  # the operand uses, should they be reallocated
         first = lib.LLVMGetOperandUse(self, 0) if n else None
         vals = (capi.LLVMValueRef * 1)(value.ref)
         blocks = (capi.LLVMBasicBlockRef * 1)(block.ref)

@@ -58,9 +58,10 @@ class Module(Owner):
         address = address_of(self._ref)
         scope = None if owned else scope_of(address)
         if scope is None:
-            size = ctypes.c_size_t()
-            name = (lib.LLVMGetModuleIdentifier(ref, ctypes.byref(size)) or b"").decode("utf-8", "replace")
-            scope = Scope(address, context=context._scope, name=name)
+            with context._scope:  # another thread may close the context (and free `ref`) meanwhile
+                size = ctypes.c_size_t()
+                name = (lib.LLVMGetModuleIdentifier(ref, ctypes.byref(size)) or b"").decode("utf-8", "replace")
+                scope = Scope(address, context=context._scope, name=name)
             if owned:
                 register_scope(scope)
         self._scope = scope
@@ -85,11 +86,10 @@ class Module(Owner):
         return self._closed or self._scope.gen is None
 
     def _dispose(self) -> None:
-        # Disposing a context frees the modules still in it; never free one twice.
-        if self._scope.gen is not None:
-            lib.LLVMDisposeModule(self._ref)
+        lib.LLVMDisposeModule(self._ref)
 
     def close(self) -> None:
+        """Free the module. Safe from any thread: calls in flight on it end first (`Scope.shut`)."""
         self._close("was closed")
 
     def _collect(self) -> None:
@@ -98,15 +98,16 @@ class Module(Owner):
     def _close(self, reason: str) -> None:
         if self._owned and not self._closed:
             self._scope.check_closable(f"the module {self._scope.name!r}")
-        super().close()
-        if self._owned:
-            self._scope.kill(reason)
+            self._scope.shut(reason, self._dispose)  # nothing to free once its context freed it
+        self._closed = True
 
     def _release(self):
-        if self._owned:
-            self._scope.check_closable(f"the module {self._scope.name!r}")
-        ref = super()._release()
-        self._scope.kill("was linked into another module or given to the JIT")
+        if not self._owned:
+            raise ValueError("a borrowed Module cannot be given away")
+        ref = self._as_parameter_
+        self._scope.check_closable(f"the module {self._scope.name!r}")
+        self._scope.shut("was linked into another module or given to the JIT")
+        self._closed = True
         return ref
 
     @contextlib.contextmanager
@@ -218,9 +219,10 @@ class Module(Owner):
         first, nxt, name_of = lib.LLVMGetFirstFunction, lib.LLVMGetNextFunction, lib.LLVMGetValueName2
         names = set()
         ref = first(self)
-        while ref:
-            names.add(name_of(ref, out).decode("utf-8", "surrogateescape"))
-            ref = nxt(ref)
+        with self._scope:  # the refs are raw: no other thread may free them meanwhile
+            while ref:
+                names.add(name_of(ref, out).decode("utf-8", "surrogateescape"))
+                ref = nxt(ref)
         return names
 
     @property

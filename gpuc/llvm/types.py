@@ -6,7 +6,7 @@ import ctypes
 
 from . import capi
 from ._base import Handle
-from .capi import lib
+from .capi import bare, in_flight, lib
 
 
 class Type(Handle):
@@ -24,7 +24,15 @@ class Type(Handle):
     @staticmethod
     def from_ref(ref, scope) -> "Type":
         """The view of `ref`, reached from a view whose Scope is `scope`: types live with the context."""
-        return Type._by_kind.get(lib.LLVMGetTypeKind(ref), Type)(ref, scope.context)
+        scope = scope.context
+        calls = in_flight.calls  # `with scope:` inlined, as in Value.from_ref
+        calls.append(scope)
+        try:
+            if scope.gen is None:
+                raise scope.gone()
+            return Type._by_kind.get(bare.LLVMGetTypeKind(ref), Type)(ref, scope)
+        finally:
+            calls.pop()
 
     @property
     def kind(self) -> int:

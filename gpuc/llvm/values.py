@@ -13,7 +13,7 @@ from typing import Iterator
 
 from . import capi
 from ._base import CONTEXT_KINDS, Handle, check_link, erase_addresses, module_scope
-from .capi import lib
+from .capi import bare, in_flight, lib
 from .flags import fast_math_bits, fast_math_names
 from .types import Type
 
@@ -45,20 +45,29 @@ class Value(Handle):
         Uniqued constants get the context's scope; globals, instructions, arguments and blocks
         their module's (found through LLVM when they were reached from a context-level view).
         """
-        kind = lib.LLVMGetValueKind(ref)
-        if kind == capi.LLVMInstructionValueKind:
-            cls = Instruction._by_opcode.get(lib.LLVMGetInstructionOpcode(ref), Instruction)
-        elif kind in CONTEXT_KINDS:
-            return Value._by_kind.get(kind, Value)(ref, scope.context)
-        elif kind == capi.LLVMBasicBlockValueKind:
+        # `with scope:` inlined (every view is made here): `ref` is raw, so no other thread may
+        # free it meanwhile, and the calls on it need no wrapper of their own.
+        calls = in_flight.calls
+        calls.append(scope)
+        try:
+            if scope.gen is None:
+                raise scope.gone()
+            kind = bare.LLVMGetValueKind(ref)
+            if kind == capi.LLVMInstructionValueKind:
+                cls = Instruction._by_opcode.get(bare.LLVMGetInstructionOpcode(ref), Instruction)
+            elif kind in CONTEXT_KINDS:
+                return Value._by_kind.get(kind, Value)(ref, scope.context)
+            elif kind == capi.LLVMBasicBlockValueKind:
+                if scope.context is scope:
+                    scope = module_scope(ref, kind, scope)
+                return BasicBlock(bare.LLVMValueAsBasicBlock(ref), scope)
+            else:
+                cls = Value._by_kind.get(kind, Value)
             if scope.context is scope:
                 scope = module_scope(ref, kind, scope)
-            return BasicBlock(lib.LLVMValueAsBasicBlock(ref), scope)
-        else:
-            cls = Value._by_kind.get(kind, Value)
-        if scope.context is scope:
-            scope = module_scope(ref, kind, scope)
-        return cls(ref, scope)
+            return cls(ref, scope)
+        finally:
+            calls.pop()
 
     @property
     def value_kind(self) -> int:
@@ -138,8 +147,9 @@ class Use(Handle):
     def _of(ref, value_scope) -> "Use":
         # The uses of a constant lie in any module of its context: such a Use lives with its user's.
         if value_scope.context is value_scope:
-            user = lib.LLVMGetUser(ref)
-            value_scope = module_scope(user, lib.LLVMGetValueKind(user), value_scope)
+            with value_scope:
+                user = lib.LLVMGetUser(ref)
+                value_scope = module_scope(user, lib.LLVMGetValueKind(user), value_scope)
         return Use(ref, value_scope)
 
     @property
@@ -258,8 +268,10 @@ class Constant(User):
 
     @staticmethod
     def all_ones(ty: Type) -> "Constant":
-        scalar = lib.LLVMGetElementType(ty) if ty.kind in _VECTOR_KINDS else ty.ref
-        if lib.LLVMGetTypeKind(scalar) not in _INT_OR_FP_KINDS:
+        with ty._scope:
+            scalar = lib.LLVMGetElementType(ty) if ty.kind in _VECTOR_KINDS else ty.ref
+            scalar_kind = lib.LLVMGetTypeKind(scalar)
+        if scalar_kind not in _INT_OR_FP_KINDS:
             raise TypeError(f"all_ones needs an integer or floating-point type (or a vector of one), not {ty}")
         return Value.from_ref(lib.LLVMConstAllOnes(ty), ty._scope)
 
@@ -456,7 +468,7 @@ class BasicBlock(Handle):
         if self.uses:
             raise ValueError(f"cannot erase block {self.name!r}: it still has {len(self.uses)} use(s) "
                              "(branches or phis that name it)")
-        gone = erase_addresses(self._ref)
+        gone = erase_addresses(self)
         lib.LLVMDeleteBasicBlock(self)
         self._scope.erase(gone)
 
@@ -580,7 +592,7 @@ class Instruction(User):
         if self.uses:
             raise ValueError(f"cannot erase {str(self).strip()!r}: it still has {len(self.uses)} use(s); "
                              "call replace_all_uses_with first")
-        gone = erase_addresses(self._ref)
+        gone = erase_addresses(self)
         if lib.LLVMGetInstructionParent(self):
             lib.LLVMInstructionEraseFromParent(self)
         else:

@@ -170,6 +170,31 @@ def test_link_conflict_raises_instead_of_exiting(ctx):
     assert ctx.take_diagnostics() == []
 
 
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit, MemoryError, RuntimeError])
+def test_exception_in_the_diagnostic_handler_reaches_the_caller(monkeypatch, host_machine, error):
+    # Regression: ctypes printed and dropped what LLVM's diagnostic callback raised, Ctrl-C included.
+    from gpuc.llvm import context as context_module
+
+    real = context_module._on_diagnostic
+
+    def interrupted_once(diagnostics, info):
+        monkeypatch.setattr(context_module, "_on_diagnostic", real)
+        raise error("raised inside the callback")
+
+    monkeypatch.setattr(context_module, "_on_diagnostic", interrupted_once)
+    ctx = llvm.Context()
+    main = llvm.Module.parse("define i32 @a() {\n ret i32 1\n}", ctx)
+    with pytest.raises(error, match="raised inside the callback"):
+        main.link(llvm.Module.parse("define i32 @a() {\n ret i32 2\n}", ctx))  # reports a conflict
+    with pytest.raises(llvm.LLVMError, match="symbol multiply defined"):  # the handler works again
+        main.link(llvm.Module.parse("define i32 @a() {\n ret i32 3\n}", ctx))
+    main.triple, main.data_layout = host_machine.triple, host_machine.data_layout
+    llvm.run_passes(main, "default<O2>", host_machine)
+    assert host_machine.emit(main, "obj")[:4] == b"\x7fELF"
+    assert ctx.take_diagnostics() == []
+    ctx.close()
+
+
 def test_link_rejects_foreign_context_and_self(ctx):
     main = llvm.Module.parse(SRC, ctx)
     with pytest.raises(ValueError, match="different contexts"):

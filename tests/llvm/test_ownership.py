@@ -109,6 +109,90 @@ def test_borrowed_owners_are_not_disposed(ctx):
         m.link(m.functions["f"].parent)
 
 
+HAMMER = textwrap.dedent("""
+    import gc, random, re, sys, threading, time
+    import gpuc.llvm as llvm
+
+    body = "\\n".join(f"  %x{i + 1} = add i32 %x{i}, {i}" for i in range(40))
+    src = "\\n".join(f"define i32 @f{k}(i32 %x0) {{\\nentry:\\n{body}\\n  br label %done\\ndone:\\n"
+                     f"  %r = call i32 @f{(k + 1) % 30}(i32 %x40)\\n  ret i32 %r\\n}}" for k in range(30))
+
+    def hammer(module, functions, out):
+        try:
+            while True:
+                if module is not None:
+                    module.function_names()
+                    functions = module.functions
+                for fn in functions:
+                    fn.parent.name
+                    for block in fn.blocks:
+                        for inst in block.instructions:
+                            inst.name, inst.opcode, str(inst.type)
+                            for op in inst.operands:
+                                op.name
+                    str(fn)
+                if module is not None:
+                    str(module)
+        except BaseException as exc:
+            out.append(exc)
+
+    sys.setswitchinterval(1e-5)  # switch threads as often as possible
+    rng = random.Random(0)
+    for i in range(int(sys.argv[1])):
+        ctx = llvm.Context()
+        module = llvm.Module.parse(src, ctx)
+        out = []
+        how = ("module", "context", "collect", "link")[i % 4]
+        args = (module, None, out) if how != "collect" else (None, list(module.functions), out)
+        thread = threading.Thread(target=hammer, args=args)
+        thread.start()
+        time.sleep(rng.random() * 0.003)
+        if how == "module":
+            module.close()
+        elif how == "context":
+            ctx.close()
+        elif how == "link":
+            llvm.Module("destination", ctx).link(module)
+        else:
+            del module, args  # the thread holds views only: the finalizer frees the module
+            gc.collect()
+        thread.join()
+        ctx.close()
+        error = out[0] if out else None
+        if not (isinstance(error, ValueError) and re.search("was (closed|freed|garbage-collected|linked)", str(error))):
+            print("round", i, how, repr(error))
+    print("done")
+""")
+
+
+def test_closing_while_another_thread_uses_the_module_is_safe():
+    # Regression: a thread reading a module while another closed it segfaulted (check, then C call on freed IR).
+    env = dict(os.environ, PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, "-c", HAMMER, "200"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    assert out.stdout.splitlines() == ["done"]
+
+
+def test_close_from_inside_an_llvm_callback_is_refused(monkeypatch):
+    from gpuc.llvm import context as context_module
+
+    ctx = llvm.Context()
+    main = llvm.Module.parse("define i32 @a() {\n ret i32 1\n}", ctx)
+    victim = llvm.Module("victim", ctx)
+
+    def close_during_the_call(diagnostics, info):
+        victim.close()  # LLVM is still linking in this context
+
+    monkeypatch.setattr(context_module, "_on_diagnostic", close_during_the_call)
+    with pytest.raises(ValueError, match="from inside an LLVM call on its context"):
+        main.link(llvm.Module.parse("define i32 @a() {\n ret i32 2\n}", ctx))
+    assert not victim.closed and victim.name == "victim"
+    monkeypatch.undo()
+    victim.close()
+    ctx.close()
+    assert victim.closed and main.closed
+
+
 def test_live_owners_tracks_undisposed_owners():
     code = textwrap.dedent("""
         import gpuc.llvm as llvm

@@ -170,6 +170,49 @@ def test_emit_reports_error_diagnostics(host_machine, ctx, kind):
     assert ctx.take_diagnostics() == []
 
 
+CTRL_C = textwrap.dedent("""
+    import _thread, threading, time
+    import gpuc.llvm as llvm
+    from gpuc.llvm import capi
+
+    llvm.initialize("X86")
+    tm = llvm.Target.from_triple(llvm.host_triple()).machine()
+    body = "\\n".join(f"  %x{i + 1} = mul i64 %x{i}, %x{max(i - 7, 0)}" for i in range(300))
+    functions = [f"define i64 @f{k}(i64 %x0) {{\\n{body}\\n  ret i64 %x300\\n}}" for k in range(20)]
+    bogus = 'define void @last() {\\n  call void asm sideeffect "bogus_mnemonic", ""()\\n  ret void\\n}'
+    module = llvm.Module.parse("\\n".join(functions + [bogus]))  # codegen reports the error at the end
+    module.triple, module.data_layout = tm.triple, tm.data_layout
+
+    def interrupt_during_emission():
+        while not any(isinstance(c, tuple) and c and c[0] is tm for calls in capi.calls_elsewhere() for c in calls):
+            time.sleep(1e-4)
+        time.sleep(0.005)
+        _thread.interrupt_main()  # what Ctrl-C does
+
+    threading.Thread(target=interrupt_during_emission, daemon=True).start()
+    try:
+        tm.emit(module, "obj", verify=False)
+    except KeyboardInterrupt:
+        print("interrupted")
+    except llvm.LLVMError:
+        try:
+            time.sleep(5)
+            print("lost")
+        except KeyboardInterrupt:
+            print("late")
+    print(tm.emit(llvm.Module.parse("define i32 @g() {\\n  ret i32 1\\n}"), "obj")[:4] == b"\\x7fELF")
+""")
+
+
+def test_ctrl_c_during_code_generation_interrupts_it():
+    # Regression: Ctrl-C in LLVM lands on the diagnostic callback's first line, where ctypes swallowed it.
+    env = dict(os.environ, PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, "-c", CTRL_C], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["interrupted", "True"], out.stderr
+    assert "Exception ignored" not in out.stderr
+
+
 def test_host_description():
     assert llvm.host_triple().startswith(("x86_64", "aarch64"))
     assert llvm.host_cpu()

@@ -1,13 +1,100 @@
-"""Loading libLLVM 22 and binding its C API lazily, with helpers for LLVM's C conventions."""
+"""Loading libLLVM 22 and binding its C API lazily, through one wrapper that records each thread's
+calls in flight and raises what Python callbacks raised; helpers for LLVM's C conventions."""
 
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
+import weakref
 
 from . import _decls
 from ._decls import *  # noqa: F403  (handle types and enum constants)
 from .discovery import INSTALL_HINT, REQUIRED_MAJOR, LLVMNotFoundError, load as _load
+
+
+# -- calls in flight --------------------------------------------------------------------------
+# Each thread keeps the argument tuples of its C calls in flight, innermost last (more than one
+# when LLVM calls back into Python, which calls LLVM again).  The object model adds a Scope
+# while it works on raw refs between calls.  Freeing an LLVM object waits until no other
+# thread's list names it (gpuc/llvm/_base.py, `Scope.shut`).  Each thread writes only its own
+# list, so the common path takes no lock.
+
+class _Calls(list):
+    __slots__ = ("__weakref__",)
+
+
+class _ThreadCalls(threading.local):
+    def __init__(self) -> None:
+        self.calls = calls = _Calls()
+        key = id(calls)
+        _threads[key] = weakref.ref(calls, lambda _, key=key: _threads.pop(key, None))
+
+
+_threads: dict[int, weakref.ref] = {}  # id -> each live thread's list
+#: `in_flight.calls`: this thread's calls in flight (its own list: append and pop in pairs).
+in_flight = _ThreadCalls()
+
+
+def calls_elsewhere() -> list[list]:
+    """A snapshot of every other thread's calls in flight."""
+    mine = in_flight.calls
+    out = []
+    for ref in _threads.copy().values():
+        calls = ref()
+        if calls is not None and calls is not mine:
+            out.append(calls.copy())
+    return out
+
+
+class _Failed(tuple):
+    """The arguments of a C call during which a Python callback raised `error`."""
+
+    error: BaseException
+
+
+def callback(prototype, fn):
+    """`prototype(fn)` for a C callback, except that whatever `fn` raises (KeyboardInterrupt,
+    SystemExit, MemoryError included) is raised by the C call it ran under once that returns;
+    ctypes alone would print it and go on.  `fn` returns None then (0 to C)."""
+
+    def trampoline(*args):
+        try:
+            return fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, not dropped
+            _record_failure(exc)
+
+    trampoline.hands_over = True
+    return prototype(trampoline)
+
+
+def _record_failure(exc: BaseException) -> None:
+    calls = in_flight.calls
+    top = calls[-1] if calls else None
+    if not isinstance(top, tuple):
+        raise exc  # no call of ours on this thread to hand it to: ctypes reports it
+    if isinstance(top, _Failed) and exc.__context__ is None:
+        exc.__context__ = top.error
+    failed = _Failed(top)
+    failed.error = exc
+    calls[-1] = failed
+
+
+def _hand_over_unraisable(previous):
+    # A Ctrl-C during a long LLVM call is handled on the first instruction of the next callback,
+    # before the trampoline's `try` can catch it; ctypes then reports the KeyboardInterrupt as
+    # unraisable.  Hand that one to the C call too; anything else goes to the previous hook.
+    def hook(unraisable) -> None:
+        calls = in_flight.calls
+        if getattr(unraisable.object, "hands_over", False) and calls and isinstance(calls[-1], tuple):
+            _record_failure(unraisable.exc_value)
+        else:
+            previous(unraisable)
+
+    return hook
+
+
+sys.unraisablehook = _hand_over_unraisable(sys.unraisablehook)
 
 
 class _Library:
@@ -39,6 +126,10 @@ class _Library:
         fn.restype, fn.argtypes = proto[0], proto[1]
 
         def call(*args):
+            # Registered before the handles are checked (`_as_parameter_`), so whoever frees an
+            # LLVM object either sees this call in flight or makes its check fail.
+            calls = in_flight.calls
+            calls.append(args)
             try:
                 return fn(*args)
             except ctypes.ArgumentError:
@@ -47,13 +138,30 @@ class _Library:
                 for arg in args:
                     getattr(arg, "_as_parameter_", None)
                 raise
+            finally:
+                done = calls.pop()
+                if done is not args:  # a callback failed during the call (see `callback`)
+                    raise done.error
 
         call.__name__ = name
+        call.bare = fn
         setattr(self, name, call)
         return call
 
 
+class _Bare:
+    """The same C functions without the wrapper: not recorded as calls in flight, and what a
+    callback raises is not raised.  Only for raw refs inside `with scope:` (which records them
+    instead), where the object model's hot paths save the wrapper's cost."""
+
+    def __getattr__(self, name: str):
+        fn = getattr(lib, name).bare
+        setattr(self, name, fn)
+        return fn
+
+
 lib = _Library()
+bare = _Bare()
 
 
 def version() -> tuple[int, int, int]:

@@ -1,4 +1,5 @@
-"""Control-flow graph facts the transformations need: successors, reverse post-order, blocks on cycles."""
+"""What both transformations need of a function they rewrite: copying its instructions into a new
+function, and facts of its control-flow graph (successors, reverse post-order, blocks on cycles)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,28 @@ def cyclic_blocks(order, preds) -> set:
         if b not in index:
             visit(b)
     return found
+
+
+class Copier:
+    """Copies instructions of `fn` into another function at `self.b`'s position: `vmap` and `bmap`
+    map fn's values and blocks to their copies."""
+
+    vmap: dict
+    bmap: dict
+
+    def value(self, v):
+        """fn's value, block or constant `v` as the copy sees it."""
+        if isinstance(v, llvm.BasicBlock):
+            return self.bmap[v]
+        if isinstance(v, (llvm.Instruction, llvm.Argument)):
+            return self.vmap[v]
+        return v
+
+    def clone(self, inst):
+        """A copy of `inst` with its operands mapped, inserted at the builder's position."""
+        new = self.b.insert(inst.clone(), inst.name)
+        for i, op in enumerate(inst.operands):
+            mapped = self.value(op)
+            if mapped is not op:
+                new.operands[i] = mapped
+        return new

@@ -31,7 +31,7 @@ from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT
 from gpuc.errors import CompilationError
 
 from . import access, tape
-from .cfg import cyclic_blocks, reverse_post_order, successors
+from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 
@@ -160,7 +160,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
     return builder.reach
 
 
-class _Reverse:
+class _Reverse(Copier):
     """Builds the body of gradient function `gfn` from `fn` (see the module doc)."""
 
     def __init__(self, module, fn, gfn, settings: Settings, *, active, shadows: dict, cotangent, results,
@@ -327,21 +327,6 @@ class _Reverse:
         return error(self.fn, inst, message, hint)
 
     # -- the forward part ------------------------------------------------------------------------
-    def value(self, v):
-        if isinstance(v, llvm.BasicBlock):
-            return self.bmap[v]
-        if isinstance(v, (llvm.Instruction, llvm.Argument)):
-            return self.vmap[v]
-        return v
-
-    def clone(self, inst):
-        new = self.b.insert(inst.clone(), inst.name)
-        for i, op in enumerate(inst.operands):
-            mapped = self.value(op)
-            if mapped is not op:
-                new.operands[i] = mapped
-        return new
-
     def _forward(self) -> None:
         b = self.b
         for block in self.order:

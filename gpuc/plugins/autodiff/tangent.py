@@ -12,7 +12,7 @@ from gpuc.errors import CompilationError
 
 from . import mathrules
 from .calls import call
-from .cfg import reverse_post_order
+from .cfg import Copier, reverse_post_order
 from .kinds import carries_floats, define, error
 from .memory import MEMORY_HANDLERS, pointer_op, stack_pointers
 
@@ -64,7 +64,7 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     return define(module, name, fnty, existing, lambda tfn: _Transformer(module, fn, tfn, active).run())
 
 
-class _Transformer:
+class _Transformer(Copier):
     """Builds the body of tangent function `tfn` from `fn`: clones each instruction and follows it
     with its tangent code, block by block in reverse post-order (definitions before uses)."""
 
@@ -105,13 +105,6 @@ class _Transformer:
             self._fill_phis()
 
     # -- values ----------------------------------------------------------------------------
-    def value(self, v):
-        if isinstance(v, llvm.BasicBlock):
-            return self.bmap[v]
-        if isinstance(v, (llvm.Instruction, llvm.Argument)):
-            return self.vmap[v]
-        return v
-
     def tangent(self, v):
         """The tangent of fn's value `v` in tfn, None when it is exactly zero."""
         return self.tangents.get(v)
@@ -119,14 +112,6 @@ class _Transformer:
     def tangent_or_zero(self, v):
         t = self.tangents.get(v)
         return llvm.Constant.null(v.type) if t is None else t
-
-    def clone(self, inst):
-        new = self.b.insert(inst.clone(), inst.name)
-        for i, op in enumerate(inst.operands):
-            mapped = self.value(op)
-            if mapped is not op:
-                new.operands[i] = mapped
-        return new
 
     def error(self, inst, message: str) -> CompilationError:
         return error(self.fn, inst, message)

@@ -386,3 +386,30 @@ def test_element_read_by_a_whole_row_is_shared():
         gpuc.adjoint(row_broadcast).launch((300, 40), x, dx, np.zeros((300, 40)), np.ones((300, 40)),
                                            threads=threads)
         np.testing.assert_allclose(dx, 2 * x * sum(j + 1.0 for j in range(40)), rtol=1e-12)
+
+
+@gpuc.kernel
+def chooses_between_array_and_local(x, t, y):
+    i = gpuc.index()
+    v = x[i]
+    e = (t[0] if t[1] > v else v) if v < 0.4 else v
+    y[i] = e
+    while v < 0.5:
+        v += 0.5
+
+
+def test_pointer_chosen_between_an_array_and_a_local():
+    # A select between &t[0] and a local's slot: its shadow is taped like any value, and t's shadow,
+    # which every item may reach through it, takes atomic adds.
+    x, t = np.linspace(-1.0, 1.0, 8), np.array([0.3, 0.4, 0.5])
+    for threads in (1, 2):
+        dx, dt = np.zeros(8), np.zeros(3)
+        gpuc.adjoint(chooses_between_array_and_local).launch(8, x, dx, t, dt, np.zeros(8), np.ones(8),
+                                                             threads=threads)
+        np.testing.assert_array_equal(dx, [0, 0, 0, 0, 0, 1, 1, 1])
+        np.testing.assert_array_equal(dt, [5, 0, 0])
+    ir = gpuc.code_llvm(gpuc.adjoint(chooses_between_array_and_local), (F64,) * 6)
+    filecheck(ir, """
+        CHECK-LABEL: define void @chooses_between_array_and_local.adjoint
+        CHECK: atomicrmw fadd
+    """)

@@ -212,10 +212,12 @@ class _Reverse(Copier):
                         changed = True
                     elif op in _DERIVED and any(v in shadowed for v in _pointer_sources(inst)):
                         shadowed.add(inst)
-                        if any(v in self.stack for v in _pointer_sources(inst)):
-                            self.stack.add(inst)
                         changed = True
         self.shadowed = shadowed
+        # Pointers into the function's own stack only: every root they may come from is a slot.
+        # One that may point into an array as well is an array access (select(c, t, slot)).
+        self.roots = {p: _roots(p) for p in shadowed if isinstance(p, llvm.Instruction)}
+        self.stack = {p for p, r in self.roots.items() if r and all(isinstance(x, llvm.AllocaInst) for x in r)}
         varied = {a for i, a in enumerate(fn.args)
                   if self.active_params[i] and carries_floats(a.type)}
         changed = True
@@ -257,12 +259,17 @@ class _Reverse(Copier):
                 if op in ("load", "store", "atomicrmw"):
                     pointer = inst.operands[0 if op != "store" else 1]
                     if pointer in self.shadowed and pointer not in self.stack:
-                        # atomicrmw: every item may add to the same element (gpuc.atomic_add's purpose)
-                        accesses.setdefault(_base(pointer), []).append(pointer if op != "atomicrmw" else None)
+                        # atomicrmw: every item may add to the same element (gpuc.atomic_add's purpose);
+                        # a pointer chosen among several places (select, phi) may be any element
+                        roots = self._roots_of(pointer)
+                        exact = op != "atomicrmw" and len(roots) == 1 and _base(pointer) in roots
+                        for root in roots:
+                            accesses.setdefault(root, []).append(pointer if exact else None)
                 elif op == "call":
                     for a in inst.args:
                         if a in self.shadowed and a not in self.stack:
-                            accesses.setdefault(_base(a), []).append(None)
+                            for root in self._roots_of(a):
+                                accesses.setdefault(root, []).append(None)
         with llvm.TargetData.from_layout(self.module.data_layout) as td:
             found = access.footprints(accesses, self.indices, td.size_of, self.read_dims)
         self.footprints = found
@@ -270,6 +277,10 @@ class _Reverse(Copier):
         self.reach = tuple(reach)
         shared = (access.ANY,) if self.settings.parity else (access.ANY, access.NEAR)
         return {base for base, f in found.items() if f.kind in shared}
+
+    def _roots_of(self, pointer) -> set:
+        """The parameters and slots fn's shadowed `pointer` may point into."""
+        return self.roots.get(pointer) or {pointer}
 
     # -- building --------------------------------------------------------------------------------
     def run(self) -> None:
@@ -447,8 +458,8 @@ class _Reverse(Copier):
     def shadow(self, pointer):
         """The shadow of fn's `pointer`, usable in the reverse block being built."""
         s = self.shadows[pointer]
-        if isinstance(pointer, llvm.Instruction) and pointer not in self.stack:
-            return self.need(s, pointer.parent)
+        if isinstance(pointer, llvm.Instruction):
+            return self.need(s, pointer.parent)  # a slot's own shadow is in the first block: as it is
         return s
 
     def need(self, value, defined_in):
@@ -510,7 +521,7 @@ class _Reverse(Copier):
         """shadow(pointer) += contribution, atomically where several work items may add there."""
         b, s = self.b, self.shadow(pointer)
         ty = contribution.type
-        if pointer in self.stack or _base(pointer) not in self.atomic_bases:
+        if pointer in self.stack or not self._roots_of(pointer) & self.atomic_bases:
             b.store(b.fadd(b.load(ty, s), contribution), s)
             return
         if not self.settings.float_atomics:
@@ -662,6 +673,22 @@ def _pointer_sources(inst) -> list:
     if op == "phi":
         return inst.incoming_values
     return [inst.operands[0]]
+
+
+def _roots(pointer) -> set:
+    """Where `pointer` may point into: the parameters, stack slots (or other values) it derives from
+    through GEPs, casts, selects and phis."""
+    found, seen, todo = set(), set(), [pointer]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if isinstance(p, llvm.Instruction) and p.opcode_name in _DERIVED and isinstance(p.type, llvm.PointerType):
+            todo += _pointer_sources(p)
+        else:
+            found.add(p)
+    return found
 
 
 def _base(pointer):

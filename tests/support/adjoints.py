@@ -25,9 +25,10 @@ A program is defined when nothing it computes is near a point where it is not di
 generated source, rewritten so that every comparison, `min`, `max`, `abs` and `int` reports how far it is
 from its tie (`int`: from an integer), runs in Python (float64, `probe`); a float closer than MARGIN
 (relative to the operands' magnitudes) to its tie, an overflow, an output beyond BOUND or an argument
-of sin, cos, tanh or exp beyond ARGUMENT_BOUND makes the program undefined, and it is regenerated. Races are ruled out by construction: an output element is
-written by one work item only, atomics go to arrays nothing reads, an array updated in place is read and
-written at its own index only, arrays read at other indices are never written.
+of sin, cos, tanh or exp beyond ARGUMENT_BOUND makes the program undefined, and it is regenerated.
+Races are ruled out by construction: an output element is written by one work item only, atomics go to
+arrays nothing reads, an array updated in place is read and written at its own index only, arrays read
+at other indices are never written.
 
 Checks, per program, with a seed (the incoming gradient) in the shadow of every float array:
 - the shadows after `gpuc.adjoint(kernel).launch(n, ..., threads=1)` against the gradient of
@@ -409,7 +410,8 @@ class Gen:
         if h.kind == "recursive" or h.counted:
             opts = ["0", "1", "3"]
             if scope.helper is None:
-                opts += ([f"steps[{self.I()}]"] * 2 if self.steps else []) + ([f"idx[{self.I()}] % 4"] if self.idx else [])
+                opts += [f"steps[{self.I()}]"] * 2 if self.steps else []
+                opts += [f"idx[{self.I()}] % 4"] if self.idx else []
             args.append(self.r.choice(opts))
         return f"{h.name}({', '.join(args)})"
 
@@ -491,7 +493,9 @@ class Gen:
         if r.random() < 0.5:
             cap = r.choice([0.75, 1.5, 3.0])
             return f"{a} = min(max({a}, {-cap}), {cap})"
-        return f"{a} = {r.choice(['min', 'max'])}({a} * {self.factor(scope)} + {self.term(scope)}, {r.choice([-0.5, 0.5, 1.0])})"
+        which = r.choice(["min", "max"])
+        step = f"{a} * {self.factor(scope)} + {self.term(scope)}"
+        return f"{a} = {which}({step}, {r.choice([-0.5, 0.5, 1.0])})"
 
     # -- statements --
 
@@ -545,8 +549,8 @@ class Gen:
         if kind == "near":
             self.features.add("neighbours")
             if self.two_d:
-                guard, near = r.choice([("i > 0 and i < nr - 1 and j > 0 and j < nc - 1", {(0, -1), (0, 1), (1, -1), (1, 1)}),
-                                        ("i > 0 and i < nr - 1 and j > 0 and j < nc - 1", {(0, -1), (0, 1), (1, -1), (1, 1)}),
+                inside = ("i > 0 and i < nr - 1 and j > 0 and j < nc - 1", {(0, -1), (0, 1), (1, -1), (1, 1)})
+                guard, near = r.choice([inside, inside,
                                         ("i > 0 and i < nr - 1", {(0, -1), (0, 1)}), ("j < nc - 1", {(1, 1)}),
                                         ("j > 1", {(1, -1), (1, -2)})])
             else:
@@ -1428,7 +1432,10 @@ def serve(workdir: Path) -> None:
         print("BEGIN", flush=True)
         stats = Stats()
         try:
-            case = from_script(request["script"]) if "script" in request else generate(request["seed"], request["index"])
+            if "script" in request:
+                case = from_script(request["script"])
+            else:
+                case = generate(request["seed"], request["index"])
         except Exception as exc:  # noqa: BLE001 -- a candidate of the minimizer that is not a defined program
             print("RESULT " + json.dumps({"undefined": f"{type(exc).__name__}: {exc}"}), flush=True)
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import gpuc
+from support.reverse_kernels import horner, horner_slope as horner_d  # shared with the reverse-mode tests
 
 
 @gpuc.func
@@ -15,19 +16,6 @@ def poly(x):
 @gpuc.func
 def rational(x):
     return (x * x + 1.0) / (x - 3.0)
-
-
-@gpuc.func
-def horner(x, n):
-    acc = 0.0
-    for i in range(n):
-        acc = acc * x + (i + 1.0)
-    return acc
-
-
-def horner_d(x, n):
-    # sum_{i<n} (i+1) x^(n-1-i)
-    return sum((i + 1.0) * (n - 1 - i) * x ** (n - 2 - i) for i in range(n - 1))
 
 
 @gpuc.func

@@ -57,6 +57,46 @@ LAUNCH_SIZE_PARAMS = ("gpuc.n0", "gpuc.n1", "gpuc.n2")
 CONTEXT_TYPE = "gpuc.Context"
 #: The field of %gpuc.Context each marker reads: { [3 x i64] index, [3 x i64] ndrange }.
 CONTEXT_FIELDS = {INDEX_MARKER: 0, NDRANGE_MARKER: 1}
+#: The markers of the block model (docs/kernel-abi.md, "Blocks"), all `i64 (i32 d)` like the two
+#: above: the index within the block, the block's index, the block's and the grid's extents (in work
+#: items and in blocks), the lane within the warp, the warp's width and the dynamic shared memory's
+#: size in bytes (the last three take d = 0).
+THREAD_INDEX_MARKER, BLOCK_INDEX_MARKER = "gpuc.ctx.thread_index", "gpuc.ctx.block_index"
+BLOCK_DIM_MARKER, GRID_DIM_MARKER = "gpuc.ctx.block_dim", "gpuc.ctx.grid_dim"
+LANE_INDEX_MARKER, WARP_SIZE_MARKER = "gpuc.ctx.lane_index", "gpuc.ctx.warp_size"
+SHARED_BYTES_MARKER = "gpuc.ctx.shared_bytes"
+GEOMETRY_MARKERS = (THREAD_INDEX_MARKER, BLOCK_INDEX_MARKER, BLOCK_DIM_MARKER, GRID_DIM_MARKER,
+                    LANE_INDEX_MARKER, WARP_SIZE_MARKER, SHARED_BYTES_MARKER)
+#: Synchronization markers; each takes last a `ptr` to the source location ("file:line:col", a
+#: constant C string) of the call, which the CPU names when work items of a block disagree:
+#: `void @gpuc.ctx.barrier(ptr)`, `i32 @gpuc.ctx.barrier_count(i1, ptr)`, `i1 @gpuc.ctx.barrier_all(i1, ptr)`,
+#: `i1 @gpuc.ctx.barrier_any(i1, ptr)`, `void @gpuc.ctx.grid_barrier(ptr)`, `void @gpuc.ctx.syncwarp(ptr)`;
+#: fences take nothing: `void @gpuc.ctx.fence()` (device-wide), `void @gpuc.ctx.fence_block()`.
+BARRIER_MARKER, GRID_BARRIER_MARKER, SYNCWARP_MARKER = "gpuc.ctx.barrier", "gpuc.ctx.grid_barrier", "gpuc.ctx.syncwarp"
+BARRIER_PREDICATE_MARKERS = {"count": "gpuc.ctx.barrier_count", "all": "gpuc.ctx.barrier_all",
+                             "any": "gpuc.ctx.barrier_any"}
+FENCE_MARKERS = {"device": "gpuc.ctx.fence", "block": "gpuc.ctx.fence_block"}
+#: Warp operations, one marker per operation and value type: `T @gpuc.ctx.shfl_<kind>.<T>(T, i32, ptr)`
+#: for kind idx/up/down/xor and T i32/i64/float/double; `i64 @gpuc.ctx.ballot(i1, ptr)`,
+#: `i1 @gpuc.ctx.vote_any(i1, ptr)`, `i1 @gpuc.ctx.vote_all(i1, ptr)`.
+SHUFFLE_MARKER_PREFIX = "gpuc.ctx.shfl_"
+SHUFFLE_KINDS = ("idx", "up", "down", "xor")
+VOTE_MARKERS = {"ballot": "gpuc.ctx.ballot", "any": "gpuc.ctx.vote_any", "all": "gpuc.ctx.vote_all"}
+#: Shared memory: one `internal addrspace(S) global [N x i8]` per `gpuc.shared.array` in a function's
+#: source, named with this prefix (S: the target's shared address space), and one external
+#: `[0 x i8]` for `gpuc.shared.dynamic`, sized at launch.
+SHARED_GLOBAL_PREFIX = "gpuc.shared."
+DYNAMIC_SHARED_GLOBAL = "gpuc.shared.dynamic"
+#: Every use of shared memory goes through `ptr addrspace(S) @gpuc.ctx.shared(ptr addrspace(S) @global)`,
+#: which returns its argument on GPUs and the block's own copy on the CPU.
+SHARED_MARKER = "gpuc.ctx.shared"
+SHUFFLE_TYPES = ("i32", "i64", "float", "double")
+SHUFFLE_MARKERS = tuple(f"{SHUFFLE_MARKER_PREFIX}{kind}.{t}" for kind in SHUFFLE_KINDS for t in SHUFFLE_TYPES)
+#: The markers that make a kernel a block kernel (the CPU runs it with work-item loops): all but
+#: gpuc.ctx.index / gpuc.ctx.ndrange and the fences.
+BLOCK_MARKERS = (GEOMETRY_MARKERS + (BARRIER_MARKER, GRID_BARRIER_MARKER, SYNCWARP_MARKER, SHARED_MARKER)
+                 + tuple(BARRIER_PREDICATE_MARKERS.values()) + tuple(VOTE_MARKERS.values()) + SHUFFLE_MARKERS)
+ALL_CONTEXT_MARKERS = CONTEXT_MARKERS + BLOCK_MARKERS + tuple(FENCE_MARKERS.values())
 #: Index spaces are smaller than this along every dimension, and in all (the launchers check it).
 MAX_EXTENT = 1 << 62
 
@@ -535,7 +575,11 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+__all__ = ["ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
+           "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
+           "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",
+           "SHARED_MARKER", "SHUFFLE_KINDS", "SHUFFLE_MARKERS", "SHUFFLE_MARKER_PREFIX", "SHUFFLE_TYPES",
+           "SYNCWARP_MARKER", "THREAD_INDEX_MARKER", "VOTE_MARKERS", "WARP_SIZE_MARKER", "ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

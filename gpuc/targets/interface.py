@@ -181,6 +181,63 @@ class Target:
         for WORK_ITEM_REGISTERS targets (the context plugin calls it)."""
         raise NotImplementedError(f"{type(self).__name__} reads no work-item registers")
 
+    # -- the block model (docs/targets.md, "Blocks"): WORK_ITEM_REGISTERS targets answer these for
+    # the context plugin, which calls them where the frontend's gpuc.ctx.* markers are; each emits
+    # at `builder`'s position and returns the value (LLVM types as said). The CPU runs blocks itself
+    # (gpuc/plugins/workitems.py) and reads none of them but the attributes.
+    #: The LLVM address spaces of shared (per-block) memory and of local (per-work-item) arrays; the
+    #: latter is the data layout's alloca address space.
+    shared_address_space = 0
+    local_address_space = 0
+    #: Work items per warp, what gpuc.warp_size() returns; None where only the hardware knows it at
+    #: run time (then `work_item("warp_size", 0)` reads it).
+    warp_size = 32
+    #: Why gpuc.grid_barrier() cannot be compiled here, completing "gpuc.grid_barrier() ...", or None.
+    grid_barrier_missing = "needs a target that can synchronize every block of a launch"
+    #: Why gpuc.shared.dynamic(...) cannot be compiled here, completing "gpuc.shared.dynamic ...", or None.
+    dynamic_shared_missing = None
+
+    def work_item(self, builder, module: Module, what: str, dim: int):
+        """An i64: `what` along `dim` (0-2; 0 for the last two) — "thread_index" (within the block),
+        "block_index", "block_dim" (work items per block), "grid_dim" (blocks in the grid),
+        "lane_index" (the linear thread index modulo the warp size) or "warp_size"."""
+        raise NotImplementedError(f"{type(self).__name__} reads no work-item registers")
+
+    def barrier(self, builder, module: Module, kind: str | None = None, predicate=None):
+        """A barrier of all work items of the block, with block-wide memory ordering; `kind` "count"
+        (returns the i32 number of items whose i1 `predicate` is true), "all" or "any" (return an i1),
+        None (returns None)."""
+        raise NotImplementedError(f"{type(self).__name__} has no barriers")
+
+    def grid_barrier(self, builder, module: Module) -> None:
+        """A barrier of every work item of the launch (only asked when `grid_barrier_missing` is None)."""
+        raise NotImplementedError(f"{type(self).__name__} has no grid barrier")
+
+    def fence(self, builder, module: Module, scope: str) -> None:
+        """A memory fence: `scope` "device" (every work item of the launch) or "block"."""
+        raise NotImplementedError(f"{type(self).__name__} has no fences")
+
+    def syncwarp(self, builder, module: Module) -> None:
+        """A barrier of the work items of the warp."""
+        raise NotImplementedError(f"{type(self).__name__} has no warp barrier")
+
+    def shuffle(self, builder, module: Module, kind: str, value, operand):
+        """The value (i32, i64, float or double) another lane of the warp holds: `kind` "idx" (from
+        lane `operand`), "up" (lane - operand), "down" (lane + operand), "xor" (lane ^ operand); the
+        caller's own `value` where the source lane falls outside the warp. `operand` is an i32."""
+        raise NotImplementedError(f"{type(self).__name__} has no warp shuffles")
+
+    def vote(self, builder, module: Module, kind: str, predicate):
+        """Over the active lanes of the warp: `kind` "ballot" (an i64, bit k set when lane k's i1
+        `predicate` is true), "any" or "all" (an i1)."""
+        raise NotImplementedError(f"{type(self).__name__} has no warp votes")
+
+    def dynamic_shared(self, builder, module: Module, name: str):
+        """A pointer (in `shared_address_space`) to the dynamic shared memory, and an i64: its size in
+        bytes, as a tuple (only asked when `dynamic_shared_missing` is None). `name` is the symbol the
+        frontend gave it (gpuc.abi.DYNAMIC_SHARED_GLOBAL)."""
+        raise NotImplementedError(f"{type(self).__name__} has no dynamic shared memory")
+
     @classmethod
     def from_cli(cls, options: dict[str, str]) -> "Target":
         """The target `gpuc compile --target NAME` describes; `options` holds the given options."""

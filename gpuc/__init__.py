@@ -7,11 +7,15 @@ from .compiler import (  # noqa: E402
     IRIssue, IRSource, InternalCompilerError, Plugin, PluginError, ValidationError, build_pipeline, code_llvm,
     code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
     unregister_plugin)
+from .errors import KernelError  # noqa: E402
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
 from .frontend import (Array, atomic_add, atomic_and, atomic_cas, atomic_dec, atomic_exch, atomic_inc,  # noqa: E402
                        atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, bool_, boolean, clz, deferred,
                        derivative, ffs, float32, float64, fma, func, grad, index, int32, int64, jvp, kernel, marker,
                        ndrange, popc, uint32, uint64, value_and_grad, vjp)
+from .frontend import (ballot, barrier, barrier_all, barrier_any, barrier_count, block_dim, block_index,  # noqa: E402
+                       fence, fence_block, grid_barrier, grid_dim, lane_index, local, shared, shfl_down, shfl_idx,
+                       shfl_up, shfl_xor, syncwarp, thread_index, vote_all, vote_any, warp_size)
 from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
@@ -28,6 +32,10 @@ __all__ = [
     "atomic_max", "atomic_min", "atomic_or", "atomic_sub", "atomic_xor", "bool_", "boolean", "clz", "deferred",
     "derivative", "ffs", "float32", "float64", "fma", "func", "grad", "index", "int32", "int64", "jvp", "kernel",
     "marker", "ndrange", "popc", "uint32", "uint64", "value_and_grad", "vjp",
+    # the block model (docs/frontend.md, "Blocks")
+    "ballot", "barrier", "barrier_all", "barrier_any", "barrier_count", "block_dim", "block_index", "fence",
+    "fence_block", "grid_barrier", "grid_dim", "lane_index", "local", "shared", "shfl_down", "shfl_idx", "shfl_up",
+    "shfl_xor", "syncwarp", "thread_index", "vote_all", "vote_any", "warp_size",
 ]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.

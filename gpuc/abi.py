@@ -115,6 +115,33 @@ def context_type(module: Module) -> StructType:
     return StructType.create(module.context, [dims, dims], name=CONTEXT_TYPE)
 
 
+#: What a block kernel's trailing `ptr %gpuc.ctx` points to on the CPU (gpuc/plugins/workitems.py):
+#: `%gpuc.BlockContext = type { [3 x i64] ndrange, [3 x i64] block_dim, [3 x i64] grid_dim,
+#: [3 x i64] block_index, i64 shared_bytes, ptr error }`. The CPU's blocks wrapper fills it per block
+#: from the launch's copy, whose block_index it ignores.
+BLOCK_CONTEXT_TYPE = "gpuc.BlockContext"
+BLOCK_CONTEXT_FIELDS = {"ndrange": 0, "block_dim": 1, "grid_dim": 2, "block_index": 3, "shared_bytes": 4, "error": 5}
+#: The error record `error` points to, in 8-byte words: an i32 flag (0: no error; set once, atomically,
+#: by the first block that fails), the failing block's linear index, two work items (linear indices
+#: in the block) and the `ptr`s to the "file:line:col" of the sites they arrived at.
+BLOCK_ERROR_WORDS = 6
+#: The name of a module-level i8 constant that marks the entry as a block kernel on the CPU.
+BLOCK_KERNEL_FLAG = "gpuc.block_kernel"
+#: The name of the last parameter of the CPU's blocks wrapper (the range wrapper names it "sizes").
+BLOCKS_LAUNCH_PARAM = "launch"
+
+
+def block_context_type(module: Module) -> StructType:
+    """%gpuc.BlockContext in `module`'s context (see BLOCK_CONTEXT_TYPE)."""
+    existing = module.get_type(BLOCK_CONTEXT_TYPE)
+    if existing is not None:
+        return existing
+    i64 = module.context.i64
+    dims = ArrayType.get(i64, 3)
+    return StructType.create(module.context, [dims, dims, dims, dims, i64, module.context.ptr()],
+                             name=BLOCK_CONTEXT_TYPE)
+
+
 def has_context_param(fn: Function) -> bool:
     """Whether the CPU's context propagation gave `fn` the trailing context parameter."""
     args = fn.args
@@ -575,7 +602,8 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
+__all__ = ["BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+           "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",
            "SHARED_MARKER", "SHUFFLE_KINDS", "SHUFFLE_MARKERS", "SHUFFLE_MARKER_PREFIX", "SHUFFLE_TYPES",

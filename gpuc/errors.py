@@ -7,8 +7,8 @@ import platform
 import sys
 from dataclasses import dataclass
 
-__all__ = ["CompilationError", "CompilerError", "IRIssue", "InternalCompilerError", "PluginError", "SourceLocation",
-           "ValidationError"]
+__all__ = ["CompilationError", "CompilerError", "IRIssue", "InternalCompilerError", "KernelError", "PluginError",
+           "SourceLocation", "ValidationError"]
 
 class CompilerError(Exception):
     """Base of every error gpuc raises while compiling."""
@@ -125,3 +125,8 @@ def _llvm_version() -> str:
         return ".".join(map(str, capi.version())) if capi is not None else "not loaded"
     except Exception:  # noqa: BLE001 - reporting must not fail
         return "unknown"
+
+
+class KernelError(RuntimeError):
+    """A kernel stopped at run time because its work items broke a rule of the language the compiler
+    could not check (work items of a block arriving at different barriers); says where."""

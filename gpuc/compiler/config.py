@@ -41,6 +41,8 @@ class CompilerConfig:
     `plugins=None` captures the globally registered plugins *now*; a sequence of Plugin objects
     (from `make_plugin`/`register_plugin`) or registered names scopes the set to this config, to
     which gpuc's own built-in plugins (context propagation) are added unless `builtin_plugins=False`.
+    `whole_blocks`: the kernel is launched in whole blocks (`block=`): every work item of every block
+    runs it, also those beyond the launch size (docs/frontend.md, "Blocks").
     """
 
     target: object
@@ -53,10 +55,12 @@ class CompilerConfig:
     plugins: tuple[Plugin, ...] | None = None
     fixpoint_rounds: int = 16
     builtin_plugins: bool = True
+    whole_blocks: bool = False
 
     def __init__(self, target, *, kernel: bool = False, name: str | None = None, opt_level: int = 2,
                  optimize: bool = True, validate: bool = True, verify_plugins: bool = True,
-                 plugins=None, fixpoint_rounds: int = 16, builtin_plugins: bool = True) -> None:
+                 plugins=None, fixpoint_rounds: int = 16, builtin_plugins: bool = True,
+                 whole_blocks: bool = False) -> None:
         from ..targets.interface import Target
 
         if not isinstance(target, Target):
@@ -72,7 +76,8 @@ class CompilerConfig:
                             ("opt_level", opt_level), ("optimize", bool(optimize)), ("validate", bool(validate)),
                             ("verify_plugins", bool(verify_plugins)),
                             ("plugins", _resolve_plugins(plugins, bool(builtin_plugins))),
-                            ("fixpoint_rounds", fixpoint_rounds), ("builtin_plugins", bool(builtin_plugins))):
+                            ("fixpoint_rounds", fixpoint_rounds), ("builtin_plugins", bool(builtin_plugins)),
+                            ("whole_blocks", bool(whole_blocks))):
             object.__setattr__(self, attr, value)
 
     def replace(self, **changes) -> "CompilerConfig":

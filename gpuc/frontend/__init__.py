@@ -5,6 +5,9 @@ from .reverse import grad, value_and_grad, vjp
 from .atomics import (atomic_add, atomic_and, atomic_cas, atomic_dec, atomic_exch, atomic_inc, atomic_max, atomic_min,
                       atomic_or, atomic_sub, atomic_xor)
 from .bitops import clz, ffs, popc
+from .blocks import (ballot, barrier, barrier_all, barrier_any, barrier_count, block_dim, block_index, fence,
+                     fence_block, grid_barrier, grid_dim, lane_index, local, shared, shfl_down, shfl_idx, shfl_up,
+                     shfl_xor, syncwarp, thread_index, vote_all, vote_any, warp_size)
 from .intrinsics import Marker, deferred, fma, index, marker, ndrange
 from .source import Func, FunctionSource, GpucFunction, Kernel, func, kernel
 from .types import (SCALARS, Array, ArrayType, FunctionPointerType, GType, ScalarType, TupleType, as_type, boolean, float32, float64,
@@ -18,4 +21,8 @@ __all__ = [
     "atomic_inc", "atomic_max", "atomic_min", "atomic_or", "atomic_sub", "atomic_xor", "bool_", "clz", "deferred",
     "derivative", "boolean", "ffs", "float32", "float64", "fma", "func", "grad", "index", "int32", "int64", "jvp", "kernel",
     "marker", "ndrange", "popc", "promote", "uint32", "uint64", "value_and_grad", "vjp",
+    # the block model
+    "ballot", "barrier", "barrier_all", "barrier_any", "barrier_count", "block_dim", "block_index", "fence",
+    "fence_block", "grid_barrier", "grid_dim", "lane_index", "local", "shared", "shfl_down", "shfl_idx", "shfl_up",
+    "shfl_xor", "syncwarp", "thread_index", "vote_all", "vote_any", "warp_size",
 ]

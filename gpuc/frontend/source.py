@@ -123,10 +123,13 @@ class Kernel(GpucFunction):
     #: Set by gpuc.runtime at import (the runtime sits below the frontend in the layering).
     launcher = None
 
-    def launch(self, n, *args, device: str | None = None, threads: int | None = None) -> None:
+    def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
+               shared: int = 0) -> None:
+        """Run over the index space `n`; with `block` (an int or a tuple of n's rank), in whole blocks
+        of that size, each with `shared` bytes of dynamic shared memory (docs/frontend.md, "Blocks")."""
         if Kernel.launcher is None:
             raise RuntimeError("no kernel launcher is installed; import gpuc (or gpuc.runtime) first")
-        Kernel.launcher(self, n, args, device=device, threads=threads)
+        Kernel.launcher(self, n, args, device=device, threads=threads, block=block, shared=shared)
 
     def __getitem__(self, n):
         return _Bound(self, n)
@@ -140,8 +143,9 @@ class _Bound:
     def __init__(self, kernel: Kernel, n) -> None:
         self.kernel, self.n = kernel, n
 
-    def __call__(self, *args, device: str | None = None, threads: int | None = None) -> None:
-        self.kernel.launch(self.n, *args, device=device, threads=threads)
+    def __call__(self, *args, device: str | None = None, threads: int | None = None, block=None,
+                 shared: int = 0) -> None:
+        self.kernel.launch(self.n, *args, device=device, threads=threads, block=block, shared=shared)
 
 
 def func(pyfunc=None):

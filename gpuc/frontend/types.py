@@ -86,23 +86,30 @@ class ArrayType(GType):
     dtype: ScalarType
     ndim: int
     layout: str = "A"
+    #: Where the elements live: "global" (arguments), "shared" (gpuc.shared.array, per block) or
+    #: "local" (gpuc.local.array, per work item); each is its own address space on GPUs.
+    space: str = "global"
 
     def __repr__(self) -> str:
         extra = ', "C"' if self.layout == "C" else ""
+        if self.space != "global":
+            return f"gpuc.{self.space}.Array[{self.dtype!r}, {self.ndim}{extra}]"
         return f"gpuc.Array[{self.dtype!r}, {self.ndim}{extra}]"
 
     def __str__(self) -> str:
         extra = ", C" if self.layout == "C" else ""
-        return f"Array[{self.dtype}, {self.ndim}{extra}]"
+        where = "" if self.space == "global" else f"{self.space} "
+        return f"{where}Array[{self.dtype}, {self.ndim}{extra}]"
 
     @property
     def mangled(self) -> str:
-        return f"A{self.ndim}{self.dtype.mangled}" + ("C" if self.layout == "C" else "")
+        return (f"A{self.ndim}{self.dtype.mangled}" + ("C" if self.layout == "C" else "")
+                + ("" if self.space == "global" else self.space[0].upper()))
 
     def accepts(self, other: GType) -> bool:
         """Can a value of type `other` be used where this type is declared?"""
         return other == self or (isinstance(other, ArrayType) and self.layout == "A"
-                                 and (other.dtype, other.ndim) == (self.dtype, self.ndim))
+                                 and (other.dtype, other.ndim, other.space) == (self.dtype, self.ndim, self.space))
 
 
 @dataclass(frozen=True)
@@ -306,8 +313,8 @@ def join(a: GType, b: GType) -> GType | None:
     """
     if a == b:
         return a
-    if isinstance(a, ArrayType) and isinstance(b, ArrayType) and (a.dtype, a.ndim) == (b.dtype, b.ndim):
-        return ArrayType(a.dtype, a.ndim)
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType) and (a.dtype, a.ndim, a.space) == (b.dtype, b.ndim, b.space):
+        return ArrayType(a.dtype, a.ndim, space=a.space)
     if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elements) == len(b.elements):
         elements = tuple(join(x, y) for x, y in zip(a.elements, b.elements))
         return None if None in elements else TupleType(elements)
@@ -317,7 +324,7 @@ def join(a: GType, b: GType) -> GType | None:
 def storage(t: GType) -> GType:
     """The type under which a value is stored: layouts do not change an array's representation."""
     if isinstance(t, ArrayType):
-        return ArrayType(t.dtype, t.ndim)
+        return ArrayType(t.dtype, t.ndim, space=t.space)
     if isinstance(t, TupleType):
         return TupleType(tuple(storage(e) for e in t.elements))
     return t
@@ -343,12 +350,17 @@ def check_scalar(t: GType, what: str) -> ScalarType:
 
 # -- LLVM mapping ------------------------------------------------------------------------
 
-def address_space(target) -> int:
-    """Where array data lives on `target` (docs/kernel-abi.md): the target says it."""
-    return target.array_address_space
+def address_space(target) -> dict:
+    """Where array data lives on `target` (docs/kernel-abi.md), by ArrayType.space: the target says it."""
+    return {"global": target.array_address_space, "shared": target.shared_address_space,
+            "local": target.local_address_space}
 
 
-def llvm_type(t: GType, context, addrspace: int = 0):
+def _space(addrspace, t: "ArrayType") -> int:
+    return addrspace.get(t.space, 0) if isinstance(addrspace, dict) else addrspace
+
+
+def llvm_type(t: GType, context, addrspace: int | dict = 0):
     """The LLVM value type of `t`. Inside a function an array is a struct {ptr, i64 x ndim, i64 x ndim}."""
     if isinstance(t, ScalarType):
         if t.is_bool:
@@ -357,7 +369,7 @@ def llvm_type(t: GType, context, addrspace: int = 0):
             return context.int_type(t.bits)
         return context.float if t.bits == 32 else context.double
     if isinstance(t, ArrayType):
-        return array_struct(context, t.ndim, addrspace)
+        return array_struct(context, t.ndim, _space(addrspace, t))
     if isinstance(t, TupleType):
         return context.struct_type([llvm_type(e, context, addrspace) for e in t.elements])
     if isinstance(t, NoneType):
@@ -372,8 +384,8 @@ def memory_type(t: ScalarType, context):
     return storage_type(llvm_type(t, context), context)
 
 
-def abi_params(t: GType, context, addrspace: int = 0) -> list:
+def abi_params(t: GType, context, addrspace: int | dict = 0) -> list:
     """The flattened parameters of an argument of type `t` (gpuc/abi.py; arrays: data, shapes, strides)."""
     if isinstance(t, ArrayType):
-        return array_params(context, t.ndim, addrspace)
+        return array_params(context, t.ndim, _space(addrspace, t))
     return [llvm_type(t, context, addrspace)]

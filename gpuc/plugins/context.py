@@ -17,15 +17,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuc.abi import (CONTEXT_FIELDS, CONTEXT_MARKERS, CONTEXT_PARAM, INDEX_MARKER, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
-                      NDRANGE_MARKER, context_type)
+from gpuc.abi import (ALL_CONTEXT_MARKERS, BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_MARKERS, CONTEXT_FIELDS,
+                      CONTEXT_PARAM, DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, FORWARD_MARKER_PREFIX, GEOMETRY_MARKERS,
+                      GRID_BARRIER_MARKER, INDEX_MARKER, LAUNCH_SIZE_PARAMS, MAX_EXTENT, NDRANGE_MARKER,
+                      REVERSE_MARKER_PREFIX, SHARED_BYTES_MARKER, BLOCK_KERNEL_FLAG, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
+                      SYNCWARP_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, context_type)
 from gpuc.errors import CompilationError
 from gpuc.llvm import (AllocaInst, Builder, CallInst, ConstantInt, Function, FunctionType, Instruction, Module,
                        run_passes)
 
 INDEX, NDRANGE = INDEX_MARKER, NDRANGE_MARKER
-MARKERS = CONTEXT_MARKERS
+MARKERS = ALL_CONTEXT_MARKERS
 FIELDS = CONTEXT_FIELDS
+#: Markers of the form `i64 (i32 dim)`.
+DIMENSIONED = (INDEX_MARKER, NDRANGE_MARKER) + GEOMETRY_MARKERS
+_PREDICATE_KINDS = {name: kind for kind, name in BARRIER_PREDICATE_MARKERS.items()}
+_VOTE_KINDS = {name: kind for kind, name in VOTE_MARKERS.items()}
+_FENCE_SCOPES = {name: scope for scope, name in FENCE_MARKERS.items()}
 
 
 # -- finding marker calls and the functions that reach them -------------------------------------
@@ -35,18 +43,26 @@ class ContextCall:
     """One call of a context marker: `marker` (INDEX or NDRANGE) along dimension `dim`."""
 
     call: CallInst
-    marker: str  # INDEX or NDRANGE
-    dim: int
+    marker: str  # one of MARKERS
+    dim: int  # for DIMENSIONED markers; 0 for the others
+
+    @property
+    def site(self) -> str:
+        """Where the call is in the source ("file:line:col"), for markers that say it, else ""."""
+        args = self.call.args
+        name = args[-1].name if args and str(args[-1].type) == "ptr" else ""
+        return name[len("gpuc.site."):] if name.startswith("gpuc.site.") else ""
 
 
 def _marker_calls(module: Module) -> list[ContextCall]:
-    """Every marker call in the module, checked: direct calls of `i64 (i32)` with a constant dim 0-2."""
+    """Every marker call in the module, checked: direct calls; those of DIMENSIONED markers are of
+    `i64 (i32)` with a constant dim 0-2."""
     found = []
     for name in MARKERS:
         marker = module.functions.get(name)
         if marker is None:
             continue
-        if str(marker.function_type) != "i64 (i32)":
+        if name in DIMENSIONED and str(marker.function_type) != "i64 (i32)":
             raise CompilationError(f"@{name} is declared as {marker.function_type}, not i64 (i32)",
                                    hint=f"declare it as `declare i64 @{name}(i32)` (docs/kernel-abi.md)")
         for use in list(marker.uses):
@@ -55,7 +71,7 @@ def _marker_calls(module: Module) -> list[ContextCall]:
                 where = f" in @{call.function.name}" if isinstance(call, Instruction) else ""
                 raise CompilationError(f"@{name} is used other than by a direct call{where}: "
                                        f"{str(call).strip()}", hint="markers can only be called")
-            found.append(ContextCall(call, name, _dim(call, name)))
+            found.append(ContextCall(call, name, _dim(call, name) if name in DIMENSIONED else 0))
     return found
 
 
@@ -176,6 +192,25 @@ def _erase_markers(module: Module) -> None:
 # -- the CPU -------------------------------------------------------------------------------------
 
 def _lower_context_pointer(job, module: Module, calls: list[ContextCall]) -> None:
+    entry = module.functions.get(job.source.entry_name)
+    blocks = any(c.marker in BLOCK_MARKERS for c in calls)
+    if job.config.kernel and entry is not None and (blocks or job.config.whole_blocks):
+        _lower_block_kernel(job, module, entry, calls)
+        return
+    if blocks:
+        c = next(c for c in calls if c.marker in BLOCK_MARKERS)
+        raise CompilationError(_at(c, f"@{c.call.function.name} uses blocks ({c.marker[9:]}) but is not compiled "
+                                      "as a kernel"), hint="compile it as a kernel (CompilerConfig(kernel=True))")
+    fences = [c for c in calls if c.marker in _FENCE_SCOPES]
+    if fences:
+        with Builder(module.context) as builder:
+            for c in fences:
+                builder.position_before(c.call)
+                builder.fence("seq_cst")
+                c.call.erase()
+        calls = [c for c in calls if c.marker not in _FENCE_SCOPES]
+        if not calls:
+            return
     llctx = module.context
     ctx_ty = context_type(module)
     thread_params(module, _reaching(module, {c.call.function for c in calls}), [llctx.ptr()], [CONTEXT_PARAM])
@@ -189,6 +224,38 @@ def _lower_context_pointer(job, module: Module, calls: list[ContextCall]) -> Non
             value = builder.load(llctx.i64, field, f"{c.marker[9:]}{c.dim}", align=8)
             _assume_in_range(builder, module, value)
             _replace(c.call, value)
+
+
+def _lower_block_kernel(job, module: Module, entry: Function, calls: list[ContextCall]) -> None:
+    """The CPU's block kernels (gpuc/plugins/workitems.py): every function reaching a marker is
+    inlined into the kernel, which then runs one whole block per call."""
+    for fn in module.functions:
+        if fn.name.startswith((FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX)) and fn.uses:
+            raise CompilationError(f"@{entry.name} uses blocks (barriers, shared memory, thread indices or warp "
+                                   "operations) and differentiates code: derivatives of block kernels are not "
+                                   "supported yet", hint="differentiate funcs called from a kernel without blocks")
+    reaching = _reaching(module, {c.call.function for c in calls}) if calls else []
+    for fn in reaching:
+        if fn != entry:
+            fn.attributes.add("alwaysinline")
+    if len(reaching) > 1:
+        run_passes(module, "always-inline", getattr(job, "target_machine", None))
+    calls = _marker_calls(module)
+    stray = [c for c in calls if c.call.function != entry]
+    if stray:
+        c = stray[0]
+        raise CompilationError(_at(c, f"@{c.call.function.name} uses the launch context (gpuc.{c.marker[9:]}) and "
+                                      f"could not be inlined into the kernel, as a kernel with blocks needs on the CPU"),
+                               hint="functions using blocks or gpuc.index() in such a kernel cannot be recursive or "
+                                    "called through pointers")
+    run_passes(module, "function(sroa,instsimplify)", getattr(job, "target_machine", None))
+    rebuilt = thread_params(module, [entry], [module.context.ptr()], [CONTEXT_PARAM])
+    kernel = rebuilt[entry]
+    from .workitems import lower_blocks
+    lower_blocks(job, module, kernel)
+    flag = module.add_global(module.context.i8, BLOCK_KERNEL_FLAG)
+    flag.initializer = ConstantInt.get(module.context.i8, 1)
+    flag.is_global_constant = True
 
 
 def _assume_in_range(builder: Builder, module: Module, value) -> None:
@@ -209,10 +276,13 @@ def _replace(call: CallInst, value) -> None:
 # -- GPUs ------------------------------------------------------------------------------------
 
 def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) -> None:
-    index = job.config.target.global_index
+    target = job.config.target
+    index = target.global_index
     entry = module.functions.get(job.source.entry_name)
-    guarded = (job.config.kernel and entry is not None and str(entry.return_type) == "void"
-               and entry in _reaching(module, {c.call.function for c in calls}))
+    # A kernel launched in whole blocks (block=) runs every work item of every block; otherwise
+    # those beyond the launch size return at once (grids are rounded up to whole blocks).
+    guarded = (job.config.kernel and not job.config.whole_blocks and entry is not None
+               and str(entry.return_type) == "void" and entry in _reaching(module, {c.call.function for c in calls}))
     seeds = {c.call.function for c in calls if c.marker == NDRANGE} | ({entry} if guarded else set())
     i64 = module.context.i64
     rebuilt = thread_params(module, _reaching(module, seeds), [i64] * 3, LAUNCH_SIZE_PARAMS) if seeds else {}
@@ -220,11 +290,67 @@ def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) ->
         for c in calls:
             builder.position_before(c.call)
             fn = c.call.function
-            _replace(c.call, index(builder, module, c.dim) if c.marker == INDEX else fn.args[len(fn.args) - 3 + c.dim])
+            if c.marker == INDEX:
+                value = index(builder, module, c.dim)
+            elif c.marker == NDRANGE:
+                value = fn.args[len(fn.args) - 3 + c.dim]
+            else:
+                value = _lower_block_marker(target, builder, module, c)
+            _replace(c.call, value)
         if guarded:
             # Every dimension, not only those the kernel reads: a kernel indexing only dim 0 but
             # launched 2-D must not run its body again in the extra rows of a rounded-up grid.
             _guard(builder, module, rebuilt[entry], (0, 1, 2), index)
+    dynamic = module.globals.get(DYNAMIC_SHARED_GLOBAL)
+    if dynamic is not None and not dynamic.uses:
+        dynamic.erase()
+
+
+def _lower_block_marker(target, builder: Builder, module: Module, c: ContextCall):
+    """The value (or None) of a block-model marker call, from the target's hooks (docs/targets.md)."""
+    name, args = c.marker, c.call.args
+    if name in GEOMETRY_MARKERS:
+        what = name[len("gpuc.ctx."):]
+        if name == SHARED_BYTES_MARKER:
+            return _dynamic_shared(target, builder, module, c)[1]
+        if name == WARP_SIZE_MARKER and target.warp_size is not None:
+            return ConstantInt.get(module.context.i64, target.warp_size)
+        return target.work_item(builder, module, what, c.dim)
+    if name == SHARED_MARKER:
+        if args[0].name == DYNAMIC_SHARED_GLOBAL:
+            return _dynamic_shared(target, builder, module, c)[0]
+        return args[0]
+    if name == BARRIER_MARKER:
+        return target.barrier(builder, module)
+    if name in _PREDICATE_KINDS:
+        return target.barrier(builder, module, _PREDICATE_KINDS[name], args[0])
+    if name == GRID_BARRIER_MARKER:
+        if target.grid_barrier_missing is not None:
+            raise CompilationError(_at(c, f"gpuc.grid_barrier() {target.grid_barrier_missing}"),
+                                   hint="split the kernel in two launches where the grid must synchronize")
+        return target.grid_barrier(builder, module)
+    if name in _FENCE_SCOPES:
+        return target.fence(builder, module, _FENCE_SCOPES[name])
+    if name == SYNCWARP_MARKER:
+        return target.syncwarp(builder, module)
+    if name in _VOTE_KINDS:
+        return target.vote(builder, module, _VOTE_KINDS[name], args[0])
+    if name.startswith(SHUFFLE_MARKER_PREFIX):
+        kind = name[len(SHUFFLE_MARKER_PREFIX):].split(".")[0]
+        return target.shuffle(builder, module, kind, args[0], args[1])
+    raise AssertionError(f"no lowering for the marker @{name}")
+
+
+def _dynamic_shared(target, builder: Builder, module: Module, c: ContextCall):
+    if target.dynamic_shared_missing is not None:
+        raise CompilationError(_at(c, f"gpuc.shared.dynamic {target.dynamic_shared_missing}"),
+                               hint="use gpuc.shared.array(shape, dtype) with a constant shape")
+    return target.dynamic_shared(builder, module, DYNAMIC_SHARED_GLOBAL)
+
+
+def _at(c: ContextCall, message: str) -> str:
+    where = c.site or f"@{c.call.function.name}"
+    return f"{where}: {message}"
 
 
 def _guard(builder: Builder, module: Module, kernel: Function, dims, index) -> None:

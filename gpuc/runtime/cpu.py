@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from ..abi import MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
+from ..abi import BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
 from ..compiler import CompilerJob, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, Module
@@ -54,6 +54,9 @@ class JITModule:
         self.entry, self.trace = built.entry, built.trace
         #: The range wrapper launches call (the driver's launch entry), None if the entry has none.
         self.launch_entry = built.launch_entry
+        #: Whether that wrapper runs whole blocks (gpuc/targets/cpu_launch.py: add_blocks_wrapper).
+        self.blocks = (self.launch_entry is not None
+                       and built.module.functions[self.launch_entry].args[3].name == BLOCKS_LAUNCH_PARAM)
         try:
             _check_externals(built.module, job)
             entry = built.module.functions[self.entry]
@@ -183,6 +186,8 @@ class CPULauncher:
                                    name=module.launch_entry)
         self._pack = struct.Struct("<" + "".join(SLOT_FORMATS[t] for t in module.slots)).pack
         self._converters = self.signature.flat_converters(host_array, module.abi.names, module.entry)
+        #: Whether the launch entry runs whole blocks (a block kernel: gpuc/plugins/workitems.py).
+        self.blocks = module.blocks
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""
@@ -193,11 +198,18 @@ class CPULauncher:
             values += convert(arg)
         return self._pack(*values)
 
-    def __call__(self, n, args, threads: int | None = None, *, apart: tuple | None = None) -> None:
+    def __call__(self, n, args, threads: int | None = None, *, apart: tuple | None = None, block=None,
+                 shared: int = 0) -> None:
         """Run over `n`. `apart` (items along each dimension): run at once only work items at least
-        that far apart, in two phases of alternate runs (see launch_in_two_phases)."""
+        that far apart, in two phases of alternate runs (see launch_in_two_phases). `block`: in whole
+        blocks of that size, with `shared` bytes of dynamic shared memory each."""
         if self.module.closed:  # its code is unmapped: calling it would crash the process
             raise ValueError(f"the module of @{self.module.entry} was closed; its kernels can no longer run")
+        if self.blocks:
+            launch_blocks(self._fn, self.marshal(args), n, block, shared, threads)
+            return
+        if block is not None:  # a kernel that never reads the launch context: the whole blocks' items
+            n = tuple(g * b for g, b in zip(*_grid(index_space(n), block)))
         if apart is None:
             launch_marshalled(self._fn, self.marshal(args), n, threads)
         else:
@@ -290,6 +302,77 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     chunks = max(threads, min(threads * CHUNKS_PER_THREAD, total // MIN_ITEMS_PER_CHUNK))
     bounds = [total * k // chunks for k in range(chunks + 1)]
     run_chunks(fn, argv, bounds, sizes, helpers=threads - 1)
+
+
+def _grid(dims, block):
+    """(the grid, the block) of a launch of `dims` (padded to 3) in blocks of `block` (or 1 per item)."""
+    if block is None:
+        return dims, (1, 1, 1)
+    rank = sum(1 for d in dims[1:] if d != 1) + 1
+    given = (block,) if not isinstance(block, (tuple, list)) else tuple(block)
+    if not 1 <= len(given) <= 3:
+        raise ValueError(f"block= has 1 to 3 dimensions, not {len(given)}: {block!r}")
+    try:
+        given = tuple(operator.index(b) for b in given)
+    except TypeError:
+        raise TypeError(f"block= is an int or a tuple of ints, not {block!r}") from None
+    if any(b < 1 for b in given):
+        raise ValueError(f"block sizes must be positive: {block!r}")
+    if len(given) < rank:
+        raise ValueError(f"the block {block!r} has {len(given)} dimension(s) but the launch size has {rank}")
+    block3 = given + (1,) * (3 - len(given))
+    if math.prod(block3) > MAX_BLOCK_ITEMS:
+        raise ValueError(f"the block {block!r} has {math.prod(block3)} work items; at most {MAX_BLOCK_ITEMS}")
+    return tuple(-(-d // b) for d, b in zip(dims, block3)), block3
+
+
+#: The most work items a block may have on the CPU (CUDA allows 1024).
+MAX_BLOCK_ITEMS = 1 << 16
+#: With the default thread count, each thread gets at least this many work items of whole blocks.
+MIN_BLOCK_ITEMS_PER_THREAD = 4096
+
+
+def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None) -> None:
+    """Call a block kernel's wrapper `fn` (gpuc/targets/cpu_launch.py: add_blocks_wrapper) for the
+    blocks of a launch of `n` in blocks of `block` (None: one work item each), spread over threads."""
+    dims = index_space(n)
+    grid, block3 = _grid(dims, block)
+    blocks = math.prod(grid)
+    if math.prod(dims) == 0 and block is None or blocks == 0:
+        return
+    record = (ctypes.c_int64 * BLOCK_ERROR_WORDS)()
+    launch = struct.pack("<3q3q3q3qqQ", *dims, *block3, *grid, 0, 0, 0, shared, ctypes.addressof(record))
+    items = math.prod(block3)
+    if threads is None:
+        threads = max(1, min(default_threads(), blocks * items // MIN_BLOCK_ITEMS_PER_THREAD, blocks))
+    else:
+        threads = max(1, min(launch_threads(blocks, threads), blocks))
+    if threads == 1:
+        fn(argv, 0, blocks, launch)
+    else:
+        chunks = max(threads, min(threads * CHUNKS_PER_THREAD, blocks))
+        bounds = [blocks * k // chunks for k in range(chunks + 1)]
+        run_chunks(fn, argv, bounds, launch, helpers=threads - 1)
+    if record[0]:
+        _diverged(record, grid, block3)
+
+
+def _diverged(record, grid, block3) -> None:
+    from ..errors import KernelError
+
+    def item(linear):
+        x, rest = linear % block3[0], linear // block3[0]
+        return (x, rest % block3[1], rest // block3[1])
+
+    def site(address):
+        return ctypes.string_at(address).decode() if address else "a return"
+
+    linear = record[1]
+    where = (linear % grid[0], linear // grid[0] % grid[1], linear // (grid[0] * grid[1]))
+    a, b = item(record[2]), item(record[3])
+    raise KernelError(f"work items of block {where} arrived at different barriers: thread {a} at {site(record[4])}, "
+                      f"thread {b} at {site(record[5])}; every work item of a block must reach the same barriers "
+                      "in the same order (a work item that returns counts as arrived)")
 
 
 def launch_in_two_phases(fn, argv: bytes, n, threads: int | None, apart: tuple) -> None:

@@ -358,9 +358,11 @@ class CUDALauncher:
         self._convert = converters(signature, names, self._entry)
         self._owner = owner  # keeps the module loaded
 
-    def launch(self, *args, n, block=None, shared_mem: int = 0, stream=None, sync: bool = True) -> None:
-        # without the launch-size check in the kernel, surplus threads of a rounded-up grid would run it
-        config = launch_config(n, block, exact=self.signature.launch != LAUNCH_SIZES)
+    def launch(self, *args, n, block=None, shared_mem: int = 0, stream=None, sync: bool = True,
+               whole_blocks: bool = False) -> None:
+        # without the launch-size check in the kernel, surplus threads of a rounded-up grid would run
+        # it; a kernel compiled for whole blocks (block=) wants them to
+        config = launch_config(n, block, exact=self.signature.launch != LAUNCH_SIZES and not whole_blocks)
         params = marshal(self.signature, args, config.launch_size, self._convert, self._entry)
         if config.empty:
             return

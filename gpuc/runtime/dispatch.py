@@ -106,24 +106,40 @@ def _device_of(args) -> str:
     return "cpu"
 
 
-def launch(kernel, n, args, *, device: str | None = None, threads: int | None = None) -> None:
-    """Run `kernel` over the index space `n` with `args` (see the module doc)."""
-    launcher_for(kernel, args, device)(n, args, threads)
+def launch(kernel, n, args, *, device: str | None = None, threads: int | None = None, block=None,
+           shared: int = 0) -> None:
+    """Run `kernel` over the index space `n` with `args` (see the module doc); with `block`, in whole
+    blocks of that size with `shared` bytes of dynamic shared memory each."""
+    shared = _shared_bytes(shared)
+    launcher_for(kernel, args, device, whole_blocks=block is not None)(n, args, threads, block=block, shared=shared)
 
 
-def launcher_for(kernel, args, device: str | None = None):
+def _shared_bytes(shared) -> int:
+    import operator
+    try:
+        shared = operator.index(shared)
+    except TypeError:
+        raise TypeError(f"shared= is a number of bytes, not {type(shared).__name__}") from None
+    if not 0 <= shared < 1 << 40:
+        raise ValueError(f"shared= is a number of bytes (0 or more), not {shared}")
+    return shared
+
+
+def launcher_for(kernel, args, device: str | None = None, *, whole_blocks: bool = False):
     """The compiled launcher `kernel` runs `args` with (compiled on first use): `launcher(n, args,
-    threads)`; on the CPU a CPULauncher, whose `module.trace` is the compile's."""
+    threads, block=None, shared=0)`; on the CPU a CPULauncher, whose `module.trace` is the compile's.
+    `whole_blocks`: the variant launched with `block=` (CompilerConfig.whole_blocks)."""
     types = tuple(typeof(a, i) for i, a in enumerate(args))
     device = _device_of(args) if device is None else device
     launchers = kernel.__dict__.get("_gpuc_launchers")
     if launchers is None:
         launchers = _launchers_of(kernel)
-    launcher = launchers.get((types, device))
+    key = (types, device, whole_blocks)
+    launcher = launchers.get(key)
     if launcher is None:
         if device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
-        launcher = launchers.compile_once((types, device), lambda: _COMPILERS[device](kernel, types))
+        launcher = launchers.compile_once(key, lambda: _COMPILERS[device](kernel, types, whole_blocks))
     return launcher
 
 
@@ -154,17 +170,17 @@ def _launchers_of(kernel) -> _Launchers:
         return kernel.__dict__.setdefault("_gpuc_launchers", _Launchers())
 
 
-def _cpu_launcher(kernel, types):
-    job = CompilerJob((kernel, types), CompilerConfig(NativeTarget(), kernel=True))
+def _cpu_launcher(kernel, types, whole_blocks: bool = False):
+    job = CompilerJob((kernel, types), CompilerConfig(NativeTarget(), kernel=True, whole_blocks=whole_blocks))
     module = cpu.JITModule(job, signature=KernelSignature(signature_spec(types)))
     return module.launcher()
 
 
-def _cuda_launcher(kernel, types):
+def _cuda_launcher(kernel, types, whole_blocks: bool = False):
     from . import cuda
 
     target = PTXTarget(cap=cuda.device_info().cap)
-    job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True))
+    job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks))
     with compile_module(job) as built:
         fn = built.module.functions[built.entry]
         entry = EntryABI.of(fn, written_params(built.module, fn))  # launch form and written arrays
@@ -172,7 +188,10 @@ def _cuda_launcher(kernel, types):
     signature = KernelSignature(signature_spec(types)).for_entry(entry)
     module = cuda.CudaModule.from_ptx(ptx, entry.name)  # looks the entry up
     run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names)
-    return lambda n, args, threads: run.launch(*args, n=n)
+
+    def launch(n, args, threads, block=None, shared=0):
+        run.launch(*args, n=n, block=block, shared_mem=shared, whole_blocks=whole_blocks)
+    return launch
 
 
 _COMPILERS = {"cpu": _cpu_launcher, "cuda": _cuda_launcher}

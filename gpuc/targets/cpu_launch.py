@@ -15,7 +15,7 @@ vectorize the inner loop.
 
 from __future__ import annotations
 
-from ..abi import ARGV_SLOT_BYTES, LAUNCH_CONTEXT, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
+from ..abi import ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
 from ..llvm import Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType
 
 SUFFIX = ".range"
@@ -26,7 +26,69 @@ def add_launch_entry(job, module: Module, entry: Function) -> Function | None:
     the context plugin gave the context parameter), when the entry can be run from one."""
     if not (job.config.kernel or launch_form(entry) == LAUNCH_CONTEXT) or not launchable(entry):
         return None
+    flag = module.globals.get(BLOCK_KERNEL_FLAG)
+    if flag is not None:
+        flag.erase()
+        return add_blocks_wrapper(module, entry)
     return add_range_wrapper(module, entry)
+
+
+def add_blocks_wrapper(module: Module, kernel: Function) -> Function:
+    """The launch entry of a block kernel (gpuc/plugins/workitems.py):
+
+        void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %launch)
+
+    runs blocks `begin <= b < end` (linear, dimension 0 fastest) of the grid that `launch`, a
+    %gpuc.BlockContext, describes; it stops early once a block has recorded an error."""
+    llctx = module.context
+    i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
+    fn = module.add_function(f"{kernel.name}{SUFFIX}", FunctionType.get(llctx.void, [ptr, i64, i64, ptr]))
+    argv, begin, end, launch = fn.args
+    for arg, arg_name in zip(fn.args, ("argv", "begin", "end", BLOCKS_LAUNCH_PARAM)):
+        arg.name = arg_name
+    fn.attributes.add("nounwind")
+    if "noinline" not in kernel.attributes:
+        kernel.attributes.add("alwaysinline")
+    ty = block_context_type(module)
+    fields = BLOCK_CONTEXT_FIELDS
+
+    def const(v, t=i64):
+        return ConstantInt.get(t, v)
+
+    def field(b, base, name, dim=None):
+        return b.gep(ty, base, [const(0, i32), const(fields[name], i32)] + ([] if dim is None else [const(dim, i32)]))
+
+    with Builder(llctx) as b:
+        entry, loop, body, done = (fn.append_block(n) for n in ("entry", "blocks", "block", "done"))
+        b.position_at_end(entry)
+        ctx = b.alloca(ty, "ctx")
+        params = kernel.function_type.params
+        slots = iter(range(1 << 62))
+        args = [_load_param(b, llctx, argv, slots, t) for t in params[:-1]]
+        for name in ("ndrange", "block_dim", "grid_dim"):
+            for d in range(3):
+                b.store(b.load(i64, field(b, launch, name, d), align=8), field(b, ctx, name, d), align=8)
+        b.store(b.load(i64, field(b, launch, "shared_bytes"), align=8), field(b, ctx, "shared_bytes"), align=8)
+        error = b.load(ptr, field(b, launch, "error"), align=8)
+        b.store(error, field(b, ctx, "error"), align=8)
+        gx = b.load(i64, field(b, launch, "grid_dim", 0), align=8)
+        gy = b.load(i64, field(b, launch, "grid_dim", 1), align=8)
+        b.br(loop)
+        b.position_at_end(loop)
+        linear = b.phi(i64, [(begin, entry)], "linear")
+        b.cond_br(b.icmp("ult", linear, end), body, done)
+        b.position_at_end(body)
+        rest = b.udiv(linear, gx)
+        for d, value in enumerate((b.urem(linear, gx), b.urem(rest, gy), b.udiv(rest, gy))):
+            b.store(value, field(b, ctx, "block_index", d), align=8)
+        b.call(kernel, [*args, ctx])
+        following = b.nuw_add(linear, const(1))
+        linear.add_incoming(following, b.block)
+        failed = b.icmp("ne", b.load(i32, error, align=8, volatile=True), const(0, i32))
+        b.cond_br(failed, done, loop)
+        b.position_at_end(done)
+        b.ret()
+    return fn
 
 
 def launchable(kernel: Function) -> bool:

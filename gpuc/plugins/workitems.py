@@ -1,0 +1,811 @@
+"""Blocks on the CPU: a kernel with barriers becomes a function that runs one whole block, its work
+items in loops between the barriers (the work-item-loop technique of pocl and CPU OpenCL/SYCL).
+
+Written against the public API only, like the context plugin that calls it (docs/kernel-abi.md,
+"Blocks"). The transformation works on the kernel's IR after every function that reaches a
+`gpuc.ctx.*` marker has been inlined into it:
+
+1. Every synchronization call (barrier, barrier_count/all/any, syncwarp, a shuffle, a vote) starts a
+   block of its own: a *site*. The code a work item runs from the kernel's entry or from a site up to
+   the next site (or its return) is a *region*.
+2. Values live across a site are *demoted*: stored, per work item, in the block's scratch memory
+   right after their definition and loaded where they are used; every alloca (a local array, a
+   variable kept in memory) gets one copy per work item there too. Nothing else crosses a site.
+3. Each region is copied into a loop over the work items of a *group*, the sites it reaches
+   becoming exits that say which site the work item arrived at. A group is the whole block, or a
+   warp when the kernel uses warp operations: a warp runs on through its warp operations and waits
+   at block barriers. The items of a group must agree on the site they arrive at (items that
+   returned count as arrived); when they do not, the launch stops with an error naming both
+   sites.
+4. A dispatcher runs the groups region after region until every work item has returned.
+
+The function that results takes the block's context, %gpuc.BlockContext (gpuc/abi.py), and is
+what the CPU's blocks wrapper (gpuc/targets/cpu_launch.py) calls for each block.
+"""
+
+from __future__ import annotations
+
+from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKER, BLOCK_INDEX_MARKER,
+                      DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, GRID_BARRIER_MARKER, GRID_DIM_MARKER, INDEX_MARKER,
+                      LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_BYTES_MARKER, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
+                      SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
+                      BLOCK_CONTEXT_FIELDS)
+from gpuc.errors import CompilationError
+from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
+                       Instruction, PHINode, TargetData)
+
+#: Work items per warp on the CPU: the width of NVIDIA's warps, so that kernels written for them
+#: (ballots into 32 bits, `lane == 31` tests) give the same results.
+CPU_WARP_SIZE = 32
+#: Scratch memory up to this size comes from the stack, more from malloc.
+STACK_SCRATCH = 256 << 10
+#: Exit codes of a region: a work item returned (or was done before), no item arrived yet.
+RETURNED, NOBODY = 0, -1
+#: The resume point of a group all of whose items returned.
+FINISHED = -2
+_PREDICATES = {name: kind for kind, name in BARRIER_PREDICATE_MARKERS.items()}
+_VOTES = {name: kind for kind, name in VOTE_MARKERS.items()}
+
+
+def _is_warp_site(name: str) -> bool:
+    return name == SYNCWARP_MARKER or name in _VOTES or name.startswith(SHUFFLE_MARKER_PREFIX)
+
+
+def _is_site(name: str) -> bool:
+    return name == BARRIER_MARKER or name in _PREDICATES or _is_warp_site(name) or name == GRID_BARRIER_MARKER
+
+
+class Site:
+    """A synchronization call at the head of its block; `code` is its exit code (1, 2, ...)."""
+
+    def __init__(self, code: int, call: CallInst) -> None:
+        self.code, self.call, self.block = code, call, call.parent
+        self.marker = call.callee.name
+        self.warp = _is_warp_site(self.marker)
+        self.where = call.args[-1]  # the ptr to "file:line:col"
+
+
+class BlockKernel:
+    """Rewrites `kernel` (every marker call inside it) into the block function."""
+
+    def __init__(self, module, kernel, job) -> None:
+        self.module, self.fn, self.job = module, kernel, job
+        self.llctx = module.context
+        self.i1, self.i8, self.i32, self.i64 = (self.llctx.i1, self.llctx.i8, self.llctx.i32, self.llctx.i64)
+        self.ptr = self.llctx.ptr()
+        self.data = TargetData.from_layout(module.data_layout)
+        self.slots: list = []  # (LLVM type, per-item bytes) by slot id
+        self.b = Builder(self.llctx)
+
+    def close(self) -> None:
+        self.data.close()
+        self.b.close()
+
+    # -- 1: sites --------------------------------------------------------------------------------
+    def split_sites(self) -> list[Site]:
+        sites = []
+        for block in list(self.fn.blocks):
+            for inst in list(block.instructions):
+                if isinstance(inst, CallInst) and inst.callee is not None and _is_site(inst.callee.name):
+                    if inst.callee.name == GRID_BARRIER_MARKER:
+                        raise CompilationError(f"{_where(inst)}: gpuc.grid_barrier() does not run on the CPU yet",
+                                               hint="split the kernel in two launches where the grid must "
+                                                    "synchronize")
+                    self._split_before(inst)
+                    sites.append(Site(len(sites) + 1, inst))
+        return sites
+
+    def _split_before(self, inst: Instruction) -> None:
+        """Make `inst` the first instruction of its block: what precedes it (phis included) moves to a
+        new block in front, which the block's predecessors branch to instead."""
+        block = inst.parent
+        if block.instructions.first == inst and block != self.fn.entry_block:
+            return
+        head = self.fn.append_block(f"{block.name}.head")
+        head.move_before(block)
+        for use in list(block.uses):
+            user = use.user
+            if isinstance(user, Instruction) and user.is_terminator:
+                for i, op in enumerate(user.operands):
+                    if op == block:
+                        user.operands[i] = head
+        self.b.position_at_end(head)
+        for before in list(block.instructions):
+            if before == inst:
+                break
+            before.remove()
+            self.b.insert(before)
+        self.b.br(block)
+
+    # -- 2: demotion ---------------------------------------------------------------------------
+    def slot_declaration(self):
+        return self.module.get_or_insert_function("gpuc.wi.slot", FunctionType.get(self.ptr, [self.i64]))
+
+    def new_slot(self, ty) -> int:
+        size = -(-max(1, self.data.size_of(ty)) // 16) * 16
+        self.slots.append((ty, size))
+        return len(self.slots) - 1
+
+    def slot_address(self, slot: int):
+        """A call of the per-item address of `slot` at the builder's position (resolved per region)."""
+        return self.b.call(self.slot_declaration(), [ConstantInt.get(self.i64, slot)])
+
+    def replicate_allocas(self) -> None:
+        """Every alloca (a local array, a variable kept in memory) becomes a slot: its address is
+        taken again where it is used."""
+        for inst in list(self.fn.entry_block.instructions) + [i for b in list(self.fn.blocks)[1:]
+                                                               for i in list(b.instructions)]:
+            if not isinstance(inst, AllocaInst):
+                continue
+            size = inst.operands[0]
+            if not isinstance(size, ConstantInt):
+                raise CompilationError(f"@{self.fn.name} allocates memory of a size known only at run time, "
+                                       "which a kernel with barriers cannot do on the CPU")
+            ty = ArrayType.get(inst.allocated_type, size.value) if size.value != 1 else inst.allocated_type
+            slot = self.new_slot(ty)
+            for use in list(inst.uses):
+                user = use.user
+                self._position_for_use(user, inst)
+                address = self.slot_address(slot)
+                for i, op in enumerate(user.operands):
+                    if op == inst and not (isinstance(user, PHINode) and user.incoming_blocks[i] != self.b.block):
+                        user.operands[i] = address
+            inst.erase()
+
+    def _position_for_use(self, user, value) -> None:
+        if isinstance(user, PHINode):
+            for v, pred in user.incoming:
+                if v == value:
+                    self.b.position_before(pred.terminator)
+                    return
+        self.b.position_before(user)
+
+    def demote_live_values(self, sites: list[Site]) -> None:
+        live = _live_in(self.fn, {s.block for s in sites})
+        for value in live:
+            ty = value.type
+            slot = self.new_slot(ty)
+            uses = [(u.user, u) for u in list(value.uses)]
+            if isinstance(value, PHINode):
+                self.b.position_before(_first_non_phi(value.parent))
+            else:
+                self.b.position_after(value)
+            self.b.store(value, self.slot_address(slot))
+            for user, _ in uses:
+                if isinstance(user, PHINode):
+                    for i, (v, pred) in enumerate(user.incoming):
+                        if v == value:
+                            self.b.position_before(pred.terminator)
+                            user.operands[i] = self.b.load(ty, self.slot_address(slot))
+                    continue
+                if user.parent == value.parent and not isinstance(value, PHINode) and _after(value, user):
+                    continue  # in the same block, after the definition: no site between them
+                if user.parent == value.parent and isinstance(value, PHINode):
+                    continue
+                self.b.position_before(user)
+                loaded = self.b.load(ty, self.slot_address(slot))
+                for i, op in enumerate(user.operands):
+                    if op == value:
+                        user.operands[i] = loaded
+
+
+def _where(inst) -> str:
+    where = inst.args[-1].name if isinstance(inst, CallInst) and inst.args else ""
+    return where[len("gpuc.site."):] if where.startswith("gpuc.site.") else f"@{inst.function.name}"
+
+
+def _first_non_phi(block):
+    for inst in block.instructions:
+        if not isinstance(inst, PHINode):
+            return inst
+    raise AssertionError("a block without a terminator")
+
+
+def _after(value, user) -> bool:
+    """Whether `user` follows `value` in their common block."""
+    for inst in value.parent.instructions:
+        if inst == value:
+            return True
+        if inst == user:
+            return False
+    return False
+
+
+def _successors(block) -> list:
+    term = block.terminator
+    return [op for op in term.operands if isinstance(op, BasicBlock)] if term is not None else []
+
+
+def _live_in(fn, heads: set) -> list:
+    """The instructions live on entry to any of the blocks `heads` (their SSA liveness), in function order."""
+    blocks = list(fn.blocks)
+    uses, defs, phi_uses = {}, {}, {b: set() for b in blocks}
+    for b in blocks:
+        used, defined = set(), set()
+        for inst in b.instructions:
+            if isinstance(inst, PHINode):
+                for v, pred in inst.incoming:
+                    if isinstance(v, Instruction):
+                        phi_uses[pred].add(v)
+            else:
+                for op in inst.operands:
+                    if isinstance(op, Instruction) and op not in defined:
+                        used.add(op)
+            defined.add(inst)
+        uses[b], defs[b] = used, defined
+    live_in = {b: set() for b in blocks}
+    changed = True
+    while changed:
+        changed = False
+        for b in reversed(blocks):
+            out = set(phi_uses[b])
+            for s in _successors(b):
+                out |= live_in[s]
+            new = uses[b] | (out - defs[b])
+            if new != live_in[b]:
+                live_in[b], changed = new, True
+    found = set()
+    for h in heads:
+        found |= live_in[h]
+    order = {inst: k for k, inst in enumerate(i for b in blocks for i in b.instructions)}
+    return sorted(found, key=order.__getitem__)
+
+
+class _Region:
+    """The blocks one region's copy holds: reached from `start` without entering a site."""
+
+    def __init__(self, code: int, start, heads: dict) -> None:
+        self.code, self.start = code, start
+        order, seen, work = [], {start}, [start]
+        while work:
+            block = work.pop()
+            order.append(block)
+            for succ in _successors(block):
+                if succ not in seen and succ not in heads:
+                    seen.add(succ)
+                    work.append(succ)
+        self.blocks = order
+
+
+class Dispatcher:
+    """Step 3 and 4: the block function's new body around copies of the regions."""
+
+    def __init__(self, kernel: BlockKernel, sites: list[Site]) -> None:
+        self.k, self.sites = kernel, sites
+        self.fn, self.b = kernel.fn, kernel.b
+        self.i1, self.i8, self.i32, self.i64, self.ptr = kernel.i1, kernel.i8, kernel.i32, kernel.i64, kernel.ptr
+        self.heads = {s.block: s for s in sites}
+        self.warp = any(s.warp for s in sites)
+
+    def c64(self, v):
+        return ConstantInt.get(self.i64, v)
+
+    def c32(self, v):
+        return ConstantInt.get(self.i32, v)
+
+    def block(self, name: str):
+        return self.fn.append_block(name)
+
+    # -- the entry: the block's context, scratch memory, shared memory ---------------------------
+    def entry(self, old_entry) -> None:
+        b, k = self.b, self.k
+        module = k.module
+        entry = self.block("block.entry")
+        entry.move_before(old_entry)
+        b.position_at_end(entry)
+        ctx, cty = self.fn.args[-1], block_context_type(module)
+
+        def field(name, dim=None):
+            indices = [self.c32(0), self.c32(BLOCK_CONTEXT_FIELDS[name])] + ([] if dim is None else [self.c32(dim)])
+            ty = self.ptr if name == "error" else self.i64
+            return b.load(ty, b.gep(cty, ctx, indices), f"{name}{'' if dim is None else dim}", align=8)
+
+        self.uniform = {name: [field(name, d) for d in range(3)]
+                        for name in ("ndrange", "block_dim", "grid_dim", "block_index")}
+        self.shared_bytes, self.error = field("shared_bytes"), field("error")
+        bx, by, bz = self.uniform["block_dim"]
+        self.items = b.mul(b.mul(bx, by), bz, "items")
+        width = CPU_WARP_SIZE if self.warp else None
+        self.group_size = self.c64(width) if width else self.items
+        self.groups = (b.udiv(b.add(self.items, self.c64(width - 1)), self.c64(width), "groups") if width
+                       else self.c64(1))
+        per_item = sum(size for _, size in k.slots)
+        self.slot_offsets, offset = [], 0
+        for _, size in k.slots:
+            self.slot_offsets.append(offset)
+            offset += size
+        items16 = b.and_(b.add(self.items, self.c64(15)), self.c64(-16))
+        done_at = b.mul(self.items, self.c64(per_item))
+        resume_at = b.add(done_at, items16)
+        dynamic_at = b.add(resume_at, b.and_(b.add(b.mul(self.groups, self.c64(4)), self.c64(15)), self.c64(-16)))
+        total = b.add(dynamic_at, self.shared_bytes, "scratch.bytes")
+        small = b.icmp("ule", total, self.c64(STACK_SCRATCH))
+        on_stack, on_heap, ready = self.block("scratch.stack"), self.block("scratch.heap"), self.block("scratch.ready")
+        b.cond_br(small, on_stack, on_heap)
+        b.position_at_end(on_stack)
+        stack = b.alloca(self.i8, "scratch", size=total, align=64)
+        b.br(ready)
+        b.position_at_end(on_heap)
+        malloc = module.get_or_insert_function("malloc", FunctionType.get(self.ptr, [self.i64]))
+        heap = b.call(malloc, [total], "scratch")
+        b.br(ready)
+        b.position_at_end(ready)
+        self.scratch = b.phi(self.ptr, [(stack, on_stack), (heap, on_heap)], "scratch")
+        self.on_heap = b.phi(self.i1, [(ConstantInt.get(self.i1, 0), on_stack), (ConstantInt.get(self.i1, 1), on_heap)])
+        i8 = self.i8
+        self.done = b.gep(i8, self.scratch, [done_at], "done")
+        self.resume = b.gep(i8, self.scratch, [resume_at], "resume")
+        self.dynamic = b.gep(i8, self.scratch, [dynamic_at], "shared.dynamic")
+        memset = module.get_or_insert_function("llvm.memset.p0.i64", FunctionType.get(
+            self.k.llctx.void, [self.ptr, i8, self.i64, self.i1]))
+        b.call(memset, [self.done, ConstantInt.get(i8, 0), b.sub(dynamic_at, done_at), ConstantInt.get(self.i1, 0)])
+        # block-wide and warp-wide results of the last barrier or vote
+        self.bar_count = self.static_alloca(self.i32, "barrier.count")
+        self.bar_active = self.static_alloca(self.i32, "barrier.active")
+        self.vote_bits = self.static_alloca(self.i64, "vote.bits")
+        self.vote_mask = self.static_alloca(self.i64, "vote.mask")
+        self.shared = {}
+        self.sites_table = self._sites_table()
+        self.ready = b.block
+
+    def static_alloca(self, ty, name: str, count: int = 1, align: int = 16):
+        """An alloca in the function's entry block (a static one: LLVM gives it a frame slot)."""
+        here = self.b.block
+        entry = self.fn.entry_block
+        first = entry.instructions.first
+        self.b.position_before(first)
+        size = None if count == 1 else self.c64(count)
+        slot = self.b.alloca(ty, name, size=size, align=align)
+        self.b.position_at_end(here)
+        return slot
+
+    def shared_memory(self, gv):
+        """The block's copy of the shared array `gv` (an alloca of the function: one per block)."""
+        found = self.shared.get(gv)
+        if found is None:
+            ty = gv.value_type
+            found = self.shared[gv] = self.static_alloca(ty, gv.name, align=max(16, gv.alignment or 16))
+        return found
+
+    def _sites_table(self):
+        """A constant table of the sites' locations by exit code, for the divergence error."""
+        k = self.k
+        entries = [Constant.null(self.ptr)] + [s.where if str(s.where.type) == "ptr" else Constant.null(self.ptr)
+                                               for s in self.sites]
+        ty = ArrayType.get(self.ptr, len(entries))
+        gv = k.module.add_global(ty, "gpuc.sites")
+        gv.initializer = Constant.array(self.ptr, entries)
+        gv.is_global_constant = True
+        gv.linkage = "private"
+        return gv, ty
+
+    # -- loops the dispatcher needs ---------------------------------------------------------------
+    def loop(self, lo, hi, inits, body, name: str):
+        """for i in [lo, hi): accs = body(i, accs), at the builder's position; returns the final accs
+        with the builder after the loop."""
+        b = self.b
+        before = b.block
+        head, inside, after = self.block(f"{name}.head"), self.block(f"{name}.body"), self.block(f"{name}.end")
+        b.br(head)
+        b.position_at_end(head)
+        i = b.phi(self.i64, [(lo, before)], f"{name}.i")
+        accs = [b.phi(v.type, [(v, before)]) for v in inits]
+        b.cond_br(b.icmp("ult", i, hi), inside, after)
+        b.position_at_end(inside)
+        new = body(i, accs)
+        latch = b.block
+        i.add_incoming(b.add(i, self.c64(1)), latch)
+        for phi, v in zip(accs, new):
+            phi.add_incoming(v, latch)
+        b.br(head)
+        b.position_at_end(after)
+        return accs
+
+    def is_done(self, item):
+        return self.b.icmp("ne", self.b.load(self.i8, self.b.gep(self.i8, self.done, [item])), ConstantInt.get(self.i8, 0))
+
+    def operand_for(self, value, item):
+        """What `value` (a site's operand) is for work item `item`: its slot's copy when it was demoted."""
+        slot = _slot_of(value)
+        if slot is None:
+            return value
+        return self.b.load(value.type, self.slot_at(slot, item))
+
+    def slot_at(self, slot: int, item):
+        b = self.b
+        base = b.mul(self.items, self.c64(self.slot_offsets[slot]))
+        return b.gep(self.i8, self.scratch, [b.add(base, b.mul(item, self.c64(self.k.slots[slot][1])))])
+
+    # -- the schedule ---------------------------------------------------------------------------
+    def build(self, old_blocks) -> None:
+        b = self.b
+        regions = [_Region(0, old_blocks[0], self.heads)] + [_Region(s.code, s.block, self.heads)
+                                                             for s in self.sites]
+        self.fail = self.block("block.diverged")
+        self.finish = self.block("block.finish")
+        round_head, group_head, group_body = self.block("round"), self.block("group"), self.block("group.body")
+        step, group_after, group_next = self.block("step"), self.block("group.after"), self.block("group.next")
+        round_end = self.block("round.end")
+        b.br(round_head)
+        b.position_at_end(round_head)
+        b.br(group_head)
+        b.position_at_end(group_head)
+        g = b.phi(self.i64, [(self.c64(0), round_head)], "g")
+        ab = b.phi(self.i32, [(self.c32(NOBODY), round_head)], "arrived")
+        abg = b.phi(self.i64, [(self.c64(-1), round_head)], "arrived.group")
+        b.cond_br(b.icmp("ult", g, self.groups), group_body, round_end)
+        b.position_at_end(group_body)
+        self.lo = b.mul(g, self.group_size, "lo")
+        self.hi = b.select(b.icmp("ult", b.add(self.lo, self.group_size), self.items),
+                           b.add(self.lo, self.group_size), self.items, "hi")
+        resume_ptr = b.gep(self.i32, self.resume, [g])
+        resumed = b.load(self.i32, resume_ptr, "resume")
+        start = self.block("group.start")
+        b.cond_br(b.icmp("eq", resumed, self.c32(FINISHED)), group_next, start)
+        b.position_at_end(start)
+        b.br(step)
+        b.position_at_end(step)
+        r = b.phi(self.i32, [(resumed, start)], "region")
+        pres = [self.block(f"region{region.code}") for region in regions]
+        b.switch(r, self.fail, [(self.c32(region.code), pre) for region, pre in zip(regions, pres)])
+        # group.after: where the group's items arrived
+        b.position_at_end(group_after)
+        e = b.phi(self.i32, [], "exit")
+        self.group_after, self.exit_phi = group_after, e
+        for region, pre in zip(regions, pres):
+            b.position_at_end(pre)
+            self.region_loop(region)
+        b.position_at_end(group_after)
+        finished, barrier = self.block("group.finished"), self.block("group.barrier")
+        cases = []
+        for s in self.sites:
+            if s.warp:
+                prep = self.block(f"warp.site{s.code}")
+                cases.append((self.c32(s.code), prep))
+                b.position_at_end(prep)
+                if s.marker in _VOTES:
+                    self.warp_vote(s)
+                r.add_incoming(self.c32(s.code), b.block)
+                b.br(step)
+        b.position_at_end(group_after)
+        b.switch(e, barrier, [(self.c32(NOBODY), finished)] + cases)
+        b.position_at_end(finished)
+        b.store(self.c32(FINISHED), resume_ptr)
+        b.br(group_next)
+        b.position_at_end(barrier)
+        b.store(e, resume_ptr)
+        agree = b.or_(b.icmp("eq", ab, self.c32(NOBODY)), b.icmp("eq", ab, e))
+        first_group = b.select(b.icmp("eq", ab, self.c32(NOBODY)), g, abg)
+        b.cond_br(agree, group_next, self.diverging(ab, e, b.mul(abg, self.group_size), self.lo))
+        b.position_at_end(group_next)
+        ab_next = b.phi(self.i32, [(ab, group_body), (ab, finished), (e, barrier)])
+        abg_next = b.phi(self.i64, [(abg, group_body), (abg, finished), (first_group, barrier)])
+        g.add_incoming(b.add(g, self.c64(1)), group_next)
+        ab.add_incoming(ab_next, group_next)
+        abg.add_incoming(abg_next, group_next)
+        b.br(group_head)
+        # round.end: everybody returned, or all waiting groups are at block barrier `ab`
+        b.position_at_end(round_end)
+        more = self.block("round.more")
+        b.cond_br(b.icmp("eq", ab, self.c32(NOBODY)), self.finish, more)
+        b.position_at_end(more)
+        predicate_sites = [s for s in self.sites if s.marker in _PREDICATES]
+        if predicate_sites:
+            preps = [self.block(f"barrier.site{s.code}") for s in predicate_sites]
+            b.switch(ab, round_head, [(self.c32(s.code), prep) for s, prep in zip(predicate_sites, preps)])
+            for s, prep in zip(predicate_sites, preps):
+                b.position_at_end(prep)
+                self.block_count(s)
+                b.br(round_head)
+        else:
+            b.br(round_head)
+        self.finish_blocks()
+
+    def diverging(self, code_a, code_b, item_a, item_b):
+        """A block that records (once per launch) that work items `item_a` and `item_b` of this block
+        arrived at the sites `code_a` and `code_b`, and ends the block. The record (gpuc/abi.py,
+        BLOCK_ERROR_WORDS): i32 flag, then i64 block, item a, item b, ptr site a, ptr site b."""
+        b = self.b
+        here = b.block
+        block = self.block("diverged")
+        b.position_at_end(block)
+        record = self.error
+        first = b.extract_value(b.cmpxchg(record, self.c32(0), self.c32(1)), 1)
+        write, skip = self.block("diverged.write"), self.block("diverged.skip")
+        b.cond_br(first, write, skip)
+        b.position_at_end(write)
+        x, y, z = self.uniform["block_index"]
+        gx, gy, _ = self.uniform["grid_dim"]
+        linear = b.add(x, b.mul(gx, b.add(y, b.mul(gy, z))))
+        table, ty = self.sites_table
+        sites = [b.load(self.ptr, b.gep(ty, table, [self.c64(0), b.zext(code, self.i64)])) for code in (code_a, code_b)]
+        for index, value in enumerate((linear, item_a, item_b, *sites), start=1):
+            b.store(value, b.gep(self.i64, record, [self.c64(index)]), align=8)
+        b.br(skip)
+        b.position_at_end(skip)
+        b.br(self.finish)
+        b.position_at_end(here)
+        return block
+
+    def finish_blocks(self) -> None:
+        b = self.b
+        module = self.k.module
+        b.position_at_end(self.fail)
+        b.unreachable()
+        b.position_at_end(self.finish)
+        heap, done = self.block("scratch.free"), self.block("block.done")
+        b.cond_br(self.on_heap, heap, done)
+        b.position_at_end(heap)
+        free = module.get_or_insert_function("free", FunctionType.get(self.k.llctx.void, [self.ptr]))
+        b.call(free, [self.scratch])
+        b.br(done)
+        b.position_at_end(done)
+        b.ret()
+
+    # -- one region: its copy in a loop over the group's work items ----------------------------
+    def region_loop(self, region: _Region) -> None:
+        b = self.b
+        pre = b.block
+        bx, by, _ = self.uniform["block_dim"]
+        # the first item's thread index, then carried: x fastest
+        t0 = b.urem(self.lo, bx)
+        rest = b.udiv(self.lo, bx)
+        t1, t2 = b.urem(rest, by), b.udiv(rest, by)
+        head, latch, cont = (self.block(f"r{region.code}.item"), self.block(f"r{region.code}.arrived"),
+                             self.block(f"r{region.code}.next"))
+        b.br(head)
+        b.position_at_end(head)
+        wi = b.phi(self.i64, [(self.lo, pre)], "wi")
+        tids = [b.phi(self.i64, [(t, pre)], f"tid{d}") for d, t in enumerate((t0, t1, t2))]
+        agreed = b.phi(self.i32, [(self.c32(NOBODY), pre)], "agreed")
+        first = b.phi(self.i64, [(self.c64(-1), pre)], "first")
+        done_ptr = b.gep(self.i8, self.done, [wi])
+        skipped = b.icmp("ne", b.load(self.i8, done_ptr), ConstantInt.get(self.i8, 0))
+        copy = _Copy(self, region, wi, tids, latch)
+        b.cond_br(skipped, latch, copy.entry)
+        b.position_at_end(latch)
+        code = b.phi(self.i32, [(self.c32(RETURNED), head)] + copy.exits, "code")
+        arrived = b.icmp("ne", code, self.c32(RETURNED))
+        fresh = b.icmp("eq", agreed, self.c32(NOBODY))
+        ok = b.or_(b.xor(arrived, ConstantInt.get(self.i1, 1)), b.or_(fresh, b.icmp("eq", agreed, code)))
+        takes = b.and_(arrived, fresh)
+        agreed_next = b.select(takes, code, agreed)
+        first_next = b.select(takes, wi, first)
+        b.cond_br(ok, cont, self.diverging(agreed, code, first, wi))
+        b.position_at_end(cont)
+        wi_next = b.add(wi, self.c64(1))
+        # carry the thread index: x, then y, then z
+        x1 = b.add(tids[0], self.c64(1))
+        wrap_x = b.icmp("eq", x1, bx)
+        y1 = b.add(tids[1], self.c64(1))
+        wrap_y = b.and_(wrap_x, b.icmp("eq", y1, by))
+        nx = b.select(wrap_x, self.c64(0), x1)
+        ny = b.select(wrap_x, b.select(wrap_y, self.c64(0), y1), tids[1])
+        nz = b.select(wrap_y, b.add(tids[2], self.c64(1)), tids[2])
+        for phi, v in zip((wi, *tids, agreed, first), (wi_next, nx, ny, nz, agreed_next, first_next)):
+            phi.add_incoming(v, cont)
+        after = self.block(f"r{region.code}.end")
+        b.cond_br(b.icmp("ult", wi_next, self.hi), head, after)
+        b.position_at_end(after)
+        self.exit_phi.add_incoming(agreed_next, after)
+        b.br(self.group_after)
+
+    # -- block and warp results ---------------------------------------------------------------
+    def block_count(self, site: Site) -> None:
+        b = self.b
+        predicate = site.call.args[0]
+
+        def body(j, accs):
+            count, active = accs
+            live = b.xor(self.is_done(j), ConstantInt.get(self.i1, 1))
+            p = b.and_(live, self.operand_for(predicate, j))
+            return [b.add(count, b.zext(p, self.i32)), b.add(active, b.zext(live, self.i32))]
+
+        count, active = self.loop(self.c64(0), self.items, [self.c32(0), self.c32(0)], body, f"count{site.code}")
+        b.store(count, self.bar_count)
+        b.store(active, self.bar_active)
+
+    def warp_vote(self, site: Site) -> None:
+        b = self.b
+        predicate = site.call.args[0]
+
+        def body(j, accs):
+            bits, mask = accs
+            live = b.xor(self.is_done(j), ConstantInt.get(self.i1, 1))
+            p = b.and_(live, self.operand_for(predicate, j))
+            lane = b.sub(j, self.lo)
+            return [b.or_(bits, b.shl(b.zext(p, self.i64), lane)), b.or_(mask, b.shl(b.zext(live, self.i64), lane))]
+
+        bits, mask = self.loop(self.lo, self.hi, [self.c64(0), self.c64(0)], body, f"vote{site.code}")
+        b.store(bits, self.vote_bits)
+        b.store(mask, self.vote_mask)
+
+
+def _slot_of(value) -> int | None:
+    """The slot a demoted value is loaded from, or None."""
+    from gpuc.llvm import LoadInst
+    if not isinstance(value, LoadInst):
+        return None
+    address = value.operands[0]
+    if isinstance(address, CallInst) and address.callee.name == "gpuc.wi.slot":
+        return address.args[0].value
+    return None
+
+
+class _Copy:
+    """One region's copy for work item `wi` (its thread index `tids`), branching to `latch` with the
+    exit code where the item arrives at a site or returns: `exits` lists (code, block) for its phi."""
+
+    def __init__(self, d: Dispatcher, region: _Region, wi, tids, latch) -> None:
+        self.d, self.region, self.wi, self.tids, self.latch = d, region, wi, tids, latch
+        b = d.b
+        here = b.block
+        self.exits: list = []
+        self.bmap = {blk: d.block(f"r{region.code}.{blk.name or 'b'}") for blk in region.blocks}
+        self.entry = self.bmap[region.start]
+        self.stubs: dict = {}
+        vmap, pairs, phis = {}, [], []
+        for blk in region.blocks:
+            b.position_at_end(self.bmap[blk])
+            for inst in blk.instructions:
+                if isinstance(inst, PHINode):
+                    new = b.phi(inst.type, [], inst.name)
+                    phis.append((inst, new))
+                elif inst.opcode_name == "ret":
+                    b.store(ConstantInt.get(d.i8, 1), b.gep(d.i8, d.done, [wi]))
+                    b.br(latch)
+                    self.exits.append((d.c32(RETURNED), b.block))
+                    continue
+                else:
+                    new = b.insert(inst.clone(), inst.name)
+                    pairs.append((inst, new))
+                vmap[inst] = new
+        for inst, new in pairs:
+            for i, op in enumerate(inst.operands):
+                if isinstance(op, BasicBlock):
+                    new.operands[i] = self.target(op)
+                elif isinstance(op, Instruction):
+                    mapped = vmap.get(op)
+                    if mapped is None:
+                        raise AssertionError(f"{op} is used in region {region.code} of @{d.fn.name} but not defined "
+                                             "there, nor demoted")
+                    new.operands[i] = mapped
+        for inst, new in phis:
+            for v, pred in inst.incoming:
+                if pred in self.bmap:
+                    new.add_incoming(vmap.get(v, v) if isinstance(v, Instruction) else v, self.bmap[pred])
+        self.resolve([new for _, new in pairs])
+        b.position_at_end(here)
+
+    def target(self, block):
+        d, region = self.d, self.region
+        site = d.heads.get(block)
+        if site is None:
+            return self.bmap[block]
+        stub = self.stubs.get(block)
+        if stub is None:
+            here = d.b.block
+            stub = self.stubs[block] = d.block(f"r{region.code}.to{site.code}")
+            d.b.position_at_end(stub)
+            d.b.br(self.latch)
+            self.exits.append((d.c32(site.code), stub))
+            if here is not None:
+                d.b.position_at_end(here)
+        return stub
+
+    # -- the markers, for this work item ----------------------------------------------------------
+    def resolve(self, copies) -> None:
+        calls = [c for c in copies if isinstance(c, CallInst) and c.callee is not None]
+        site = self.d.heads.get(self.region.start)
+        if site is not None:
+            for c in calls:
+                if c.callee.name == site.marker and _is_site(c.callee.name):
+                    self.site_value(site, c)
+                    calls.remove(c)
+                    break
+        for c in calls:
+            name = c.callee.name
+            if name == "gpuc.wi.slot" or name.startswith("gpuc.ctx."):
+                self.d.b.position_before(c)
+                value = self.marker_value(name, c)
+                _replace(c, value)
+
+    def marker_value(self, name: str, c):
+        d, b = self.d, self.d.b
+        if name == "gpuc.wi.slot":
+            return d.slot_at(c.args[0].value, self.wi)
+        dim = c.args[0].value if c.args and isinstance(c.args[0], ConstantInt) else 0
+        if name == INDEX_MARKER:
+            return b.add(b.mul(d.uniform["block_index"][dim], d.uniform["block_dim"][dim]), self.tids[dim])
+        if name == THREAD_INDEX_MARKER:
+            return self.tids[dim]
+        uniform = {NDRANGE_MARKER: "ndrange", BLOCK_INDEX_MARKER: "block_index", BLOCK_DIM_MARKER: "block_dim",
+                   GRID_DIM_MARKER: "grid_dim"}.get(name)
+        if uniform is not None:
+            return d.uniform[uniform][dim]
+        if name == LANE_INDEX_MARKER:
+            return b.and_(self.wi, d.c64(CPU_WARP_SIZE - 1))
+        if name == WARP_SIZE_MARKER:
+            return d.c64(CPU_WARP_SIZE)
+        if name == SHARED_BYTES_MARKER:
+            return d.shared_bytes
+        if name == SHARED_MARKER:
+            gv = c.args[0]
+            return d.dynamic if gv.name == DYNAMIC_SHARED_GLOBAL else d.shared_memory(gv)
+        if name in FENCE_MARKERS.values():
+            b.fence("seq_cst", single_thread=name == FENCE_MARKERS["block"])
+            return None
+        raise CompilationError(f"{_where(c)}: @{name} cannot be used in a kernel with barriers on the CPU")
+
+    def site_value(self, site: Site, c) -> None:
+        d, b = self.d, self.d.b
+        b.position_before(c)
+        name = site.marker
+        value = None
+        if name in _PREDICATES:
+            count = b.load(d.i32, d.bar_count)
+            kind = _PREDICATES[name]
+            value = (count if kind == "count" else b.icmp("ne", count, d.c32(0)) if kind == "any"
+                     else b.icmp("eq", count, b.load(d.i32, d.bar_active)))
+        elif name in _VOTES:
+            bits = b.load(d.i64, d.vote_bits)
+            kind = _VOTES[name]
+            value = (bits if kind == "ballot" else b.icmp("ne", bits, d.c64(0)) if kind == "any"
+                     else b.icmp("eq", bits, b.load(d.i64, d.vote_mask)))
+        elif name.startswith(SHUFFLE_MARKER_PREFIX):
+            value = self.shuffle(name[len(SHUFFLE_MARKER_PREFIX):].split(".")[0], c.args[0], c.args[1])
+        _replace(c, value)
+
+    def shuffle(self, kind: str, own, operand):
+        d, b = self.d, self.d.b
+        wi = self.wi
+        lane = b.sub(wi, d.lo)
+        op = b.sext(operand, d.i64)
+        source = {"idx": lambda: b.and_(op, d.c64(CPU_WARP_SIZE - 1)), "up": lambda: b.sub(lane, op),
+                  "down": lambda: b.add(lane, op), "xor": lambda: b.xor(lane, op)}[kind]()
+        item = b.add(d.lo, source)
+        inside = b.and_(b.icmp("ult", source, d.c64(CPU_WARP_SIZE)), b.icmp("ult", item, d.hi))
+        safe = b.select(inside, item, wi)
+        live = b.and_(inside, b.xor(d.is_done(safe), ConstantInt.get(d.i1, 1)))
+        slot = _slot_of(own)
+        if slot is None:
+            return own
+        return b.load(own.type, d.slot_at(slot, b.select(live, safe, wi)))
+
+
+def _replace(call, value) -> None:
+    if call.uses:
+        call.replace_all_uses_with(value)
+    call.erase()
+
+
+def _erase_blocks(blocks) -> None:
+    for block in blocks:
+        for inst in block.instructions:
+            if inst.uses:
+                inst.replace_all_uses_with(Constant.poison(inst.type))
+    for block in blocks:
+        for inst in reversed(list(block.instructions)):
+            inst.erase()
+    for block in blocks:
+        block.erase()
+
+
+def lower_blocks(job, module, kernel) -> None:
+    """Turn `kernel` (with every marker call inlined into it and its trailing `ptr %gpuc.ctx`, a
+    %gpuc.BlockContext) into the function that runs one block (see the module doc)."""
+    kernel_ = BlockKernel(module, kernel, job)
+    try:
+        sites = kernel_.split_sites()
+        kernel_.replicate_allocas()
+        kernel_.demote_live_values(sites)
+        old_blocks = list(kernel.blocks)
+        dispatcher = Dispatcher(kernel_, sites)
+        dispatcher.entry(old_blocks[0])
+        dispatcher.build(old_blocks)
+        _erase_blocks(old_blocks)
+        slot = module.functions.get("gpuc.wi.slot")
+        if slot is not None and not slot.uses:
+            slot.erase()
+    finally:
+        kernel_.close()

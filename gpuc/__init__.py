@@ -39,14 +39,10 @@ __all__ = [
 ]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
+from .frontend.blocks import NUMBA_CUDA_SPELLINGS  # noqa: E402
+
 _INSTEAD = {
-    **dict.fromkeys(("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gridsize", "laneid", "warpsize"),
-                    "a gpuc kernel runs once per work item, without blocks or threads: gpuc.index(dim) is the "
-                    "item's global index (CUDA's blockIdx * blockDim + threadIdx) and gpuc.ndrange(dim) the "
-                    "launch size"),
-    **dict.fromkeys(("shared", "local", "const", "syncthreads", "syncwarp", "threadfence"),
-                    "gpuc kernels have no shared memory or barriers: work items are independent; pass arrays "
-                    "and combine results with the atomics (gpuc.atomic_add, gpuc.atomic_max, ...)"),
+    **NUMBA_CUDA_SPELLINGS,
     "atomic": "gpuc's atomics are functions named after numba's cuda.atomic ones: gpuc.atomic_add(a, i, v), "
               "atomic_sub, atomic_min, atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, "
               "atomic_dec and atomic_cas(a, i, expected, new)",
@@ -63,7 +59,10 @@ _INSTEAD = {
                     "gpuc.vjp(f, primals, cotangent) pulls a cotangent back through a func; gpuc.adjoint(kernel) is "
                     "the reverse sweep of a whole kernel"),
 }
-_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "
+_IN_KERNELS = ("gpuc.index, gpuc.ndrange, the block model (gpuc.thread_index, block_index, block_dim, grid_dim, "
+               "lane_index, warp_size, gpuc.shared.array, gpuc.shared.dynamic, gpuc.local.array, gpuc.barrier, "
+               "barrier_count, barrier_all, barrier_any, fence, fence_block, syncwarp, shfl_idx, shfl_up, shfl_down, "
+               "shfl_xor, ballot, vote_any, vote_all), gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "
                "atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, atomic_dec, atomic_cas), "
                "gpuc.popc, gpuc.clz, gpuc.ffs, gpuc.fma, gpuc.deferred (function pointers), "
                "gpuc.derivative and gpuc.jvp (forward-mode derivatives), gpuc.grad, gpuc.value_and_grad and "

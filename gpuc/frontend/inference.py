@@ -247,6 +247,24 @@ def _missing_attribute(module, name: str) -> str:
     return f"module {module.__name__!r} has no attribute {name!r}"
 
 
+def _refuse_numba_cuda(owner, name: str) -> None:
+    """numba-cuda's kernel API (cuda.threadIdx, cuda.syncthreads, cuda.shared.array, ...) is an error
+    whose hint names gpuc's call."""
+    module = getattr(owner, "__name__", "") if inspect.ismodule(owner) else ""
+    if not module.startswith("numba") or "cuda" not in module and name != "cuda":
+        return
+    from .blocks import NUMBA_CUDA_SPELLINGS
+    gpuc_names = {"shared": "gpuc.shared.array(shape, dtype) (and gpuc.shared.dynamic(dtype))",
+                  "local": "gpuc.local.array(shape, dtype)",
+                  "atomic": "gpuc.atomic_add(a, i, v) and the other gpuc.atomic_* functions"}
+    hint = gpuc_names.get(name) or NUMBA_CUDA_SPELLINGS.get(name)
+    if hint is None and name == "cuda":
+        hint = "use gpuc's own kernel API (docs/porting-from-numba-cuda.md)"
+    if hint is not None:
+        raise UserError(f"{module}.{name} is numba-cuda's; gpuc kernels do not run numba code",
+                        hint=f"{hint} (docs/porting-from-numba-cuda.md)")
+
+
 class Typer(LocatingVisitor):
     """Types one function body. `visit` attaches the node being visited to any UserError."""
 
@@ -711,6 +729,7 @@ class Typer(LocatingVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> GType:
         base = self.expr(node.value)
         if isinstance(base, PyObject):
+            _refuse_numba_cuda(base.value, node.attr)
             value = getattr(base.value, node.attr, _NOT_FOUND)
             if value is _NOT_FOUND:
                 if inspect.ismodule(base.value):

@@ -59,10 +59,15 @@ class Site:
     """A synchronization call at the head of its block; `code` is its exit code (1, 2, ...)."""
 
     def __init__(self, code: int, call: CallInst) -> None:
-        self.code, self.call, self.block = code, call, call.parent
+        self.code, self.call = code, call
         self.marker = call.callee.name
         self.warp = _is_warp_site(self.marker)
         self.where = call.args[-1]  # the ptr to "file:line:col"
+
+    @property
+    def block(self):
+        """The block the call heads (splitting before later sites moves what precedes them)."""
+        return self.call.parent
 
 
 class BlockKernel:

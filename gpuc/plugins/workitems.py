@@ -41,6 +41,8 @@ CPU_WARP_SIZE = 32
 STACK_SCRATCH = 256 << 10
 #: Exit codes of a region: a work item returned (or was done before), no item arrived yet.
 RETURNED, NOBODY = 0, -1
+#: The `done` flag of a work item that returned in the region running now.
+RETURNING = 2
 #: The resume point of a group all of whose items returned.
 FINISHED = -2
 _PREDICATES = {name: kind for kind, name in BARRIER_PREDICATE_MARKERS.items()}
@@ -270,6 +272,9 @@ class _Region:
                     seen.add(succ)
                     work.append(succ)
         self.blocks = order
+        self.has_shuffle = any(isinstance(i, CallInst) and i.callee is not None
+                               and i.callee.name.startswith(SHUFFLE_MARKER_PREFIX) for blk in order
+                               for i in blk.instructions)
 
 
 class Dispatcher:
@@ -592,7 +597,14 @@ class Dispatcher:
         after = self.block(f"r{region.code}.end")
         b.cond_br(b.icmp("ult", wi_next, self.hi), head, after)
         b.position_at_end(after)
-        self.exit_phi.add_incoming(agreed_next, after)
+        if region.has_shuffle:
+            def settle(j, accs):
+                at = b.gep(self.i8, self.done, [j])
+                flag = b.load(self.i8, at)
+                b.store(b.select(b.icmp("eq", flag, ConstantInt.get(self.i8, 0)), flag, ConstantInt.get(self.i8, 1)), at)
+                return []
+            self.loop(self.lo, self.hi, [], settle, f"r{region.code}.settle")
+        self.exit_phi.add_incoming(agreed_next, b.block)
         b.br(self.group_after)
 
     # -- block and warp results ---------------------------------------------------------------
@@ -657,7 +669,8 @@ class _Copy:
                     new = b.phi(inst.type, [], inst.name)
                     phis.append((inst, new))
                 elif inst.opcode_name == "ret":
-                    b.store(ConstantInt.get(d.i8, 1), b.gep(d.i8, d.done, [wi]))
+                    # 2: returned in this region (still a source for shuffles); 1 once the region ends
+                    b.store(ConstantInt.get(d.i8, RETURNING), b.gep(d.i8, d.done, [wi]))
                     b.br(latch)
                     self.exits.append((d.c32(RETURNED), b.block))
                     continue
@@ -771,7 +784,8 @@ class _Copy:
         item = b.add(d.lo, source)
         inside = b.and_(b.icmp("ult", source, d.c64(CPU_WARP_SIZE)), b.icmp("ult", item, d.hi))
         safe = b.select(inside, item, wi)
-        live = b.and_(inside, b.xor(d.is_done(safe), ConstantInt.get(d.i1, 1)))
+        gone = b.icmp("eq", b.load(d.i8, b.gep(d.i8, d.done, [safe])), ConstantInt.get(d.i8, 1))
+        live = b.and_(inside, b.xor(gone, ConstantInt.get(d.i1, 1)))
         slot = _slot_of(own)
         if slot is None:
             return own

@@ -325,7 +325,7 @@ def test_gcn_float32_has_sin_but_not_atan2(every_kernel):
 # -- what gpuc has instead -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, advice", [("shared", "no shared memory"), ("threadIdx", "gpuc.index(dim)"),
+@pytest.mark.parametrize("name, advice", [("syncthreads", "gpuc.barrier()"), ("threadIdx", "gpuc.thread_index(d)"),
                                           ("compare_and_swap", "gpuc.atomic_cas(a, i, expected, new)"),
                                           ("atomic_nanmax", "IEEE maxNum"), ("indx", "gpuc.index?"),
                                           ("nonsense", "gpuc.ndrange, gpuc.atomic_add")])

@@ -344,7 +344,7 @@ def test_missing_gpuc_attribute_in_a_kernel_is_a_located_error():
     with pytest.raises(gpuc.CompilationError) as info:
         gpuc.compile(gpuc.CompilerJob((k, (gpuc.Array[gpuc.int64, 1],)), gpuc.CompilerConfig(gpuc.NativeTarget())))
     text = str(info.value)
-    assert "module 'gpuc' has no attribute 'threadIdx'" in text and "gpuc.index(dim)" in text
+    assert "module 'gpuc' has no attribute 'threadIdx'" in text and "gpuc.thread_index(d)" in text
     assert info.value.location is not None and "gpuc.threadIdx.x" in text
 
 

@@ -59,7 +59,7 @@ _INSTEAD = {
                     "gpuc.vjp(f, primals, cotangent) pulls a cotangent back through a func; gpuc.adjoint(kernel) is "
                     "the reverse sweep of a whole kernel"),
 }
-_IN_KERNELS = ("gpuc.index, gpuc.ndrange, the block model (gpuc.thread_index, block_index, block_dim, grid_dim, "
+_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics, the block model (gpuc.thread_index, block_index, block_dim, grid_dim, "
                "lane_index, warp_size, gpuc.shared.array, gpuc.shared.dynamic, gpuc.local.array, gpuc.barrier, "
                "barrier_count, barrier_all, barrier_any, fence, fence_block, syncwarp, shfl_idx, shfl_up, shfl_down, "
                "shfl_xor, ballot, vote_any, vote_all), gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "

@@ -104,7 +104,8 @@ def syncwarp() -> None:
 
 
 def shfl_idx(value, lane):
-    """`value` as lane `lane` of the warp holds it (the caller's own value for a lane outside the warp)."""
+    """`value` as lane `lane` (modulo the warp size) of the warp holds it (the caller's own value for a
+    lane that is not active)."""
     _outside("shfl_idx")
 
 

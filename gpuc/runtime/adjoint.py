@@ -54,7 +54,11 @@ class AdjointKernel(Kernel):
     def resolve(self, name: str):
         return _NOT_FOUND
 
-    def launch(self, n, *args, device: str | None = None, threads: int | None = None) -> None:
+    def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
+               shared: int = 0) -> None:
+        if block is not None or shared:
+            raise TypeError("adjoint kernels run without blocks: launch them without block= and shared= "
+                            "(derivatives of kernels that use blocks are not supported yet)")
         flags = self._layout([typeof(a, k) for k, a in enumerate(args)])
         for k, shadow in enumerate(flags):
             if shadow:

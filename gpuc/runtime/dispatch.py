@@ -134,12 +134,14 @@ def launcher_for(kernel, args, device: str | None = None, *, whole_blocks: bool 
     launchers = kernel.__dict__.get("_gpuc_launchers")
     if launchers is None:
         launchers = _launchers_of(kernel)
-    key = (types, device, whole_blocks)
+    key = (types, (device, "blocks") if whole_blocks else device)
     launcher = launchers.get(key)
     if launcher is None:
         if device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
-        launcher = launchers.compile_once(key, lambda: _COMPILERS[device](kernel, types, whole_blocks))
+        compiler = _COMPILERS[device]
+        build = (lambda: compiler(kernel, types, whole_blocks=True)) if whole_blocks else (lambda: compiler(kernel, types))
+        launcher = launchers.compile_once(key, build)
     return launcher
 
 

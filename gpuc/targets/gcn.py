@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..llvm import ConstantInt, FunctionType, Module
+from ..llvm import ArrayType, Constant, ConstantInt, FunctionType, Module
 from .interface import Target, split_intrinsic, unselectable_table
 
 # Math intrinsics AMDGPU cannot select (it lowers sin/cos/exp/log/pow only in single precision).
@@ -21,6 +21,86 @@ _EXPANDED = frozenset({"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fm
 _MATH_INTRINSICS = {32: _EXPANDED | {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow"}, 64: _EXPANDED}
 # Intrinsics on the stack, which lower only for pointers into the private address space (5).
 _STACK_INTRINSICS = ("frameaddress", "stacksave", "stackrestore")
+# Fields of the HSA kernel dispatch packet (hsa_kernel_dispatch_packet_t): byte offset of the x field, bytes.
+_WORKGROUP_SIZE, _GRID_SIZE = (4, 2), (12, 4)
+# Code object v5's hidden kernel argument hidden_dynamic_lds_size (u32), in bytes from the implicit
+# arguments: the launch's dynamic LDS, which HIP fills in.
+_DYNAMIC_LDS_SIZE = 120
+_FENCE_SCOPES = {"device": "agent", "block": "workgroup"}
+# The LDS word barrier() counts predicates in.
+_BARRIER_COUNTER = "gpuc.barrier_counter"
+
+
+def _intrinsic(builder, module: Module, name: str, result, args=()):
+    """A call of the AMDGPU intrinsic `name` (checked to exist in this LLVM) on `args`."""
+    return builder.call(module.declare_intrinsic(name, FunctionType.get(result, [a.type for a in args])), list(args))
+
+
+def _dispatch_field(builder, module: Module, field: tuple[int, int], dim: int):
+    """An unsigned field of the HSA dispatch packet along `dim`, as an i32."""
+    llctx = module.context
+    offset, size = field
+    packet = _intrinsic(builder, module, "llvm.amdgcn.dispatch.ptr", llctx.ptr(4))
+    at = builder.gep(llctx.i8, packet, [ConstantInt.get(llctx.i64, offset + size * dim)])
+    value = builder.load(llctx.int_type(8 * size), at, align=size)
+    return value if size == 4 else builder.zext(value, llctx.i32)
+
+
+def _scoped_fence(builder, module: Module, scope: str, ordering: str) -> None:
+    """`fence syncscope(scope) ordering`, which gpuc.llvm's Builder cannot spell: a call of a one-fence
+    function parsed from IR text and linked in once, always inlined."""
+    name = f"gpuc.fence.{scope}.{ordering}"
+    fn = module.functions.get(name)
+    if fn is None:
+        text = (f'define void @"{name}"() alwaysinline nounwind {{\n'
+                f'  fence syncscope("{scope}") {ordering}\n  ret void\n}}\n')
+        helper = Module.parse(text, module.context, name=name)
+        helper.triple, helper.data_layout = module.triple, module.data_layout
+        module.link(helper)
+        fn = module.functions[name]
+        fn.linkage = "internal"
+    builder.call(fn, [])
+
+
+def _workgroup_barrier(builder, module: Module) -> None:
+    """s_barrier, with the workgroup's memory ordered across it (HIP's __syncthreads)."""
+    _scoped_fence(builder, module, "workgroup", "release")
+    _intrinsic(builder, module, "llvm.amdgcn.s.barrier", module.context.void)
+    _scoped_fence(builder, module, "workgroup", "acquire")
+
+
+def _barrier_counter(module: Module):
+    gv = module.globals.get(_BARRIER_COUNTER)
+    if gv is None:
+        i32 = module.context.i32
+        gv = module.add_global(i32, _BARRIER_COUNTER, 3)
+        gv.initializer = Constant.undef(i32)  # LDS cannot be initialized
+        gv.linkage = "internal"
+        gv.alignment = 4
+    return gv
+
+
+def _source_lane(builder, kind: str, lane, operand, last):
+    """The lane a shuffle of `kind` reads from, in i32 (outside [0, wave size) when it names none): `idx`
+    takes its operand modulo the wave size (`last` + 1, a power of two), as CUDA does."""
+    if kind == "idx":
+        return builder.and_(operand, last)
+    return {"up": builder.sub, "down": builder.add, "xor": builder.xor}[kind](lane, operand)
+
+
+def _by_words(builder, module: Module, value, shuffle32):
+    """`shuffle32` (i32 -> i32) applied to each 32-bit half of `value` (i32, i64, float or double)."""
+    llctx = module.context
+    i32, i64 = llctx.i32, llctx.i64
+    as_int = {llctx.float: i32, llctx.double: i64}.get(value.type, value.type)
+    bits = value if as_int == value.type else builder.bitcast(value, as_int)
+    if as_int == i32:
+        moved = shuffle32(bits)
+    else:
+        low = shuffle32(builder.trunc(bits, i32))
+        high = shuffle32(builder.trunc(builder.lshr(bits, ConstantInt.get(i64, 32)), i32))
+        moved = builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ConstantInt.get(i64, 32)))
+    return moved if as_int == value.type else builder.bitcast(moved, value.type)
 
 
 @dataclass(frozen=True, repr=False)
@@ -58,19 +138,113 @@ class GCNTarget(Target):
 
     def global_index(self, builder, module: Module, dim: int):
         # workgroup id * workgroup size + work-item id; the workgroup size comes from the HSA
-        # dispatch packet: u16 workgroup_size_{x,y,z} at byte 4, 6, 8.
-        llctx = module.context
-        i64, xyz = llctx.i64, "xyz"[dim]
-
-        def read(name: str, ty):
-            return builder.call(module.get_or_insert_function(name, FunctionType.get(ty, [])), [])
-
-        block = builder.zext(read(f"llvm.amdgcn.workgroup.id.{xyz}", llctx.i32), i64)
-        thread = builder.zext(read(f"llvm.amdgcn.workitem.id.{xyz}", llctx.i32), i64)
-        packet = read("llvm.amdgcn.dispatch.ptr", llctx.ptr(4))
-        field = builder.gep(llctx.i8, packet, [ConstantInt.get(i64, 4 + 2 * dim)])
-        threads = builder.zext(builder.load(llctx.int_type(16), field, align=2), i64)
+        # dispatch packet.
+        block, threads, thread = (self.work_item(builder, module, what, dim)
+                                  for what in ("block_index", "block_dim", "thread_index"))
         return builder.add(builder.mul(block, threads), thread, f"index{dim}")
+
+    # -- the block model -------------------------------------------------------------------
+    shared_address_space = 3  # LDS
+    local_address_space = 5  # private (scratch), the data layout's A5
+    # Cooperative launches are what make every workgroup resident at once.
+    grid_barrier_missing = "needs a cooperative launch, which gpuc does not make on GCN"
+    dynamic_shared_missing = None
+
+    @property
+    def warp_size(self) -> int:
+        # gfx10 and later run 32-wide waves unless asked for 64 ("+wavefrontsize64"); earlier chips only 64.
+        chosen = re.findall(r"\+wavefrontsize(32|64)", self.feature_string)
+        if chosen:
+            return int(chosen[-1])
+        return 32 if int(self.arch[3:-2]) >= 10 else 64
+
+    def work_item(self, builder, module: Module, what: str, dim: int):
+        llctx = module.context
+        i32, i64, xyz = llctx.i32, llctx.i64, "xyz"[dim]
+        if what == "warp_size":
+            return ConstantInt.get(i64, self.warp_size)
+        if what == "lane_index":
+            # Waves are made of consecutive linear work-item ids, so the lane is the linear id modulo the
+            # wave size: mbcnt counts the lanes below this one.
+            everyone = ConstantInt.get(i32, -1)
+            low = _intrinsic(builder, module, "llvm.amdgcn.mbcnt.lo", i32, [everyone, ConstantInt.get(i32, 0)])
+            lane = _intrinsic(builder, module, "llvm.amdgcn.mbcnt.hi", i32, [everyone, low])
+            return builder.zext(lane, i64, what)
+        if what == "thread_index":
+            return builder.zext(_intrinsic(builder, module, f"llvm.amdgcn.workitem.id.{xyz}", i32), i64, what)
+        if what == "block_index":
+            return builder.zext(_intrinsic(builder, module, f"llvm.amdgcn.workgroup.id.{xyz}", i32), i64, what)
+        threads = _dispatch_field(builder, module, _WORKGROUP_SIZE, dim)
+        if what == "block_dim":
+            return builder.zext(threads, i64, what)
+        # The packet's grid size counts work items (at least one); a partial last workgroup is a block too.
+        items, one = _dispatch_field(builder, module, _GRID_SIZE, dim), ConstantInt.get(i32, 1)
+        blocks = builder.add(builder.udiv(builder.sub(items, one), threads), one)
+        return builder.zext(blocks, i64, what)
+
+    def barrier(self, builder, module: Module, kind: str | None = None, predicate=None):
+        if kind is None:
+            _workgroup_barrier(builder, module)
+            return None
+        # The predicates meet in a counter in LDS that is never reset: each barrier reads it before the
+        # work items add to it and after, and barriers separate every addition from every read.
+        i32 = module.context.i32
+        counter = _barrier_counter(module)
+        counted = builder.not_(predicate) if kind == "all" else predicate
+        before = builder.load(i32, counter, align=4)
+        _workgroup_barrier(builder, module)
+        builder.atomic_rmw("add", counter, builder.zext(counted, i32))
+        _workgroup_barrier(builder, module)
+        count = builder.sub(builder.load(i32, counter, align=4), before, "count")
+        if kind == "count":
+            return count
+        return builder.icmp("ne" if kind == "any" else "eq", count, ConstantInt.get(i32, 0))
+
+    def fence(self, builder, module: Module, scope: str) -> None:
+        _scoped_fence(builder, module, _FENCE_SCOPES[scope], "seq_cst")
+
+    def syncwarp(self, builder, module: Module) -> None:
+        # A wave runs in lockstep: only the compiler must not move memory accesses across.
+        _scoped_fence(builder, module, "wavefront", "release")
+        _intrinsic(builder, module, "llvm.amdgcn.wave.barrier", module.context.void)
+        _scoped_fence(builder, module, "wavefront", "acquire")
+
+    def shuffle(self, builder, module: Module, kind: str, value, operand):
+        # ds_bpermute reads a word from the lane its byte address names (4 * lane); the caller keeps its
+        # value where the lane is none of the wave's, or one not there (past the block's last work item,
+        # or returned): the exec mask, as the ballot of true, says which are.
+        llctx = module.context
+        i32, i64 = llctx.i32, llctx.i64
+        last = ConstantInt.get(i32, self.warp_size - 1)
+        lane = builder.trunc(self.work_item(builder, module, "lane_index", 0), i32)
+        source = _source_lane(builder, kind, lane, operand, last)
+        address = builder.shl(source, ConstantInt.get(i32, 2))
+        shuffled = _by_words(builder, module, value, lambda word: _intrinsic(
+            builder, module, "llvm.amdgcn.ds.bpermute", i32, [address, word]))
+        here = _intrinsic(builder, module, "llvm.amdgcn.ballot.i64", i64, [ConstantInt.get(llctx.i1, 1)])
+        inside = builder.icmp("ult", source, ConstantInt.get(i32, self.warp_size))
+        bit = builder.lshr(here, builder.zext(builder.and_(source, last), i64))
+        return builder.select(builder.and_(inside, builder.trunc(bit, llctx.i1)), shuffled, value)
+
+    def vote(self, builder, module: Module, kind: str, predicate):
+        # The 64-bit ballot, of inactive lanes 0 (in wave32 too); `all` asks that no active lane be false.
+        i64 = module.context.i64
+        counted = builder.not_(predicate) if kind == "all" else predicate
+        bits = _intrinsic(builder, module, "llvm.amdgcn.ballot.i64", i64, [counted])
+        if kind == "ballot":
+            return bits
+        return builder.icmp("ne" if kind == "any" else "eq", bits, ConstantInt.get(i64, 0))
+
+    def dynamic_shared(self, builder, module: Module, name: str):
+        llctx = module.context
+        gv = module.globals.get(name)
+        if gv is None:
+            gv = module.add_global(ArrayType.get(llctx.i8, 0), name, self.shared_address_space)
+            gv.alignment = 16
+        arguments = _intrinsic(builder, module, "llvm.amdgcn.implicitarg.ptr", llctx.ptr(4))
+        field = builder.gep(llctx.i8, arguments, [ConstantInt.get(llctx.i64, _DYNAMIC_LDS_SIZE)])
+        size = builder.load(llctx.i32, field, align=4)
+        return gv, builder.zext(size, llctx.i64, "shared_bytes")
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):

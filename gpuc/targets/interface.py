@@ -223,8 +223,9 @@ class Target:
 
     def shuffle(self, builder, module: Module, kind: str, value, operand):
         """The value (i32, i64, float or double) another lane of the warp holds: `kind` "idx" (from
-        lane `operand`), "up" (lane - operand), "down" (lane + operand), "xor" (lane ^ operand); the
-        caller's own `value` where the source lane falls outside the warp. `operand` is an i32."""
+        lane `operand` modulo the warp size), "up" (lane - operand), "down" (lane + operand), "xor"
+        (lane ^ operand); the caller's own `value` where the source lane falls outside the warp or is
+        not an active lane. `operand` is an i32."""
         raise NotImplementedError(f"{type(self).__name__} has no warp shuffles")
 
     def vote(self, builder, module: Module, kind: str, predicate):

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CompilationError
-from ..llvm import FunctionType, Module
+from ..llvm import ArrayType, Builder, Constant, ConstantInt, FunctionType, Module
 from .interface import MathLowering, MathOp, Target, float_element, split_intrinsic, unselectable_table
 
 # Lowest PTX ISA version that supports each compute capability (by sm number).
@@ -31,6 +31,14 @@ _EXPANDED = frozenset({"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fm
 _PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
 # Names gpuc leaves as they are: valid PTX without "$", which mangled names always contain.
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+_WARP_SIZE = 32
+# The special registers Target.work_item reads, per dimension (CUDA's threadIdx, blockIdx, blockDim, gridDim).
+_GEOMETRY = {"thread_index": "tid", "block_index": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
+# bar.red's operation and result type per barrier kind (__syncthreads_count, _and, _or).
+_BARRIER_REDUCTIONS = {"count": ("popc", "i32"), "all": ("and", "i1"), "any": ("or", "i1")}
+_MEMBARS = {"device": "llvm.nvvm.membar.gl", "block": "llvm.nvvm.membar.cta"}
+_GRID_BARRIER = "gpuc.grid_barrier"
 
 
 def ptx_symbol(name: str) -> str:
@@ -73,6 +81,96 @@ def find_libdevice() -> Path | None:
         if root:
             candidates.append(Path(root) / "nvvm/libdevice/libdevice.10.bc")
     return next((p for p in candidates if p.exists()), None)
+
+
+def _intrinsic(builder, module: Module, name: str, result, args=()):
+    """A call of the NVVM intrinsic `name` (checked to exist in this LLVM) on `args`."""
+    return builder.call(module.declare_intrinsic(name, FunctionType.get(result, [a.type for a in args])), list(args))
+
+
+def _sreg(builder, module: Module, reg: str):
+    """The i32 special register %<reg> ("tid.x", "laneid", ...)."""
+    return _intrinsic(builder, module, f"llvm.nvvm.read.ptx.sreg.{reg}", module.context.i32)
+
+
+def _source_lane(builder, kind: str, lane, operand, last):
+    """The lane a shuffle of `kind` reads from, in i32 (outside [0, warp size) when it names none): `idx`
+    takes its operand modulo the warp size (`last` + 1, a power of two), as CUDA does."""
+    if kind == "idx":
+        return builder.and_(operand, last)
+    return {"up": builder.sub, "down": builder.add, "xor": builder.xor}[kind](lane, operand)
+
+
+def _by_words(builder, module: Module, value, shuffle32):
+    """`shuffle32` (i32 -> i32) applied to each 32-bit half of `value` (i32, i64, float or double)."""
+    llctx = module.context
+    i32, i64 = llctx.i32, llctx.i64
+    as_int = {llctx.float: i32, llctx.double: i64}.get(value.type, value.type)
+    bits = value if as_int == value.type else builder.bitcast(value, as_int)
+    if as_int == i32:
+        moved = shuffle32(bits)
+    else:
+        low = shuffle32(builder.trunc(bits, i32))
+        high = shuffle32(builder.trunc(builder.lshr(bits, ConstantInt.get(i64, 32)), i32))
+        moved = builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ConstantInt.get(i64, 32)))
+    return moved if as_int == value.type else builder.bitcast(moved, value.type)
+
+
+def _grid_barrier_function(module: Module):
+    """`void @gpuc.grid_barrier()`, added on first use. Each block's first thread arrives at a counter in
+    global memory and waits for the generation after its own; the last to arrive resets the counter and
+    starts that generation. The counter is zero after every barrier, so the module's globals need no reset
+    between launches. Every block of the launch must be resident at once (a cooperative launch)."""
+    fn = module.functions.get(_GRID_BARRIER)
+    if fn is not None:
+        return fn
+    llctx = module.context
+    i32, void = llctx.i32, llctx.void
+    arrived, generation = (_global_counter(module, f"{_GRID_BARRIER}.{what}") for what in ("arrived", "generation"))
+    fn = module.add_function(_GRID_BARRIER, FunctionType.get(void, []))
+    fn.linkage = "internal"
+    for attribute in ("convergent", "nounwind"):
+        fn.attributes.add(attribute)
+    entry, first, last, wait, leave, done = (
+        fn.append_block(name) for name in ("entry", "first", "last", "wait", "leave", "done"))
+    zero, one = ConstantInt.get(i32, 0), ConstantInt.get(i32, 1)
+    with Builder(llctx) as b:
+        b.position_at_end(entry)
+        _intrinsic(b, module, "llvm.nvvm.barrier.cta.sync.aligned.all", void, [zero])
+        thread = b.or_(b.or_(_sreg(b, module, "tid.x"), _sreg(b, module, "tid.y")), _sreg(b, module, "tid.z"))
+        b.cond_br(b.icmp("eq", thread, zero), first, done)
+        b.position_at_end(first)
+        # read before arriving: the generation cannot move on until this block has arrived
+        now = b.load(i32, generation, "generation", align=4, ordering="monotonic")
+        _intrinsic(b, module, "llvm.nvvm.membar.gl", void)  # the block's writes, before it arrives
+        blocks = b.mul(b.mul(_sreg(b, module, "nctaid.x"), _sreg(b, module, "nctaid.y")), _sreg(b, module, "nctaid.z"))
+        before = b.atomic_rmw("add", arrived, one, "arrived")
+        b.cond_br(b.icmp("eq", before, b.sub(blocks, one)), last, wait)
+        b.position_at_end(last)
+        b.store(zero, arrived, align=4, ordering="monotonic")
+        _intrinsic(b, module, "llvm.nvvm.membar.gl", void)  # the reset, before anyone arrives again
+        b.atomic_rmw("add", generation, one)
+        b.br(leave)
+        b.position_at_end(wait)
+        seen = b.load(i32, generation, "seen", align=4, ordering="monotonic")
+        b.cond_br(b.icmp("eq", seen, now), wait, leave)
+        b.position_at_end(leave)
+        _intrinsic(b, module, "llvm.nvvm.membar.gl", void)  # the other blocks' writes, before this one reads
+        b.br(done)
+        b.position_at_end(done)
+        _intrinsic(b, module, "llvm.nvvm.barrier.cta.sync.aligned.all", void, [zero])
+        b.ret()
+    return fn
+
+
+def _global_counter(module: Module, name: str):
+    """An internal i32 in global memory (address space 1), zero when the module is loaded."""
+    i32 = module.context.i32
+    gv = module.add_global(i32, name, 1)
+    gv.initializer = Constant.null(i32)
+    gv.linkage = "internal"
+    gv.alignment = 4
+    return gv
 
 
 @dataclass(frozen=True, repr=False)
@@ -126,12 +224,78 @@ class PTXTarget(Target):
 
     def global_index(self, builder, module: Module, dim: int):
         # blockIdx * blockDim + threadIdx, from the special registers %ctaid, %ntid and %tid.
-        i32, i64, xyz = module.context.i32, module.context.i64, "xyz"[dim]
-        block, threads, thread = (
-            builder.zext(builder.call(module.get_or_insert_function(f"llvm.nvvm.read.ptx.sreg.{reg}.{xyz}",
-                                                                    FunctionType.get(i32, [])), []), i64)
-            for reg in ("ctaid", "ntid", "tid"))
+        i64, xyz = module.context.i64, "xyz"[dim]
+        block, threads, thread = (builder.zext(_sreg(builder, module, f"{reg}.{xyz}"), i64)
+                                  for reg in ("ctaid", "ntid", "tid"))
         return builder.add(builder.mul(block, threads), thread, f"index{dim}")
+
+    # -- the block model -------------------------------------------------------------------
+    shared_address_space = 3
+    local_address_space = 0  # NVPTX's data layout names no alloca address space: allocas are generic
+    warp_size = _WARP_SIZE
+    grid_barrier_missing = None  # a counter in global memory; the launch must be cooperative
+    dynamic_shared_missing = None
+
+    def work_item(self, builder, module: Module, what: str, dim: int):
+        i64 = module.context.i64
+        if what == "warp_size":
+            return ConstantInt.get(i64, _WARP_SIZE)
+        # Warps are made of consecutive linear thread indices, so %laneid is the linear index modulo 32.
+        reg = "laneid" if what == "lane_index" else f"{_GEOMETRY[what]}.{'xyz'[dim]}"
+        return builder.zext(_sreg(builder, module, reg), i64, what)
+
+    def barrier(self, builder, module: Module, kind: str | None = None, predicate=None):
+        zero = ConstantInt.get(module.context.i32, 0)  # barrier 0, __syncthreads'
+        if kind is None:
+            _intrinsic(builder, module, "llvm.nvvm.barrier.cta.sync.aligned.all", module.context.void, [zero])
+            return None
+        op, result = _BARRIER_REDUCTIONS[kind]
+        return _intrinsic(builder, module, f"llvm.nvvm.barrier.cta.red.{op}.aligned.all",
+                          getattr(module.context, result), [zero, predicate])
+
+    def grid_barrier(self, builder, module: Module) -> None:
+        builder.call(_grid_barrier_function(module), [])
+
+    def fence(self, builder, module: Module, scope: str) -> None:
+        _intrinsic(builder, module, _MEMBARS[scope], module.context.void)
+
+    def syncwarp(self, builder, module: Module) -> None:
+        i32 = module.context.i32
+        _intrinsic(builder, module, "llvm.nvvm.bar.warp.sync", module.context.void, [ConstantInt.get(i32, -1)])
+
+    def shuffle(self, builder, module: Module, kind: str, value, operand):
+        # By index, from the lane computed here: exact for any operand, and the lane is needed anyway to
+        # keep the caller's value where it names none of the warp's, or one not there (past the block's
+        # last work item, or returned), whose value shfl.sync leaves undefined.
+        i32 = module.context.i32
+        everyone, last = ConstantInt.get(i32, -1), ConstantInt.get(i32, _WARP_SIZE - 1)
+        source = _source_lane(builder, kind, _sreg(builder, module, "laneid"), operand, last)
+        shuffled = _by_words(builder, module, value, lambda word: _intrinsic(
+            builder, module, "llvm.nvvm.shfl.sync.idx.i32", i32, [everyone, word, source, last]))
+        i1 = module.context.i1
+        here = _intrinsic(builder, module, "llvm.nvvm.vote.ballot.sync", i32, [everyone, ConstantInt.get(i1, 1)])
+        inside = builder.icmp("ult", source, ConstantInt.get(i32, _WARP_SIZE))
+        bit = builder.lshr(here, builder.and_(source, last))
+        return builder.select(builder.and_(inside, builder.trunc(bit, i1)), shuffled, value)
+
+    def vote(self, builder, module: Module, kind: str, predicate):
+        llctx = module.context
+        everyone = ConstantInt.get(llctx.i32, -1)
+        if kind == "ballot":
+            bits = _intrinsic(builder, module, "llvm.nvvm.vote.ballot.sync", llctx.i32, [everyone, predicate])
+            return builder.zext(bits, llctx.i64)
+        return _intrinsic(builder, module, f"llvm.nvvm.vote.{kind}.sync", llctx.i1, [everyone, predicate])
+
+    def dynamic_shared(self, builder, module: Module, name: str):
+        # Every `.extern .shared` array is the start of the block's dynamic shared memory, whatever it is
+        # called; a declaration keeps its name, so it gets one PTX allows.
+        symbol = ptx_symbol(name)
+        gv = module.globals.get(symbol)
+        if gv is None:
+            gv = module.add_global(ArrayType.get(module.context.i8, 0), symbol, self.shared_address_space)
+            gv.alignment = 16
+        size = _sreg(builder, module, "dynamic_smem_size")
+        return gv, builder.zext(size, module.context.i64, "shared_bytes")
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..llvm import CALLING_CONVENTIONS, ConstantInt, FunctionType, Module
+from ..llvm import CALLING_CONVENTIONS, ConstantInt, FunctionType, Module, VectorType
 from .interface import MathLowering, MathOp, Target, unselectable_table, without_pass
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
@@ -14,6 +14,61 @@ _UNSELECTABLE = unselectable_table({
             "floor ceil trunc rint nearbyint round roundeven lround llround copysign fma minnum maxnum "
             "minimum maximum",
 })
+# OpenCL's work-item functions (size_t f(uint dim)) Target.work_item reads, and its sub-group ones (uint f()).
+_GEOMETRY = {"thread_index": "_Z12get_local_idj", "block_index": "_Z12get_group_idj",
+             "block_dim": "_Z14get_local_sizej", "grid_dim": "_Z14get_num_groupsj"}
+# The warp's width is the largest sub-group's: the last sub-group of a work-group may be smaller.
+_SUB_GROUP = {"lane_index": "_Z22get_sub_group_local_idv", "warp_size": "_Z22get_max_sub_group_sizev"}
+# SPIR-V execution and memory scopes, and the memory semantics of CUDA's barriers and fences:
+# SequentiallyConsistent | WorkgroupMemory | CrossWorkgroupMemory.
+_DEVICE, _WORKGROUP, _SUBGROUP = 1, 2, 3
+_ALL_MEMORY = 0x10 | 0x100 | 0x200
+_FENCE_SCOPES = {"device": _DEVICE, "block": _WORKGROUP}
+# OpenCL C's work-group functions (int f(int)) per barrier kind.
+_WORK_GROUP_FUNCTIONS = {"count": "_Z21work_group_reduce_addi", "all": "_Z14work_group_alli",
+                         "any": "_Z14work_group_anyi"}
+# cl_khr_subgroup_shuffle's sub_group_shuffle(T, uint), mangled per LLVM type.
+_SHUFFLE_MANGLING = {"i32": "i", "i64": "l", "float": "f", "double": "d"}
+# Attributes of the built-ins: pure reads of the work item's ids (equal calls are one value, as
+# the other targets' register reads are), or operations every work item of a group must reach.
+_PURE = (("memory", 0), ("nounwind", 0), ("willreturn", 0), ("nosync", 0))
+_COLLECTIVE = (("convergent", 0), ("nounwind", 0))
+
+
+def _builtin(builder, module: Module, name: str, result, args, attributes=_COLLECTIVE, label: str = ""):
+    """A call of the OpenCL or SPIR-V built-in `name` (a spir_func the backend turns into instructions)."""
+    fn = module.get_or_insert_function(name, FunctionType.get(result, [a.type for a in args]))
+    fn.calling_convention = "spir_func"
+    for attribute, value in attributes:
+        fn.attributes.add(attribute, value)
+    call = builder.call(fn, list(args), label)
+    call.calling_convention = CALLING_CONVENTIONS["spir_func"]
+    return call
+
+
+def _constants(module: Module, *values: int):
+    return [ConstantInt.get(module.context.i32, v) for v in values]
+
+
+def _source_lane(builder, kind: str, lane, operand):
+    """The lane a shuffle of kind up, down or xor reads from, in i32 (outside the sub-group when it names none)."""
+    return {"up": builder.sub, "down": builder.add, "xor": builder.xor}[kind](lane, operand)
+
+
+def _ballot(builder, module: Module, predicate):
+    """The sub-group's ballot of the i1 `predicate`: a <4 x i32>, bit k of it lane k's."""
+    llctx = module.context
+    return _builtin(builder, module, "__spirv_GroupNonUniformBallot", VectorType.get(llctx.i32, 4),
+                    [*_constants(module, _SUBGROUP), predicate])
+
+
+def _here(builder, module: Module, lane):
+    """An i1: whether `lane` (below 128) of the sub-group is active, bit `lane` of the ballot of true."""
+    llctx = module.context
+    words = _ballot(builder, module, ConstantInt.get(llctx.i1, 1))
+    five, three, last = _constants(module, 5, 3, 31)
+    word = builder.extract_element(words, builder.and_(builder.lshr(lane, five), three))
+    return builder.trunc(builder.lshr(word, builder.and_(lane, last)), llctx.i1)
 
 
 @dataclass(frozen=True, repr=False)
@@ -58,16 +113,67 @@ class SPIRVTarget(Target):
 
     def global_index(self, builder, module: Module, dim: int):
         # OpenCL's get_global_id(uint) -> size_t: the SPIR-V backend turns it into GlobalInvocationId.
+        # A pure read (the autodiff plugin recognizes a work item's own elements by equal calls).
+        return _builtin(builder, module, "_Z13get_global_idj", module.context.i64, _constants(module, dim), _PURE,
+                        f"index{dim}")
+
+    # -- the block model -------------------------------------------------------------------
+    shared_address_space = 3  # Workgroup
+    local_address_space = 0  # Function
+    warp_size = None  # the sub-group size, which the device chooses
+    grid_barrier_missing = ("needs every work-group of the launch running at once, which OpenCL does not "
+                            "promise (SPIR-V kernels have no cooperative launch)")
+    dynamic_shared_missing = ("is a kernel argument in OpenCL (a local pointer sized at launch), which gpuc's "
+                              "SPIR-V kernels do not take")
+
+    def work_item(self, builder, module: Module, what: str, dim: int):
+        i64 = module.context.i64
+        if what in _SUB_GROUP:
+            value = _builtin(builder, module, _SUB_GROUP[what], module.context.i32, [], _PURE)
+            return builder.zext(value, i64, what)
+        return _builtin(builder, module, _GEOMETRY[what], i64, _constants(module, dim), _PURE, what)
+
+    def barrier(self, builder, module: Module, kind: str | None = None, predicate=None):
+        void, i32 = module.context.void, module.context.i32
+        everyone = _constants(module, _WORKGROUP, _WORKGROUP, _ALL_MEMORY)
+        _builtin(builder, module, "__spirv_ControlBarrier", void, everyone)
+        if kind is None:
+            return None
+        result = _builtin(builder, module, _WORK_GROUP_FUNCTIONS[kind], i32, [builder.zext(predicate, i32)])
+        return result if kind == "count" else builder.icmp("ne", result, ConstantInt.get(i32, 0))
+
+    def fence(self, builder, module: Module, scope: str) -> None:
+        _builtin(builder, module, "__spirv_MemoryBarrier", module.context.void,
+                 _constants(module, _FENCE_SCOPES[scope], _ALL_MEMORY))
+
+    def syncwarp(self, builder, module: Module) -> None:
+        _builtin(builder, module, "__spirv_ControlBarrier", module.context.void,
+                 _constants(module, _SUBGROUP, _SUBGROUP, _ALL_MEMORY))
+
+    def shuffle(self, builder, module: Module, kind: str, value, operand):
+        # OpGroupNonUniformShuffle from a lane outside the sub-group, or not there (returned), gives an
+        # undefined value: keep the caller's there. The ballot of true says which lanes are there.
+        i32 = module.context.i32
+        if kind == "idx":
+            source = builder.urem(operand, _builtin(builder, module, _SUB_GROUP["warp_size"], i32, [], _PURE))
+        else:
+            lane = _builtin(builder, module, _SUB_GROUP["lane_index"], i32, [], _PURE)
+            source = _source_lane(builder, kind, lane, operand)
+        name = f"_Z17sub_group_shuffle{_SHUFFLE_MANGLING[str(value.type)]}j"
+        shuffled = _builtin(builder, module, name, value.type, [value, source])
+        size = _builtin(builder, module, "_Z18get_sub_group_sizev", i32, [], _PURE)
+        return builder.select(builder.and_(builder.icmp("ult", source, size), _here(builder, module, source)),
+                              shuffled, value)
+
+    def vote(self, builder, module: Module, kind: str, predicate):
         llctx = module.context
-        fn = module.get_or_insert_function("_Z13get_global_idj", FunctionType.get(llctx.i64, [llctx.i32]))
-        fn.calling_convention = "spir_func"
-        # A pure read of the work item's id: equal calls are one value (CSE), as the other targets'
-        # register reads are (the autodiff plugin recognizes a work item's own elements by it).
-        for attribute, value in (("memory", 0), ("nounwind", 0), ("willreturn", 0), ("nosync", 0)):
-            fn.attributes.add(attribute, value)
-        call = builder.call(fn, [ConstantInt.get(llctx.i32, dim)], f"index{dim}")
-        call.calling_convention = CALLING_CONVENTIONS["spir_func"]
-        return call
+        if kind == "ballot":
+            i64 = llctx.i64
+            words = _ballot(builder, module, predicate)
+            low, high = (builder.zext(builder.extract_element(words, c), i64) for c in _constants(module, 0, 1))
+            return builder.or_(low, builder.shl(high, ConstantInt.get(i64, 32)))
+        name = "__spirv_GroupNonUniformAny" if kind == "any" else "__spirv_GroupNonUniformAll"
+        return _builtin(builder, module, name, llctx.i1, [*_constants(module, _SUBGROUP), predicate])
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):

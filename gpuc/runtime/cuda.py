@@ -311,18 +311,33 @@ def _log_text(buffer: bytearray) -> str:
 
 # -- launching --------------------------------------------------------------------------------
 
-def launch(function, grid, block, params, *, shared_mem: int = 0, stream=None, sync: bool = True) -> None:
+def launch(function, grid, block, params, *, shared_mem: int = 0, stream=None, sync: bool = True,
+           cooperative: bool = False) -> None:
     """cuLaunchKernel `function` (a CUfunction) on a 3-D grid and block with marshalled `params`.
 
     `params` is a PackedParams (or a raw void** address, or None for a kernel without parameters).
     With `sync`, waits for the kernel, so that a failing kernel raises here rather than later.
+    `cooperative` (a kernel with gpuc.grid_barrier()): cuLaunchCooperativeKernel, after checking that
+    every block of the grid can be resident at once.
     """
     session = _activate()
     driver = session.driver
     address = params.address if isinstance(params, PackedParams) else (params or 0)
     wait_for_streams(getattr(params, "streams", ()))
-    _call(driver, "cuLaunchKernel", function, *grid, *block, shared_mem,
-          driver.CUstream(int(stream or 0)), address, 0)
+    if cooperative:
+        threads = block[0] * block[1] * block[2]
+        per_sm = _call(driver, "cuOccupancyMaxActiveBlocksPerMultiprocessor", function, threads, shared_mem)
+        limit = per_sm * session.info.multiprocessors
+        blocks = grid[0] * grid[1] * grid[2]
+        if blocks > limit:
+            raise ValueError(f"a kernel with gpuc.grid_barrier() needs every block resident at once: this launch has "
+                             f"{blocks} blocks of {threads} threads, and {session.info.name} holds at most {limit} "
+                             f"({per_sm} per multiprocessor); launch fewer blocks (loop over the data in the kernel)")
+        _call(driver, "cuLaunchCooperativeKernel", function, *grid, *block, shared_mem,
+              driver.CUstream(int(stream or 0)), address)
+    else:
+        _call(driver, "cuLaunchKernel", function, *grid, *block, shared_mem,
+              driver.CUstream(int(stream or 0)), address, 0)
     if sync:
         try:
             _call(driver, "cuCtxSynchronize")
@@ -346,7 +361,7 @@ class CUDALauncher:
     """A CUfunction with its abi.KernelSignature: `launcher[n](*args)` or `launcher.launch(*args, n=n)`."""
 
     def __init__(self, function, signature: KernelSignature, owner=None, entry: str | None = None,
-                 names=()) -> None:
+                 names=(), cooperative: bool = False) -> None:
         if signature.launch is None:
             raise TypeError("the signature does not say whether the kernel takes the launch size: pass "
                             "KernelSignature(..., launch=\"sizes\") (it takes %gpuc.n0..n2, as kernels using "
@@ -357,6 +372,7 @@ class CUDALauncher:
         self._entry = entry or ""
         self._convert = converters(signature, names, self._entry)
         self._owner = owner  # keeps the module loaded
+        self.cooperative = cooperative
 
     def launch(self, *args, n, block=None, shared_mem: int = 0, stream=None, sync: bool = True,
                whole_blocks: bool = False) -> None:
@@ -366,7 +382,8 @@ class CUDALauncher:
         params = marshal(self.signature, args, config.launch_size, self._convert, self._entry)
         if config.empty:
             return
-        launch(self.function, config.grid, config.block, params, shared_mem=shared_mem, stream=stream, sync=sync)
+        launch(self.function, config.grid, config.block, params, shared_mem=shared_mem, stream=stream, sync=sync,
+               cooperative=self.cooperative)
 
     def __getitem__(self, n):
         return lambda *args, **kwargs: self.launch(*args, n=n, **kwargs)

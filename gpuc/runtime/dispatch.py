@@ -186,10 +186,12 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
     with compile_module(job) as built:
         fn = built.module.functions[built.entry]
         entry = EntryABI.of(fn, written_params(built.module, fn))  # launch form and written arrays
+        cooperative = any("grid_barrier" in g.name for g in built.module.globals)  # PTXTarget's grid barrier
         ptx = built.emit("asm")
     signature = KernelSignature(signature_spec(types)).for_entry(entry)
     module = cuda.CudaModule.from_ptx(ptx, entry.name)  # looks the entry up
-    run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names)
+    run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names,
+                            cooperative=cooperative)
 
     def launch(n, args, threads, block=None, shared=0):
         run.launch(*args, n=n, block=block, shared_mem=shared, whole_blocks=whole_blocks)

@@ -117,10 +117,15 @@ def context_type(module: Module) -> StructType:
 
 #: What a block kernel's trailing `ptr %gpuc.ctx` points to on the CPU (gpuc/plugins/workitems.py):
 #: `%gpuc.BlockContext = type { [3 x i64] ndrange, [3 x i64] block_dim, [3 x i64] grid_dim,
-#: [3 x i64] block_index, i64 shared_bytes, ptr error }`. The CPU's blocks wrapper fills it per block
-#: from the launch's copy, whose block_index it ignores.
+#: [3 x i64] block_index, i64 shared_bytes, ptr error, ptr grid }`. The CPU's blocks wrapper fills it
+#: per block from the launch's copy, whose block_index it ignores. `grid` (kernels with
+#: gpuc.grid_barrier(); null otherwise) points to GRID_RECORD_WORDS 8-byte words per block, zeroed
+#: before the launch: the block's scratch memory (kept between the launch's phases), the site it
+#: waits at (-1 once every work item has returned) and the `ptr` to that site's "file:line:col".
 BLOCK_CONTEXT_TYPE = "gpuc.BlockContext"
-BLOCK_CONTEXT_FIELDS = {"ndrange": 0, "block_dim": 1, "grid_dim": 2, "block_index": 3, "shared_bytes": 4, "error": 5}
+BLOCK_CONTEXT_FIELDS = {"ndrange": 0, "block_dim": 1, "grid_dim": 2, "block_index": 3, "shared_bytes": 4, "error": 5,
+                        "grid": 6}
+GRID_RECORD_WORDS = 3
 #: The error record `error` points to, in 8-byte words: an i32 flag (0: no error; set once, atomically,
 #: by the first block that fails), the failing block's linear index, two work items (linear indices
 #: in the block) and the `ptr`s to the "file:line:col" of the sites they arrived at.
@@ -129,6 +134,8 @@ BLOCK_ERROR_WORDS = 6
 BLOCK_KERNEL_FLAG = "gpuc.block_kernel"
 #: The name of the last parameter of the CPU's blocks wrapper (the range wrapper names it "sizes").
 BLOCKS_LAUNCH_PARAM = "launch"
+#: ... and of a block kernel with grid barriers, which the runtime runs in phases (GRID_RECORD_WORDS).
+GRID_LAUNCH_PARAM = "grid.launch"
 
 
 def block_context_type(module: Module) -> StructType:
@@ -138,8 +145,8 @@ def block_context_type(module: Module) -> StructType:
         return existing
     i64 = module.context.i64
     dims = ArrayType.get(i64, 3)
-    return StructType.create(module.context, [dims, dims, dims, dims, i64, module.context.ptr()],
-                             name=BLOCK_CONTEXT_TYPE)
+    ptr = module.context.ptr()
+    return StructType.create(module.context, [dims, dims, dims, dims, i64, ptr, ptr], name=BLOCK_CONTEXT_TYPE)
 
 
 def has_context_param(fn: Function) -> bool:
@@ -602,7 +609,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

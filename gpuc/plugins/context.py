@@ -254,7 +254,8 @@ def _lower_block_kernel(job, module: Module, entry: Function, calls: list[Contex
     from .workitems import lower_blocks
     lower_blocks(job, module, kernel)
     flag = module.add_global(module.context.i8, BLOCK_KERNEL_FLAG)
-    flag.initializer = ConstantInt.get(module.context.i8, 1)
+    grid = any(c.marker == GRID_BARRIER_MARKER for c in calls)
+    flag.initializer = ConstantInt.get(module.context.i8, 2 if grid else 1)
     flag.is_global_constant = True
 
 

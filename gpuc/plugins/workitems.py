@@ -29,7 +29,7 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, GRID_BARRIER_MARKER, GRID_DIM_MARKER, INDEX_MARKER,
                       LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_BYTES_MARKER, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
                       SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
-                      BLOCK_CONTEXT_FIELDS)
+                      BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS)
 from gpuc.errors import CompilationError
 from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
                        Instruction, PHINode, TargetData)
@@ -94,10 +94,6 @@ class BlockKernel:
         for block in list(self.fn.blocks):
             for inst in list(block.instructions):
                 if isinstance(inst, CallInst) and inst.callee is not None and _is_site(inst.callee.name):
-                    if inst.callee.name == GRID_BARRIER_MARKER:
-                        raise CompilationError(f"{_where(inst)}: gpuc.grid_barrier() does not run on the CPU yet",
-                                               hint="split the kernel in two launches where the grid must "
-                                                    "synchronize")
                     self._split_before(inst)
                     sites.append(Site(len(sites) + 1, inst))
         return sites
@@ -152,6 +148,10 @@ class BlockKernel:
             slot = self.new_slot(ty)
             for use in list(inst.uses):
                 user = use.user
+                if isinstance(user, CallInst) and user.callee is not None and \
+                        user.callee.name.startswith("llvm.lifetime."):
+                    user.erase()  # the copies live as long as the block
+                    continue
                 self._position_for_use(user, inst)
                 address = self.slot_address(slot)
                 for i, op in enumerate(user.operands):
@@ -194,6 +194,18 @@ class BlockKernel:
                 for i, op in enumerate(user.operands):
                     if op == value:
                         user.operands[i] = loaded
+
+
+def _shared_globals(fn) -> list:
+    """The shared arrays (globals) `fn` uses through gpuc.ctx.shared, the dynamic one aside."""
+    found = []
+    for block in fn.blocks:
+        for inst in block.instructions:
+            if isinstance(inst, CallInst) and inst.callee is not None and inst.callee.name == SHARED_MARKER:
+                gv = inst.args[0]
+                if gv.name != DYNAMIC_SHARED_GLOBAL and gv not in found:
+                    found.append(gv)
+    return found
 
 
 def _where(inst) -> str:
@@ -286,6 +298,8 @@ class Dispatcher:
         self.i1, self.i8, self.i32, self.i64, self.ptr = kernel.i1, kernel.i8, kernel.i32, kernel.i64, kernel.ptr
         self.heads = {s.block: s for s in sites}
         self.warp = any(s.warp for s in sites)
+        #: Whether the kernel has grid barriers: then the block's state lives between calls (phases).
+        self.grid = any(s.marker == GRID_BARRIER_MARKER for s in sites)
 
     def c64(self, v):
         return ConstantInt.get(self.i64, v)
@@ -327,8 +341,42 @@ class Dispatcher:
         items16 = b.and_(b.add(self.items, self.c64(15)), self.c64(-16))
         done_at = b.mul(self.items, self.c64(per_item))
         resume_at = b.add(done_at, items16)
-        dynamic_at = b.add(resume_at, b.and_(b.add(b.mul(self.groups, self.c64(4)), self.c64(15)), self.c64(-16)))
+        static_at = b.add(resume_at, b.and_(b.add(b.mul(self.groups, self.c64(4)), self.c64(15)), self.c64(-16)))
+        # shared arrays: allocas of the function (one per block), but in the scratch memory when it
+        # must outlive the call (grid barriers)
+        self.static_shared, static_bytes = {}, 0
+        if self.grid:
+            for gv in _shared_globals(self.fn):
+                self.static_shared[gv] = static_bytes
+                static_bytes += -(-max(1, k.data.size_of(gv.value_type)) // 64) * 64
+        self.static_at = static_at
+        dynamic_at = b.add(static_at, self.c64(static_bytes))
         total = b.add(dynamic_at, self.shared_bytes, "scratch.bytes")
+        if self.grid:
+            self.grid_entry(module, ctx, cty, field, total, done_at, static_at)
+        else:
+            self.local_entry(module, total, done_at, static_at)
+        i8 = self.i8
+        self.done = b.gep(i8, self.scratch, [done_at], "done")
+        self.resume = b.gep(i8, self.scratch, [resume_at], "resume")
+        self.dynamic = b.gep(i8, self.scratch, [dynamic_at], "shared.dynamic")
+        # block-wide and warp-wide results of the last barrier or vote
+        self.bar_count = self.static_alloca(self.i32, "barrier.count")
+        self.bar_active = self.static_alloca(self.i32, "barrier.active")
+        self.vote_bits = self.static_alloca(self.i64, "vote.bits")
+        self.vote_mask = self.static_alloca(self.i64, "vote.mask")
+        self.shared = {}
+        self.sites_table = self._sites_table()
+        self.ready = b.block
+
+    def _memset(self, module, at, size) -> None:
+        memset = module.get_or_insert_function("llvm.memset.p0.i64", FunctionType.get(
+            self.k.llctx.void, [self.ptr, self.i8, self.i64, self.i1]))
+        self.b.call(memset, [at, ConstantInt.get(self.i8, 0), size, ConstantInt.get(self.i1, 0)])
+
+    def local_entry(self, module, total, done_at, static_at) -> None:
+        """Scratch memory for this call: on the stack when small, else from malloc."""
+        b = self.b
         small = b.icmp("ule", total, self.c64(STACK_SCRATCH))
         on_stack, on_heap, ready = self.block("scratch.stack"), self.block("scratch.heap"), self.block("scratch.ready")
         b.cond_br(small, on_stack, on_heap)
@@ -342,21 +390,37 @@ class Dispatcher:
         b.position_at_end(ready)
         self.scratch = b.phi(self.ptr, [(stack, on_stack), (heap, on_heap)], "scratch")
         self.on_heap = b.phi(self.i1, [(ConstantInt.get(self.i1, 0), on_stack), (ConstantInt.get(self.i1, 1), on_heap)])
-        i8 = self.i8
-        self.done = b.gep(i8, self.scratch, [done_at], "done")
-        self.resume = b.gep(i8, self.scratch, [resume_at], "resume")
-        self.dynamic = b.gep(i8, self.scratch, [dynamic_at], "shared.dynamic")
-        memset = module.get_or_insert_function("llvm.memset.p0.i64", FunctionType.get(
-            self.k.llctx.void, [self.ptr, i8, self.i64, self.i1]))
-        b.call(memset, [self.done, ConstantInt.get(i8, 0), b.sub(dynamic_at, done_at), ConstantInt.get(self.i1, 0)])
-        # block-wide and warp-wide results of the last barrier or vote
-        self.bar_count = self.static_alloca(self.i32, "barrier.count")
-        self.bar_active = self.static_alloca(self.i32, "barrier.active")
-        self.vote_bits = self.static_alloca(self.i64, "vote.bits")
-        self.vote_mask = self.static_alloca(self.i64, "vote.mask")
-        self.shared = {}
-        self.sites_table = self._sites_table()
-        self.ready = b.block
+        self._memset(module, b.gep(self.i8, self.scratch, [done_at]), b.sub(static_at, done_at))
+
+    def grid_entry(self, module, ctx, cty, field, total, done_at, static_at) -> None:
+        """Scratch memory kept in the block's grid record between the launch's phases: allocated by
+        the block's first call, freed by the call in which its last work item returns."""
+        b = self.b
+        x, y, z = self.uniform["block_index"]
+        gx, gy, _ = self.uniform["grid_dim"]
+        linear = b.add(x, b.mul(gx, b.add(y, b.mul(gy, z))))
+        grid = b.load(self.ptr, b.gep(cty, ctx, [self.c32(0), self.c32(BLOCK_CONTEXT_FIELDS["grid"])]), "grid",
+                      align=8)
+        self.record = b.gep(self.i64, grid, [b.mul(linear, self.c64(GRID_RECORD_WORDS))], "record")
+        status = b.load(self.i64, b.gep(self.i64, self.record, [self.c64(1)]), "status", align=8)
+        finished, going = self.block("grid.finished"), self.block("grid.going")
+        b.cond_br(b.icmp("eq", status, self.c64(-1)), finished, going)
+        b.position_at_end(finished)
+        b.ret()
+        b.position_at_end(going)
+        old = b.load(self.ptr, self.record, "scratch.kept", align=8)
+        fresh, ready = self.block("scratch.fresh"), self.block("scratch.ready")
+        start = b.block
+        b.cond_br(b.icmp("eq", old, Constant.null(self.ptr)), fresh, ready)
+        b.position_at_end(fresh)
+        malloc = module.get_or_insert_function("malloc", FunctionType.get(self.ptr, [self.i64]))
+        new = b.call(malloc, [total], "scratch")
+        self._memset(module, b.gep(self.i8, new, [done_at]), b.sub(static_at, done_at))
+        b.store(new, self.record, align=8)
+        b.br(ready)
+        b.position_at_end(ready)
+        self.scratch = b.phi(self.ptr, [(old, start), (new, fresh)], "scratch")
+        self.on_heap = ConstantInt.get(self.i1, 1)
 
     def static_alloca(self, ty, name: str, count: int = 1, align: int = 16):
         """An alloca in the function's entry block (a static one: LLVM gives it a frame slot)."""
@@ -372,6 +436,15 @@ class Dispatcher:
     def shared_memory(self, gv):
         """The block's copy of the shared array `gv` (an alloca of the function: one per block)."""
         found = self.shared.get(gv)
+        if found is None and gv in self.static_shared:
+            here = self.b.block
+            self.b.position_at_end(self.ready)
+            term = self.ready.terminator
+            if term is not None:
+                self.b.position_before(term)
+            found = self.shared[gv] = self.b.gep(self.i8, self.scratch,
+                                                 [self.b.add(self.static_at, self.c64(self.static_shared[gv]))])
+            self.b.position_at_end(here)
         if found is None:
             ty = gv.value_type
             found = self.shared[gv] = self.static_alloca(ty, gv.name, align=max(16, gv.alignment or 16))
@@ -500,9 +573,18 @@ class Dispatcher:
         b.cond_br(b.icmp("eq", ab, self.c32(NOBODY)), self.finish, more)
         b.position_at_end(more)
         predicate_sites = [s for s in self.sites if s.marker in _PREDICATES]
-        if predicate_sites:
+        grid_sites = [s for s in self.sites if s.marker == GRID_BARRIER_MARKER]
+        if predicate_sites or grid_sites:
             preps = [self.block(f"barrier.site{s.code}") for s in predicate_sites]
-            b.switch(ab, round_head, [(self.c32(s.code), prep) for s, prep in zip(predicate_sites, preps)])
+            waits = [self.block(f"grid.site{s.code}") for s in grid_sites]
+            b.switch(ab, round_head, [(self.c32(s.code), prep) for s, prep in zip(predicate_sites, preps)]
+                     + [(self.c32(s.code), wait) for s, wait in zip(grid_sites, waits)])
+            for s, wait in zip(grid_sites, waits):
+                # the block waits at a grid barrier: the next phase's call goes on from there
+                b.position_at_end(wait)
+                b.store(b.sext(ab, self.i64), b.gep(self.i64, self.record, [self.c64(1)]), align=8)
+                b.store(s.where, b.gep(self.i64, self.record, [self.c64(2)]), align=8)
+                b.ret()
             for s, prep in zip(predicate_sites, preps):
                 b.position_at_end(prep)
                 self.block_count(s)
@@ -548,6 +630,9 @@ class Dispatcher:
         b.position_at_end(heap)
         free = module.get_or_insert_function("free", FunctionType.get(self.k.llctx.void, [self.ptr]))
         b.call(free, [self.scratch])
+        if self.grid:
+            b.store(Constant.null(self.ptr), self.record, align=8)
+            b.store(self.c64(-1), b.gep(self.i64, self.record, [self.c64(1)]), align=8)
         b.br(done)
         b.position_at_end(done)
         b.ret()
@@ -555,6 +640,15 @@ class Dispatcher:
     # -- one region: its copy in a loop over the group's work items ----------------------------
     def region_loop(self, region: _Region) -> None:
         b = self.b
+        if region.has_shuffle:
+            # items that returned before this region are no shuffle sources (1); those that return
+            # in it are, until it ends (RETURNING)
+            def settle(j, accs):
+                at = b.gep(self.i8, self.done, [j])
+                flag = b.load(self.i8, at)
+                b.store(b.select(b.icmp("eq", flag, ConstantInt.get(self.i8, 0)), flag, ConstantInt.get(self.i8, 1)), at)
+                return []
+            self.loop(self.lo, self.hi, [], settle, f"r{region.code}.settle")
         pre = b.block
         bx, by, _ = self.uniform["block_dim"]
         # the first item's thread index, then carried: x fastest
@@ -597,13 +691,6 @@ class Dispatcher:
         after = self.block(f"r{region.code}.end")
         b.cond_br(b.icmp("ult", wi_next, self.hi), head, after)
         b.position_at_end(after)
-        if region.has_shuffle:
-            def settle(j, accs):
-                at = b.gep(self.i8, self.done, [j])
-                flag = b.load(self.i8, at)
-                b.store(b.select(b.icmp("eq", flag, ConstantInt.get(self.i8, 0)), flag, ConstantInt.get(self.i8, 1)), at)
-                return []
-            self.loop(self.lo, self.hi, [], settle, f"r{region.code}.settle")
         self.exit_phi.add_incoming(agreed_next, b.block)
         b.br(self.group_after)
 

@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from ..abi import BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
+from ..abi import BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
 from ..compiler import CompilerJob, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, Module
@@ -55,8 +55,10 @@ class JITModule:
         #: The range wrapper launches call (the driver's launch entry), None if the entry has none.
         self.launch_entry = built.launch_entry
         #: Whether that wrapper runs whole blocks (gpuc/targets/cpu_launch.py: add_blocks_wrapper).
-        self.blocks = (self.launch_entry is not None
-                       and built.module.functions[self.launch_entry].args[3].name == BLOCKS_LAUNCH_PARAM)
+        last = built.module.functions[self.launch_entry].args[3].name if self.launch_entry is not None else ""
+        self.blocks = last in (BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM)
+        #: Whether it has grid barriers: the launch then runs in phases (launch_blocks).
+        self.grid = last == GRID_LAUNCH_PARAM
         try:
             _check_externals(built.module, job)
             entry = built.module.functions[self.entry]
@@ -187,7 +189,7 @@ class CPULauncher:
         self._pack = struct.Struct("<" + "".join(SLOT_FORMATS[t] for t in module.slots)).pack
         self._converters = self.signature.flat_converters(host_array, module.abi.names, module.entry)
         #: Whether the launch entry runs whole blocks (a block kernel: gpuc/plugins/workitems.py).
-        self.blocks = module.blocks
+        self.blocks, self.grid = module.blocks, module.grid
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""
@@ -206,7 +208,7 @@ class CPULauncher:
         if self.module.closed:  # its code is unmapped: calling it would crash the process
             raise ValueError(f"the module of @{self.module.entry} was closed; its kernels can no longer run")
         if self.blocks:
-            launch_blocks(self._fn, self.marshal(args), n, block, shared, threads)
+            launch_blocks(self._fn, self.marshal(args), n, block, shared, threads, grid_barriers=self.grid)
             return
         if block is not None:  # a kernel that never reads the launch context: the whole blocks' items
             n = tuple(g * b for g, b in zip(*_grid(index_space(n), block)))
@@ -332,29 +334,65 @@ MAX_BLOCK_ITEMS = 1 << 16
 MIN_BLOCK_ITEMS_PER_THREAD = 4096
 
 
-def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None) -> None:
+def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *, grid_barriers: bool = False) -> None:
     """Call a block kernel's wrapper `fn` (gpuc/targets/cpu_launch.py: add_blocks_wrapper) for the
-    blocks of a launch of `n` in blocks of `block` (None: one work item each), spread over threads."""
+    blocks of a launch of `n` in blocks of `block` (None: one work item each), spread over threads.
+    With `grid_barriers`, in phases: each runs every block up to its next grid barrier (or its end),
+    the block's state kept in its grid record (gpuc/abi.py: GRID_RECORD_WORDS) until the next."""
     dims = index_space(n)
     grid, block3 = _grid(dims, block)
     blocks = math.prod(grid)
     if math.prod(dims) == 0 and block is None or blocks == 0:
         return
     record = (ctypes.c_int64 * BLOCK_ERROR_WORDS)()
-    launch = struct.pack("<3q3q3q3qqQ", *dims, *block3, *grid, 0, 0, 0, shared, ctypes.addressof(record))
+    states = (ctypes.c_int64 * (GRID_RECORD_WORDS * blocks))() if grid_barriers else None
+    launch = struct.pack("<3q3q3q3qqQQ", *dims, *block3, *grid, 0, 0, 0, shared, ctypes.addressof(record),
+                         ctypes.addressof(states) if states is not None else 0)
     items = math.prod(block3)
     if threads is None:
         threads = max(1, min(default_threads(), blocks * items // MIN_BLOCK_ITEMS_PER_THREAD, blocks))
     else:
         threads = max(1, min(launch_threads(blocks, threads), blocks))
-    if threads == 1:
-        fn(argv, 0, blocks, launch)
-    else:
-        chunks = max(threads, min(threads * CHUNKS_PER_THREAD, blocks))
-        bounds = [blocks * k // chunks for k in range(chunks + 1)]
-        run_chunks(fn, argv, bounds, launch, helpers=threads - 1)
-    if record[0]:
-        _diverged(record, grid, block3)
+    chunks = max(threads, min(threads * CHUNKS_PER_THREAD, blocks))
+    bounds = [blocks * k // chunks for k in range(chunks + 1)]
+    try:
+        while True:
+            if threads == 1:
+                fn(argv, 0, blocks, launch)
+            else:
+                run_chunks(fn, argv, bounds, launch, helpers=threads - 1)
+            if record[0]:
+                _diverged(record, grid, block3)
+            if states is None or not _next_phase(states, blocks, grid):
+                return
+    finally:
+        if states is not None:
+            for b in range(blocks):
+                if states[GRID_RECORD_WORDS * b]:
+                    _LIBC.free(ctypes.c_void_p(states[GRID_RECORD_WORDS * b]))
+
+
+_LIBC = ctypes.CDLL(None)
+
+
+def _next_phase(states, blocks: int, grid) -> bool:
+    """Whether blocks wait at a grid barrier (all at the same one: else a KernelError)."""
+    waiting = {}
+    for b in range(blocks):
+        site = states[GRID_RECORD_WORDS * b + 1]
+        if site > 0 and site not in waiting:
+            waiting[site] = b
+    if len(waiting) > 1:
+        from ..errors import KernelError
+        (a, first), (_, second) = list(waiting.items())[:2]
+
+        def described(b):
+            where = ctypes.string_at(states[GRID_RECORD_WORDS * b + 2]).decode()
+            return f"block {(b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1]))} at {where}"
+        raise KernelError(f"blocks arrived at different grid barriers: {described(first)}, {described(second)}; "
+                          "every block must reach the same grid barriers in the same order (a block whose work "
+                          "items all returned counts as arrived)")
+    return bool(waiting)
 
 
 def _diverged(record, grid, block3) -> None:

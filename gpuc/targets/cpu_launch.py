@@ -15,7 +15,7 @@ vectorize the inner loop.
 
 from __future__ import annotations
 
-from ..abi import ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
+from ..abi import ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
 from ..llvm import Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType
 
 SUFFIX = ".range"
@@ -28,12 +28,13 @@ def add_launch_entry(job, module: Module, entry: Function) -> Function | None:
         return None
     flag = module.globals.get(BLOCK_KERNEL_FLAG)
     if flag is not None:
+        grid = flag.initializer.value == 2
         flag.erase()
-        return add_blocks_wrapper(module, entry)
+        return add_blocks_wrapper(module, entry, grid)
     return add_range_wrapper(module, entry)
 
 
-def add_blocks_wrapper(module: Module, kernel: Function) -> Function:
+def add_blocks_wrapper(module: Module, kernel: Function, grid: bool = False) -> Function:
     """The launch entry of a block kernel (gpuc/plugins/workitems.py):
 
         void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %launch)
@@ -44,7 +45,7 @@ def add_blocks_wrapper(module: Module, kernel: Function) -> Function:
     i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
     fn = module.add_function(f"{kernel.name}{SUFFIX}", FunctionType.get(llctx.void, [ptr, i64, i64, ptr]))
     argv, begin, end, launch = fn.args
-    for arg, arg_name in zip(fn.args, ("argv", "begin", "end", BLOCKS_LAUNCH_PARAM)):
+    for arg, arg_name in zip(fn.args, ("argv", "begin", "end", GRID_LAUNCH_PARAM if grid else BLOCKS_LAUNCH_PARAM)):
         arg.name = arg_name
     fn.attributes.add("nounwind")
     if "noinline" not in kernel.attributes:
@@ -71,6 +72,7 @@ def add_blocks_wrapper(module: Module, kernel: Function) -> Function:
         b.store(b.load(i64, field(b, launch, "shared_bytes"), align=8), field(b, ctx, "shared_bytes"), align=8)
         error = b.load(ptr, field(b, launch, "error"), align=8)
         b.store(error, field(b, ctx, "error"), align=8)
+        b.store(b.load(ptr, field(b, launch, "grid"), align=8), field(b, ctx, "grid"), align=8)
         gx = b.load(i64, field(b, launch, "grid_dim", 0), align=8)
         gy = b.load(i64, field(b, launch, "grid_dim", 1), align=8)
         b.br(loop)

@@ -29,7 +29,7 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, GRID_BARRIER_MARKER, GRID_DIM_MARKER, INDEX_MARKER,
                       LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_BYTES_MARKER, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
                       SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
-                      BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS)
+                      BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
 from gpuc.errors import CompilationError
 from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
                        Instruction, PHINode, TargetData)
@@ -41,6 +41,7 @@ CPU_WARP_SIZE = 32
 STACK_SCRATCH = 256 << 10
 #: Exit codes of a region: a work item returned (or was done before), no item arrived yet.
 RETURNED, NOBODY = 0, -1
+INT32_MAX = (1 << 31) - 1
 #: The `done` flag of a work item that returned in the region running now.
 RETURNING = 2
 #: The resume point of a group all of whose items returned.
@@ -287,6 +288,11 @@ class _Region:
         self.has_shuffle = any(isinstance(i, CallInst) and i.callee is not None
                                and i.callee.name.startswith(SHUFFLE_MARKER_PREFIX) for blk in order
                                for i in blk.instructions)
+        #: Whether a work item can leave the region at a site (else every item returns in it).
+        self.reaches_site = any(succ in heads for blk in order for succ in _successors(blk))
+        #: Whether a returning item must say so per item: the group goes on after the region, or a
+        #: shuffle in it reads returned items (else the group's flags are set all at once at its end).
+        self.marks_returns = self.reaches_site or self.has_shuffle
 
 
 class Dispatcher:
@@ -370,9 +376,12 @@ class Dispatcher:
         self.ready = b.block
 
     def _memset(self, module, at, size) -> None:
-        memset = module.get_or_insert_function("llvm.memset.p0.i64", FunctionType.get(
+        self._memset_to(at, 0, size)
+
+    def _memset_to(self, at, byte: int, size) -> None:
+        memset = self.k.module.get_or_insert_function("llvm.memset.p0.i64", FunctionType.get(
             self.k.llctx.void, [self.ptr, self.i8, self.i64, self.i1]))
-        self.b.call(memset, [at, ConstantInt.get(self.i8, 0), size, ConstantInt.get(self.i1, 0)])
+        self.b.call(memset, [at, ConstantInt.get(self.i8, byte), size, ConstantInt.get(self.i1, 0)])
 
     def local_entry(self, module, total, done_at, static_at) -> None:
         """Scratch memory for this call: on the stack when small, else from malloc."""
@@ -554,6 +563,8 @@ class Dispatcher:
         b.switch(e, barrier, [(self.c32(NOBODY), finished)] + cases)
         b.position_at_end(finished)
         b.store(self.c32(FINISHED), resume_ptr)
+        # every item of the group returned (in a region that may not have said so per item)
+        self._memset_to(b.gep(self.i8, self.done, [self.lo]), 1, b.sub(self.hi, self.lo))
         b.br(group_next)
         b.position_at_end(barrier)
         b.store(e, resume_ptr)
@@ -649,50 +660,124 @@ class Dispatcher:
                 b.store(b.select(b.icmp("eq", flag, ConstantInt.get(self.i8, 0)), flag, ConstantInt.get(self.i8, 1)), at)
                 return []
             self.loop(self.lo, self.hi, [], settle, f"r{region.code}.settle")
+        # the least and the greatest site items arrived at, and the first item at each
+        init = [self.c32(INT32_MAX), self.c32(RETURNED), self.c64(-1), self.c64(-1)]
+        entry = self.block(f"r{region.code}.items")
+        latch = self.block(f"r{region.code}.arrived")
+        b.br(entry)
+        b.position_at_end(entry)
+        if self.warp:
+            accs, wi, tids, close = self.linear_items(region, init, latch)
+        else:
+            accs, wi, tids, close = self.nested_items(region, init, latch)
+        head = b.block
+        copy = _Copy(self, region, wi, tids, latch)
+        if region.code == 0:  # the first region: no work item has returned yet
+            b.br(copy.entry)
+            skip = []
+        else:
+            skipped = b.icmp("ne", b.load(self.i8, b.gep(self.i8, self.done, [wi])), ConstantInt.get(self.i8, 0))
+            b.cond_br(skipped, latch, copy.entry)
+            skip = [(self.c32(RETURNED), head)]
+        b.position_at_end(latch)
+        code = b.phi(self.i32, skip + copy.exits, "code")
+        low, high, low_item, high_item = accs
+        arrived = b.icmp("ne", code, self.c32(RETURNED))
+        lower, higher = b.and_(arrived, b.icmp("slt", code, low)), b.icmp("sgt", code, high)
+        new = [b.select(lower, code, low), b.select(higher, code, high), b.select(lower, wi, low_item),
+               b.select(higher, wi, high_item)]
+        low, high, low_item, high_item = close(new)
+        # the items agree when every one that arrived somewhere arrived at the same site
+        agreed = b.select(b.icmp("eq", high, self.c32(RETURNED)), self.c32(NOBODY), high)
+        ok = b.or_(b.icmp("eq", high, self.c32(RETURNED)), b.icmp("eq", low, high))
+        after = self.block(f"r{region.code}.end")
+        b.cond_br(ok, after, self.diverging(low, high, low_item, high_item))
+        b.position_at_end(after)
+        self.exit_phi.add_incoming(agreed, b.block)
+        b.br(self.group_after)
+
+    def nested_items(self, region: _Region, init, latch):
+        """Loops over the block's work items, z, y, x (x innermost: the vectorizable one). Returns the
+        accumulators' phis, the linear index, the thread index and `close(new)`, which ends the loops
+        at `latch` (the builder there) and returns the accumulators after them."""
+        b = self.b
+        bx, by, bz = self.uniform["block_dim"]
         pre = b.block
+        zbody, ybody, xbody = (self.block(f"r{region.code}.{n}") for n in ("z", "y", "x"))
+        xend, yend = self.block(f"r{region.code}.xend"), self.block(f"r{region.code}.yend")
+        b.br(zbody)
+        b.position_at_end(zbody)
+        z = b.phi(self.i64, [(self.c64(0), pre)], "tid2")
+        accs_z = [b.phi(v.type, [(v, pre)]) for v in init]
+        b.br(ybody)
+        b.position_at_end(ybody)
+        y = b.phi(self.i64, [(self.c64(0), zbody)], "tid1")
+        accs_y = [b.phi(v.type, [(a, zbody)]) for v, a in zip(init, accs_z)]
+        row = b.mul(bx, b.add(y, b.mul(by, z)), "row")
+        b.br(xbody)
+        b.position_at_end(xbody)
+        x = b.phi(self.i64, [(self.c64(0), ybody)], "tid0")
+        accs_x = [b.phi(v.type, [(a, ybody)]) for v, a in zip(init, accs_y)]
+        wi = b.add(row, x, "wi")
+
+        def close(new):
+            here = b.block
+            x1 = b.add(x, self.c64(1))
+            x.add_incoming(x1, here)
+            for phi, v in zip(accs_x, new):
+                phi.add_incoming(v, here)
+            b.cond_br(b.icmp("ult", x1, bx), xbody, xend)
+            b.position_at_end(xend)
+            y1 = b.add(y, self.c64(1))
+            y.add_incoming(y1, xend)
+            for phi, v in zip(accs_y, new):
+                phi.add_incoming(v, xend)
+            b.cond_br(b.icmp("ult", y1, by), ybody, yend)
+            b.position_at_end(yend)
+            z1 = b.add(z, self.c64(1))
+            z.add_incoming(z1, yend)
+            for phi, v in zip(accs_z, new):
+                phi.add_incoming(v, yend)
+            out = self.block(f"r{region.code}.done")
+            b.cond_br(b.icmp("ult", z1, bz), zbody, out)
+            b.position_at_end(out)
+            return new
+
+        return accs_x, wi, [x, y, z], close
+
+    def linear_items(self, region: _Region, init, latch):
+        """A loop over the group's items lo..hi (a warp), the thread index carried, x fastest."""
+        b = self.b
         bx, by, _ = self.uniform["block_dim"]
-        # the first item's thread index, then carried: x fastest
+        pre = b.block
         t0 = b.urem(self.lo, bx)
         rest = b.udiv(self.lo, bx)
         t1, t2 = b.urem(rest, by), b.udiv(rest, by)
-        head, latch, cont = (self.block(f"r{region.code}.item"), self.block(f"r{region.code}.arrived"),
-                             self.block(f"r{region.code}.next"))
+        head = self.block(f"r{region.code}.item")
         b.br(head)
         b.position_at_end(head)
         wi = b.phi(self.i64, [(self.lo, pre)], "wi")
         tids = [b.phi(self.i64, [(t, pre)], f"tid{d}") for d, t in enumerate((t0, t1, t2))]
-        agreed = b.phi(self.i32, [(self.c32(NOBODY), pre)], "agreed")
-        first = b.phi(self.i64, [(self.c64(-1), pre)], "first")
-        done_ptr = b.gep(self.i8, self.done, [wi])
-        skipped = b.icmp("ne", b.load(self.i8, done_ptr), ConstantInt.get(self.i8, 0))
-        copy = _Copy(self, region, wi, tids, latch)
-        b.cond_br(skipped, latch, copy.entry)
-        b.position_at_end(latch)
-        code = b.phi(self.i32, [(self.c32(RETURNED), head)] + copy.exits, "code")
-        arrived = b.icmp("ne", code, self.c32(RETURNED))
-        fresh = b.icmp("eq", agreed, self.c32(NOBODY))
-        ok = b.or_(b.xor(arrived, ConstantInt.get(self.i1, 1)), b.or_(fresh, b.icmp("eq", agreed, code)))
-        takes = b.and_(arrived, fresh)
-        agreed_next = b.select(takes, code, agreed)
-        first_next = b.select(takes, wi, first)
-        b.cond_br(ok, cont, self.diverging(agreed, code, first, wi))
-        b.position_at_end(cont)
-        wi_next = b.add(wi, self.c64(1))
-        # carry the thread index: x, then y, then z
-        x1 = b.add(tids[0], self.c64(1))
-        wrap_x = b.icmp("eq", x1, bx)
-        y1 = b.add(tids[1], self.c64(1))
-        wrap_y = b.and_(wrap_x, b.icmp("eq", y1, by))
-        nx = b.select(wrap_x, self.c64(0), x1)
-        ny = b.select(wrap_x, b.select(wrap_y, self.c64(0), y1), tids[1])
-        nz = b.select(wrap_y, b.add(tids[2], self.c64(1)), tids[2])
-        for phi, v in zip((wi, *tids, agreed, first), (wi_next, nx, ny, nz, agreed_next, first_next)):
-            phi.add_incoming(v, cont)
-        after = self.block(f"r{region.code}.end")
-        b.cond_br(b.icmp("ult", wi_next, self.hi), head, after)
-        b.position_at_end(after)
-        self.exit_phi.add_incoming(agreed_next, b.block)
-        b.br(self.group_after)
+        accs = [b.phi(v.type, [(v, pre)]) for v in init]
+
+        def close(new):
+            here = b.block
+            wi_next = b.add(wi, self.c64(1))
+            x1 = b.add(tids[0], self.c64(1))
+            wrap_x = b.icmp("eq", x1, bx)
+            y1 = b.add(tids[1], self.c64(1))
+            wrap_y = b.and_(wrap_x, b.icmp("eq", y1, by))
+            nx = b.select(wrap_x, self.c64(0), x1)
+            ny = b.select(wrap_x, b.select(wrap_y, self.c64(0), y1), tids[1])
+            nz = b.select(wrap_y, b.add(tids[2], self.c64(1)), tids[2])
+            for phi, v in zip((wi, *tids, *accs), (wi_next, nx, ny, nz, *new)):
+                phi.add_incoming(v, here)
+            out = self.block(f"r{region.code}.done")
+            b.cond_br(b.icmp("ult", wi_next, self.hi), head, out)
+            b.position_at_end(out)
+            return new
+
+        return accs, wi, tids, close
 
     # -- block and warp results ---------------------------------------------------------------
     def block_count(self, site: Site) -> None:
@@ -757,7 +842,8 @@ class _Copy:
                     phis.append((inst, new))
                 elif inst.opcode_name == "ret":
                     # 2: returned in this region (still a source for shuffles); 1 once the region ends
-                    b.store(ConstantInt.get(d.i8, RETURNING), b.gep(d.i8, d.done, [wi]))
+                    if region.marks_returns:
+                        b.store(ConstantInt.get(d.i8, RETURNING), b.gep(d.i8, d.done, [wi]))
                     b.br(latch)
                     self.exits.append((d.c32(RETURNED), b.block))
                     continue
@@ -821,9 +907,10 @@ class _Copy:
             return d.slot_at(c.args[0].value, self.wi)
         dim = c.args[0].value if c.args and isinstance(c.args[0], ConstantInt) else 0
         if name == INDEX_MARKER:
-            return b.add(b.mul(d.uniform["block_index"][dim], d.uniform["block_dim"][dim]), self.tids[dim])
+            return self.in_range(b.add(b.mul(d.uniform["block_index"][dim], d.uniform["block_dim"][dim]),
+                                       self.tids[dim]))
         if name == THREAD_INDEX_MARKER:
-            return self.tids[dim]
+            return self.in_range(self.tids[dim])
         uniform = {NDRANGE_MARKER: "ndrange", BLOCK_INDEX_MARKER: "block_index", BLOCK_DIM_MARKER: "block_dim",
                    GRID_DIM_MARKER: "grid_dim"}.get(name)
         if uniform is not None:
@@ -841,6 +928,15 @@ class _Copy:
             b.fence("seq_cst", single_thread=name == FENCE_MARKERS["block"])
             return None
         raise CompilationError(f"{_where(c)}: @{name} cannot be used in a kernel with barriers on the CPU")
+
+    def in_range(self, value):
+        """`value` (an index), with LLVM told that it lies in [0, 2**62): as the context plugin does for
+        gpuc.index(), so that Python's negative-index wraparound folds away and loops vectorize."""
+        d, b = self.d, self.d.b
+        module = d.k.module
+        assume = module.get_or_insert_function("llvm.assume", FunctionType.get(d.k.llctx.void, [d.i1]))
+        b.call(assume, [b.icmp("ult", value, d.c64(MAX_EXTENT))])
+        return value
 
     def site_value(self, site: Site, c) -> None:
         d, b = self.d, self.d.b

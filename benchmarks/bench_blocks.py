@@ -6,9 +6,12 @@
   tile) against a block-free kernel (one output per work item, its dot product read from the
   arrays) and NumPy's `A @ B` (OpenBLAS; its one-thread figure from a subprocess with
   OPENBLAS_NUM_THREADS=1);
-- sum of 10M float32: a shared-memory tree per block of 256, then the same kernel over the block
-  partials until one is left, against block-free kernels (each work item sums a chunk of the array,
-  contiguous or grid-stride, and adds it atomically to the total) and `a.sum()`;
+- sum of 10M float32, the way CUDA reductions are written: each work item sums a chunk of CHUNK
+  elements (eight accumulators), a shared-memory tree per block of 256 combines the items' sums and
+  one atomic add per block the blocks'; against the same algorithm without blocks (each work item
+  adds its chunk's sum atomically) and `a.sum()`. Also a tree of one element per work item, then the
+  same kernel over the block partials until one is left, against block-free kernels (each work item
+  sums a chunk, contiguous or grid-stride, with one accumulator);
 each on one thread and on all the CPU's threads, the best of --reps runs after a warm-up launch.
 Ratios: barrier kernel / block-free kernel, and barrier kernel / NumPy (above 1: the barrier
 kernel is slower).
@@ -31,6 +34,7 @@ import gpuc
 TILE = 16
 TPB = 256
 CHUNK = 4096  # elements each work item of the block-free sums adds up
+ITEM_CHUNK = 1024  # elements each work item of the coarsened block reduction (and its block-free twin) sums
 
 # -- matmul ---------------------------------------------------------------------------------------
 
@@ -97,6 +101,57 @@ def sum_grid_stride(a, total):
     for j in range(gpuc.index(0), len(a), gpuc.ndrange(0)):
         acc += a[j]
     gpuc.atomic_add(total, 0, acc)
+
+
+@gpuc.func
+def chunk_sum(a, start, stop):
+    """a[start:stop].sum() with eight accumulators (independent additions, as a GPU thread's ILP)."""
+    s0, s1, s2, s3 = gpuc.float32(0.0), gpuc.float32(0.0), gpuc.float32(0.0), gpuc.float32(0.0)
+    s4, s5, s6, s7 = gpuc.float32(0.0), gpuc.float32(0.0), gpuc.float32(0.0), gpuc.float32(0.0)
+    j = start
+    while j + 8 <= stop:
+        s0 += a[j]
+        s1 += a[j + 1]
+        s2 += a[j + 2]
+        s3 += a[j + 3]
+        s4 += a[j + 4]
+        s5 += a[j + 5]
+        s6 += a[j + 6]
+        s7 += a[j + 7]
+        j += 8
+    while j < stop:
+        s0 += a[j]
+        j += 1
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@gpuc.kernel
+def sum_blocks(a, total):
+    s = gpuc.shared.array(TPB, gpuc.float32)
+    t = gpuc.thread_index(0)
+    start = gpuc.index(0) * ITEM_CHUNK
+    s[t] = chunk_sum(a, start, min(start + ITEM_CHUNK, len(a)))
+    gpuc.barrier()
+    stride = TPB // 2
+    while stride > 0:
+        if t < stride:
+            s[t] += s[t + stride]
+        gpuc.barrier()
+        stride //= 2
+    if t == 0:
+        gpuc.atomic_add(total, 0, s[0])
+
+
+@gpuc.kernel
+def sum_items(a, total):
+    start = gpuc.index(0) * ITEM_CHUNK
+    gpuc.atomic_add(total, 0, chunk_sum(a, start, min(start + ITEM_CHUNK, len(a))))
+
+
+def coarsened_sum(kernel, a, threads, block):
+    total = np.zeros(1, np.float32)
+    kernel.launch(-(-len(a) // ITEM_CHUNK), a, total, threads=threads, block=block)
+    return total[0]
 
 
 def tree_sum(a, threads):
@@ -172,8 +227,11 @@ def run_sum(n: int, reps: int, thread_counts) -> dict:
         tree, got_tree = best(lambda: tree_sum(a, t), reps)
         chunks, got_chunks = best(lambda: block_free_sum(sum_chunks, a, t), reps)
         stride, got_stride = best(lambda: block_free_sum(sum_grid_stride, a, t), reps)
-        rows[t] = {"tree": tree, "chunks": chunks, "grid-stride": stride}
-        for name, got in (("tree", got_tree), ("chunks", got_chunks), ("grid-stride", got_stride)):
+        blocks, got_blocks = best(lambda: coarsened_sum(sum_blocks, a, t, TPB), reps)
+        items, got_items = best(lambda: coarsened_sum(sum_items, a, t, None), reps)
+        rows[t] = {"tree": tree, "chunks": chunks, "grid-stride": stride, "blocks": blocks, "items": items}
+        for name, got in (("tree", got_tree), ("chunks", got_chunks), ("grid-stride", got_stride),
+                          ("blocks", got_blocks), ("items", got_items)):
             errors[name] = max(errors.get(name, 0.0), abs(float(got) - want) / want)
     numpy, got = best(lambda: a.sum(), reps)
     errors["numpy"] = abs(float(got) - want) / want
@@ -196,12 +254,22 @@ def report(matmul: dict, total: dict, thread_counts) -> None:
     rows = []
     for t in thread_counts:
         s = total["times"][t]
+        rows.append([f"{t}", ms(s["blocks"]), ms(s["items"]), ms(s["numpy"]), f"{s['blocks'] / s['items']:.2f}",
+                     f"{s['blocks'] / s['numpy']:.2f}"])
+    print(table(["threads", "block reduction (ms)", "block-free (ms)", "a.sum() (ms)", "blocks/block-free",
+                 "blocks/numpy"], rows,
+                title=f"== sum of {total['n']:,} float32: {ITEM_CHUNK} elements per work item, a tree per block "
+                      f"of {TPB}, an atomic per block (best of runs; a.sum() is one thread) =="))
+    print()
+    rows = []
+    for t in thread_counts:
+        s = total["times"][t]
         rows.append([f"{t}", ms(s["tree"]), ms(s["chunks"]), ms(s["grid-stride"]), ms(s["numpy"]),
                      f"{s['tree'] / s['chunks']:.2f}", f"{s['tree'] / s['grid-stride']:.2f}",
                      f"{s['tree'] / s['numpy']:.1f}"])
     print(table(["threads", "tree (ms)", "chunks (ms)", "grid-stride (ms)", "a.sum() (ms)", "tree/chunks",
                  "tree/grid-stride", "tree/numpy"], rows,
-                title=f"== sum of {total['n']:,} float32, blocks of {TPB} (best of runs; a.sum() is one thread) =="))
+                title=f"== sum of {total['n']:,} float32, one element per work item, blocks of {TPB} (best of runs) =="))
     print("   relative error against the float64 sum: " + ", ".join(f"{k} {v:.1e}" for k, v in total["errors"].items()))
 
 

@@ -168,6 +168,36 @@ class BlockKernel:
                     return
         self.b.position_before(user)
 
+    def rematerialize(self, sites: list[Site]) -> None:
+        """Values live across a site that are computed from the launch geometry, shared memory's
+        address, arguments and constants alone (thread indices, `gpuc.index()`, a shared array) are
+        computed again where they are used instead of being kept per work item."""
+        for value in _live_in(self.fn, {s.block for s in sites}):
+            tree = _recomputable(value)
+            if tree is None:
+                continue
+            for use in list(value.uses):
+                user = use.user
+                if user.parent == value.parent and not isinstance(user, PHINode):
+                    continue  # after the definition in its block: no site between them
+                if isinstance(user, CallInst) and user.callee is not None and _is_site(user.callee.name):
+                    continue  # a site's operand is read for other work items too: it stays per item
+                self._position_for_use(user, value)
+                copy = self._copy_tree(value, tree, {})
+                for i, op in enumerate(user.operands):
+                    if op == value and not (isinstance(user, PHINode) and user.incoming_blocks[i] != self.b.block):
+                        user.operands[i] = copy
+
+    def _copy_tree(self, value, tree, made):
+        if value in made:
+            return made[value]
+        new = value.clone()
+        for i, op in enumerate(value.operands):
+            if op in tree:
+                new.operands[i] = self._copy_tree(op, tree, made)
+        made[value] = self.b.insert(new, value.name)
+        return made[value]
+
     def demote_live_values(self, sites: list[Site]) -> None:
         live = _live_in(self.fn, {s.block for s in sites})
         for value in live:
@@ -207,6 +237,40 @@ def _shared_globals(fn) -> list:
                 if gv.name != DYNAMIC_SHARED_GLOBAL and gv not in found:
                     found.append(gv)
     return found
+
+
+#: Markers whose value a work item can compute anywhere (the same value each time).
+_RECOMPUTABLE_MARKERS = frozenset({INDEX_MARKER, NDRANGE_MARKER, THREAD_INDEX_MARKER, BLOCK_INDEX_MARKER,
+                                   BLOCK_DIM_MARKER, GRID_DIM_MARKER, LANE_INDEX_MARKER, WARP_SIZE_MARKER,
+                                   SHARED_BYTES_MARKER, SHARED_MARKER})
+_PURE = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor", "udiv", "sdiv", "urem", "srem",
+                   "icmp", "select", "trunc", "zext", "sext", "insertvalue", "extractvalue", "getelementptr",
+                   "freeze"})
+#: At most this many instructions are copied to recompute one value.
+_RECOMPUTE_LIMIT = 12
+
+
+def _recomputable(value):
+    """The instructions computing `value` from recomputable markers, arguments and constants (a set,
+    `value` included), or None when it reads memory or takes more than _RECOMPUTE_LIMIT of them."""
+    tree, work = set(), [value]
+    while work:
+        inst = work.pop()
+        if inst in tree:
+            continue
+        if isinstance(inst, CallInst):
+            callee = inst.callee
+            if callee is None or callee.name not in _RECOMPUTABLE_MARKERS:
+                return None
+        elif inst.opcode_name not in _PURE:
+            return None
+        if inst.opcode_name in ("udiv", "sdiv", "urem", "srem") and not isinstance(inst.operands[1], ConstantInt):
+            return None  # a division by a value that may be 0 where the copy lands
+        tree.add(inst)
+        if len(tree) > _RECOMPUTE_LIMIT:
+            return None
+        work += [op for op in inst.operands if isinstance(op, Instruction)]
+    return tree
 
 
 def _where(inst) -> str:
@@ -1000,6 +1064,7 @@ def lower_blocks(job, module, kernel) -> None:
     try:
         sites = kernel_.split_sites()
         kernel_.replicate_allocas()
+        kernel_.rematerialize(sites)
         kernel_.demote_live_values(sites)
         old_blocks = list(kernel.blocks)
         dispatcher = Dispatcher(kernel_, sites)

@@ -1,5 +1,6 @@
-"""gpuc demo: an IR kernel with a marker resolved by a plugin (host and PTX), Python kernels, then
-gpuc's built-in plugins (function pointers compiled on demand, derivatives).
+"""gpuc demo: an IR kernel with a marker resolved by a plugin (host and PTX), Python kernels, kernels
+with blocks and barriers (on the CPU too), then gpuc's built-in plugins (function pointers compiled on
+demand, derivatives).
 
 The kernel calls `@gpucompiler.mark(i64)` through an internal helper.  A plugin registered for
 that marker erases the (unused) marker calls at the `optimized` callback point, after the
@@ -15,6 +16,7 @@ import sys
 import numpy as np
 
 import gpuc
+import blocks  # examples/blocks.py: blocks, shared memory, barriers and warp shuffles, on the CPU too
 import builtin_plugins  # examples/builtin_plugins.py: deferred compilation and derivatives
 import kernels  # examples/kernels.py: the Python-kernel part of the demo
 from gpuc.runtime import load
@@ -101,6 +103,7 @@ def main() -> int:
     # Part two: kernels written in Python (examples/kernels.py); part three: gpuc's own plugins for
     # function pointers and derivatives (examples/builtin_plugins.py).
     status = kernels.main()
+    status = blocks.main() or status  # part four: the GPU programming model, on every target
     return builtin_plugins.main() or status
 
 

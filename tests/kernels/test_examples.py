@@ -45,3 +45,19 @@ def test_fit_oscillator_recovers_parameters(capsys):
     spec.loader.exec_module(module)
     assert module.main() == 0
     assert "WRONG" not in capsys.readouterr().out
+
+
+def test_blocks_example_runs_and_compiles_for_every_gpu(capsys, ptxas):
+    # examples/blocks.py (part four of the demo): tiled matmul and a warp-shuffle block sum on the CPU
+    # against NumPy, the divergent-barrier error, and the same kernels for PTX, GCN and SPIR-V.
+    spec = importlib.util.spec_from_file_location("gpuc_example_blocks", EXAMPLES / "blocks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main() == 0
+    out = capsys.readouterr().out
+    assert "WRONG" not in out and "arrived at different barriers" in out
+    assert "block_sum for ptx" in out and "shfl.sync" in out and "ds_bpermute" in out
+    types = (gpuc.Array[gpuc.float64, 1],) * 2
+    job = gpuc.CompilerJob((module.block_sum, types), gpuc.CompilerConfig(gpuc.PTXTarget(cap="sm_90"), kernel=True,
+                                                                          whole_blocks=True))
+    ptxas(gpuc.compile(job, "asm").output)

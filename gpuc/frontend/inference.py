@@ -706,7 +706,9 @@ class Typer(LocatingVisitor):
     def _global(self, name: str, node):
         value = self.typed.function.resolve(name)
         if value is _NOT_FOUND:
-            raise UserError(f"name {name!r} is not defined", node=node)
+            hint = ("numba-cuda's `cuda.*` kernel API has gpuc equivalents: gpuc.thread_index, gpuc.barrier, "
+                    "gpuc.shared.array, ... (docs/porting-from-numba-cuda.md)" if name == "cuda" else None)
+            raise UserError(f"name {name!r} is not defined", hint=hint, node=node)
         return value
 
     def _global_value(self, name: str, node) -> GType:

@@ -1,6 +1,7 @@
 """Random block kernels (support.blockgen) on the CPU against a reference that runs each block's work
 items in lock-step: random block sizes (non-multiple launch sizes, partial warps), shared-memory
-exchanges between barriers, barrier counts, shuffles, barriers in loops and in funcs, 1 and 2 threads.
+exchanges between barriers, barrier counts, shuffles and votes, local arrays across barriers, grid
+barriers, barriers in loops and in funcs, 1-D and 2-D blocks, 1 and 2 threads.
 
 CI runs a fixed sample; `pytest tests/fuzz --soak N` runs N // 4 more.
 """
@@ -15,7 +16,7 @@ import pytest
 from support import blockgen
 
 CI_SEED, CI_COUNT = 2027, 24
-BLOCKS = (1, 3, 8, 32, 40, 64)
+BLOCKS = ((1, 1), (3, 1), (8, 1), (32, 1), (40, 1), (64, 1), (4, 4), (8, 5), (2, 16), (1, 7))
 
 
 def _cases(count: int, seed: int):
@@ -29,16 +30,18 @@ def _check(case_seed: int, stream: int, tmp_path) -> None:
     kernel = blockgen.load(p, tmp_path)
     for _ in range(2):
         block = rng.choice(BLOCKS)
-        n = rng.randint(1, 3 * block + 5)
-        a = np.array([rng.randint(-1000, 1000) for _ in range(n)], dtype=np.int64)
-        want = p.reference(a, n, block)
+        nx, ny = rng.randint(1, 2 * block[0] + 5), rng.randint(1, 2 * block[1] + 2)
+        a = np.array([[rng.randint(-1000, 1000) for _ in range(nx)] for _ in range(ny)], dtype=np.int64)
+        want = p.reference(a, block)
+        grid = -(-nx // block[0]) * -(-ny // block[1]) * block[0] * block[1]
         for threads in (1, 2):
-            out = np.zeros(n, np.int64)
-            kernel[n](a, out, block=block, threads=threads)
+            out = np.zeros((ny, nx), np.int64)
+            kernel[nx, ny](a, out, np.zeros(grid, np.int64), block=block, threads=threads)
             if not np.array_equal(out, want):
-                bad = int(np.argmax(out != want))
-                raise AssertionError(f"block={block} n={n} threads={threads}: out[{bad}] = {out[bad]}, the lock-step "
-                                     f"reference says {want[bad]}\n--- program (seed {case_seed}) ---\n{p.source}")
+                bad = np.argwhere(out != want)[0]
+                raise AssertionError(f"block={block} n={(nx, ny)} threads={threads}: out[{tuple(bad)}] = "
+                                     f"{out[tuple(bad)]}, the lock-step reference says {want[tuple(bad)]}"
+                                     f"\n--- program (seed {case_seed}) ---\n{p.source}")
 
 
 @pytest.mark.parametrize("case_seed, stream", _cases(CI_COUNT, CI_SEED))

@@ -34,29 +34,52 @@ class Program:
         for text in self.funcs:
             head += [text, "", ""]
         return "\n".join(head) + f"""@gpuc.kernel
-def kernel(a, out):
+def kernel(a, out, g):
     s = gpuc.shared.array(SIZE, gpuc.int64)
-    t = gpuc.thread_index(0)
-    bd = gpuc.block_dim(0)
-    i = gpuc.index(0)
-    v = a[i] if i < len(a) else i * 7 + 1
+    loc = gpuc.local.array(3, gpuc.int64)
+    t = gpuc.thread_index(0) + gpuc.block_dim(0) * gpuc.thread_index(1)
+    bd = gpuc.block_dim(0) * gpuc.block_dim(1)
+    x, y = gpuc.index(0), gpuc.index(1)
+    inside = x < out.shape[1] and y < out.shape[0]
+    gi = t + bd * (gpuc.block_index(0) + gpuc.grid_dim(0) * gpuc.block_index(1))
+    v = a[y, x] if inside else x * 7 + y * 3 + 1
 {body}
-    if i < len(out):
-        out[i] = v
+    if inside:
+        out[y, x] = v
 """
 
-    def reference(self, a: np.ndarray, n: int, block: int) -> np.ndarray:
-        blocks = -(-n // block)
-        out = np.zeros(n, np.int64)
+    @property
+    def grid_barriers(self) -> bool:
+        return any(kind == "grid" for kind, _ in self.phases)
+
+    def reference(self, a: np.ndarray, block: tuple) -> np.ndarray:
+        """`out` after kernel[(nx, ny)](a, out, g, block=block), a of shape (ny, nx): every block's
+        items in lock-step, and the whole grid in lock-step across grid barriers."""
+        ny, nx = a.shape
+        bx, by = block
+        gx, gy = -(-nx // bx), -(-ny // by)
+        size = bx * by
+        t = np.arange(size, dtype=np.int64)
+        blocks = [(bxi, byi) for byi in range(gy) for bxi in range(gx)]
+        xs = [bxi * bx + t % bx for bxi, _ in blocks]
+        ys = [byi * by + t // bx for _, byi in blocks]
         with np.errstate(all="ignore"):
-            for g in range(blocks):
-                i = np.arange(g * block, (g + 1) * block, dtype=np.int64)
-                t = np.arange(block, dtype=np.int64)
-                inside = i < n
-                v = np.where(inside, a[np.minimum(i, n - 1)], i * 7 + 1)
-                for kind, params in self.phases:
-                    v = _run(kind, params, v, t, block)
-                out[i[inside]] = v[inside]
+            vs = [np.where((x < nx) & (y < ny), a[np.minimum(y, ny - 1), np.minimum(x, nx - 1)], x * 7 + y * 3 + 1)
+                  for x, y in zip(xs, ys)]
+            locs = [np.zeros((size, 3), np.int64) for _ in blocks]
+            for kind, params in self.phases:
+                if kind == "grid":
+                    e, c = params
+                    g = np.concatenate([_value(e, {"v": v, "t": t}) * np.ones_like(v) for v in vs])
+                    total = len(g)
+                    gi = np.arange(total, dtype=np.int64)
+                    vs = [v ^ g[(gi[k * size:(k + 1) * size] + c) % total] for k, v in enumerate(vs)]
+                    continue
+                vs = [_run(kind, params, v, t, size, loc) for v, loc in zip(vs, locs)]
+        out = np.zeros((ny, nx), np.int64)
+        for x, y, v in zip(xs, ys, vs):
+            inside = (x < nx) & (y < ny)
+            out[y[inside], x[inside]] = v[inside]
         return out
 
 
@@ -96,7 +119,8 @@ def _value(e, env):
 def program(rng: random.Random, seed: int = 0) -> Program:
     p = Program(seed)
     for _ in range(rng.randint(1, 4)):
-        kind = rng.choice(["exchange", "exchange", "count", "loop", "shuffle", "func", "any_all"])
+        kind = rng.choice(["exchange", "exchange", "count", "loop", "shuffle", "func", "any_all", "vote",
+                           "local", "grid"])
         if kind == "exchange":
             p.phases.append((kind, (_expr(rng, ["v", "t"]), _expr(rng, ["v", "u", "t"]), rng.randint(0, 5))))
         elif kind == "count":
@@ -107,6 +131,12 @@ def program(rng: random.Random, seed: int = 0) -> Program:
             p.phases.append((kind, (rng.randint(1, 3), _expr(rng, ["v", "r"]), rng.randint(0, 3))))
         elif kind == "shuffle":
             p.phases.append((kind, (rng.choice(["up", "down", "xor", "idx"]), rng.randint(0, 33))))
+        elif kind == "vote":
+            p.phases.append((kind, (rng.choice(["ballot", "any", "all"]), _expr(rng, ["v", "t"]))))
+        elif kind == "local":
+            p.phases.append((kind, (_expr(rng, ["v", "t"]), rng.randint(0, 2), rng.randint(0, 2))))
+        elif kind == "grid":
+            p.phases.append((kind, (_expr(rng, ["v", "t"]), rng.randint(0, 9))))
         else:
             name = f"phase{len(p.funcs)}"
             e1, e2, c = _expr(rng, ["v", "t"]), _expr(rng, ["v", "u", "t"]), rng.randint(0, 5)
@@ -140,11 +170,23 @@ def _lines(kind, params) -> list[str]:
     if kind == "shuffle":
         how, d = params
         return [f"v = v + gpuc.shfl_{how}(v, {d})"]
+    if kind == "vote":
+        how, e = params
+        call = {"ballot": f"gpuc.int64(gpuc.ballot({_text(e)} > 0) & 0x7fffffffffffffff)",
+                "any": f"(5 if gpuc.vote_any({_text(e)} > 0) else 0)",
+                "all": f"(3 if gpuc.vote_all({_text(e)} > 0) else 0)"}[how]
+        return [f"v = v + {call}"]
+    if kind == "local":
+        e, k, m = params
+        return [f"loc[{k}] = loc[{k}] + {_text(e)}", "gpuc.barrier()", f"v = v ^ loc[{m}]"]
+    if kind == "grid":
+        e, c = params
+        return [f"g[gi] = {_text(e)}", "gpuc.grid_barrier()", f"v = v ^ g[(gi + {c}) % len(g)]", "gpuc.grid_barrier()"]
     name = params[0]
     return [f"v = {name}(s, t, v, bd)"]
 
 
-def _run(kind, params, v, t, block):
+def _run(kind, params, v, t, block, loc):
     if kind in ("exchange", "func"):
         e1, e2, c = params if kind == "exchange" else params[1:]
         s = _value(e1, {"v": v, "t": t}) * np.ones_like(v)
@@ -163,6 +205,25 @@ def _run(kind, params, v, t, block):
             s = _value(e, {"v": v, "r": np.int64(r)}) * np.ones_like(v)
             v = v ^ s[(block - 1 - t + c) % block]
         return v
+    if kind == "vote":
+        how, e = params
+        p = _value(e, {"v": v, "t": t}) * np.ones_like(v) > 0
+        lane, warp = t % WARP, t // WARP
+        result = np.zeros_like(v)
+        for w in np.unique(warp):
+            mine = warp == w
+            if how == "ballot":
+                bits = int(sum(1 << int(k) for k in lane[mine & p]))
+                result[mine] = np.int64(bits & 0x7fffffffffffffff)
+            elif how == "any":
+                result[mine] = 5 if p[mine].any() else 0
+            else:
+                result[mine] = 3 if p[mine].all() else 0
+        return v + result
+    if kind == "local":
+        e, k, m = params
+        loc[:, k] = loc[:, k] + _value(e, {"v": v, "t": t}) * np.ones_like(v)
+        return v ^ loc[:, m]
     how, d = params
     lane = t % WARP
     base = t - lane

@@ -39,6 +39,10 @@ from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Con
 CPU_WARP_SIZE = 32
 #: Scratch memory up to this size comes from the stack, more from malloc.
 STACK_SCRATCH = 256 << 10
+#: Shared arrays up to this size in all are allocas of the block function, larger ones scratch memory.
+STACK_SHARED = 64 << 10
+#: The error record's flag: work items diverged (1), a block's scratch memory could not be allocated (2).
+DIVERGED, OUT_OF_MEMORY = 1, 2
 #: Exit codes of a region: a work item returned (or was done before), no item arrived yet.
 RETURNED, NOBODY = 0, -1
 INT32_MAX = (1 << 31) - 1
@@ -415,8 +419,9 @@ class Dispatcher:
         # shared arrays: allocas of the function (one per block), but in the scratch memory when it
         # must outlive the call (grid barriers)
         self.static_shared, static_bytes = {}, 0
-        if self.grid:
-            for gv in _shared_globals(self.fn):
+        shared = _shared_globals(self.fn)
+        if self.grid or sum(k.data.size_of(gv.value_type) for gv in shared) > STACK_SHARED:
+            for gv in shared:
                 self.static_shared[gv] = static_bytes
                 static_bytes += -(-max(1, k.data.size_of(gv.value_type)) // 64) * 64
         self.static_at = static_at
@@ -459,11 +464,31 @@ class Dispatcher:
         b.position_at_end(on_heap)
         malloc = module.get_or_insert_function("malloc", FunctionType.get(self.ptr, [self.i64]))
         heap = b.call(malloc, [total], "scratch")
+        self._out_of_memory(heap, total)
+        came = b.block
         b.br(ready)
         b.position_at_end(ready)
-        self.scratch = b.phi(self.ptr, [(stack, on_stack), (heap, on_heap)], "scratch")
-        self.on_heap = b.phi(self.i1, [(ConstantInt.get(self.i1, 0), on_stack), (ConstantInt.get(self.i1, 1), on_heap)])
+        self.scratch = b.phi(self.ptr, [(stack, on_stack), (heap, came)], "scratch")
+        self.on_heap = b.phi(self.i1, [(ConstantInt.get(self.i1, 0), on_stack),
+                                       (ConstantInt.get(self.i1, 1), came)])
         self._memset(module, b.gep(self.i8, self.scratch, [done_at]), b.sub(static_at, done_at))
+
+    def _out_of_memory(self, pointer, size) -> None:
+        """Where malloc gave null: record (once per launch) that the block's `size` bytes of scratch
+        memory could not be had, and end the block; the builder goes on where it did not."""
+        b = self.b
+        failed, fine = self.block("scratch.failed"), self.block("scratch.fine")
+        b.cond_br(b.icmp("eq", pointer, Constant.null(self.ptr)), failed, fine)
+        b.position_at_end(failed)
+        first = b.extract_value(b.cmpxchg(self.error, self.c32(0), self.c32(OUT_OF_MEMORY)), 1)
+        write, skip = self.block("scratch.failed.write"), self.block("scratch.failed.end")
+        b.cond_br(first, write, skip)
+        b.position_at_end(write)
+        b.store(size, b.gep(self.i64, self.error, [self.c64(2)]), align=8)
+        b.br(skip)
+        b.position_at_end(skip)
+        b.ret()
+        b.position_at_end(fine)
 
     def grid_entry(self, module, ctx, cty, field, total, done_at, static_at) -> None:
         """Scratch memory kept in the block's grid record between the launch's phases: allocated by
@@ -488,11 +513,13 @@ class Dispatcher:
         b.position_at_end(fresh)
         malloc = module.get_or_insert_function("malloc", FunctionType.get(self.ptr, [self.i64]))
         new = b.call(malloc, [total], "scratch")
+        self._out_of_memory(new, total)
         self._memset(module, b.gep(self.i8, new, [done_at]), b.sub(static_at, done_at))
         b.store(new, self.record, align=8)
+        came = b.block
         b.br(ready)
         b.position_at_end(ready)
-        self.scratch = b.phi(self.ptr, [(old, start), (new, fresh)], "scratch")
+        self.scratch = b.phi(self.ptr, [(old, start), (new, came)], "scratch")
         self.on_heap = ConstantInt.get(self.i1, 1)
 
     def static_alloca(self, ty, name: str, count: int = 1, align: int = 16):
@@ -677,7 +704,7 @@ class Dispatcher:
         block = self.block("diverged")
         b.position_at_end(block)
         record = self.error
-        first = b.extract_value(b.cmpxchg(record, self.c32(0), self.c32(1)), 1)
+        first = b.extract_value(b.cmpxchg(record, self.c32(0), self.c32(DIVERGED)), 1)
         write, skip = self.block("diverged.write"), self.block("diverged.skip")
         b.cond_br(first, write, skip)
         b.position_at_end(write)

@@ -398,6 +398,11 @@ def _next_phase(states, blocks: int, grid) -> bool:
 def _diverged(record, grid, block3) -> None:
     from ..errors import KernelError
 
+    if record[0] == 2:  # gpuc/plugins/workitems.py: OUT_OF_MEMORY
+        raise MemoryError(f"a block of this launch needs {record[2]:,} bytes of scratch memory (values kept per "
+                          "work item across barriers, local arrays, shared memory), which malloc could not give; "
+                          "use smaller blocks, smaller arrays or less dynamic shared memory (shared=)")
+
     def item(linear):
         x, rest = linear % block3[0], linear // block3[0]
         return (x, rest % block3[1], rest // block3[1])

@@ -311,6 +311,10 @@ def _log_text(buffer: bytearray) -> str:
 
 # -- launching --------------------------------------------------------------------------------
 
+#: Dynamic shared memory a kernel gets without opting in (cuFuncSetAttribute) for more.
+_DEFAULT_DYNAMIC_SHARED = 48 << 10
+
+
 def launch(function, grid, block, params, *, shared_mem: int = 0, stream=None, sync: bool = True,
            cooperative: bool = False) -> None:
     """cuLaunchKernel `function` (a CUfunction) on a 3-D grid and block with marshalled `params`.
@@ -324,6 +328,9 @@ def launch(function, grid, block, params, *, shared_mem: int = 0, stream=None, s
     driver = session.driver
     address = params.address if isinstance(params, PackedParams) else (params or 0)
     wait_for_streams(getattr(params, "streams", ()))
+    if shared_mem > _DEFAULT_DYNAMIC_SHARED:  # beyond 48 KiB a kernel must opt in
+        attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _call(driver, "cuFuncSetAttribute", function, attribute, shared_mem)
     if cooperative:
         threads = block[0] * block[1] * block[2]
         per_sm = _call(driver, "cuOccupancyMaxActiveBlocksPerMultiprocessor", function, threads, shared_mem)

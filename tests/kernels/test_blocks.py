@@ -1041,3 +1041,38 @@ def test_compiles_for_spirv(name, spirv_val):
             compile_block_kernel(name, gpuc.SPIRVTarget(), "obj")
         return
     spirv_val(compile_block_kernel(name, gpuc.SPIRVTarget(), "obj"))
+
+
+# -- memory: large shared arrays, a launch asking for more scratch memory than there is ------------------
+
+BIG_SHARED = 1 << 20
+
+
+@gpuc.kernel
+def big_shared(out):
+    s = gpuc.shared.array(BIG_SHARED, gpuc.float64)  # 8 MiB per block: scratch memory, not the stack
+    t = gpuc.thread_index(0)
+    s[t * 1000] = t
+    gpuc.barrier()
+    out[gpuc.index(0)] = s[(gpuc.block_dim(0) - 1 - t) * 1000]
+
+
+def test_large_shared_arrays_live_off_the_stack():
+    out = np.zeros(64)
+    big_shared.launch(64, out, block=32, threads=2)
+    np.testing.assert_array_equal(out, np.tile(np.arange(31, -1, -1.0), 2))
+
+
+@gpuc.kernel
+def dynamic_length(out):
+    s = gpuc.shared.dynamic(gpuc.float64)
+    s[gpuc.thread_index(0)] = 1.0
+    out[gpuc.index(0)] = len(s)
+
+
+def test_scratch_memory_beyond_malloc_is_a_memory_error_and_the_next_launch_works():
+    out = np.zeros(4)
+    with pytest.raises(MemoryError, match="bytes of scratch memory"):
+        dynamic_length.launch(4, out, block=4, shared=1 << 39)
+    dynamic_length.launch(4, out, block=4, shared=800)
+    assert out.tolist() == [100.0] * 4

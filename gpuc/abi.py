@@ -87,6 +87,9 @@ VOTE_MARKERS = {"ballot": "gpuc.ctx.ballot", "any": "gpuc.ctx.vote_any", "all": 
 #: `[0 x i8]` for `gpuc.shared.dynamic`, sized at launch.
 SHARED_GLOBAL_PREFIX = "gpuc.shared."
 DYNAMIC_SHARED_GLOBAL = "gpuc.shared.dynamic"
+#: Where dynamic shared memory is a kernel parameter (OpenCL's local pointer arguments, SPIR-V):
+#: `ptr addrspace(S) %gpuc.shared, i64 %gpuc.shared_bytes`, before the launch sizes.
+DYNAMIC_SHARED_PARAMS = ("gpuc.shared", "gpuc.shared_bytes")
 #: Every use of shared memory goes through `ptr addrspace(S) @gpuc.ctx.shared(ptr addrspace(S) @global)`,
 #: which returns its argument on GPUs and the block's own copy on the CPU.
 SHARED_MARKER = "gpuc.ctx.shared"
@@ -609,7 +612,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

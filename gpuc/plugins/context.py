@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from gpuc.abi import (ALL_CONTEXT_MARKERS, BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_MARKERS, CONTEXT_FIELDS,
                       CONTEXT_PARAM, DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, FORWARD_MARKER_PREFIX, GEOMETRY_MARKERS,
-                      GRID_BARRIER_MARKER, INDEX_MARKER, LAUNCH_SIZE_PARAMS, MAX_EXTENT, NDRANGE_MARKER,
+                      GRID_BARRIER_MARKER, INDEX_MARKER, LAUNCH_SIZE_PARAMS, DYNAMIC_SHARED_PARAMS, MAX_EXTENT, NDRANGE_MARKER,
                       REVERSE_MARKER_PREFIX, SHARED_BYTES_MARKER, BLOCK_KERNEL_FLAG, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
                       SYNCWARP_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, context_type)
 from gpuc.errors import CompilationError
@@ -286,7 +286,20 @@ def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) ->
                and str(entry.return_type) == "void" and entry in _reaching(module, {c.call.function for c in calls}))
     seeds = {c.call.function for c in calls if c.marker == NDRANGE} | ({entry} if guarded else set())
     i64 = module.context.i64
-    rebuilt = thread_params(module, _reaching(module, seeds), [i64] * 3, LAUNCH_SIZE_PARAMS) if seeds else {}
+    # Dynamic shared memory as parameters (Target.dynamic_shared_parameters): every function that
+    # takes the launch sizes takes them too, before the sizes, so that one set of trailing
+    # parameters is threaded (thread_params passes a caller's last ones on).
+    dynamic = [c for c in calls if _uses_dynamic_shared(c)] if target.dynamic_shared_parameters else []
+    if dynamic:
+        if not (job.config.kernel and entry is not None):
+            raise CompilationError(_at(dynamic[0], "gpuc.shared.dynamic is a kernel parameter on "
+                                                   f"{target.name}: compile the kernel that uses it"))
+        seeds |= {c.call.function for c in dynamic} | {entry}
+        ptr = module.context.ptr(target.shared_address_space)
+        types, names = [ptr, i64] + [i64] * 3, list(DYNAMIC_SHARED_PARAMS + LAUNCH_SIZE_PARAMS)
+    else:
+        types, names = [i64] * 3, LAUNCH_SIZE_PARAMS
+    rebuilt = thread_params(module, _reaching(module, seeds), types, names) if seeds else {}
     with Builder(module.context) as builder:
         for c in calls:
             builder.position_before(c.call)
@@ -295,6 +308,8 @@ def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) ->
                 value = index(builder, module, c.dim)
             elif c.marker == NDRANGE:
                 value = fn.args[len(fn.args) - 3 + c.dim]
+            elif c in dynamic:
+                value = fn.args[len(fn.args) - (5 if c.marker == SHARED_MARKER else 4)]
             else:
                 value = _lower_block_marker(target, builder, module, c)
             _replace(c.call, value)
@@ -305,6 +320,10 @@ def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) ->
     dynamic = module.globals.get(DYNAMIC_SHARED_GLOBAL)
     if dynamic is not None and not dynamic.uses:
         dynamic.erase()
+
+
+def _uses_dynamic_shared(c: ContextCall) -> bool:
+    return c.marker == SHARED_BYTES_MARKER or (c.marker == SHARED_MARKER and c.call.args[0].name == DYNAMIC_SHARED_GLOBAL)
 
 
 def _lower_block_marker(target, builder: Builder, module: Module, c: ContextCall):

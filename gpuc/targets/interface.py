@@ -196,6 +196,10 @@ class Target:
     grid_barrier_missing = "needs a target that can synchronize every block of a launch"
     #: Why gpuc.shared.dynamic(...) cannot be compiled here, completing "gpuc.shared.dynamic ...", or None.
     dynamic_shared_missing = None
+    #: Whether the kernel receives its dynamic shared memory as parameters (OpenCL's local pointer
+    #: arguments): `ptr addrspace(S) %gpuc.shared, i64 %gpuc.shared_bytes`, threaded to every function
+    #: that uses them, before the launch sizes; else `dynamic_shared` says where it is.
+    dynamic_shared_parameters = False
 
     def work_item(self, builder, module: Module, what: str, dim: int):
         """An i64: `what` along `dim` (0-2; 0 for the last two) — "thread_index" (within the block),

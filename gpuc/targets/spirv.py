@@ -123,8 +123,10 @@ class SPIRVTarget(Target):
     warp_size = None  # the sub-group size, which the device chooses
     grid_barrier_missing = ("needs every work-group of the launch running at once, which OpenCL does not "
                             "promise (SPIR-V kernels have no cooperative launch)")
-    dynamic_shared_missing = ("is a kernel argument in OpenCL (a local pointer sized at launch), which gpuc's "
-                              "SPIR-V kernels do not take")
+    dynamic_shared_missing = None
+    # OpenCL sizes local memory at launch through a kernel argument: a local pointer set with
+    # clSetKernelArg(kernel, index, bytes, NULL), its size in the next argument (docs/kernel-abi.md).
+    dynamic_shared_parameters = True
 
     def work_item(self, builder, module: Module, what: str, dim: int):
         i64 = module.context.i64

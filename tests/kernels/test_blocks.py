@@ -1002,11 +1002,8 @@ ACCEPTANCE = {
                                + (np.zeros((4, 2), np.uint32), np.zeros(2, np.uint32))),
     "grid_jacobi": lambda: (jacobi, (f64(4), f64(4), 3)),
 }
-# docs/frontend.md, "Blocks": no dynamic shared memory on SPIR-V yet, grid barriers only on CUDA (and the
-# CPU): located compile errors.
-DOCUMENTED = {("spirv", "dynamic_shared"): "gpuc.shared.dynamic is a kernel argument in OpenCL",
-              ("spirv", "every_intrinsic"): "gpuc.shared.dynamic is a kernel argument in OpenCL",
-              ("spirv", "grid_jacobi"): "gpuc.grid_barrier()", ("gcn", "grid_jacobi"): "gpuc.grid_barrier()"}
+# docs/frontend.md, "Blocks": grid barriers only on CUDA (and the CPU): located compile errors elsewhere.
+DOCUMENTED = {("spirv", "grid_jacobi"): "gpuc.grid_barrier()", ("gcn", "grid_jacobi"): "gpuc.grid_barrier()"}
 
 
 def compile_block_kernel(name: str, target, output: str):
@@ -1076,3 +1073,14 @@ def test_scratch_memory_beyond_malloc_is_a_memory_error_and_the_next_launch_work
         dynamic_length.launch(4, out, block=4, shared=1 << 39)
     dynamic_length.launch(4, out, block=4, shared=800)
     assert out.tolist() == [100.0] * 4
+
+
+def test_spirv_kernels_take_dynamic_shared_memory_as_parameters(spirv_val, filecheck):
+    # OpenCL's local pointer argument, set with clSetKernelArg(kernel, index, bytes, NULL), and its size
+    kernel, args = ACCEPTANCE["dynamic_shared"]()
+    types = tuple(dispatch.typeof(a, i) for i, a in enumerate(args))
+    job = gpuc.CompilerJob((kernel, types), gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True, whole_blocks=True))
+    filecheck(gpuc.compile(job, "llvm").output, """\
+        CHECK: define spir_kernel void @{{.*}}(ptr addrspace(1) {{.*}}, ptr addrspace(3) {{.*}}%gpuc.shared, i64 %gpuc.shared_bytes, i64 %gpuc.n0, i64 %gpuc.n1, i64 %gpuc.n2)
+        """)
+    spirv_val(compile_block_kernel("dynamic_shared", gpuc.SPIRVTarget(), "obj"))

@@ -126,7 +126,8 @@ def test_what_each_target_cannot_do():
     assert PTXTarget().grid_barrier_missing is None and PTXTarget().dynamic_shared_missing is None
     assert "cooperative launch" in GCNTarget().grid_barrier_missing and GCNTarget().dynamic_shared_missing is None
     spirv = SPIRVTarget()
-    assert "OpenCL" in spirv.grid_barrier_missing and "kernel argument" in spirv.dynamic_shared_missing
+    assert "OpenCL" in spirv.grid_barrier_missing and spirv.dynamic_shared_missing is None
+    assert spirv.dynamic_shared_parameters and not PTXTarget().dynamic_shared_parameters  # OpenCL's local pointers
 
 
 @pytest.mark.parametrize("arch, features, width", [

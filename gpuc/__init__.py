@@ -5,7 +5,7 @@ from ._version import __version__  # noqa: E402,F401
 from .compiler import (  # noqa: E402
     CompilationError, CompiledFunction, CompileResult, CompileState, CompilerConfig, CompilerError, CompilerJob,
     IRIssue, IRSource, InternalCompilerError, Plugin, PluginError, ValidationError, build_pipeline, code_llvm,
-    code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
+    cache, code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
     unregister_plugin)
 from .errors import KernelError  # noqa: E402
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402

@@ -3,7 +3,9 @@ isolation, FileCheck, ptxas and spirv-val. Shared helpers are the package tests/
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,6 +16,12 @@ import pytest
 import gpuc
 
 from support.toolchain import find_ptxas, find_spirv_val
+
+# The run's compiles (and its subprocesses') share a disk cache of their own, empty at the start (set
+# before any test module compiles at import): a user's cache is never read or written, and nothing a
+# run stores outlives it.
+os.environ["GPUC_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpuc-test-cache-")
+atexit.register(shutil.rmtree, os.environ["GPUC_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -32,6 +40,12 @@ def _private_temp_folder(tmp_path_factory):
     left = sorted(p.name for p in folder.iterdir())
     if left:
         pytest.fail(f"the tests left these in the temporary folder {folder}: {', '.join(left)}", pytrace=False)
+
+
+@pytest.fixture
+def no_disk_cache(monkeypatch):
+    """Compiles run every stage: tests of the stages themselves must not get code from the disk cache."""
+    monkeypatch.setenv("GPUC_CACHE", "0")
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The compiler driver: jobs and configs, the source protocol, the staged pipeline with plugin
 callback points and the compile state plugins work with, reflection."""
 
+from . import cache
 from .config import CompilerConfig, CompilerJob
 from .driver import OUTPUTS, STAGES, CompileResult, ModuleResult, code_llvm, code_native, compile, compile_module
 from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
@@ -18,6 +19,6 @@ __all__ = [
     "CompilerJob", "IRIssue", "IRSource", "InternalCompilerError", "ModuleResult", "OUTPUTS", "POINTS", "Pipeline",
     "Plugin", "PluginError", "STAGES", "Source", "SourceLocation", "Trace", "TransformationRecord",
     "ValidationError", "as_source",
-    "build_pipeline", "code_llvm", "code_native", "compile", "compile_module", "link_into", "make_plugin",
+    "build_pipeline", "cache", "code_llvm", "code_native", "compile", "compile_module", "link_into", "make_plugin",
     "plugin_scope", "register_plugin", "registered_plugins", "unregister_plugin",
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
 from ..errors import CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError, ValidationError
+from . import cache
 from .plugins import find_marker
 from .pipeline import Pipeline, build_pipeline, call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
 from .source import CompiledFunction
@@ -83,13 +84,34 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
     if output in ("asm", "obj") and output not in target.emit_kinds:
         raise ValueError(f"{target!r} cannot emit {output!r}; it emits {', '.join(target.emit_kinds)}, "
                          "\"llvm\" or \"bc\"")
+    machine_code = output in ("asm", "obj")
+    key = _cache_key(job, output) if machine_code else None
+    hit = cache.load(key)
+    if hit is not None:
+        header, payload = hit
+        trace = Trace(cache="hit")
+        data = payload.decode() if output == "asm" else payload
+        return CompileResult(data, header["entry"], trace, job, header.get("launch_entry"), {}, header["entries"])
     with _guard(job):
         tm = job.config.target.cached_target_machine(job.config.opt_level)
-        with _build(job, tm, machine_code=output in ("asm", "obj")) as built:
+        with _build(job, tm, machine_code=machine_code) as built:
             with built.trace.stage("codegen"):
                 data = _codegen(job, built.module, tm, output, contained=not generated_by_gpuc(job, built.trace))
+            if key is not None:
+                built.trace.cache = "miss"
+                cache.store(key, {"entry": built.entry, "launch_entry": built.launch_entry,
+                                  "entries": list(built.entries)}, data.encode() if output == "asm" else data)
             return CompileResult(data, built.entry, built.trace, job, built.launch_entry, built.compiled,
                                  built.entries)
+
+
+def _cache_key(job: CompilerJob, kind: str) -> str | None:
+    """The disk cache's key for `job`, or None; a source whose fingerprint fails is compiled (and
+    reports its own error there), not cached."""
+    try:
+        return cache.key(job, kind)
+    except Exception:  # noqa: BLE001 - the compile itself says what is wrong with the source
+        return None
 
 
 def compile_module(job: CompilerJob) -> ModuleResult:

@@ -56,6 +56,9 @@ class Plugin:
     priority: int = 0
     order: int = field(default_factory=lambda: next(_order))
     builtin: bool = False
+    #: What identifies the plugin's behaviour for the disk cache (gpuc/compiler/cache.py); None: the
+    #: code of its callbacks does.
+    version: str | None = None
 
     def callback(self, point: str) -> Callback | None:
         return self.callbacks.get(point)
@@ -63,7 +66,7 @@ class Plugin:
 
 def make_plugin(name: str, *, pipeline_callback=None, early_callback=None, simplified_callback=None,
                 last_callback=None, finalize_module=None, markers=None, priority: int = 0,
-                builtin: bool = False) -> Plugin:
+                builtin: bool = False, version=None) -> Plugin:
     """Build a Plugin without registering it (for `CompilerConfig(plugins=...)`)."""
     if not isinstance(name, str) or not name:
         raise ValueError("a plugin needs a non-empty name")
@@ -86,7 +89,10 @@ def make_plugin(name: str, *, pipeline_callback=None, early_callback=None, simpl
         raise TypeError(f"plugin {name!r}: finalize_module is not callable")
     if not isinstance(priority, int):
         raise TypeError(f"plugin {name!r}: priority must be an int")
-    return Plugin(name, markers, callbacks, finalize_module, priority, builtin=bool(builtin))
+    if version is not None and not isinstance(version, (str, int)):
+        raise TypeError(f"plugin {name!r}: version must be a string or an int, not {type(version).__name__}")
+    return Plugin(name, markers, callbacks, finalize_module, priority, builtin=bool(builtin),
+                  version=None if version is None else str(version))
 
 
 class Registry:
@@ -149,7 +155,7 @@ def builtin_plugins() -> tuple[Plugin, ...]:
 
 def register_plugin(name: str, *, pipeline_callback=None, early_callback=None, simplified_callback=None,
                     last_callback=None, finalize_module=None, markers=None, priority: int = 0,
-                    replace: bool = False, builtin: bool = False) -> Plugin:
+                    replace: bool = False, builtin: bool = False, version=None) -> Plugin:
     """Register a plugin globally. `pipeline_callback` fires at the `optimized` point.
 
     Each callback receives `(state, marker_function, module)`: `state` is the compile's
@@ -164,10 +170,14 @@ def register_plugin(name: str, *, pipeline_callback=None, early_callback=None, s
     `builtin=True` makes it one of gpuc's own plugins: configs that name their own plugin set
     still get it (unless `CompilerConfig(builtin_plugins=False)`), and the IR it produces is
     trusted like gpuc's own (in-process code generation). gpuc's built-in plugins use it.
+
+    `version` says what identifies the plugin's behaviour for the disk cache: compiled code is reused
+    while it stays the same; without one, the code of the plugin's callbacks identifies it.
     """
     plugin = make_plugin(name, pipeline_callback=pipeline_callback, early_callback=early_callback,
                          simplified_callback=simplified_callback, last_callback=last_callback,
-                         finalize_module=finalize_module, markers=markers, priority=priority, builtin=builtin)
+                         finalize_module=finalize_module, markers=markers, priority=priority, builtin=builtin,
+                         version=version)
     return REGISTRY.register(plugin, replace=replace)
 
 

@@ -113,6 +113,10 @@ class IRSource:
     def describe(self) -> str:
         return f"IRSource({_printable(self.filename)}, entry=@{self.entry})"
 
+    def fingerprint(self) -> str:
+        """What the compiled code depends on (the disk cache's key): the IR and the entry."""
+        return f"ir:{self._digest}:{self.entry}:{self.filename}"
+
     def irgen(self, job, context: Context, tm=None) -> tuple[Module, dict[str, CompiledFunction]]:
         """Parse into `context`. Text without a data layout gets the target's (from `tm`) before
         parsing, so loads and stores without explicit alignment get the target's ABI alignment."""

@@ -68,6 +68,9 @@ class Trace:
     libraries: list[str] = field(default_factory=list)
     compilations: list[CompilationRecord] = field(default_factory=list)
     transformations: list[TransformationRecord] = field(default_factory=list)
+    #: Where the code came from: "hit" (the disk cache, gpuc/compiler/cache.py: no stage ran), "miss"
+    #: (compiled and stored), None (compiled; not cacheable, or the cache is off).
+    cache: str | None = None
 
     @contextmanager
     def stage(self, name: str):

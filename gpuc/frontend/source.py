@@ -103,6 +103,17 @@ class GpucFunction:
         is this function specialized for `argtypes`."""
         return FunctionSource(self, argtypes)
 
+    def __reduce__(self):
+        """Pickled by reference when importable, else by value from its source (see pickling.py)."""
+        from .pickling import reduce
+        return reduce(self)
+
+    def __copy__(self):
+        return self  # like a Python function: copies share the compiled state
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __repr__(self) -> str:
         kind = "kernel" if self.is_kernel else "func"
         return f"<gpuc.{kind} {self.__qualname__}>"
@@ -191,6 +202,11 @@ class FunctionSource:
     def describe(self) -> str:
         kind = "kernel" if self.function.is_kernel else "func"
         return f"{kind} {self.function.__qualname__}({', '.join(map(str, self.signature))})"
+
+    def fingerprint(self) -> str | None:
+        """What the compiled code depends on (the disk cache's key; see fingerprint.py), or None."""
+        from .fingerprint import fingerprint
+        return fingerprint(self.function, self.signature, self.function.is_kernel)
 
     def irgen(self, job, context, tm=None):
         """A new module with the function and every callee it reaches, and their `compiled` records."""

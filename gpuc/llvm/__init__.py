@@ -5,7 +5,7 @@ types, values, uses and blocks are borrowed views.  Editing contract: never eras
 `uses` / `instructions` / `blocks` iteration is currently on; iterate over `list(...)` instead.
 """
 
-from ._base import live_owners
+from ._base import live_owners, process_lifetime
 from .builder import BINARY_OPERATIONS, CAST_OPERATIONS, Builder
 from .capi import LLVMNotFoundError, version
 from .context import Context
@@ -35,5 +35,5 @@ __all__ = [
     "MemoryInst", "MetadataType", "Module", "PHINode", "PointerType", "PoisonValue", "SelectInst", "ShuffleVectorInst",
     "StoreInst", "StructType", "Target", "TargetData", "TargetMachine", "Type", "UnaryOperator", "UndefValue",
     "Use", "User", "Value", "VectorType", "VoidType", "host_cpu", "host_features", "host_triple",
-    "initialize", "intrinsic_id", "intrinsic_name", "live_owners", "opcode_name", "run_passes", "version",
+    "initialize", "intrinsic_id", "intrinsic_name", "live_owners", "opcode_name", "process_lifetime", "run_passes", "version",
 ]

@@ -408,6 +408,14 @@ class Owner(Handle):
             pass
 
 
+def process_lifetime(owner: Owner) -> Owner:
+    """Mark `owner` as meant to live as long as the process (a per-thread cache's target machine):
+    `live_owners()` does not report it. Returns it."""
+    with _live_lock:
+        _live.pop(id(owner), None)
+    return owner
+
+
 def live_owners() -> list[tuple[str, str | None]]:
     """Owners still alive (only recorded when GPUC_TRACK_LEAKS=1): (type name, creation stack)."""
     with _live_lock:

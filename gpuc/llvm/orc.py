@@ -64,6 +64,12 @@ class LLJIT(Owner):
         # The JIT takes `tsm` even when adding fails (e.g. a duplicate symbol): never dispose it here.
         _check(lib.LLVMOrcLLJITAddLLVMIRModule(self, self._dylib, tsm), "adding a module to the JIT")
 
+    def add_object(self, data: bytes, name: str = "gpuc.object") -> None:
+        """Link an object file (as `TargetMachine.emit(..., "obj")` gives it, relocatable: PIC) into
+        the JIT; its external symbols become available to `lookup`."""
+        buffer = lib.LLVMCreateMemoryBufferWithMemoryRangeCopy(bytes(data), len(data), name.encode())
+        _check(lib.LLVMOrcLLJITAddObjectFile(self, self._dylib, buffer), "adding an object file to the JIT")
+
     def lookup(self, name: str) -> int:
         """The address of a JIT-compiled symbol (compiling it on first lookup)."""
         address = ctypes.c_uint64()

@@ -51,6 +51,10 @@ class AdjointKernel(Kernel):
     def source_info(self):
         return self.primal.source_info
 
+    def __reduce__(self):
+        # the primal travels (by reference or by value); the adjoint is made again from it
+        return adjoint, (self.primal,)
+
     def resolve(self, name: str):
         return _NOT_FOUND
 

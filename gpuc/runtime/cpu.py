@@ -21,14 +21,16 @@ import math
 import operator
 import os
 import struct
+import threading
 import weakref
 
 import numpy as np
 
 from ..abi import BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
-from ..compiler import CompilerJob, compile_module
+from ..compiler import CompilerJob, Trace, cache, compile_module
 from ..errors import CompilationError
-from ..llvm import LLJIT, Module
+from ..llvm import LLJIT, Module, capi, initialize, process_lifetime
+from ..llvm import Target as LLVMTarget
 from .pool import run_chunks, run_ranges
 
 
@@ -50,6 +52,11 @@ class JITModule:
         # Launchers keep their module alive, not the other way round: no reference cycle, so the
         # JIT and its code are freed as soon as the last launcher (or the module) is dropped.
         self._launchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        key = _cache_key(job)
+        hit = cache.load(key)
+        if hit is not None:
+            self._load_cached(job, *hit)
+            return
         built = compile_module(job)
         self.entry, self.trace = built.entry, built.trace
         #: The range wrapper launches call (the driver's launch entry), None if the entry has none.
@@ -71,10 +78,50 @@ class JITModule:
             built.close()
             raise
         self._jit = LLJIT()
+        if key is None:
+            try:
+                self._jit.add_module(built.module)  # consumes the module and its context
+            except BaseException:
+                built.close()
+                self._jit.close()
+                raise
+            return
+        # Cacheable: machine code is generated here (relocatable, for the JIT to link), stored, and
+        # linked from the same bytes a later process loads.
         try:
-            self._jit.add_module(built.module)  # consumes the module and its context
+            externals = _externals(built.module)
+            with built.trace.stage("codegen"):
+                code = jit_machine(job).emit(built.module, "obj", verify=False, preserve=False)
+            self._jit.add_object(code)
         except BaseException:
+            self._jit.close()
+            raise
+        finally:
             built.close()
+        self.trace.cache = "miss"
+        cache.store(key, {"entry": self.entry, "launch_entry": self.launch_entry, "blocks": self.blocks,
+                          "grid": self.grid, "slots": list(self.slots), "externals": externals,
+                          "abi": {"name": self.abi.name, "launch": self.abi.launch, "types": list(self.abi.types),
+                                  "names": list(self.abi.names),
+                                  "written": None if self.abi.written is None else sorted(self.abi.written)}},
+                    code)
+
+    def _load_cached(self, job: CompilerJob, header: dict, code: bytes) -> None:
+        """Set up from a disk cache entry (see __init__ for what each attribute is)."""
+        missing = [name for name in header["externals"] if not hasattr(_PROCESS, name)]
+        if missing:
+            _missing_externals(missing, job)
+        self.entry, self.launch_entry = header["entry"], header["launch_entry"]
+        self.trace = Trace(cache="hit")
+        self.blocks, self.grid = header["blocks"], header["grid"]
+        abi = header["abi"]
+        self.abi = EntryABI(abi["name"], abi["launch"], tuple(abi["types"]), tuple(abi["names"]),
+                            None if abi["written"] is None else frozenset(abi["written"]))
+        self.slots = tuple(header["slots"])
+        self._jit = LLJIT()
+        try:
+            self._jit.add_object(code)
+        except BaseException:
             self._jit.close()
             raise
 
@@ -119,22 +166,50 @@ class JITModule:
 _PROCESS = ctypes.CDLL(None)
 
 
+def _externals(module: Module) -> list[str]:
+    """The functions the module calls but does not define (intrinsics aside)."""
+    return sorted(fn.name for fn in module.functions
+                  if fn.is_declaration and fn.uses and not fn.name.startswith("llvm."))
+
+
 def _check_externals(module: Module, job: CompilerJob) -> None:
     """Every function the module calls but does not define must exist in this process (libc,
     libm, ...); otherwise say which, instead of the JIT's bare "failed to materialize"."""
-    missing = []
-    for fn in module.functions:
-        if fn.is_declaration and fn.uses and not fn.name.startswith("llvm."):
-            try:
-                getattr(_PROCESS, fn.name)
-            except AttributeError:
-                missing.append(fn.name)
+    missing = [name for name in _externals(module) if not hasattr(_PROCESS, name)]
+    if missing:
+        _missing_externals(missing, job)
+
+
+def _missing_externals(missing: list[str], job: CompilerJob) -> None:
     if missing:
         names = ", ".join(f"@{name}" for name in sorted(missing))
         raise CompilationError(f"{job.describe()} calls {names}, which nothing defines: not the module, not this "
                                "process", hint="if it is a marker, register a plugin that resolves it "
                                "(gpuc.register_plugin); otherwise load the library that defines it "
                                "(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)) before compiling")
+
+
+def _cache_key(job: CompilerJob) -> str | None:
+    try:
+        return cache.key(job, "jit")
+    except Exception:  # noqa: BLE001 - the compile says what is wrong with the source
+        return None
+
+
+_machines = threading.local()
+
+
+def jit_machine(job: CompilerJob):
+    """The target machine that generates the JIT's machine code for `job` (relocatable, as the JIT
+    links it), one per thread and configuration (machines are not thread-safe)."""
+    target, level = job.config.target, job.config.opt_level
+    machines = _machines.__dict__.setdefault("machines", {})
+    tm = machines.get((target, level))
+    if tm is None:
+        initialize(target.llvm_target)
+        tm = machines[(target, level)] = process_lifetime(LLVMTarget.from_triple(target.triple()).machine(
+            target.cpu(), target.features(), opt_level=level, reloc=capi.LLVMRelocPIC))
+    return tm
 
 
 def load(job: CompilerJob, signature=None) -> JITModule:

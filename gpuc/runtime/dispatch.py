@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ..abi import EntryABI, KernelSignature, c_strides, written_params
-from ..compiler import CompilerConfig, CompilerJob, compile_module
+from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
 from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget
 from . import cpu
@@ -183,11 +183,23 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
 
     target = PTXTarget(cap=cuda.device_info().cap)
     job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks))
-    with compile_module(job) as built:
-        fn = built.module.functions[built.entry]
-        entry = EntryABI.of(fn, written_params(built.module, fn))  # launch form and written arrays
-        cooperative = any("grid_barrier" in g.name for g in built.module.globals)  # PTXTarget's grid barrier
-        ptx = built.emit("asm")
+    key = _cache_key(job, "cuda")
+    hit = cache.load(key)
+    if hit is not None:
+        header, ptx = hit
+        ptx = ptx.decode()
+        abi, cooperative = header["abi"], header["cooperative"]
+        entry = EntryABI(abi["name"], abi["launch"], tuple(abi["types"]), tuple(abi["names"]),
+                         None if abi["written"] is None else frozenset(abi["written"]))
+    else:
+        with compile_module(job) as built:
+            fn = built.module.functions[built.entry]
+            entry = EntryABI.of(fn, written_params(built.module, fn))  # launch form and written arrays
+            cooperative = any("grid_barrier" in g.name for g in built.module.globals)  # PTXTarget's grid barrier
+            ptx = built.emit("asm")
+        cache.store(key, {"cooperative": cooperative, "abi": {
+            "name": entry.name, "launch": entry.launch, "types": list(entry.types), "names": list(entry.names),
+            "written": None if entry.written is None else sorted(entry.written)}}, ptx.encode())
     signature = KernelSignature(signature_spec(types)).for_entry(entry)
     module = cuda.CudaModule.from_ptx(ptx, entry.name)  # looks the entry up
     run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names,
@@ -196,6 +208,13 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
     def launch(n, args, threads, block=None, shared=0):
         run.launch(*args, n=n, block=block, shared_mem=shared, whole_blocks=whole_blocks)
     return launch
+
+
+def _cache_key(job, kind: str):
+    try:
+        return cache.key(job, kind)
+    except Exception:  # noqa: BLE001 - the compile says what is wrong with the source
+        return None
 
 
 _COMPILERS = {"cpu": _cpu_launcher, "cuda": _cuda_launcher}

@@ -10,7 +10,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from ..llvm import Function, Module, Target as LLVMTarget, TargetMachine, initialize
+from ..llvm import Function, Module, Target as LLVMTarget, TargetMachine, initialize, process_lifetime
 from .pipelines import SEGMENTS
 
 
@@ -290,7 +290,7 @@ class Target:
         key = (self, opt_level)
         tm = machines.get(key)
         if tm is None:
-            tm = machines[key] = self.target_machine(opt_level)
+            tm = machines[key] = process_lifetime(self.target_machine(opt_level))
         return tm
 
     def data_layout(self) -> str:

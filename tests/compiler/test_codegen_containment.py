@@ -13,6 +13,12 @@ import pytest
 import gpuc
 from gpuc.llvm import isolated
 
+
+@pytest.fixture(autouse=True)
+def _every_compile_runs(no_disk_cache):
+    """These tests look at where code is generated: no code from the disk cache."""
+
+
 IR = "define void @kernel(ptr %p, i32 %x) {\n  store i32 %x, ptr %p\n  ret void\n}\n"
 
 
@@ -95,6 +101,7 @@ def test_helper_that_never_answers_is_abandoned(make_job, monkeypatch):
 FORK = """
 import os, gpuc
 from gpuc.llvm import isolated
+
 IR = {ir!r}
 job = gpuc.CompilerJob(gpuc.IRSource(IR, entry="kernel"), gpuc.CompilerConfig(gpuc.PTXTarget(), kernel=True))
 expected = gpuc.compile(job, "asm").output

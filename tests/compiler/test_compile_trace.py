@@ -7,6 +7,12 @@ from gpuc.compiler import STAGES
 
 from support.compiler_ir import SEED_IR, SINF_KERNEL, erase_unused_calls
 
+
+@pytest.fixture(autouse=True)
+def _every_stage_runs(no_disk_cache):
+    """These tests look at the stages of compiles: no code from the disk cache."""
+
+
 ALL_STAGES = ["irgen", "link", "finalize_module", "optimize", "validate", "finish", "codegen"]
 
 

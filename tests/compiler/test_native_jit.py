@@ -68,7 +68,7 @@ def test_libm_and_intrinsics(make_job):
             assert f(x) == pytest.approx(math.sin(x) + math.sqrt(x), rel=1e-15)
 
 
-def test_seed_kernel_runs_after_the_plugin_resolved_the_marker(make_job):
+def test_seed_kernel_runs_after_the_plugin_resolved_the_marker(make_job, no_disk_cache):
     gpuc.register_plugin("gpucompiler.mark", pipeline_callback=erase_unused_calls)
     with gpuc.runtime.load(make_job(SEED_IR)) as jit:
         kernel = jit.function(None, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64)

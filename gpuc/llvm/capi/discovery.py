@@ -47,28 +47,35 @@ def soname_major(path: str) -> int | None:
 
 
 def _elf_soname(path: str) -> str | None:
+    """The DT_SONAME of a 64-bit ELF file, reading only its headers and dynamic section (a libLLVM
+    is over 100 MB: reading it whole would cost a tenth of a second at every start)."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only
+                return None
+            end = "<" if head[5] == 1 else ">"
+            shoff, = struct.unpack_from(end + "Q", head, 0x28)
+            shentsize, shnum = struct.unpack_from(end + "HH", head, 0x3A)
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            sections = [struct.unpack_from(end + "IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
+            for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
+                if kind != 6:  # SHT_DYNAMIC
+                    continue
+                f.seek(offset)
+                dynamic = f.read(size)
+                strtab, strsize = sections[link][4], sections[link][5]
+                for pos in range(0, len(dynamic) - 15, entsize or 16):
+                    tag, value = struct.unpack_from(end + "qQ", dynamic, pos)
+                    if tag == 0:
+                        break
+                    if tag == 14 and value < strsize:  # DT_SONAME
+                        f.seek(strtab + value)
+                        name = f.read(min(256, strsize - value))
+                        return name.split(b"\0", 1)[0].decode("ascii", "replace")
+    except (OSError, struct.error, IndexError):
         return None
-    if data[:4] != b"\x7fELF" or data[4] != 2:  # 64-bit ELF only
-        return None
-    end = "<" if data[5] == 1 else ">"
-    shoff, = struct.unpack_from(end + "Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
-    sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
-        if kind != 6:  # SHT_DYNAMIC
-            continue
-        strtab = sections[link][4]
-        for pos in range(offset, offset + size, entsize or 16):
-            tag, value = struct.unpack_from(end + "qQ", data, pos)
-            if tag == 0:
-                break
-            if tag == 14:  # DT_SONAME
-                stop = data.index(b"\0", strtab + value)
-                return data[strtab + value:stop].decode("ascii", "replace")
     return None
 
 

@@ -1,0 +1,133 @@
+"""What a compiled gpuc function depends on, as one digest: the disk cache's key for its source
+(gpuc/compiler/cache.py). It covers the source text (with its file and first line: locations are
+compiled into code) of the function and of every gpuc function it names, directly or through a
+module attribute (funcs it calls, functions it points to with gpuc.deferred, functions it
+differentiates), and the values of the globals and closure variables they read. A value the digest
+cannot describe faithfully makes the function uncacheable (None), never a stale hit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+import types
+
+import numpy as np
+
+from ..errors import CompilationError
+from .source import _NOT_FOUND, GpucFunction
+
+#: Modules whose attributes are gpuc's, Python's or NumPy's own (their versions are in the key or
+#: fixed): named, not walked.
+_LIBRARY_ROOTS = ("gpuc", "numpy", "math", "builtins", "cmath", "operator")
+
+
+def fingerprint(function: GpucFunction, signature: tuple, kernel: bool) -> str | None:
+    h = hashlib.sha256()
+    h.update(repr((tuple(t.mangled for t in signature), kernel)).encode())
+    seen, work = set(), [function]
+    while work:
+        fn = work.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        text = _source(fn)
+        if text is None:
+            return None  # no source to read: nothing to key on
+        code = fn.py_func.__code__
+        h.update(f"\x01{fn.__module__}.{fn.__qualname__}@{code.co_filename}:{code.co_firstlineno}\x01".encode())
+        h.update(text.encode())
+        for name, value in _referenced(fn):
+            digest = _value(value, work)
+            if digest is None:
+                return None
+            h.update(f"\x02{name}={digest}".encode())
+    return h.hexdigest()
+
+
+def _source(fn: GpucFunction) -> str | None:
+    """The text the function's source is read from: its whole file where there is one (a change
+    anywhere in the file counts; reading the file is much cheaper than finding the function in
+    it), else the function's own lines."""
+    filename = fn.py_func.__code__.co_filename
+    lines = linecache.getlines(filename)
+    if lines:
+        return "".join(lines)
+    try:
+        return "".join(fn.source_info.lines)
+    except CompilationError:
+        return None
+
+
+def _referenced(fn: GpucFunction):
+    """(name, value) of each global or closure variable the function's code names, and of each
+    attribute it names on a module of the user's it reads (`helpers.axpy`)."""
+    names = sorted(_names(fn.py_func.__code__))
+    found = []
+    for name in names:
+        value = fn.resolve(name)
+        if value is _NOT_FOUND:
+            continue
+        found.append((name, value))
+    for name, value in list(found):
+        if isinstance(value, types.ModuleType) and not _library(value):
+            for attr in names:
+                member = getattr(value, attr, _NOT_FOUND)
+                if member is not _NOT_FOUND and not isinstance(member, types.ModuleType):
+                    found.append((f"{name}.{attr}", member))
+    return found
+
+
+def _names(code: types.CodeType) -> set:
+    names = set(code.co_names) | set(code.co_freevars)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _library(module: types.ModuleType) -> bool:
+    return module.__name__.split(".")[0] in _LIBRARY_ROOTS
+
+
+def _value(value, work: list, depth: int = 0) -> str | None:
+    """A faithful description of a captured value, or None when there is none."""
+    if depth > 8:
+        return None
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, GpucFunction):
+        work.append(value)
+        return f"gpuc:{value.__module__}.{value.__qualname__}:{value.is_kernel}"
+    if isinstance(value, (tuple, list, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, frozenset) else value
+        parts = [_value(v, work, depth + 1) for v in items]
+        return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+    if isinstance(value, np.generic):
+        return f"np.{value.dtype.str}:{value.tobytes().hex()}"
+    if isinstance(value, np.dtype):
+        return f"dtype:{value.str}"
+    if isinstance(value, np.ndarray):
+        return f"ndarray:{value.dtype.str}:{value.shape}:{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}"
+    if isinstance(value, types.ModuleType):
+        return f"module:{value.__name__}"
+    module = getattr(value, "__module__", None) or ""
+    qualname = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if module.split(".")[0] in _LIBRARY_ROOTS and qualname is not None:
+        # gpuc's intrinsics, types and markers, NumPy's and Python's own callables and types
+        return f"lib:{module}.{qualname}:{_library_object(value)}"
+    if isinstance(value, types.FunctionType):
+        from ..compiler.cache import code_digest
+        return f"function:{module}.{qualname}:{code_digest(value)}"
+    if isinstance(value, type):
+        return f"type:{module}.{qualname}"
+    return None
+
+
+def _library_object(value) -> str:
+    """Library objects that carry data of their own (a gpuc.marker, a gpuc type) say it."""
+    from .types import GType
+    from .intrinsics import Marker
+    if isinstance(value, (GType, Marker)):
+        return repr(value)
+    return ""

@@ -1,0 +1,225 @@
+"""The disk cache (gpuc/compiler/cache.py): a hit across fresh processes, a miss for each part of the
+key that changes, and safety (corrupted and truncated entries, entries others could have written,
+an unwritable folder, two processes filling one entry, eviction)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpuc
+from gpuc.compiler import cache
+
+HELPERS = """
+import gpuc
+
+SCALE = {scale}
+
+@gpuc.func
+def axpy(a, x, y):
+    return a * x + y * SCALE
+"""
+
+KERNELS = """
+import gpuc
+import helpers
+
+@gpuc.kernel
+def saxpy(a, x, y, out):
+    i = gpuc.index()
+    out[i] = helpers.axpy(a, x[i], y[i])
+"""
+
+RUN = """
+import json, sys, warnings
+import numpy as np
+import gpuc
+from kernels import saxpy
+x = np.arange(8, dtype=np.{dtype})
+out = np.zeros_like(x)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    saxpy[8](x.dtype.type(2), x, x, out)
+    {extra}
+info = gpuc.cache.info()
+print(json.dumps({{"out": out.tolist(), "hits": info["hits"], "misses": info["misses"],
+                  "entries": info["entries"], "warnings": [str(w.message) for w in caught]}}))
+"""
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A folder with helpers.py and kernels.py, and `run(**env)`: a fresh process launching saxpy."""
+    root = tmp_path / "project"
+    root.mkdir()
+
+    def write(scale=1.0, kernels=KERNELS):
+        (root / "helpers.py").write_text(HELPERS.format(scale=scale))
+        (root / "kernels.py").write_text(kernels)
+
+    def run(dtype="float32", extra="pass", **env):
+        environment = {**os.environ, "GPUC_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(root),
+                       "PYTHONDONTWRITEBYTECODE": "1", **env}
+        script = root / "run.py"
+        script.write_text(RUN.format(dtype=dtype, extra=extra))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment,
+                              cwd=root, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.splitlines()[-1])
+
+    write()
+    run.write = write
+    run.folder = tmp_path / "cache"
+    return run
+
+
+def test_a_second_process_hits_and_an_edited_callee_misses(project):
+    first = project()
+    assert (first["hits"], first["misses"]) == (0, 1) and first["out"] == [3.0 * i for i in range(8)]
+    second = project()
+    assert (second["hits"], second["misses"]) == (1, 0) and second["out"] == first["out"]
+    project.write(scale=2.0)  # the called function's module changes a captured constant
+    third = project()
+    assert third["misses"] == 1 and third["out"] == [4.0 * i for i in range(8)]
+    project.write(scale=2.0, kernels=KERNELS.replace("out[i] = ", "out[i] = 1 + "))
+    fourth = project()
+    assert fourth["misses"] == 1 and fourth["out"] == [1 + 4.0 * i for i in range(8)]
+    assert project()["hits"] == 1
+
+
+def test_argument_types_and_the_cache_switch(project):
+    project()
+    assert project(dtype="float64")["misses"] == 1  # another signature
+    off = project(GPUC_CACHE="0")
+    assert (off["hits"], off["misses"]) == (0, 0)
+
+
+def test_a_corrupted_or_truncated_entry_is_a_miss_and_is_replaced(project):
+    project()
+    (entry,) = list(project.folder.rglob("*.entry"))
+    data = bytearray(entry.read_bytes())
+    data[-5] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    again = project()
+    assert again["misses"] == 1 and again["out"] == [3.0 * i for i in range(8)]
+    entry.write_bytes(entry.read_bytes()[:100])
+    assert project()["misses"] == 1
+    assert project()["hits"] == 1
+
+
+def test_entries_others_could_have_written_are_not_used(project):
+    project()
+    (entry,) = list(project.folder.rglob("*.entry"))
+    entry.chmod(0o666)
+    assert project()["misses"] == 1
+
+
+def test_an_unwritable_folder_warns_once_and_compiles(project, tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder would be")
+    result = project(GPUC_CACHE_DIR=str(blocked), extra="saxpy[8](x.dtype.type(2), x, x, out)")
+    assert result["out"] == [3.0 * i for i in range(8)]
+    assert sum("cannot store compiled code" in w for w in result["warnings"]) == 1
+
+
+def test_two_processes_filling_one_entry(project, tmp_path):
+    environment = {**os.environ, "GPUC_CACHE_DIR": str(project.folder), "PYTHONPATH": str(tmp_path / "project"),
+                   "PYTHONDONTWRITEBYTECODE": "1"}
+    script = tmp_path / "project" / "race.py"
+    script.write_text(RUN.format(dtype="float32", extra="pass"))
+    racers = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=environment) for _ in range(2)]
+    for racer in racers:
+        out, err = racer.communicate(timeout=120)
+        assert racer.returncode == 0, err
+        assert json.loads(out.splitlines()[-1])["out"] == [3.0 * i for i in range(8)]
+    assert len(list(project.folder.rglob("*.entry"))) == 1
+    assert project()["hits"] == 1
+
+
+def test_eviction_keeps_the_folder_within_its_size(project):
+    project()
+    size = sum(p.stat().st_size for p in project.folder.rglob("*.entry"))
+    first = project(dtype="float64", GPUC_CACHE_SIZE=str(size + 10))  # room for one entry: the older goes
+    assert first["entries"] == 1
+    assert project(dtype="float64")["hits"] == 1
+    assert project(dtype="float32")["misses"] == 1
+
+
+# -- the key, in-process -------------------------------------------------------------------------------
+
+@gpuc.func
+def halve(x):
+    return x * 0.5
+
+
+@gpuc.kernel
+def halves(x, out):
+    i = gpuc.index()
+    out[i] = halve(x[i])
+
+
+def _key(job, kind="asm"):
+    return cache.key(job, kind)
+
+
+def _job(target=None, **config):
+    types = (gpuc.Array[gpuc.float64, 1],) * 2
+    return gpuc.CompilerJob((halves, types), gpuc.CompilerConfig(target or gpuc.PTXTarget(), kernel=True, **config))
+
+
+def test_every_part_of_the_key_counts(monkeypatch):
+    base = _key(_job())
+    assert base == _key(_job()) and base is not None
+    assert _key(_job(gpuc.PTXTarget(cap="sm_80"))) != base
+    assert _key(_job(opt_level=3)) != base
+    assert _key(_job(whole_blocks=True)) != base
+    assert _key(_job(), "obj") != base
+    assert _key(_job(gpuc.NativeTarget())) != _key(_job(gpuc.NativeTarget(cpu_name="x86-64")))
+    monkeypatch.setattr(cache, "_digest", "an edited gpuc")  # gpuc's own code counts by content
+    assert _key(_job()) != base
+    monkeypatch.undo()
+    monkeypatch.setattr(cache, "_llvm_version", lambda: "23.0.0")
+    assert _key(_job()) != base
+
+
+def test_plugins_count_by_version_or_by_their_code():
+    def one(state, marker, module):
+        return False
+
+    def two(state, marker, module):
+        return bool(module)
+
+    keys = []
+    for callback, version in ((one, None), (two, None), (one, "1"), (two, "1"), (one, "2")):
+        plugin = gpuc.make_plugin("my.plugin", early_callback=callback, version=version)
+        types = (gpuc.Array[gpuc.float64, 1],) * 2
+        keys.append(_key(gpuc.CompilerJob((halves, types), gpuc.CompilerConfig(gpuc.PTXTarget(), plugins=[plugin]))))
+    assert len({keys[0], keys[1], keys[2], keys[4]}) == 4  # code changes count without a version
+    assert keys[2] == keys[3]  # with one, the version identifies the plugin
+
+
+def test_compile_reports_hits_and_a_hit_gives_the_same_output(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUC_CACHE_DIR", str(tmp_path / "c"))
+    first = gpuc.compile(_job(), "asm")
+    second = gpuc.compile(_job(), "asm")
+    assert (first.trace.cache, second.trace.cache) == ("miss", "hit")
+    assert first.output == second.output and first.entry == second.entry
+    assert gpuc.cache.info()["entries"] == 1
+    gpuc.cache.clear()
+    assert gpuc.cache.info()["entries"] == 0
+
+
+def test_ir_sources_are_cached_by_their_text(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUC_CACHE_DIR", str(tmp_path / "c"))
+    ir = "define void @k(ptr %p) {\n  store i32 1, ptr %p\n  ret void\n}\n"
+    job = gpuc.CompilerJob(gpuc.IRSource(ir, entry="k"), gpuc.CompilerConfig(gpuc.PTXTarget(), kernel=True))
+    assert gpuc.compile(job, "asm").trace.cache == "miss"  # IR text is its own fingerprint
+    assert gpuc.compile(job, "asm").trace.cache == "hit"

@@ -18,7 +18,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture(scope="module")
 def blocks():
-    spec = importlib.util.spec_from_file_location("gpuc_example_blocks_gpu", EXAMPLES / "blocks.py")
+    spec = importlib.util.spec_from_file_location("gpuc_example_blocks_cuda", EXAMPLES / "blocks.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -89,7 +89,7 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
     hit = cache.load(key)
     if hit is not None:
         header, payload = hit
-        trace = Trace(cache="hit")
+        trace = Trace.from_record(header["trace"])
         data = payload.decode() if output == "asm" else payload
         return CompileResult(data, header["entry"], trace, job, header.get("launch_entry"), {}, header["entries"])
     with _guard(job):
@@ -99,7 +99,7 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
                 data = _codegen(job, built.module, tm, output, contained=not generated_by_gpuc(job, built.trace))
             if key is not None:
                 built.trace.cache = "miss"
-                cache.store(key, {"entry": built.entry, "launch_entry": built.launch_entry,
+                cache.store(key, {"trace": built.trace.record(), "entry": built.entry, "launch_entry": built.launch_entry,
                                   "entries": list(built.entries)}, data.encode() if output == "asm" else data)
             return CompileResult(data, built.entry, built.trace, job, built.launch_entry, built.compiled,
                                  built.entries)

@@ -80,6 +80,26 @@ class Trace:
         finally:
             self.stages.append(StageRecord(name, time.perf_counter() - start))
 
+    def record(self) -> dict:
+        """What the disk cache keeps of the trace (plain data): what produced the code, not how long
+        it took — the callbacks that fired, libraries, compilations and transformations."""
+        def rows(records):
+            return [[getattr(r, f) if f != "details" else [list(d) for d in r.details]
+                     for f in r.__dataclass_fields__] for r in records]
+        return {"callbacks": rows(self.callbacks), "libraries": list(self.libraries),
+                "compilations": rows(self.compilations), "transformations": rows(self.transformations)}
+
+    @classmethod
+    def from_record(cls, data: dict) -> "Trace":
+        """The trace of code that came from the disk cache (`cache` "hit"; no stage ran)."""
+        def details(value):
+            return tuple((name, tuple(v) if isinstance(v, list) else v) for name, v in value)
+        transformations = [TransformationRecord(*row[:-1], details(row[-1])) for row in data.get("transformations", ())]
+        return cls(callbacks=[CallbackRecord(*row) for row in data.get("callbacks", ())],
+                   libraries=list(data.get("libraries", ())),
+                   compilations=[CompilationRecord(*row) for row in data.get("compilations", ())],
+                   transformations=transformations, cache="hit")
+
     @property
     def stage_names(self) -> list[str]:
         return [s.name for s in self.stages]

@@ -69,12 +69,20 @@ def _referenced(fn: GpucFunction):
         if value is _NOT_FOUND:
             continue
         found.append((name, value))
-    for name, value in list(found):
-        if isinstance(value, types.ModuleType) and not _library(value):
-            for attr in names:
-                member = getattr(value, attr, _NOT_FOUND)
-                if member is not _NOT_FOUND and not isinstance(member, types.ModuleType):
-                    found.append((f"{name}.{attr}", member))
+    modules = [(name, value) for name, value in found if isinstance(value, types.ModuleType) and not _library(value)]
+    seen = {id(value) for _, value in modules}
+    while modules:  # `helpers.axpy`, `pkg.sub.axpy`: what the code may reach through a module of the user's
+        name, module = modules.pop()
+        for attr in names:
+            member = getattr(module, attr, _NOT_FOUND)
+            if member is _NOT_FOUND:
+                continue
+            if isinstance(member, types.ModuleType):
+                if not _library(member) and id(member) not in seen:
+                    seen.add(id(member))
+                    modules.append((f"{name}.{attr}", member))
+                continue
+            found.append((f"{name}.{attr}", member))
     return found
 
 
@@ -119,9 +127,7 @@ def _value(value, work: list, depth: int = 0) -> str | None:
     if isinstance(value, types.FunctionType):
         from ..compiler.cache import code_digest
         return f"function:{module}.{qualname}:{code_digest(value)}"
-    if isinstance(value, type):
-        return f"type:{module}.{qualname}"
-    return None
+    return None  # a class or an object of the user's: what the code reaches through it is not followed
 
 
 def _library_object(value) -> str:

@@ -99,7 +99,8 @@ class JITModule:
         finally:
             built.close()
         self.trace.cache = "miss"
-        cache.store(key, {"entry": self.entry, "launch_entry": self.launch_entry, "blocks": self.blocks,
+        cache.store(key, {"trace": self.trace.record(), "entry": self.entry, "launch_entry": self.launch_entry,
+                          "blocks": self.blocks,
                           "grid": self.grid, "slots": list(self.slots), "externals": externals,
                           "abi": {"name": self.abi.name, "launch": self.abi.launch, "types": list(self.abi.types),
                                   "names": list(self.abi.names),
@@ -112,7 +113,7 @@ class JITModule:
         if missing:
             _missing_externals(missing, job)
         self.entry, self.launch_entry = header["entry"], header["launch_entry"]
-        self.trace = Trace(cache="hit")
+        self.trace = Trace.from_record(header["trace"])  # the autodiff plugin's findings included
         self.blocks, self.grid = header["blocks"], header["grid"]
         abi = header["abi"]
         self.abi = EntryABI(abi["name"], abi["launch"], tuple(abi["types"]), tuple(abi["names"]),

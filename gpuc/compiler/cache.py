@@ -279,16 +279,52 @@ _digest: str | None = None
 
 
 def gpuc_digest() -> str:
-    """A digest of gpuc's own code, by content (read once per process)."""
+    """A digest of gpuc's own code, by content (once per process). A process finds the digest an
+    earlier one computed for the same files (path, size, modification time, as Python's bytecode
+    cache does) in the cache folder instead of reading gpuc again."""
     global _digest
     if _digest is None:
         root = Path(__file__).resolve().parents[1]
-        h = hashlib.sha256()
-        for path in sorted(root.rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
-        _digest = h.hexdigest()
+        files = sorted(root.rglob("*.py"))
+        stats = hashlib.sha256()
+        for path in files:
+            info = path.stat()
+            stats.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+        memo = folder() / f"gpuc-{stats.hexdigest()[:32]}.digest"
+        _digest = _read_memo(memo)
+        if _digest is None:
+            h = hashlib.sha256()
+            for path in files:
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+            _digest = h.hexdigest()
+            _write_memo(memo, _digest)
     return _digest
+
+
+def _read_memo(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            if not _trusted(os.fstat(f.fileno())):
+                return None
+            text = f.read(128).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else None
+
+
+def _write_memo(path: Path, digest: str) -> None:
+    if not enabled():
+        return
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(digest)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # store() says so, once
 
 
 def _llvm_version() -> str:

@@ -59,15 +59,14 @@ _INSTEAD = {
                     "gpuc.vjp(f, primals, cotangent) pulls a cotangent back through a func; gpuc.adjoint(kernel) is "
                     "the reverse sweep of a whole kernel"),
 }
-_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics, the block model (gpuc.thread_index, block_index, block_dim, grid_dim, "
-               "lane_index, warp_size, gpuc.shared.array, gpuc.shared.dynamic, gpuc.local.array, gpuc.barrier, "
-               "barrier_count, barrier_all, barrier_any, fence, fence_block, syncwarp, shfl_idx, shfl_up, shfl_down, "
-               "shfl_xor, ballot, vote_any, vote_all), gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "
+_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "
                "atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, atomic_dec, atomic_cas), "
-               "gpuc.popc, gpuc.clz, gpuc.ffs, gpuc.fma, gpuc.deferred (function pointers), "
+               "the block model (gpuc.thread_index, block_index, block_dim, grid_dim, lane_index, warp_size, "
+               "gpuc.shared.array, gpuc.shared.dynamic, gpuc.local.array, gpuc.barrier, barrier_count, barrier_all, "
+               "barrier_any, fence, fence_block, syncwarp, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, vote_any, "
+               "vote_all), gpuc.popc, gpuc.clz, gpuc.ffs, gpuc.fma, gpuc.deferred (function pointers), "
                "gpuc.derivative and gpuc.jvp (forward-mode derivatives), gpuc.grad, gpuc.value_and_grad and "
-               "gpuc.vjp (reverse mode), "
-               "gpuc.marker(...) objects, the types "
+               "gpuc.vjp (reverse mode), gpuc.marker(...) objects, the types "
                "gpuc.bool_, gpuc.int32, gpuc.int64, gpuc.uint32, gpuc.uint64, gpuc.float32, gpuc.float64, "
                "and gpuc.Array[dtype, ndim] for signatures")
 

@@ -131,6 +131,10 @@ class TargetData(Owner):
     def abi_alignment(self, ty) -> int:
         return lib.LLVMABIAlignmentOfType(self, ty)
 
+    def element_offset(self, struct_type, index: int) -> int:
+        """The byte offset of element `index` of a struct type."""
+        return lib.LLVMOffsetOfElement(self, struct_type, index)
+
     @property
     def pointer_size(self) -> int:
         return lib.LLVMPointerSize(self)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..llvm import CALLING_CONVENTIONS, ConstantInt, FunctionType, Module, VectorType
+from ..llvm import (CALLING_CONVENTIONS, AggregateInst, Builder, ConstantInt, FunctionType, Instruction, Module, PHINode,
+                     StructType, TargetData, VectorType)
+from ..errors import CompilationError
+from ..llvm import CallInst
 from .interface import MathLowering, MathOp, Target, unselectable_table, without_pass
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
@@ -177,6 +180,17 @@ class SPIRVTarget(Target):
         name = "__spirv_GroupNonUniformAny" if kind == "any" else "__spirv_GroupNonUniformAll"
         return _builtin(builder, module, name, llctx.i1, [*_constants(module, _SUBGROUP), predicate])
 
+    def finish_module(self, job, module: Module, tm) -> None:
+        recursive = _recursive_function(module)
+        if recursive is not None:
+            raise CompilationError(f"@{recursive} calls itself, directly or through other functions: SPIR-V kernels "
+                                   "cannot recurse (OpenCL has no call stack for it)",
+                                   hint="write the recursion as a loop for the spirv target")
+        # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
+        # aggregate that is itself extracted from another (a nested tuple argument's element): such
+        # chains read the root aggregate from a stack copy instead, which it translates right.
+        _flatten_nested_extracts(module)
+
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):
             return "SPIR-V has no 80- or 128-bit floating point"
@@ -193,3 +207,90 @@ class SPIRVTarget(Target):
 
     def __repr__(self) -> str:
         return "SPIRVTarget()"
+
+
+def _flatten_nested_extracts(module: Module) -> None:
+    """Replace each `extractvalue (extractvalue %root, i...), j...` by a load through a GEP into a
+    copy of %root stored in an alloca of the function's entry block."""
+    with Builder(module.context) as b, TargetData.from_layout(module.data_layout) as data:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            copies = {}
+            for block in list(fn.blocks):
+                for inst in list(block.instructions):
+                    if not (isinstance(inst, AggregateInst) and inst.opcode_name == "extractvalue"):
+                        continue
+                    aggregate = inst.operands[0]
+                    if not (isinstance(aggregate, AggregateInst) and aggregate.opcode_name == "extractvalue"):
+                        continue
+                    path, root = list(inst.indices), aggregate
+                    while isinstance(root, AggregateInst) and root.opcode_name == "extractvalue":
+                        path = list(root.indices) + path
+                        root = root.operands[0]
+                    copy = copies.get(root)
+                    if copy is None:
+                        copy = copies[root] = _stack_copy(b, fn, root)
+                    b.position_before(inst)
+                    offset = _byte_offset(data, root.type, path)
+                    address = b.gep(module.context.i8, copy, [ConstantInt.get(module.context.i64, offset)])
+                    loaded = b.load(inst.type, address, inst.name)
+                    inst.replace_all_uses_with(loaded)
+                    inst.erase()
+
+
+def _byte_offset(data: TargetData, ty, path) -> int:
+    """Where the element at `path` lies in a value of aggregate type `ty` (byte GEPs only: the backend
+    turns a constant 0 struct index into OpConstantNull, which SPIR-V refuses as one)."""
+    offset = 0
+    for k in path:
+        if isinstance(ty, StructType):
+            offset += data.element_offset(ty, k)
+            ty = ty.elements[k]
+        else:  # an array
+            ty = ty.element_type
+            offset += k * data.size_of(ty)
+    return offset
+
+
+def _stack_copy(b: Builder, fn, root):
+    """An alloca in `fn`'s entry block holding `root` (stored where `root` is defined)."""
+    entry = fn.entry_block
+    b.position_before(entry.instructions.first)
+    slot = b.alloca(root.type, "nested")
+    if isinstance(root, PHINode):
+        b.position_before(next(i for i in root.parent.instructions if not isinstance(i, PHINode)))
+    elif isinstance(root, Instruction):
+        b.position_after(root)
+    b.store(root, slot)
+    return slot
+
+
+def _recursive_function(module: Module) -> str | None:
+    """The name of a defined function on a cycle of direct calls, or None."""
+    calls = {}
+    for fn in module.functions:
+        if fn.is_declaration:
+            continue
+        calls[fn.name] = {inst.callee.name for block in fn.blocks for inst in block.instructions
+                          if isinstance(inst, CallInst) and inst.callee is not None and not inst.callee.is_declaration}
+    state = {}
+
+    def visit(name: str) -> str | None:
+        state[name] = "open"
+        for callee in sorted(calls.get(name, ())):
+            if state.get(callee) == "open":
+                return callee
+            if callee not in state:
+                found = visit(callee)
+                if found is not None:
+                    return found
+        state[name] = "done"
+        return None
+
+    for name in calls:
+        if name not in state:
+            found = visit(name)
+            if found is not None:
+                return found
+    return None

@@ -183,9 +183,10 @@ class SPIRVTarget(Target):
     def finish_module(self, job, module: Module, tm) -> None:
         recursive = _recursive_function(module)
         if recursive is not None:
-            raise CompilationError(f"@{recursive} calls itself, directly or through other functions: SPIR-V kernels "
-                                   "cannot recurse (OpenCL has no call stack for it)",
-                                   hint="write the recursion as a loop for the spirv target")
+            raise CompilationError(f"@{recursive} calls itself, directly or through other functions, and returns a "
+                                   "tuple: the SPIR-V backend cannot compile a recursive function returning an "
+                                   "aggregate", hint="return the tuple's elements through an array, or write the "
+                                                     "recursion as a loop, for the spirv target")
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.
@@ -267,7 +268,7 @@ def _stack_copy(b: Builder, fn, root):
 
 
 def _recursive_function(module: Module) -> str | None:
-    """The name of a defined function on a cycle of direct calls, or None."""
+    """The name of a defined function returning an aggregate on a cycle of direct calls, or None."""
     calls = {}
     for fn in module.functions:
         if fn.is_declaration:
@@ -288,9 +289,11 @@ def _recursive_function(module: Module) -> str | None:
         state[name] = "done"
         return None
 
+    aggregates = {fn.name for fn in module.functions if not fn.is_declaration
+                  and (isinstance(fn.return_type, StructType) or str(fn.return_type).startswith("["))}
     for name in calls:
         if name not in state:
             found = visit(name)
-            if found is not None:
+            if found is not None and found in aggregates:
                 return found
     return None

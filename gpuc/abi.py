@@ -100,6 +100,9 @@ SHUFFLE_MARKERS = tuple(f"{SHUFFLE_MARKER_PREFIX}{kind}.{t}" for kind in SHUFFLE
 BLOCK_MARKERS = (GEOMETRY_MARKERS + (BARRIER_MARKER, GRID_BARRIER_MARKER, SYNCWARP_MARKER, SHARED_MARKER)
                  + tuple(BARRIER_PREDICATE_MARKERS.values()) + tuple(VOTE_MARKERS.values()) + SHUFFLE_MARKERS)
 ALL_CONTEXT_MARKERS = CONTEXT_MARKERS + BLOCK_MARKERS + tuple(FENCE_MARKERS.values())
+#: The string attribute a target gives the functions of a math library it links (its value: the
+#: library's name), so that plugins treat their calls as the math functions they are.
+LIBRARY_ATTRIBUTE = "gpuc-library"
 #: Index spaces are smaller than this along every dimension, and in all (the launchers check it).
 MAX_EXTENT = 1 << 62
 
@@ -612,7 +615,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["LIBRARY_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

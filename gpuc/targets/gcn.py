@@ -1,4 +1,4 @@
-"""AMD GCN: amdgcn-amd-amdhsa code objects, `amdgpu_kernel` entry points."""
+"""AMD GCN: amdgcn-amd-amdhsa code objects, `amdgpu_kernel` entry points, libclc for math functions."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import re
 from dataclasses import dataclass
 
 from ..llvm import ArrayType, Constant, ConstantInt, FunctionType, Module
-from .interface import Target, split_intrinsic, unselectable_table
+from . import libclc
+from ..abi import LIBRARY_ATTRIBUTE
+from .interface import MathLowering, MathOp, Target, split_intrinsic, unselectable_table
 
 # Math intrinsics AMDGPU cannot select (it lowers sin/cos/exp/log/pow only in single precision).
 _UNSELECTABLE = unselectable_table({
@@ -14,11 +16,12 @@ _UNSELECTABLE = unselectable_table({
     "f64": "sin cos exp exp2 exp10 log log2 log10 pow sincos",
     "bf16": "lrint llrint lround llround", "*": "clear_cache",
 })
-# The math functions AMDGPU expands itself, per float width: llvm.sin.f64 and llvm.pow.f64 crash its
-# instruction selection, llvm.asin and friends fail with "no libcall". gpuc links no device math
-# library for AMD GPUs, so nothing else is available there.
-_EXPANDED = frozenset({"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fma"})
-_MATH_INTRINSICS = {32: _EXPANDED | {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow"}, 64: _EXPANDED}
+# The math functions computed by their LLVM intrinsic, per float width; the rest call libclc. AMDGPU
+# expands the exact ones, and in single precision the exponentials and logarithms to OpenCL's accuracy.
+# It expands llvm.sin/cos/pow.f32 as well, but as bare hardware approximations (v_sin_f32 of x/2pi with
+# no argument reduction, exp2(y * log2(x)) for pow, NaN for a negative x), far from the CPU's results.
+_EXPANDED = frozenset({"sqrt", "floor", "ceil", "trunc", "rint", "fabs", "copysign", "fma"})
+_MATH_INTRINSICS = {32: _EXPANDED | {"exp", "exp2", "log", "log2", "log10"}, 64: _EXPANDED}
 # Intrinsics on the stack, which lower only for pointers into the private address space (5).
 _STACK_INTRINSICS = ("frameaddress", "stacksave", "stackrestore")
 # Fields of the HSA kernel dispatch packet (hsa_kernel_dispatch_packet_t): byte offset of the x field, bytes.
@@ -118,6 +121,7 @@ class GCNTarget(Target):
     unselectable_intrinsics = _UNSELECTABLE
     isolated_codegen = True
     array_address_space = 1  # global
+    math_library = "libclc"  # its OpenCL built-ins, linked by link_libraries
     math_intrinsics = _MATH_INTRINSICS
     # `frem` is C's fmod, which the AMDGPU backend expands exactly (an iterative reduction).
     math_instructions = {"fmod": "frem"}
@@ -135,6 +139,47 @@ class GCNTarget(Target):
 
     def features(self) -> str:
         return self.feature_string
+
+    def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
+        # OpenCL C's mangled name, e.g. _Z5atan2dd
+        return MathLowering("call", f"_Z{len(op.c_name)}{op.c_name}" + ("f" if bits == 32 else "d") * op.params)
+
+    def external_hint(self, name: str) -> str | None:
+        if libclc.is_scalar_builtin(name) and libclc.find_libclc() is None:
+            return libclc.missing()
+        return None
+
+    def library_function(self, name: str) -> bool:
+        return libclc.is_scalar_builtin(name)
+
+    def link_libraries(self, job, module: Module) -> list[str]:
+        wanted = {f.name for f in module.functions if f.is_declaration and libclc.is_scalar_builtin(f.name)}
+        if not wanted:
+            return []
+        path = libclc.find_libclc()
+        if path is None:
+            return []  # validation reports the undefined built-ins, with libclc.missing()'s hint
+        lib = Module.parse(libclc.scalar_builtins(path), module.context, name=str(path))
+        lib.triple, lib.data_layout = module.triple, module.data_layout
+        # Internal functions are linked only where something linked calls them: the module gets what it
+        # declares and what that uses. A definition of the same name in the module stays the module's.
+        provided = set()
+        for fn in lib.functions:
+            if not fn.is_declaration:
+                if fn.name in wanted:
+                    provided.add(fn.name)
+                else:
+                    fn.linkage = "internal"
+        if not provided:
+            lib.close()
+            return []
+        module.link(lib)
+        for name in provided:
+            fn = module.functions[name]
+            fn.linkage = "internal"
+            # the autodiff plugin differentiates a call of it by the math rule, not through its body
+            fn.attributes.add(LIBRARY_ATTRIBUTE, "libclc")
+        return ["libclc"]
 
     def global_index(self, builder, module: Module, dim: int):
         # workgroup id * workgroup size + work-item id; the workgroup size comes from the HSA

@@ -119,7 +119,6 @@ def compile_for(c, target, kind):
 
 # Where docs/frontend.md says a construct is unsupported on a target: the documented error, then skip.
 DOCUMENTED = {
-    ("gcn", "math_f64"): "exp on float64 is not available on the gcn target",
     ("spirv", "atomic_sum"): "SPV_EXT_shader_atomic_float_add",
     ("spirv", "atomic_sum_f32"): "SPV_EXT_shader_atomic_float_add",
 }

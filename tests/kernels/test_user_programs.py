@@ -75,12 +75,7 @@ def test_gcn(p):
 
 
 # Not documented, so bugs: strict xfails that flip once fixed.
-SPIRV_BUGS = {
-    "tuple_argument": "LLVM's SPIR-V backend emits an OpCompositeExtract of an undefined id for a nested "
-                      "tuple taken out of a by-value tuple kernel parameter",
-    "recursive_tuple_return": "LLVM's SPIR-V backend aborts on `ret` of a struct from a function that is not "
-                              "inlined (InternalCompilerError: unable to translate instruction: ret)",
-}
+SPIRV_BUGS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("p", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=SPIRV_BUGS[p.id]))

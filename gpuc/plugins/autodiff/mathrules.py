@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 import gpuc.llvm as llvm
+from gpuc.abi import LIBRARY_ATTRIBUTE
 
 # Canonical names (the intrinsic's) of the functions whose C name differs.
 _C_NAMES = {"minnum": "fmin", "maxnum": "fmax", "frem": "fmod"}
@@ -224,7 +225,7 @@ def classify(fn: llvm.Function) -> tuple[Family, str] | None:
         base = name[5:]
         found = _canonical(base) or (_canonical(base[:-1]) if base.endswith("f") else None)
         return (LIBDEVICE, found) if found else None
-    if not fn.is_declaration:
+    if not fn.is_declaration and LIBRARY_ATTRIBUTE not in fn.attributes:  # a math library's (libclc) is
         return None
     if (m := _OPENCL.match(name)) and len(m.group(2)) > int(m.group(1)):
         base = m.group(2)[: int(m.group(1))]

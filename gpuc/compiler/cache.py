@@ -234,8 +234,17 @@ def key(job, kind: str) -> str | None:
              target.triple(), target.cpu(), target.features(),
              repr((config.kernel, config.name, config.opt_level, config.optimize, config.validate,
                    config.verify_plugins, config.fixpoint_rounds, config.whole_blocks)),
-             *(plugin_digest(p) for p in config.plugins)]
+             *(plugin_digest(p) for p in config.plugins), *map(_file_identity, target.library_files())]
     return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
+
+
+def _file_identity(path) -> str:
+    """A library file by path, size and modification time (a new version of it is a miss)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return f"{path}:missing"
+    return f"{path}:{info.st_size}:{info.st_mtime_ns}"
 
 
 def plugin_digest(plugin) -> str:

@@ -149,6 +149,10 @@ class GCNTarget(Target):
             return libclc.missing()
         return None
 
+    def library_files(self) -> list:
+        found = libclc.find_libclc()
+        return [found] if found is not None else []
+
     def library_function(self, name: str) -> bool:
         return libclc.is_scalar_builtin(name)
 

@@ -306,6 +306,11 @@ class Target:
         """link: link target libraries the module needs; returns the names of those linked."""
         return []
 
+    def library_files(self) -> list:
+        """The files `link_libraries` may link (libdevice, libclc): the disk cache keys on them, so
+        that a new version of a library is a miss."""
+        return []
+
     def library_function(self, name: str) -> bool:
         """Whether `name` is a function of a library `link_libraries` links (kept a call, not
         inlined, while a plugin at the `optimized` point transforms the IR)."""

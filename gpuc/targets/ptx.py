@@ -337,6 +337,10 @@ class PTXTarget(Target):
                 fn.linkage = "internal"
         return ["libdevice"]
 
+    def library_files(self) -> list:
+        found = find_libdevice()
+        return [found] if found is not None else []
+
     def library_function(self, name: str) -> bool:
         return name.startswith("__nv_")
 

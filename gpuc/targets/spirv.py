@@ -180,13 +180,22 @@ class SPIRVTarget(Target):
         name = "__spirv_GroupNonUniformAny" if kind == "any" else "__spirv_GroupNonUniformAll"
         return _builtin(builder, module, name, llctx.i1, [*_constants(module, _SUBGROUP), predicate])
 
-    def finish_module(self, job, module: Module, tm) -> None:
+    def emit(self, job, module: Module, tm, output: str, *, contained: bool = True):
+        # The backend aborts on some recursive functions returning an aggregate (a recursive func
+        # returning a tuple); its crash is contained (stateful_codegen: a helper process), and is then
+        # the user's to fix, said so.
         recursive = _recursive_function(module)
-        if recursive is not None:
+        try:
+            return super().emit(job, module, tm, output, contained=contained)
+        except Exception as exc:  # noqa: BLE001 - the contained crash, whatever the backend said
+            if recursive is None:
+                raise
             raise CompilationError(f"@{recursive} calls itself, directly or through other functions, and returns a "
-                                   "tuple: the SPIR-V backend cannot compile a recursive function returning an "
-                                   "aggregate", hint="return the tuple's elements through an array, or write the "
-                                                     "recursion as a loop, for the spirv target")
+                                   "tuple, which the SPIR-V backend could not compile",
+                                   hint="return the tuple's elements through an array, or write the recursion as "
+                                        "a loop, for the spirv target") from exc
+
+    def finish_module(self, job, module: Module, tm) -> None:
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.

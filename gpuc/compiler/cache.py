@@ -230,7 +230,8 @@ def key(job, kind: str) -> str | None:
         return None
     config = job.config
     target = config.target
-    parts = [FORMAT, kind, source, gpuc_digest(), _llvm_version(), type(target).__qualname__, repr(target),
+    parts = [FORMAT, kind, source, gpuc_digest(), _llvm_version(), _numpy_version(), type(target).__qualname__,
+             repr(target),
              target.triple(), target.cpu(), target.features(),
              repr((config.kernel, config.name, config.opt_level, config.optimize, config.validate,
                    config.verify_plugins, config.fixpoint_rounds, config.whole_blocks)),
@@ -334,6 +335,12 @@ def _write_memo(path: Path, digest: str) -> None:
         os.replace(tmp, path)
     except OSError:
         pass  # store() says so, once
+
+
+def _numpy_version() -> str:
+    """NumPy's version: the frontend takes the result types of NumPy's functions from it."""
+    import numpy
+    return numpy.__version__
 
 
 def _llvm_version() -> str:

@@ -24,7 +24,7 @@ from .source import _NOT_FOUND, GpucFunction, symbol_name
 from .types import (POINTER_USES, ArrayType, FunctionPointerType, GType, NoneType, ScalarType, TupleType, as_type,
                     boolean, common_type, holds_pointer, int64, int_range, join, none, promote)
 from . import operations as B
-from . import intrinsics
+from . import intrinsics, iteration
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,17 +111,6 @@ class _Unbound(Exception):
     later rounds may bring its assignment along the back edge, so the statement is skipped this round."""
 
 
-@dataclass(frozen=True)
-class RangePlan:
-    """`for ... in range(...)`: the loop variable's type; start, stop and step are Python ints where the
-    argument is a literal (or left out), None where it is computed at run time."""
-
-    type: ScalarType
-    start: int | None
-    stop: int | None
-    step: int | None
-
-
 @dataclass
 class TypedFunction:
     """The typing result for one function and signature, read by the lowering."""
@@ -140,6 +129,7 @@ class TypedFunction:
     returns: list = field(default_factory=list)      # (type, weak, node)
     requests: dict = field(default_factory=dict)     # (function, signature) -> (TypedFunction, kernel, location)
                                                      # of each gpuc.deferred, first request first
+    unrolled: dict = field(default_factory=dict)     # (id(For), n) -> [(target, body)] copies of an unrolled loop
     return_type: GType | None = None
     done: bool = False
     provisional_used: GType | None = None
@@ -589,7 +579,7 @@ class Typer(LocatingVisitor):
                 self.env, self.stopped = None, True
             if self.env is not None:
                 if target is not None:
-                    self.bind(target[0], target[1])
+                    self.assign(target[0], target[1], None)
                 self.visit_body(body)
         finally:
             self.unsettled -= not strict
@@ -603,60 +593,7 @@ class Typer(LocatingVisitor):
         self._loop(self.env, node.body, test=node.test, forever=forever)
 
     def visit_For(self, node: ast.For) -> None:
-        if node.orelse:
-            raise UserError("for/else is not supported", hint="use a flag variable")
-        it = node.iter
-        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
-                and self._global(it.func.id, it.func) is range):
-            raise UserError("for loops iterate over range(...) only",
-                            hint="write `for i in range(len(a)):` and index the array", node=it)
-        if not isinstance(node.target, ast.Name):
-            raise UserError("the loop variable must be a single name", node=node.target)
-        if it.keywords or not 1 <= len(it.args) <= 3:
-            raise UserError(f"range takes 1 to 3 positional arguments, not {len(it.args) + len(it.keywords)}",
-                            node=it)
-        plan = self._range(it)
-        self.typed.calls[id(it)] = plan
-        self.typed.types[id(it)] = plan.type
-        self._loop(self.env, node.body, target=(node.target, plan.type))
-
-    def _range(self, it: ast.Call) -> RangePlan:
-        """The loop variable's type: the common type of the arguments (a literal step aside, so that
-        `range(u, 0, -1)` counts a uint32 down). Every value the loop variable takes must fit it: a
-        literal start must, a literal stop may lie one past the type's range in the direction of travel
-        (`range(u, -1, -1)` ends at 0) and anywhere behind it, a literal step may be negative for
-        unsigned types."""
-        for a in it.args:
-            t = self.value_expr(a, "a range argument")
-            if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)):
-                raise UserError(f"range arguments must be integers, not {t}", hint="convert with int(...)", node=a)
-        args = [None, it.args[0], None] if len(it.args) == 1 else list(it.args) + [None] * (3 - len(it.args))
-        start, stop, step = (default if a is None else int(self.typed.consts[id(a)]) if self.is_literal(a) else None
-                             for a, default in zip(args, (0, None, 1)))
-        typed_args = [a for a in args[:2] if a is not None] + ([args[2]] if step is None else [])
-        loop_t = common_type([self.typed.types[id(a)] for a in typed_args], [self.is_weak(a) for a in typed_args])
-        loop_t = int64 if loop_t.is_bool else loop_t
-        if loop_t.is_float:
-            names = " and ".join(sorted({str(self.typed.types[id(a)]) for a in typed_args}))
-            raise UserError(f"range arguments of types {names} have no common integer type",
-                            hint="convert one of them, e.g. int(n) or gpuc.uint64(i)", node=it)
-        lo, hi = int_range(loop_t)
-        # The values lie in [start, stop) counting up and in (stop, start] counting down: a stop beyond the
-        # far end only makes the loop empty, one just past the near end lets it reach the type's last value.
-        up = step is None or step > 0  # a step known at run time only may be positive ...
-        down = step < 0 if step is not None else loop_t.signed  # ... and, if signed, negative
-        bad = [(what, value) for what, value, wrong in (
-            ("start", start, start is not None and not lo <= start <= hi),
-            ("stop", stop, stop is not None and (up and stop > hi + 1 or down and stop < lo - 1)),
-            ("step", step, step is not None and not (lo if loop_t.signed else -hi) <= step <= hi)) if wrong]
-        if bad:
-            what, value = bad[0]
-            raise UserError(f"the range {what} {value} does not fit the loop variable's type {loop_t}",
-                            hint="convert an argument, e.g. int(n)", node=it)
-        if step == 0:
-            raise UserError("the range step must not be zero", node=it)
-        self.consumed(*[a for a in args if a is not None])
-        return RangePlan(loop_t, start, stop, step)
+        iteration.type_for(self, node)
 
     def visit_Break(self, node) -> None:
         self._jump(node, 0)
@@ -856,7 +793,7 @@ class Typer(LocatingVisitor):
                 raise UserError("tuples are immutable; build a new tuple instead")
             position = self._const_int(index)
             if position is None:
-                raise UserError("tuples can only be indexed with a constant integer", node=index)
+                return iteration.type_tuple_index(self, index, base)
             n = len(base.elements)
             if not -n <= position < n:
                 raise UserError(f"tuple index {position} is out of range for a tuple of {n}", node=index)
@@ -908,6 +845,8 @@ class Typer(LocatingVisitor):
                                      "argtypes) at module level, and call probe(...) inside", node=node.func)
             if inspect.isfunction(target) and (getattr(target, "__module__", None) or "").split(".")[0] == "gpuc":
                 hint = f"gpuc.{name} is host-side API; it cannot run inside compiled code"
+            elif iteration.call_hint(target) is not None:
+                hint = iteration.call_hint(target)
             elif inspect.isfunction(target):
                 hint = "decorate it with @gpuc.func"
             else:

@@ -7,7 +7,7 @@ import ast
 from .. import abi
 from ..compiler import CompiledFunction, CompileState
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
-from . import operations as B
+from . import iteration, operations as B
 from .depth import run_deep
 from .errors import LocatingVisitor, UserError, located
 from .mathlib import float_to_int
@@ -401,11 +401,11 @@ class Lowerer(LocatingVisitor):
 
     def slot(self, name: str, t: GType):
         t = storage(t)  # a C-contiguous array shares the storage of the strided type it joins to
-        key = (name, t)  # name is a variable's name, or ("range", id) for a loop's hidden counter
+        key = (name, t)  # name is a variable's name, or ("range" or "position", id) for a loop's hidden counter
         ptr = self.slots.get(key)
         if ptr is None:
             ty = self.ltype(t)
-            ptr = self.slots[key] = self.alloca_builder.alloca(ty, name if isinstance(name, str) else "range.i")
+            ptr = self.slots[key] = self.alloca_builder.alloca(ty, name if isinstance(name, str) else f"{name[0]}.i")
             self.alloca_builder.store(Constant.null(ty), ptr)  # a variable unassigned on some path reads 0
         return ptr
 
@@ -543,82 +543,7 @@ class Lowerer(LocatingVisitor):
         self.b.position_at_end(done)
 
     def visit_For(self, node: ast.For) -> None:
-        """`for v in range(...)` as a guarded loop whose latch asks whether the next value is still short
-        of `stop` *before* stepping, so that no value past the end is ever computed: the loop cannot
-        overflow into another round (unsigned counting down, a stop at the type's edge, huge steps)."""
-        it, plan = node.iter, self.typed.calls[id(node.iter)]
-        t = plan.type
-        nodes = [None, it.args[0], None] if len(it.args) == 1 else list(it.args) + [None] * (3 - len(it.args))
-        start, stop, step = (value if value is not None else self.operand(a, t)
-                             for a, value in zip(nodes, (plan.start, plan.stop, plan.step)))
-        start = self.const(t, start) if isinstance(start, int) else start
-        counter = self.slot(("range", id(node)), t)
-        self.b.store(start, counter)
-        body, latch, done = (self.fn.append_block(n) for n in ("for.body", "for.inc", "for.end"))
-        self.b.cond_br(self._range_guard(start, stop, step, t), body, done)
-        self.b.position_at_end(body)
-        name, slot_t = self.typed.slots[id(node.target)]
-        self.store_var(name, slot_t, self.b.load(self.ltype(t), counter))
-        self.b.position_at_end(latch)
-        i = self.b.load(self.ltype(t), counter)
-        more, following = self._range_step(i, stop, step, t)
-        self.b.store(following, counter)
-        self.b.cond_br(more, body, done)
-        self._loop_body(body, latch, done, node.body)
-
-    def _compare(self, op: str, a, b, t: ScalarType):
-        """`a op b` for a value `a` of `t` and `b` a value of `t` or a Python int (maybe just outside t)."""
-        if isinstance(b, int):
-            exact = B.exact_compare(op, t, None, b)
-            if exact is not None:
-                return ConstantInt.get(self.ctx.i1, int(exact))
-            b = self.const(t, b)
-        return self.b.icmp(B.ICMP[(op, t.signed)], a, b)
-
-    def _range_guard(self, start, stop, step, t: ScalarType):
-        """Whether range(start, stop, step) yields anything (a zero step at run time yields nothing)."""
-        if isinstance(step, int):
-            return self._compare("<" if step > 0 else ">", start, stop, t)
-        zero = ConstantInt.get(step.type, 0)
-        if not t.signed:
-            return self.b.and_(self.b.icmp("ne", step, zero), self._compare("<", start, stop, t))
-        up = self.b.and_(self.b.icmp("sgt", step, zero), self._compare("<", start, stop, t))
-        down = self.b.and_(self.b.icmp("slt", step, zero), self._compare(">", start, stop, t))
-        return self.b.or_(up, down)
-
-    def _range_step(self, i, stop, step, t: ScalarType):
-        """(whether the value after `i` is still yielded, that value). Counting up it is iff
-        stop - 1 - i >= step, counting down iff i - (stop + 1) >= -step, both computed as unsigned
-        (exact: the differences lie in [0, 2**bits)). The next value is used only when it is yielded,
-        and then lies between i and stop, so adding the step's bits cannot wrap."""
-        b, zero = self.b, ConstantInt.get(i.type, 0)
-        lo, hi = int_range(t)
-        if isinstance(step, int) and abs(step) == 1 and not (isinstance(stop, int) and not lo <= stop <= hi):
-            # i is short of stop, so i +- 1 cannot overflow: the canonical loop the optimizer knows best
-            one = ConstantInt.get(i.type, 1)
-            if step > 0:
-                following = b.nsw_add(i, one) if t.signed else b.nuw_add(i, one)
-            else:
-                following = b.nsw_sub(i, one) if t.signed else b.sub(i, one)
-            return self._compare("<" if step > 0 else ">", following, stop, t), following
-        increment = self.bits(t, step) if isinstance(step, int) else step
-        if isinstance(step, int) and step < 0:
-            more = self._range_more(i, stop, self.bits(t, -step), t, up=False)
-        elif isinstance(step, int) or not t.signed:
-            more = self._range_more(i, stop, increment, t, up=True)
-        else:
-            more = b.select(b.icmp("slt", step, zero), self._range_more(i, stop, b.sub(zero, step), t, up=False),
-                            self._range_more(i, stop, step, t, up=True))
-        return more, b.add(i, increment)
-
-    def _range_more(self, i, stop, distance, t: ScalarType, up: bool):
-        """Whether a step of `distance` (unsigned) from i stays short of stop, in the direction `up`."""
-        b, one = self.b, ConstantInt.get(i.type, 1)
-        if up:
-            last = self.bits(t, stop - 1) if isinstance(stop, int) else b.sub(stop, one)
-            return b.icmp("uge", b.sub(last, i), distance)
-        first = self.bits(t, stop + 1) if isinstance(stop, int) else b.add(stop, one)
-        return b.icmp("uge", b.sub(i, first), distance)
+        iteration.lower_for(self, node)
 
     def visit_Break(self, node) -> None:
         self.b.br(self.loops[-1][1])
@@ -762,7 +687,10 @@ class Lowerer(LocatingVisitor):
     def visit_Subscript(self, node: ast.Subscript):
         base_t = self.type_of(node.value)
         if isinstance(base_t, TupleType):
-            return self.b.extract_value(self.expr(node.value), self.typed.positions[id(node.slice)])
+            value = self.expr(node.value)
+            if id(node.slice) not in self.typed.positions:  # a run-time index
+                return iteration.tuple_element(self, value, base_t, self.expr(node.slice), self.type_of(node.slice))
+            return self.b.extract_value(value, self.typed.positions[id(node.slice)])
         return self.load_element(self.subscript_ptr(node), base_t.dtype)
 
     def visit_Call(self, node: ast.Call):

@@ -64,8 +64,13 @@ def c_name(name: str) -> str:
     return MATH[name].c_name or name
 
 
+#: Functions NumPy has and Python's math module has not (gpuc/frontend/numpy_math.py), asked of the targets
+#: like the others: C's rint (round half to even) is `llvm.rint`, libm's and libdevice's `rint`, OpenCL's `rint`.
+NUMPY_ONLY: dict[str, MathSpec] = {"rint": _fn(1, intrinsic=_I)}
+
 #: What the targets are asked about each function (`Target.math_lowering`).
-OPS = {name: MathOp(name, spec.c_name or name, spec.params, spec.intrinsic) for name, spec in MATH.items()}
+OPS = {name: MathOp(name, spec.c_name or name, spec.params, spec.intrinsic)
+       for name, spec in (MATH | NUMPY_ONLY).items()}
 # Functions composed from others (or from plain arithmetic): a target has them when it has their parts.
 _COMPOSED = {"radians": (), "degrees": (), "isnan": (), "isinf": ("fabs",), "isfinite": ("fabs",)}
 
@@ -89,12 +94,15 @@ def lowering(name: str, t: ScalarType, target: Target) -> MathLowering:
     return found
 
 
-def unavailable(name: str, t: ScalarType, target: Target) -> UserError:
+def unavailable(name: str, t: ScalarType, target: Target, function: str = "", supported=None) -> UserError:
+    """The error for math.<name> on `t` where `target` cannot compute it; `function` names what was called
+    when that is not math.<name> (numpy.arcsin), `supported` lists what works there instead of math's."""
     why = (f"its {target.math_library} math library lacks it" if target.math_library
            else "gpuc links no device math library for it")
     with_library = [n for n, cls in TARGETS.items() if cls.math_library]
-    return UserError(f"math.{name} on {t} is not available on the {target.name} target ({why}); there it supports: "
-                     f"{', '.join(supported_on(target, t.bits))}",
+    supported = supported_on(target, t.bits) if supported is None else supported
+    return UserError(f"{function or 'math.' + name} on {t} is not available on the {target.name} target ({why}); "
+                     f"there it supports: {', '.join(supported)}",
                      hint=f"compute in float32 where that works, or target {', '.join(with_library)}")
 
 
@@ -151,7 +159,7 @@ class MathFunction(Handler):
         # each argument converts from its own type (a literal directly), never through an integer type
         values = [lw.operand(a, t if t.is_float else float64) for a in node.args]
         if self.spec.rule == "bool":
-            return _classify(lw, self.name, t, values[0])
+            return classify(lw, self.name, t, values[0])
         if self.spec.rule == "int":
             return float_to_int(lw, emit(lw, self.name, t, values), t, int64)
         if self.name in ("radians", "degrees"):
@@ -161,8 +169,8 @@ class MathFunction(Handler):
         return emit(lw, self.name, t, values)
 
 
-def _classify(lw, name: str, t: ScalarType, x):
-    """isnan/isinf/isfinite: integers are never NaN or infinite."""
+def classify(lw, name: str, t: ScalarType, x):
+    """isnan/isinf/isfinite of `x` of type `t`: integers and bools are never NaN or infinite."""
     if not t.is_float:
         return ConstantInt.get(lw.ctx.i1, int(name == "isfinite"))
     if name == "isnan":

@@ -525,11 +525,13 @@ def _calls() -> dict:
     from .bitops import bitop_calls
     from .blocks import block_calls
     from .mathlib import math_calls
+    from .numpy_math import numpy_math_calls
     from .numpy_scalars import numpy_calls
     table.update(atomic_calls())
     table.update(bitop_calls())
     table.update(block_calls())
     table.update(math_calls())
+    table.update(numpy_math_calls())
     table.update(numpy_calls())
     return table
 

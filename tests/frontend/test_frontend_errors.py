@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import dataclasses
 import math
 
 import pytest
@@ -181,14 +182,14 @@ def test_keyword_arguments():
     check(f, (int64,), "keyword arguments are not supported", "g(a=|n)")
 
 
-def test_for_over_non_range():
+def test_for_over_the_rows_of_a_2d_array():
     @gpuc.func
     def f(a):
         s = 0.0
         for x in a:
             s += x
         return s
-    check(f, (Array[float64, 1],), "for loops iterate over range(...) only", "in |a:", hint="range(len(a))")
+    check(f, (Array[float64, 2],), "cannot iterate over a 2-D array", "in |a:", hint="for i in range(a.shape[0])")
 
 
 def test_used_before_assignment():
@@ -225,12 +226,12 @@ def test_annotation_mismatch():
     check(f, (float64,), "parameter x is annotated float32, but the argument type is float64", "gpuc.float32")
 
 
-def test_non_constant_tuple_index():
+def test_non_constant_index_of_a_tuple_of_different_types():
     @gpuc.func
     def f(n):
-        t = (1, 2)
+        t = (1, 2.5)
         return t[n]
-    check(f, (int64,), "tuples can only be indexed with a constant integer", "t[|n]")
+    check(f, (int64,), "a tuple of different types (int64, float64) can only be indexed with a constant", "t[|n]")
 
 
 def test_bitwise_on_floats():
@@ -302,12 +303,16 @@ def test_error_in_callee_points_into_callee():
     assert "x.real" in str(err)
 
 
-def test_math_unavailable_on_gcn():
+def test_math_unavailable_on_a_target_without_a_math_library():
+    @dataclasses.dataclass(frozen=True, repr=False)
+    class BareGCN(gpuc.GCNTarget):  # GCN as it was before libclc: only what AMDGPU expands itself
+        math_library = None
+        math_intrinsics = {32: frozenset({"sqrt"}), 64: frozenset({"sqrt"})}
+
     @gpuc.func
     def f(x):
         return math.sin(x)
-    check(f, (float64,), "sin on float64 is not available on the gcn target", "math.sin(x)",
-          target=gpuc.GCNTarget())
+    check(f, (float64,), "sin on float64 is not available on the gcn target", "math.sin(x)", target=BareGCN())
 
 
 def test_tuple_unpack_count():

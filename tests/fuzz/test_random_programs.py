@@ -1,9 +1,10 @@
 """Random programs inside the documented language, run by gpuc on the CPU and by a typed reference.
 
 The generator (support.progen) writes kernels with helper funcs, branches that change variable
-types, early returns, loops over range with negative and runtime steps over every integer type,
-while/break/continue, tuples, augmented assignment, every scalar type as arrays and scalars, weak
-literals next to strong NumPy values (some out of range), comparisons/min/max/conditional
+types, early returns, loops over range with negative and runtime steps over every integer type and
+over arrays, tuples, enumerate and zip, while/break/continue, tuples (indexed at run time too),
+augmented assignment, every scalar type as arrays and scalars, weak literals next to strong NumPy
+values (some out of range), comparisons/min/max/conditional
 expressions/and/or across types, strided arrays, math, and launches each kernel with several
 argument types. The reference (support.reference) types each launch as docs/frontend.md says and
 interprets it with wrapping integers, float32 rounding and Python's // % rules; integers and floats
@@ -22,6 +23,7 @@ import importlib.util
 import math
 import os
 import random
+import re
 import signal
 import warnings
 
@@ -113,6 +115,40 @@ def test_reference_unsigned_count_down_and_loop_carried_variable():
     out = reference("t = 0.0\nfor j in range(b):\n    if j > 0:\n        t += v\n    v = 2.5\nout[0] = t",
                     np.zeros(1), 0.0, 3)
     assert out[0] == 5.0
+
+
+def test_reference_loops_over_sequences():
+    out = reference("""
+s = 0
+for v in (1, 2.5):
+    s += v
+out[0] = s
+for i, x in enumerate(a, 1):
+    out[i] = x * i
+for x, y in zip(a, (10, 20)):
+    out[5] += x + y
+t = (7, 8, 9)
+out[6] = t[b]
+out[7] = t[b - 10]
+out[8] = t[b - 7]
+""", np.zeros(9), np.array([1.0, 2.0, 3.0]), 5)
+    # unrolled per element type; enumerate from its start; zip stops at the shortest; a run-time tuple
+    # index wraps once from the end and is clamped beyond (docs: never an IndexError)
+    assert out.tolist() == [3.5, 1.0, 4.0, 9.0, 0.0, 33.0, 9.0, 7.0, 8.0]
+    for body, kind in [("for v in c:\n    pass", "iterate"), ("t = (1, 2.5)\nout[0] = t[b]", "tuple index"),
+                       ("for i, v in enumerate(a, gpuc.uint64(1)):\n    pass", "enumerate start"),
+                       ("for v in (1, 2.5):\n    if v > 2:\n        out[0] = w\n    w = v", "unassigned")]:
+        with pytest.raises(Expected) as info:
+            reference(body, np.zeros(1), np.zeros(3), 5, np.zeros((2, 2)), params="out, a, b, c")
+        assert info.value.kind == kind, body
+
+
+def test_generator_writes_every_kind_of_loop():
+    sources = "\n".join(progen.generate(4, k).source for k in range(150))
+    for text in (" in enumerate(", " in zip(", ".shape:", "start=", " in (", "zip(range("):
+        assert text in sources, text
+    assert re.search(r"for \w+ in a\d:", sources), "no loop over an array"
+    assert re.search(r"\[\(?\w+ % \d\]", sources), "no run-time tuple index"
 
 
 POINTERS = HEADER + """

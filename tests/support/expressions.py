@@ -417,6 +417,6 @@ EXPR_RULES = LEAF_RULES + [
     (6, None, "e_binop"), (2, None, "e_bitop"), (1, None, "e_pow"), (1, None, "e_unary"),
     (2, None, "e_compare"), (1, "boolop", "e_boolop"), (2, "ifexp", "e_ifexp"), (2, "minmax", "e_minmax"),
     (1, None, "e_abs"), (2, "conversions", "e_convert"), (1, "math", "e_math"), (1, "bit_counts", "e_bit_count"),
-    (2, "funcs", "e_call"),
+    (1, "numpy_math", "e_numpy"), (2, "funcs", "e_call"), (1, "tuple_runtime_index", "e_tuple_index"),
     (3, "deferred", "e_ptr_call"),
 ]

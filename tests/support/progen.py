@@ -21,6 +21,8 @@ import numpy as np
 from .expressions import Ex, ExprRules, SMALL_INTS, _fits_text
 from .launches import OUT_LEN, ArgSpec, array_spec, perturb, scalar_value
 from .numeric import FLOATS, INTS, NUMPY, SCALARS, FnPtr, Tup, is_float, is_int
+from .loops import LOOP_FEATURES, LoopRules
+from .numpy_calls import NUMPY_FEATURES, NumpyRules
 from .pointers import POINTER_FEATURES, PointerRules
 
 FEATURES = {
@@ -29,7 +31,7 @@ FEATURES = {
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
     "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts",
-} | POINTER_FEATURES
+} | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES
 
 MATH1 = ["exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh"]
 MATH_EXTRA1 = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt",
@@ -78,7 +80,7 @@ class Case:
         return f"p{self.seed}_{self.index}"
 
 
-class Generator(ExprRules, PointerRules):
+class Generator(ExprRules, PointerRules, LoopRules, NumpyRules):
     def __init__(self, rng: random.Random, features=FEATURES) -> None:
         self.rng, self.features = rng, set(features)
         self.lines: list[str] = []
@@ -331,7 +333,7 @@ class Generator(ExprRules, PointerRules):
         t = self.rng.choice(INTS)
         j = self.fresh("j")
         self.emit(f"for {j} in {self.range_text(scope, t)}:")
-        return self.loop_body(scope, j, t)
+        return self.loop_body(scope, {j: t})
 
     def range_text(self, scope, t):
         small = [n for n, u in scope.vars.items() if u == t and n.startswith("n")]
@@ -364,23 +366,27 @@ class Generator(ExprRules, PointerRules):
             return f"range({bound(-2, 2)}, {bound(0, 7)}, {step_text})"
         return f"range({bound(0, 7)}, {bound(-2, 1)}, {step_text})"
 
-    def loop_body(self, scope, loopvar, t):
+    def loop_body(self, scope, bound=None, unrolled=False, trace=False):
+        """The body of a loop binding the names `bound` (None: a while loop); with `trace`, it first adds
+        what it binds into the outputs. An unrolled loop's copies are straight-line code: no variable is
+        carried around, and what the body binds is left unread after it."""
         inner = scope.copy()
-        if loopvar is not None:
-            inner.vars[loopvar] = t
+        inner.vars.update(bound or {})
         carried = None
-        if self.on("carried") and self.rng.random() < 0.25:   # read before its assignment later in the body
+        if self.on("carried") and not unrolled and self.rng.random() < 0.25:   # read before its assignment later
             carried, ct = self.fresh(), self.rng.choice(["int64", "float64", "float32", "uint32"])
             inner.vars[carried] = ct
         self.loop_depth += 1
         self.indent += 1
         start = len(self.lines)
-        if loopvar is None:
+        if bound is None:
             self.emit(f"{self.counter_name} += 1")
             if self.forever:
                 self.emit(f"if {self.forever}:")
                 self.emit("    break")
                 self.forever = None
+        if trace:
+            self.trace_values(bound)
         self.block(inner, self.rng.randint(1, 4))
         if self.on("break_continue") and self.rng.random() < 0.4 and not inner.done:
             self.emit(f"if {self.cond(inner).text}:")
@@ -399,6 +405,10 @@ class Generator(ExprRules, PointerRules):
         self.loop_depth -= 1
         inner.done = False
         merged = merge([inner, scope.copy()])
+        if unrolled:  # each copy may leave its own types behind
+            for name in set(merged.vars) - set(scope.vars) | set(bound):
+                merged.vars.pop(name, None)
+                merged.dead.add(name)
         scope.vars, scope.dead = merged.vars, merged.dead
         return True
 
@@ -415,7 +425,7 @@ class Generator(ExprRules, PointerRules):
         else:
             self.emit(f"while {k} < {self.rng.randint(1, 5)}:")
         self.counter_name = k
-        return self.loop_body(scope, None, t)
+        return self.loop_body(scope)
 
     def s_tuple(self, scope):
         if not self.on("tuples"):
@@ -532,7 +542,7 @@ class Generator(ExprRules, PointerRules):
                     out = self.out_for(t)
                     if out is not None:
                         self.emit(f"{out}[{self.next_slot()}] = {name}")
-                elif isinstance(t, Tup) and self.rng.random() < 0.5:
+                elif isinstance(t, Tup) and t.elts and isinstance(t.elts[-1], str) and self.rng.random() < 0.5:
                     out = self.out_for(t.elts[-1])
                     if out is not None:
                         self.emit(f"{out}[{self.next_slot()}] = {name}[-1]")
@@ -541,8 +551,10 @@ class Generator(ExprRules, PointerRules):
 STMT_RULES = [
     (5, None, "s_assign_new"), (3, None, "s_assign_existing"), (3, "augassign", "s_augassign"),
     (1, "annassign", "s_annassign"), (5, None, "s_store"), (1, "augassign", "s_aug_store"),
-    (1, "math_transcendental", "s_store_math"), (4, None, "s_if"), (2, "retype", "s_retype_in_branch"),
-    (3, "loops", "s_for"), (2, "while", "s_while"), (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
+    (1, "math_transcendental", "s_store_math"), (1, "numpy_math", "s_store_numpy"),
+    (4, None, "s_if"), (2, "retype", "s_retype_in_branch"),
+    (3, "loops", "s_for"), (2, "for_tuple", "s_for_each"), (1, "for_array", "s_for_each"), (2, "while", "s_while"),
+    (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
     (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
     (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),
 ]

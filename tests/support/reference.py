@@ -18,6 +18,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .iterables import IterableEval
+from .numpy_calls import NumpyEval
 from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, bit_count, convert, from_numpy, is_float, is_int,
                       signed, truth, wrap, zero, BITS, NUMPY)
 from .typer import BIT_COUNTS, FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
@@ -128,7 +130,9 @@ def _value(arg, t):
     return convert(arg.item() if isinstance(arg, np.generic) else arg, t)
 
 
-class Evaluator:
+class Evaluator(IterableEval, NumpyEval):
+    Break, Continue = _Break, _Continue
+
     def __init__(self, program: Program, masks: dict) -> None:
         self.program, self.masks = program, masks
         self.steps = 0
@@ -228,6 +232,8 @@ class Evaluator:
 
     def s_For(self, s, env):
         loop_t = self.t.optype[id(s)]
+        if not isinstance(loop_t, str):
+            return self.for_each(s, loop_t, env)  # arrays, tuples, enumerate, zip (support.iterables)
         bounds = [int(self.eval(a, env)) for a in s.iter.args]
         if len(bounds) == 3 and bounds[2] == 0:
             return  # a step that is 0 at run time runs no iterations (docs)
@@ -345,6 +351,8 @@ class Evaluator:
     def e_Subscript(self, node, env):
         base = self.eval(node.value, env)
         if isinstance(base, tuple):
+            if self.t.optype.get(id(node)) == "run-time index":
+                return self.tuple_item(base, self.eval(node.slice, env))
             return base[self.t.consts[id(node.slice)]]
         array, index = self.element(node, env, base)
         return from_numpy(array[index], self.dtype(array))
@@ -388,6 +396,8 @@ class Evaluator:
             return self.call_func(node, env)
         if f.value.id == "math":
             return self.call_math(node, f.attr, env)
+        if f.value.id == "np" and f.attr not in TYPE_NAMES:
+            return self.call_numpy(node, f.attr, env)
         if f.attr in ("index", "ndrange"):
             return 0 if f.attr == "index" else 1
         if f.attr in BIT_COUNTS:

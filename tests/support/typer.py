@@ -15,6 +15,8 @@ import math
 import operator
 from dataclasses import dataclass, field
 
+from .iterables import IterableTyping
+from .numpy_calls import NumpyTyping
 from .numeric import (Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range,
                       is_float, is_int, is_scalar, signed)
 
@@ -58,6 +60,7 @@ class Typed:
     consts: dict = field(default_factory=dict)     # id(node) -> Python value of a weak node
     optype: dict = field(default_factory=dict)     # id(node) -> type an operator computes in (list for Compare)
     inexact: set = field(default_factory=set)      # id(Assign) storing a transcendental result
+    copies: dict = field(default_factory=dict)     # (id(For), n) -> [(target, body)] of an unrolled loop
     ret: object = None
 
 
@@ -88,7 +91,7 @@ def strong(t, weak, value):
     return t
 
 
-class Typer:
+class Typer(IterableTyping, NumpyTyping):
     def __init__(self, program, fdef: ast.FunctionDef, argtypes: tuple) -> None:
         self.program, self.fdef = program, fdef
         self.typed = Typed(fdef.name, argtypes)
@@ -241,7 +244,7 @@ class Typer:
         call = s.iter
         if (s.orelse or not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name)
                 or call.func.id != "range" or not 1 <= len(call.args) <= 3 or not isinstance(s.target, ast.Name)):
-            raise Undefined("for over something other than range")
+            return self.for_each(s, env)  # arrays, tuples, enumerate, zip (support.iterables)
         operands = []
         for a in call.args:
             t, weak = self.expr(a, env)
@@ -308,6 +311,10 @@ class Typer:
         breaks, continues = self.loops.pop()
         header = join([env, end, *continues])
         return join(breaks if forever else [header, *breaks])
+
+    @staticmethod
+    def join_envs(envs):
+        return join(envs)
 
     def condition(self, node, env):
         t, _ = self.expr(node, env)
@@ -500,7 +507,7 @@ class Typer:
             t, weak = self.expr(node.slice, env)
             value = self.typed.consts.get(id(node.slice))
             if not weak or not isinstance(value, int) or isinstance(value, bool):
-                raise Expected("tuple index", "tuples are indexed with constant integers")
+                return self.tuple_index(node, base, t, weak, value)
             if not -len(base.elts) <= value < len(base.elts):
                 raise Expected("tuple index", "out of range")
             return base.elts[value]
@@ -537,6 +544,8 @@ class Typer:
         elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
             if f.value.id == "math":
                 return self.call_math(node, f.attr, env)
+            if f.value.id == "np" and f.attr not in TYPE_NAMES:
+                return self.call_numpy(node, f.attr, env)
             if f.value.id in ("gpuc", "np") and f.attr in TYPE_NAMES:
                 return self.convert_call(node, TYPE_NAMES[f.attr], env)
             if f.value.id == "gpuc" and f.attr in BIT_COUNTS:

@@ -735,7 +735,7 @@ def compact(x, out, count):
 
 PROGRAMS += [
     Program("recursive_tuple_return", recursive_tuples, 16, lambda: (np.zeros((16, 3)),),
-            spirv_error="returns a tuple: the SPIR-V backend cannot compile a recursive function returning"),
+            spirv_error="returns a tuple, which the SPIR-V backend could not compile"),
 ]
 
 
@@ -945,4 +945,74 @@ PROGRAMS += [
             lambda: (rng(15).integers(-1000, 1000, 50), rng(16).integers(-1000, 1000, 50),
                      rng(17).integers(0, 5, 50), np.zeros(50, np.int64)),
             reference=table_ops_reference, spirv_error=SPIRV_NO_INDIRECT_CALLS),
+]
+
+
+# -- iteration: for over arrays, tuples, enumerate and zip ---------------------------------------
+
+@gpuc.kernel
+def stencil_taps(x, out):
+    """Taps and offsets zipped from two tuples written in place."""
+    i = gpuc.index()
+    n = len(x)
+    s = 0.0
+    for w, d in zip((0.25, 0.5, 0.25), (-1, 0, 1)):
+        s += w * x[min(max(i + d, 0), n - 1)]
+    out[i] = s
+
+
+@gpuc.kernel
+def nearest_center(points, centers, labels, dists):
+    """Each item scans a whole 1-D array with enumerate, keeping the best index."""
+    i = gpuc.index()
+    p = points[i]
+    best, label = math.inf, -1
+    for k, c in enumerate(centers):
+        d = abs(p - c)
+        if d < best:
+            best, label = d, k
+    labels[i] = label
+    dists[i] = best
+
+
+@gpuc.kernel
+def mixed_scales(x, out, n):
+    """A tuple of an int, floats of two widths and an argument: the loop is unrolled per element type."""
+    i = gpuc.index()
+    acc = x[i]
+    for scale in (2, 0.5, np.float32(1.5), n):
+        acc = acc * scale + 1
+    out[i] = acc
+
+
+@gpuc.kernel
+def coefficient_table(x, out, shift):
+    """A tuple indexed at run time, from the end too."""
+    i = gpuc.index()
+    coef = (1.0, -0.5, 0.25, 0.125)
+    out[i] = x[i] * coef[(i + shift) % 4] + coef[-1 - i % 4]
+
+
+@gpuc.kernel
+def pairwise_in_order(a, b, out):
+    """zip of two arrays of different lengths stops at the shorter, with break and continue."""
+    i = gpuc.index()
+    s = 0.0
+    for x, y in zip(a, b):
+        if x < 0:
+            continue
+        if x * y > 50 + i:
+            break
+        s = s * 0.5 + x * y
+    out[i] = s
+
+
+PROGRAMS += [
+    Program("stencil_taps", stencil_taps, 30, lambda: (_f(np.float64, 30), np.zeros(30))),
+    Program("nearest_center", nearest_center, 40,
+            lambda: (_f(np.float64, 40), _f(np.float64, 7, seed=1), np.zeros(40, np.int64), np.zeros(40))),
+    Program("mixed_scales", mixed_scales, 20, lambda: (_f(np.float64, 20), np.zeros(20), 3)),
+    Program("coefficient_table", coefficient_table, 20, lambda: (_f(np.float64, 20), np.zeros(20), 5)),
+    Program("pairwise_in_order", pairwise_in_order, 10,
+            lambda: (_f(np.float64, 12), _f(np.float64, 9, seed=1, lo=-10, hi=10), np.zeros(10))),
 ]

@@ -13,6 +13,19 @@ __all__ = ["CompilationError", "CompilerError", "IRIssue", "InternalCompilerErro
 class CompilerError(Exception):
     """Base of every error gpuc raises while compiling."""
 
+    def __reduce__(self):
+        # Errors travel between processes (a pool's or a Dask cluster's workers raise them in the client), and
+        # each class's __init__ takes different arguments: rebuild from the formatted message and the fields.
+        # The job stays behind: its description is in the message, and its source may not pickle.
+        state = {name: None if name == "job" else value for name, value in self.__dict__.items()}
+        return _rebuild, (type(self), self.args, state)
+
+
+def _rebuild(cls: type, args: tuple, state: dict) -> CompilerError:
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(state)
+    return error
+
 
 @dataclass(frozen=True)
 class SourceLocation:

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Set up gpuc on a Debian-like machine: LLVM 22 and SPIR-V tools from apt, then a .venv with
+# Set up gpuc on a Debian-like machine: LLVM 22, libclc and SPIR-V tools from apt, then a .venv with
 # gpuc installed in editable mode.  Safe to run again: each step is skipped when already done.
 #
 # Environment:
 #   GPUC_PYTHON   interpreter for the venv (default: python3.11, python3.12, python3.13, python3)
 #   GPUC_VENV     venv directory (default: .venv in the repository root)
-#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda; add anchors for Warp and JAX)
+#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda,dask; add anchors for Warp and JAX)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${GPUC_VENV:-$ROOT/.venv}
-EXTRAS=${GPUC_EXTRAS:-test,ptx,bench,cuda}
+EXTRAS=${GPUC_EXTRAS:-test,ptx,bench,cuda,dask}
 LOCK=$ROOT/requirements-lock.txt
-APT_PACKAGES=(libllvm22 llvm-22 spirv-tools)
+APT_PACKAGES=(libllvm22 llvm-22 libclc-22 spirv-tools)
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -50,7 +50,8 @@ if command -v dpkg >/dev/null 2>&1; then
     fi
 else
     say "no dpkg here: not installing system packages; make sure libLLVM 22 is installed"
-    say "(or set GPUC_LIBLLVM to libLLVM.so.22), and llvm-22 tools and spirv-tools if you need them"
+    say "(or set GPUC_LIBLLVM to libLLVM.so.22), and llvm-22 tools and spirv-tools if you need them;"
+    say "GCN math needs libclc's amdgcn-amd-amdhsa.bc (set GPUC_LIBCLC to it when it is not in /usr/lib/clc)"
 fi
 
 if ((${#missing[@]})); then
@@ -152,6 +153,12 @@ if [[ -n $ptxas ]]; then
     say "ptxas:     $ptxas"
 fi
 [[ -n $libdevice ]] && say "libdevice: $libdevice"
+libclc=$(cd "$ROOT" && "$VPY" -c 'from gpuc.targets.libclc import find_libclc; print(find_libclc() or "")' 2>/dev/null) || true
+if [[ -n $libclc ]]; then
+    say "libclc:    $libclc"
+else
+    say "libclc not found: GCN math functions will not compile (install libclc-22, or set GPUC_LIBCLC)"
+fi
 command -v spirv-val >/dev/null 2>&1 && say "spirv-val: $(command -v spirv-val)"
 
 llvm=$(cd "$ROOT" && "$VPY" -c 'import gpuc.llvm as l; print(".".join(map(str, l.version())))' 2>&1) ||

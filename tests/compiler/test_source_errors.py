@@ -1,8 +1,11 @@
 """User-facing errors from the driver: located IR syntax errors, a missing entry, bad arguments."""
 
+import pickle
+
 import pytest
 
 import gpuc
+from gpuc.errors import SourceLocation
 
 BROKEN_IR = """\
 define void @kernel(ptr %p) {
@@ -111,6 +114,24 @@ def test_job_and_source_validation():
 def test_error_hierarchy():
     for cls in (gpuc.CompilationError, gpuc.PluginError, gpuc.ValidationError, gpuc.InternalCompilerError):
         assert issubclass(cls, gpuc.CompilerError)
+
+
+def test_errors_survive_pickling(make_job):
+    # Worker processes (a Dask cluster's) raise these in the client: PluginError could not be unpickled at all.
+    located = gpuc.CompilationError("bad", SourceLocation("/u/k.py", 7, 5, "    x = y"), hint="define y")
+    located.with_note("asked for here", SourceLocation("/u/m.py", 2, 1, "k()"))
+    errors = [located,
+              gpuc.PluginError("boom", plugin="p", marker="m", point="early", job=make_job("")),
+              gpuc.ValidationError([gpuc.IRIssue("invalid-kernel", "returns i32")]),
+              gpuc.InternalCompilerError("a bug")]
+    for error in errors:
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error)
+        assert {k: v for k, v in vars(copy).items() if k != "job"} == \
+            {k: v for k, v in vars(error).items() if k != "job"}
+    copy = pickle.loads(pickle.dumps(located))
+    assert copy.location == located.location and copy.hint == "define y" and copy.notes == located.notes
+    assert str(copy.with_note("again")).endswith("note: again")
 
 
 def test_entry_name_collision_is_a_compilation_error(make_job):

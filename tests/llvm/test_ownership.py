@@ -159,7 +159,7 @@ HAMMER = textwrap.dedent("""
         thread.join()
         ctx.close()
         error = out[0] if out else None
-        if not (isinstance(error, ValueError) and re.search("was (closed|freed|garbage-collected|linked)", str(error))):
+        if not (isinstance(error, ValueError) and re.search("was (closed|freed|garbage-collected|linked|disposed)", str(error))):
             print("round", i, how, repr(error))
     print("done")
 """)

@@ -221,9 +221,17 @@ def _warn_once(what: str, message: str) -> None:
 
 def key(job, kind: str) -> str | None:
     """The cache key of `job` compiled to `kind` ("obj", "asm", "jit", "ptx", ...), or None when the
-    job cannot be cached (its source says nothing of what it depends on)."""
+    job cannot be cached (its source says nothing of what it depends on, or reading it failed: the
+    compile itself then says what is wrong with the source)."""
     if not enabled():
         return None
+    try:
+        return _key(job, kind)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+
+
+def _key(job, kind: str) -> str | None:
     fingerprint = getattr(job.source, "fingerprint", None)
     source = fingerprint() if fingerprint is not None else None
     if source is None:

@@ -85,7 +85,7 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
         raise ValueError(f"{target!r} cannot emit {output!r}; it emits {', '.join(target.emit_kinds)}, "
                          "\"llvm\" or \"bc\"")
     machine_code = output in ("asm", "obj")
-    key = _cache_key(job, output) if machine_code else None
+    key = cache.key(job, output) if machine_code else None
     hit = cache.load(key)
     if hit is not None:
         header, payload = hit
@@ -103,15 +103,6 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
                                   "entries": list(built.entries)}, data.encode() if output == "asm" else data)
             return CompileResult(data, built.entry, built.trace, job, built.launch_entry, built.compiled,
                                  built.entries)
-
-
-def _cache_key(job: CompilerJob, kind: str) -> str | None:
-    """The disk cache's key for `job`, or None; a source whose fingerprint fails is compiled (and
-    reports its own error there), not cached."""
-    try:
-        return cache.key(job, kind)
-    except Exception:  # noqa: BLE001 - the compile itself says what is wrong with the source
-        return None
 
 
 def compile_module(job: CompilerJob) -> ModuleResult:

@@ -21,9 +21,9 @@ from .. import abi
 from ..llvm import ArrayType as LLArray
 from ..llvm import Constant, ConstantInt
 from .errors import UserError
-from .operations import CallPlan, Handler
+from .operations import CallPlan, ContextIntrinsic, Handler
 from .source import _NOT_FOUND
-from .types import ArrayType, ScalarType, as_type, boolean, int32, int64, uint64
+from .types import ArrayType, ScalarType, as_type, boolean, int32, int64, none, uint64
 
 
 def _outside(name: str):
@@ -199,34 +199,6 @@ def _no_args(handler, typer, node):
         raise UserError(f"gpuc.{handler.name}() takes no arguments")
 
 
-class Geometry(Handler):
-    """gpuc.thread_index(dim=0), block_index, block_dim, grid_dim; lane_index() and warp_size()."""
-
-    keywords = True
-
-    def __init__(self, name: str, marker: str, takes_dim: bool = True) -> None:
-        self.name, self.marker, self.takes_dim = name, marker, takes_dim
-
-    def type(self, typer, node):
-        if not self.takes_dim:
-            _no_args(self, typer, node)
-            return CallPlan(int64, (), 0)
-        if len(node.args) + len(node.keywords) > 1 or any(k.arg != "dim" for k in node.keywords):
-            raise UserError(f"gpuc.{self.name}() takes one argument, dim (0, 1 or 2)")
-        arg = node.args[0] if node.args else (node.keywords[0].value if node.keywords else None)
-        dim = 0
-        if arg is not None:
-            typer.expr(arg)
-            dim = typer.typed.consts.get(id(arg))
-            if type(dim) is not int or dim not in (0, 1, 2):
-                raise UserError(f"gpuc.{self.name}(dim) needs a constant dim of 0, 1 or 2", node=arg)
-        return CallPlan(int64, (), dim)
-
-    def lower(self, lw, node, plan):
-        fn = lw.declare(self.marker, lw.ctx.i64, [lw.ctx.i32])
-        return lw.b.call(fn, [ConstantInt.get(lw.ctx.i32, plan.extra)])
-
-
 class Barrier(Handler):
     """gpuc.barrier(), grid_barrier(), syncwarp() and barrier_count/all/any(predicate)."""
 
@@ -236,7 +208,7 @@ class Barrier(Handler):
     def type(self, typer, node):
         if self.kind is None:
             _no_args(self, typer, node)
-            return CallPlan(none_type(), ())
+            return CallPlan(none, ())
         t = _predicate(self, typer, node)
         return CallPlan(int32 if self.kind == "count" else boolean, (t,))
 
@@ -258,14 +230,13 @@ class Fence(Handler):
 
     def type(self, typer, node):
         _no_args(self, typer, node)
-        return CallPlan(none_type(), ())
+        return CallPlan(none, ())
 
     def lower(self, lw, node, plan):
         lw.b.call(lw.declare(self.marker, lw.ctx.void, []), [])
         return None
 
 
-_SHUFFLE_VALUES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 
 
 class Shuffle(Handler):
@@ -315,11 +286,6 @@ class Vote(Handler):
         truth = lw.truth(lw.expr(node.args[0]), plan.args[0])
         result = ctx.i64 if self.kind == "ballot" else ctx.i1
         return lw.b.call(lw.declare(self.marker, result, [ctx.i1, ctx.ptr()]), [truth, _site(lw, node)])
-
-
-def none_type():
-    from .types import none
-    return none
 
 
 # -- shared and local arrays -----------------------------------------------------------------------
@@ -514,12 +480,12 @@ class LocalArray(Handler):
 
 def block_calls() -> dict:
     """The call table's entries for the block model."""
-    table = {thread_index: Geometry("thread_index", abi.THREAD_INDEX_MARKER),
-             block_index: Geometry("block_index", abi.BLOCK_INDEX_MARKER),
-             block_dim: Geometry("block_dim", abi.BLOCK_DIM_MARKER),
-             grid_dim: Geometry("grid_dim", abi.GRID_DIM_MARKER),
-             lane_index: Geometry("lane_index", abi.LANE_INDEX_MARKER, takes_dim=False),
-             warp_size: Geometry("warp_size", abi.WARP_SIZE_MARKER, takes_dim=False),
+    table = {thread_index: ContextIntrinsic("thread_index", abi.THREAD_INDEX_MARKER),
+             block_index: ContextIntrinsic("block_index", abi.BLOCK_INDEX_MARKER),
+             block_dim: ContextIntrinsic("block_dim", abi.BLOCK_DIM_MARKER),
+             grid_dim: ContextIntrinsic("grid_dim", abi.GRID_DIM_MARKER),
+             lane_index: ContextIntrinsic("lane_index", abi.LANE_INDEX_MARKER, takes_dim=False),
+             warp_size: ContextIntrinsic("warp_size", abi.WARP_SIZE_MARKER, takes_dim=False),
              barrier: Barrier("barrier", abi.BARRIER_MARKER),
              grid_barrier: Barrier("grid_barrier", abi.GRID_BARRIER_MARKER),
              syncwarp: Barrier("syncwarp", abi.SYNCWARP_MARKER),

@@ -454,14 +454,20 @@ def emit_math(lw, name: str, t: ScalarType, args):
 
 
 class ContextIntrinsic(Handler):
-    """gpuc.index(dim=0) / gpuc.ndrange(dim=0): calls of the gpuc.ctx.* markers (docs/kernel-abi.md)."""
+    """gpuc.index(dim=0), gpuc.ndrange(dim=0) and the block model's geometry (thread_index, ...,
+    lane_index(), warp_size()): calls of a gpuc.ctx.* marker `i64 (i32 dim)` (docs/kernel-abi.md)."""
 
     keywords = True
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, marker: str | None = None, takes_dim: bool = True) -> None:
+        self.name, self.takes_dim = name, takes_dim
+        self.marker = marker or (INDEX_MARKER if name == "index" else NDRANGE_MARKER)
 
     def type(self, typer, node):
+        if not self.takes_dim:
+            if node.args or node.keywords:
+                raise UserError(f"gpuc.{self.name}() takes no arguments")
+            return CallPlan(int64, (), 0)
         if len(node.args) + len(node.keywords) > 1 or any(k.arg != "dim" for k in node.keywords):
             raise UserError(f"gpuc.{self.name}() takes one argument, dim (0, 1 or 2)")
         arg = node.args[0] if node.args else (node.keywords[0].value if node.keywords else None)
@@ -474,7 +480,7 @@ class ContextIntrinsic(Handler):
         return CallPlan(int64, (), dim)
 
     def lower(self, lw, node, plan):
-        fn = lw.declare(INDEX_MARKER if self.name == "index" else NDRANGE_MARKER, lw.ctx.i64, [lw.ctx.i32])
+        fn = lw.declare(self.marker, lw.ctx.i64, [lw.ctx.i32])
         return lw.b.call(fn, [ConstantInt.get(lw.ctx.i32, plan.extra)])
 
 

@@ -812,26 +812,17 @@ class Dispatcher:
         wi = b.add(row, x, "wi")
 
         def close(new):
-            here = b.block
-            x1 = b.add(x, self.c64(1))
-            x.add_incoming(x1, here)
-            for phi, v in zip(accs_x, new):
-                phi.add_incoming(v, here)
-            b.cond_br(b.icmp("ult", x1, bx), xbody, xend)
-            b.position_at_end(xend)
-            y1 = b.add(y, self.c64(1))
-            y.add_incoming(y1, xend)
-            for phi, v in zip(accs_y, new):
-                phi.add_incoming(v, xend)
-            b.cond_br(b.icmp("ult", y1, by), ybody, yend)
-            b.position_at_end(yend)
-            z1 = b.add(z, self.c64(1))
-            z.add_incoming(z1, yend)
-            for phi, v in zip(accs_z, new):
-                phi.add_incoming(v, yend)
             out = self.block(f"r{region.code}.done")
-            b.cond_br(b.icmp("ult", z1, bz), zbody, out)
-            b.position_at_end(out)
+            # innermost first: each level steps its counter and loops back, or falls to the next
+            for counter, accs, bound, body, after in ((x, accs_x, bx, xbody, xend), (y, accs_y, by, ybody, yend),
+                                                      (z, accs_z, bz, zbody, out)):
+                here = b.block
+                following = b.add(counter, self.c64(1))
+                counter.add_incoming(following, here)
+                for phi, v in zip(accs, new):
+                    phi.add_incoming(v, here)
+                b.cond_br(b.icmp("ult", following, bound), body, after)
+                b.position_at_end(after)
             return new
 
         return accs_x, wi, [x, y, z], close

@@ -52,7 +52,7 @@ class JITModule:
         # Launchers keep their module alive, not the other way round: no reference cycle, so the
         # JIT and its code are freed as soon as the last launcher (or the module) is dropped.
         self._launchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-        key = _cache_key(job)
+        key = cache.key(job, "jit")
         hit = cache.load(key)
         if hit is not None:
             self._load_cached(job, *hit)
@@ -182,19 +182,11 @@ def _check_externals(module: Module, job: CompilerJob) -> None:
 
 
 def _missing_externals(missing: list[str], job: CompilerJob) -> None:
-    if missing:
-        names = ", ".join(f"@{name}" for name in sorted(missing))
-        raise CompilationError(f"{job.describe()} calls {names}, which nothing defines: not the module, not this "
-                               "process", hint="if it is a marker, register a plugin that resolves it "
-                               "(gpuc.register_plugin); otherwise load the library that defines it "
-                               "(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)) before compiling")
-
-
-def _cache_key(job: CompilerJob) -> str | None:
-    try:
-        return cache.key(job, "jit")
-    except Exception:  # noqa: BLE001 - the compile says what is wrong with the source
-        return None
+    names = ", ".join(f"@{name}" for name in sorted(missing))
+    raise CompilationError(f"{job.describe()} calls {names}, which nothing defines: not the module, not this "
+                           "process", hint="if it is a marker, register a plugin that resolves it "
+                           "(gpuc.register_plugin); otherwise load the library that defines it "
+                           "(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)) before compiling")
 
 
 _machines = threading.local()

@@ -183,7 +183,7 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
 
     target = PTXTarget(cap=cuda.device_info().cap)
     job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks))
-    key = _cache_key(job, "cuda")
+    key = cache.key(job, "cuda")
     hit = cache.load(key)
     if hit is not None:
         header, ptx = hit
@@ -208,13 +208,6 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
     def launch(n, args, threads, block=None, shared=0):
         run.launch(*args, n=n, block=block, shared_mem=shared, whole_blocks=whole_blocks)
     return launch
-
-
-def _cache_key(job, kind: str):
-    try:
-        return cache.key(job, kind)
-    except Exception:  # noqa: BLE001 - the compile says what is wrong with the source
-        return None
 
 
 _COMPILERS = {"cpu": _cpu_launcher, "cuda": _cuda_launcher}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..llvm import ArrayType, Constant, ConstantInt, FunctionType, Module
 from . import libclc
 from ..abi import LIBRARY_ATTRIBUTE
-from .interface import MathLowering, MathOp, Target, split_intrinsic, unselectable_table
+from .interface import MathLowering, shuffle_by_words, shuffle_source_lane, MathOp, Target, split_intrinsic, unselectable_table
 
 # Math intrinsics AMDGPU cannot select (it lowers sin/cos/exp/log/pow only in single precision).
 _UNSELECTABLE = unselectable_table({
@@ -81,29 +81,6 @@ def _barrier_counter(module: Module):
         gv.linkage = "internal"
         gv.alignment = 4
     return gv
-
-
-def _source_lane(builder, kind: str, lane, operand, last):
-    """The lane a shuffle of `kind` reads from, in i32 (outside [0, wave size) when it names none): `idx`
-    takes its operand modulo the wave size (`last` + 1, a power of two), as CUDA does."""
-    if kind == "idx":
-        return builder.and_(operand, last)
-    return {"up": builder.sub, "down": builder.add, "xor": builder.xor}[kind](lane, operand)
-
-
-def _by_words(builder, module: Module, value, shuffle32):
-    """`shuffle32` (i32 -> i32) applied to each 32-bit half of `value` (i32, i64, float or double)."""
-    llctx = module.context
-    i32, i64 = llctx.i32, llctx.i64
-    as_int = {llctx.float: i32, llctx.double: i64}.get(value.type, value.type)
-    bits = value if as_int == value.type else builder.bitcast(value, as_int)
-    if as_int == i32:
-        moved = shuffle32(bits)
-    else:
-        low = shuffle32(builder.trunc(bits, i32))
-        high = shuffle32(builder.trunc(builder.lshr(bits, ConstantInt.get(i64, 32)), i32))
-        moved = builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ConstantInt.get(i64, 32)))
-    return moved if as_int == value.type else builder.bitcast(moved, value.type)
 
 
 @dataclass(frozen=True, repr=False)
@@ -266,9 +243,9 @@ class GCNTarget(Target):
         i32, i64 = llctx.i32, llctx.i64
         last = ConstantInt.get(i32, self.warp_size - 1)
         lane = builder.trunc(self.work_item(builder, module, "lane_index", 0), i32)
-        source = _source_lane(builder, kind, lane, operand, last)
+        source = shuffle_source_lane(builder, kind, lane, operand, last)
         address = builder.shl(source, ConstantInt.get(i32, 2))
-        shuffled = _by_words(builder, module, value, lambda word: _intrinsic(
+        shuffled = shuffle_by_words(builder, module, value, lambda word: _intrinsic(
             builder, module, "llvm.amdgcn.ds.bpermute", i32, [address, word]))
         here = _intrinsic(builder, module, "llvm.amdgcn.ballot.i64", i64, [ConstantInt.get(llctx.i1, 1)])
         inside = builder.icmp("ult", source, ConstantInt.get(i32, self.warp_size))

@@ -10,7 +10,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from ..llvm import Function, Module, Target as LLVMTarget, TargetMachine, initialize, process_lifetime
+from ..llvm import ConstantInt, Function, Module, Target as LLVMTarget, TargetMachine, initialize, process_lifetime
 from .pipelines import SEGMENTS
 
 
@@ -391,6 +391,32 @@ class Target:
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
         return f"{type(self).__name__}({fields})"
+
+
+# -- for targets' warp shuffles ----------------------------------------------------------------
+
+def shuffle_source_lane(builder, kind: str, lane, operand, last):
+    """The lane a shuffle of `kind` reads from, in i32 (outside [0, warp size) when it names none): `idx`
+    takes its operand modulo the warp size (`last` + 1, a power of two), as CUDA does (up, down and
+    xor do not read `last`)."""
+    if kind == "idx":
+        return builder.and_(operand, last)
+    return {"up": builder.sub, "down": builder.add, "xor": builder.xor}[kind](lane, operand)
+
+
+def shuffle_by_words(builder, module: Module, value, shuffle32):
+    """`shuffle32` (i32 -> i32) applied to each 32-bit half of `value` (i32, i64, float or double)."""
+    llctx = module.context
+    i32, i64 = llctx.i32, llctx.i64
+    as_int = {llctx.float: i32, llctx.double: i64}.get(value.type, value.type)
+    bits = value if as_int == value.type else builder.bitcast(value, as_int)
+    if as_int == i32:
+        moved = shuffle32(bits)
+    else:
+        low = shuffle32(builder.trunc(bits, i32))
+        high = shuffle32(builder.trunc(builder.lshr(bits, ConstantInt.get(i64, 32)), i32))
+        moved = builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ConstantInt.get(i64, 32)))
+    return moved if as_int == value.type else builder.bitcast(moved, value.type)
 
 
 def without_pass(pipeline: str, name: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import CompilationError
 from ..llvm import ArrayType, Builder, Constant, ConstantInt, FunctionType, Module
-from .interface import MathLowering, MathOp, Target, float_element, split_intrinsic, unselectable_table
+from .interface import MathLowering, shuffle_by_words, shuffle_source_lane, MathOp, Target, float_element, split_intrinsic, unselectable_table
 
 # Lowest PTX ISA version that supports each compute capability (by sm number).
 _PTX_FOR_SM = ((100, 86), (90, 80), (89, 78), (87, 74), (86, 71), (80, 70), (75, 63), (72, 61), (70, 60), (0, 60))
@@ -91,29 +91,6 @@ def _intrinsic(builder, module: Module, name: str, result, args=()):
 def _sreg(builder, module: Module, reg: str):
     """The i32 special register %<reg> ("tid.x", "laneid", ...)."""
     return _intrinsic(builder, module, f"llvm.nvvm.read.ptx.sreg.{reg}", module.context.i32)
-
-
-def _source_lane(builder, kind: str, lane, operand, last):
-    """The lane a shuffle of `kind` reads from, in i32 (outside [0, warp size) when it names none): `idx`
-    takes its operand modulo the warp size (`last` + 1, a power of two), as CUDA does."""
-    if kind == "idx":
-        return builder.and_(operand, last)
-    return {"up": builder.sub, "down": builder.add, "xor": builder.xor}[kind](lane, operand)
-
-
-def _by_words(builder, module: Module, value, shuffle32):
-    """`shuffle32` (i32 -> i32) applied to each 32-bit half of `value` (i32, i64, float or double)."""
-    llctx = module.context
-    i32, i64 = llctx.i32, llctx.i64
-    as_int = {llctx.float: i32, llctx.double: i64}.get(value.type, value.type)
-    bits = value if as_int == value.type else builder.bitcast(value, as_int)
-    if as_int == i32:
-        moved = shuffle32(bits)
-    else:
-        low = shuffle32(builder.trunc(bits, i32))
-        high = shuffle32(builder.trunc(builder.lshr(bits, ConstantInt.get(i64, 32)), i32))
-        moved = builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ConstantInt.get(i64, 32)))
-    return moved if as_int == value.type else builder.bitcast(moved, value.type)
 
 
 def _grid_barrier_function(module: Module):
@@ -269,8 +246,8 @@ class PTXTarget(Target):
         # last work item, or returned), whose value shfl.sync leaves undefined.
         i32 = module.context.i32
         everyone, last = ConstantInt.get(i32, -1), ConstantInt.get(i32, _WARP_SIZE - 1)
-        source = _source_lane(builder, kind, _sreg(builder, module, "laneid"), operand, last)
-        shuffled = _by_words(builder, module, value, lambda word: _intrinsic(
+        source = shuffle_source_lane(builder, kind, _sreg(builder, module, "laneid"), operand, last)
+        shuffled = shuffle_by_words(builder, module, value, lambda word: _intrinsic(
             builder, module, "llvm.nvvm.shfl.sync.idx.i32", i32, [everyone, word, source, last]))
         i1 = module.context.i1
         here = _intrinsic(builder, module, "llvm.nvvm.vote.ballot.sync", i32, [everyone, ConstantInt.get(i1, 1)])

@@ -8,7 +8,7 @@ from ..llvm import (CALLING_CONVENTIONS, AggregateInst, Builder, ConstantInt, Fu
                      StructType, TargetData, VectorType)
 from ..errors import CompilationError
 from ..llvm import CallInst
-from .interface import MathLowering, MathOp, Target, unselectable_table, without_pass
+from .interface import MathLowering, MathOp, Target, shuffle_source_lane, unselectable_table, without_pass
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
 _UNSELECTABLE = unselectable_table({
@@ -51,11 +51,6 @@ def _builtin(builder, module: Module, name: str, result, args, attributes=_COLLE
 
 def _constants(module: Module, *values: int):
     return [ConstantInt.get(module.context.i32, v) for v in values]
-
-
-def _source_lane(builder, kind: str, lane, operand):
-    """The lane a shuffle of kind up, down or xor reads from, in i32 (outside the sub-group when it names none)."""
-    return {"up": builder.sub, "down": builder.add, "xor": builder.xor}[kind](lane, operand)
 
 
 def _ballot(builder, module: Module, predicate):
@@ -163,7 +158,7 @@ class SPIRVTarget(Target):
             source = builder.urem(operand, _builtin(builder, module, _SUB_GROUP["warp_size"], i32, [], _PURE))
         else:
             lane = _builtin(builder, module, _SUB_GROUP["lane_index"], i32, [], _PURE)
-            source = _source_lane(builder, kind, lane, operand)
+            source = shuffle_source_lane(builder, kind, lane, operand, None)
         name = f"_Z17sub_group_shuffle{_SHUFFLE_MANGLING[str(value.type)]}j"
         shuffled = _builtin(builder, module, name, value.type, [value, source])
         size = _builtin(builder, module, "_Z18get_sub_group_sizev", i32, [], _PURE)

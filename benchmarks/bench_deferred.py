@@ -8,14 +8,18 @@
    kernel names made equal, must be identical after optimization (the diff is printed), and so
    must the run time on the CPU.
 
-    python benchmarks/bench_deferred.py            # ~20 s
-    python benchmarks/bench_deferred.py --quick    # ~5 s
+    python benchmarks/bench_deferred.py                 # ~20 s
+    python benchmarks/bench_deferred.py --quick         # ~5 s
+    python benchmarks/bench_deferred.py --targets ptx   # compile time on PTX only
+
+Compiles are timed with the disk cache off (GPUC_CACHE=0), as a cache hit skips every stage.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 import time
@@ -200,15 +204,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--reps", type=int, help="compile repetitions per kernel (default 40, 10 with --quick)")
+    parser.add_argument("--targets", default="native,ptx",
+                        help="comma-separated targets of the compile-time part: native, ptx (default both)")
     parser.add_argument("--json", metavar="OUT", help="write samples and medians as JSON")
     args = parser.parse_args()
+    targets = {"native": (gpuc.NativeTarget, "obj"), "ptx": (gpuc.PTXTarget, "asm")}
+    chosen = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if not chosen or any(t not in targets for t in chosen):
+        parser.error(f"--targets takes a comma-separated list of {', '.join(targets)}, not {args.targets!r}")
+    os.environ["GPUC_CACHE"] = "0"  # a cache hit would time a file read, not a compile
     reps = args.reps or (10 if args.quick else 40)
     facts = machine_facts()
     print(banner(facts))
     check_chain()
 
     rows, data = [], {"facts": facts, "compile": {}, "run": {}}
-    for target, output in ((gpuc.NativeTarget(), "obj"), (gpuc.PTXTarget(), "asm")):
+    for name in chosen:
+        make, output = targets[name]
+        target = make()
         samples = compile_times(target, output, reps)
         d, c = median(samples["deferred"]), median(samples["direct"])
         dc, cc = median(samples["deferred cpu"]), median(samples["direct cpu"])

@@ -99,9 +99,11 @@ class IRIssue:
     message: str
     function: str | None = None
     symbol: str | None = None
+    #: Where in the source the construct at fault is, when the IR says it (file:line:col).
+    location: SourceLocation | None = None
 
     def __str__(self) -> str:
-        return self.message
+        return f"{self.location}: {self.message}" if self.location is not None else self.message
 
 
 class ValidationError(CompilerError):

@@ -3,6 +3,7 @@ callback points and the compile state plugins work with, reflection."""
 
 from . import cache
 from .config import CompilerConfig, CompilerJob
+from .depth import run_deep
 from .driver import OUTPUTS, STAGES, CompileResult, ModuleResult, code_llvm, code_native, compile, compile_module
 from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
                      SourceLocation, ValidationError)
@@ -20,5 +21,5 @@ __all__ = [
     "Plugin", "PluginError", "STAGES", "Source", "SourceLocation", "Trace", "TransformationRecord",
     "ValidationError", "as_source",
     "build_pipeline", "cache", "code_llvm", "code_native", "compile", "compile_module", "link_into", "make_plugin",
-    "plugin_scope", "register_plugin", "registered_plugins", "unregister_plugin",
+    "plugin_scope", "register_plugin", "registered_plugins", "run_deep", "unregister_plugin",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
+from .depth import run_deep
 from ..errors import CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError, ValidationError
 from . import cache
 from .plugins import find_marker
@@ -163,20 +164,17 @@ class _guard:
 
 
 def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
-    config, target, trace = job.config, job.config.target, Trace()
+    config, trace = job.config, Trace()
     context = Context()
     module = None
     state = CompileState(job, None, tm, trace, {}, context=context)
     try:
         with active(state):  # irgen and plugins reach this compile's state (CompileState.of)
-            with trace.stage("irgen"):
-                module, compiled = job.source.irgen(job, context, tm)
-                state.module, state.compiled = module, compiled
-                target.prepare_module(job, module, tm)
-                entry = job.source.entry_name
-            with trace.stage("link"):
-                trace.libraries += target.link_libraries(job, module)
-            launch_entry = _run_plugins(state)
+            # The frontend recurses deeply, and plugins compile further functions into the module
+            # (gpuc.deferred's): all of it runs on one thread with a large stack, handed over once
+            # (gpuc/compiler/depth.py), not once per function compiled.
+            launch_entry = run_deep(_generate, state)
+        module, compiled, entry = state.module, state.compiled, job.source.entry_name
         if config.validate or machine_code:  # a backend aborts on IR it cannot lower: always check that
             with trace.stage("validate"):
                 issues = collect_issues(job, module, entry, full=config.validate,
@@ -187,10 +185,23 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
             entries = _finish(job, module, entry, tm, launch_entry, state.extra_entries)
         return ModuleResult(module, entries[0], trace, job, launch_entry, compiled, entries)
     except BaseException:
+        module = module if module is not None else state.module
         if module is not None:
             module.close()
         context.close()
         raise
+
+
+def _generate(state: CompileState) -> str | None:
+    """irgen, link, then the plugins' stages and the pipeline; returns the launch entry's name, if any."""
+    job, trace, target, tm = state.job, state.trace, state.target, state.target_machine
+    with trace.stage("irgen"):
+        module, compiled = job.source.irgen(job, state.context, tm)
+        state.module, state.compiled = module, compiled
+        target.prepare_module(job, module, tm)
+    with trace.stage("link"):
+        trace.libraries += target.link_libraries(job, module)
+    return _run_plugins(state)
 
 
 def _validation_error(issues, job) -> CompilerError:
@@ -199,10 +210,13 @@ def _validation_error(issues, job) -> CompilerError:
     target lacks: a CompilationError that says so."""
     if all(issue.kind == "indirect-call" for issue in issues):
         target = job.config.target
+        where = next((issue.location for issue in issues if issue.location is not None), None)
         return CompilationError(f"{target!r} cannot call through a function pointer, and these remain after "
-                                "optimization:\n" + "\n".join(f"  - {issue}" for issue in issues),
+                                "optimization:\n" + "\n".join(f"  - {issue}" for issue in issues), where,
                                 hint="call the function directly, or choose the pointer from constants the "
-                                     "optimizer can see through (gpuc.deferred(f, ...) called at once)")
+                                     "optimizer can see through (gpuc.deferred(f, ...) called at once, or passed "
+                                     "to a func that is inlined); targets with function pointers "
+                                     "(Target.indirect_calls) call through pointers chosen at run time")
     return ValidationError(issues, job)
 
 
@@ -250,17 +264,22 @@ def _finalize(state: CompileState) -> None:
 
 
 def _optimize(state: CompileState) -> str | None:
-    """The pipeline, with the target's launch entry added right after the `early` point; returns its name."""
+    """The pipeline, with the target's launch entry added right after the `early` point and its
+    annotations for the vectorizer before the optimize segment; returns the launch entry's name."""
     job, module, trace = state.job, state.module, state.trace
     steps = build_pipeline(job.config.target, job.config.opt_level).steps
     if _claims(state, "optimized"):
         # A plugin at the optimized point transforms IR (e.g. differentiates it): it sees calls of
         # target library functions, not their inlined bodies, which are inlined after it.
         state.hold_libraries()
-    cut, late = _after(steps, "early"), _after(steps, "optimized")
+    cut, mid, late = _after(steps, "early"), _after(steps, "simplified"), _after(steps, "optimized")
     run_pipeline(state, Pipeline(steps[:cut]))
     launch_entry = _add_launch_entry(job, module, trace)
-    run_pipeline(state, Pipeline(steps[cut:late]))
+    run_pipeline(state, Pipeline(steps[cut:mid]))
+    start = time.perf_counter()
+    if job.config.target.annotate_for_vectorizer(job, module):
+        trace.segments.append(SegmentRecord("vector_variants", time.perf_counter() - start))
+    run_pipeline(state, Pipeline(steps[mid:late]))
     if state.held_libraries is not None:
         start = time.perf_counter()
         if state.release_libraries():

@@ -15,6 +15,8 @@ from .trace import CompilationRecord, SegmentRecord
 
 _ACTIVE: dict[int, "CompileState"] = {}  # context handle -> the state of the compile using it, while it runs
 _ACTIVE_LOCK = threading.Lock()
+# CompileState.scratch keys of what compile_into derives once per compile.
+_CONFIGS, _MARKERS, _UNPROVIDED = "gpuc.compile_into.configs", "gpuc.plugin_markers", "gpuc.libraries.unprovided"
 
 
 class CompileState:
@@ -93,16 +95,17 @@ class CompileState:
         `requested_by` (e.g. the name of the function whose marker call asked for it).
         """
         src = as_source(source)
-        job = CompilerJob(src, self.config.replace(kernel=kernel, name=None))
+        job = CompilerJob(src, self._config_into(kernel))
         if not callable(getattr(src, "irgen_into", None)):
             raise TypeError(f"{src.describe()} cannot be compiled into an existing module (it has no irgen_into)")
         start = time.perf_counter()
         existing = self.module.functions.get(src.entry_name)
         reused = existing is not None and not existing.is_declaration
         fn = src.irgen_into(job, self.module, self.compiled, self.target_machine)
-        if self.held_libraries is None and self.config.optimize and self._claims_optimized():
+        names = self.module.function_names()
+        if self.held_libraries is None and self.config.optimize and self._claims_optimized(names):
             self.hold_libraries()  # the new code asks a plugin at the optimized point (see the driver)
-        self._link_libraries(job)
+        self._link_libraries(job, names)
         self.trace.compilations.append(CompilationRecord(
             fn.name, src.describe(), self.point, reused and fn == existing, time.perf_counter() - start,
             requested_by))
@@ -148,6 +151,8 @@ class CompileState:
         start = time.perf_counter()
         try:
             for step in steps:
+                if step.name == "optimize":  # as the pipeline does before its optimize segment
+                    self.target.annotate_for_vectorizer(self.job, self.module)
                 run_passes(self.module, step.text, self.target_machine, verify=not self.config.verify_plugins)
         finally:
             self._thaw(frozen)
@@ -178,8 +183,14 @@ class CompileState:
             if alwaysinline:
                 fn.attributes.add("alwaysinline")
 
-    def _claims_optimized(self) -> bool:
-        names = self.module.function_names()
+    def _config_into(self, kernel: bool):
+        """The config of what compile_into compiles (one per kernel flag: its derived data is kept)."""
+        configs = self.scratch.setdefault(_CONFIGS, {})
+        if kernel not in configs:
+            configs[kernel] = self.config.replace(kernel=kernel, name=None)
+        return configs[kernel]
+
+    def _claims_optimized(self, names: set[str]) -> bool:
         return any(find_marker(marker, names) is not None for _, marker in self.config.markers_at("optimized"))
 
     def hold_libraries(self) -> None:
@@ -218,15 +229,29 @@ class CompileState:
         self.optimize()
         return True
 
-    def _link_libraries(self, job) -> None:
+    def _link_libraries(self, job, names: set[str] | None = None) -> None:
         """Link the target libraries that newly compiled code declares (into a scratch module first:
-        a target links a library once, and the module may hold part of it already)."""
-        # Not intrinsics, plugins' markers, or symbols `compiled` records (asked for by symbol, e.g.
-        # gpuc.deferred's, and compiled by a plugin): no library defines those.
-        markers = tuple({m for plugin in self.config.plugins for m in plugin.markers})
-        wanted = {f.name: f.function_type for f in self.module.functions
-                  if f.is_declaration and not f.name.startswith("llvm.") and not claimed_by(markers, f.name)
-                  and f.name not in self.compiled}
+        a target links a library once, and the module may hold part of it already). `names`: the
+        module's function names, when the caller has them."""
+        # Not intrinsics, plugins' markers, symbols `compiled` records (asked for by symbol, e.g.
+        # gpuc.deferred's, and compiled by a plugin), or names no library provided before (the
+        # libraries do not change within a compile): no library defines those. Names are filtered
+        # before any function is looked at, as this runs once per compile_into.
+        markers = self.scratch.get(_MARKERS)
+        if markers is None:
+            markers = self.scratch[_MARKERS] = tuple({m for plugin in self.config.plugins for m in plugin.markers})
+        unprovided = self.scratch.setdefault(_UNPROVIDED, set())
+        functions = self.module.functions
+        wanted = {}
+        for name in self.module.function_names() if names is None else names:
+            if name.startswith("llvm.") or name in self.compiled or name in unprovided:
+                continue
+            if claimed_by(markers, name):
+                unprovided.add(name)
+                continue
+            fn = functions.get(name)
+            if fn is not None and fn.is_declaration:
+                wanted[name] = fn.function_type
         if not wanted:
             return
         scratch = Module("gpuc.libraries", self.context)
@@ -239,6 +264,7 @@ class CompileState:
         except BaseException:
             scratch.close()
             raise
+        unprovided.update(set(wanted).difference(f.name for f in provided))
         if not any(f.name in wanted for f in provided):
             scratch.close()
             return

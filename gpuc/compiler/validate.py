@@ -8,12 +8,14 @@ Each target answers for itself (the hooks in gpuc/targets/interface.py).
 
 from __future__ import annotations
 
+import linecache
 import re
 
 from .. import llvm
 from ..llvm import CallInst, Function, Instruction, Module
 from ..llvm.values import InlineAsm
-from ..errors import IRIssue
+from ..abi import SITE_METADATA
+from ..errors import IRIssue, SourceLocation
 from .plugins import REGISTRY, RESERVED_MARKER_PREFIXES, claimed_by
 
 _APPROXIMATE_CALL = re.compile(r"\bcall (?:[a-z]+ )*?(?:afn|fast) ")
@@ -182,8 +184,19 @@ def _indirect_call_issues(target, module: Module, text: str) -> list[IRIssue]:
         for inst in fn.instructions() if not fn.is_declaration else ():
             if isinstance(inst, CallInst) and not isinstance(inst.callee, (Function, InlineAsm)):
                 issues.append(IRIssue("indirect-call", f"@{fn.name} calls through a function pointer "
-                                      f"(`{str(inst).strip()}`), {why}; {hint}", function=fn.name))
+                                      f"(`{str(inst).strip()}`), {why}; {hint}", function=fn.name,
+                                      location=site(inst)))
     return issues
+
+
+def site(inst) -> SourceLocation | None:
+    """Where the frontend says `inst` is in the source (metadata abi.SITE_METADATA), or None."""
+    text = inst.string_metadata(SITE_METADATA)
+    parts = text.rsplit(":", 2) if text else ()
+    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+        return None
+    file, line, col = parts[0], int(parts[1]), int(parts[2])
+    return SourceLocation(file, line, col, linecache.getline(file, line))
 
 
 def kernel_issue(entry) -> IRIssue | None:

@@ -107,6 +107,8 @@ class PointerCall(Handler):
         params = [p for t in ptype.params for p in lw.abi_params(t)]
         call = lw.b.call(pointer, args, fnty=FunctionType.get(lw.ltype(ptype.result), params))
         _call_site_attributes(call, ptype)
+        if not lw.program.target.indirect_calls:  # where it is, for the error if it stays indirect
+            call.set_string_metadata(abi.SITE_METADATA, str(lw.typed.info.location(node)))
         return None if ptype.result == none else call
 
 

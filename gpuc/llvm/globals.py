@@ -194,8 +194,19 @@ class CallSiteAttributes(Attributes):
     def __len__(self) -> int:
         return lib.LLVMGetCallSiteAttributeCount(self._fn, self._index)
 
-    def copy_from(self, other: "Attributes") -> None:
-        raise NotImplementedError("copy_from between call sites is not supported; add the attributes by name")
+    def copy_from(self, other: "CallSiteAttributes") -> None:
+        """Add every attribute the call-site index `other` holds (e.g. when rebuilding a call
+        with further arguments)."""
+        if not isinstance(other, CallSiteAttributes):
+            raise TypeError("copy_from: a call site copies the attributes of another call site")
+        if other._fn._scope.context is not self._fn._scope.context:
+            raise ValueError("copy_from: attributes belong to their LLVM context; the calls are in two")
+        n = lib.LLVMGetCallSiteAttributeCount(other._fn, other._index)
+        attrs = (capi.LLVMAttributeRef * n)()
+        if n:
+            lib.LLVMGetCallSiteAttributes(other._fn, other._index, attrs)
+        for attr in attrs:
+            lib.LLVMAddCallSiteAttribute(self._fn, self._index, attr)
 
 
 class Function(GlobalValue):

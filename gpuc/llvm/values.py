@@ -608,6 +608,31 @@ class Instruction(User):
     def get_metadata(self, kind: int):
         return lib.LLVMGetMetadata(self, kind)
 
+    def set_string_metadata(self, kind: str, text: str) -> None:
+        """Attach `!kind !{!"text"}` (a custom kind: the optimizer keeps it on what it clones and
+        may drop it where it merges instructions)."""
+        ctx = lib.LLVMGetTypeContext(lib.LLVMTypeOf(self))
+        name, data = kind.encode(), text.encode()
+        md = lib.LLVMMDStringInContext2(ctx, data, len(data))
+        node = lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 1)(md), 1)
+        lib.LLVMSetMetadata(self, lib.LLVMGetMDKindIDInContext(ctx, name, len(name)),
+                            lib.LLVMMetadataAsValue(ctx, node))
+
+    def string_metadata(self, kind: str) -> str | None:
+        """The text of `!kind !{!"text"}` on this instruction (set_string_metadata), or None."""
+        ctx = lib.LLVMGetTypeContext(lib.LLVMTypeOf(self))
+        name = kind.encode()
+        node = lib.LLVMGetMetadata(self, lib.LLVMGetMDKindIDInContext(ctx, name, len(name)))
+        if not node or lib.LLVMGetMDNodeNumOperands(node) != 1:
+            return None
+        operands = (capi.LLVMValueRef * 1)()
+        lib.LLVMGetMDNodeOperands(node, operands)
+        if not operands[0]:
+            return None
+        size = ctypes.c_uint()
+        text = lib.LLVMGetMDString(operands[0], ctypes.byref(size))
+        return None if text is None else text[:size.value].decode("utf-8", "surrogateescape")
+
     @property
     def can_use_fast_math(self) -> bool:
         """Whether the instruction can carry fast-math flags: floating-point arithmetic, fneg,

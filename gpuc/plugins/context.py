@@ -26,6 +26,8 @@ from gpuc.errors import CompilationError
 from gpuc.llvm import (AllocaInst, Builder, CallInst, ConstantInt, Function, FunctionType, Instruction, Module,
                        run_passes)
 
+from .context_pointers import pass_through_pointers, promote_pointer_calls, reaching, threaded
+
 INDEX, NDRANGE = INDEX_MARKER, NDRANGE_MARKER
 MARKERS = ALL_CONTEXT_MARKERS
 FIELDS = CONTEXT_FIELDS
@@ -88,47 +90,46 @@ def _dim(call: CallInst, name: str) -> int:
 
 
 def _reaching(module: Module, seeds) -> list[Function]:
-    """`seeds` and every function calling one of them, transitively (cycles and recursion are fine)."""
-    found, work = {}, list(seeds)
-    while work:
-        fn = work.pop()
-        if fn in found:
-            continue
-        found[fn] = True
-        for use in fn.uses:
-            user = use.user
-            if isinstance(user, CallInst) and user.callee == fn and user.called_function_type == fn.function_type:
-                work.append(user.function)
-                continue
-            where = f" in @{user.function.name}" if isinstance(user, Instruction) else ""
-            raise CompilationError(
-                f"@{fn.name} reaches a gpuc.ctx marker (gpuc.index/gpuc.ndrange) but is used other than by a "
-                f"direct call{where}: {str(user).strip()}",
-                hint="functions that use the launch context can only be called directly, not through pointers")
-    return [fn for fn in module.functions if fn in found]  # module order: deterministic output
+    """`seeds` and every function that may call one of them, directly or through a pointer
+    (cycles and recursion are fine; gpuc/plugins/context_pointers.py)."""
+    return reaching(module, seeds)[0]
 
 
 def _taken_as_value(module: Module, calls) -> bool:
     """Whether a function that reaches a marker is used other than by a direct call."""
     try:
-        _reaching(module, {c.call.function for c in calls})
+        return reaching(module, {c.call.function for c in calls})[1]
     except CompilationError:
         return True
-    return False
+
+
+def _thread(module: Module, seeds, types, names) -> dict[Function, Function]:
+    """Give the functions that need them for `seeds` the trailing parameters `types` (`names`),
+    passed on at direct calls and, where pointers are involved, at calls through pointers."""
+    functions, through_pointers = threaded(module, seeds)
+    rebuilt = thread_params(module, functions, types, names)
+    if through_pointers:
+        pass_through_pointers(module, list(rebuilt.values()), len(types))
+    return rebuilt
 
 
 # -- adding trailing parameters ----------------------------------------------------------------
 
 def thread_params(module: Module, functions, types, names) -> dict[Function, Function]:
     """Give each of `functions` trailing parameters (`types`, `names`) and pass the caller's own at
-    every call site; every caller of one of them must be among them. Returns old -> new (the old
-    functions are erased, their names taken by the new ones)."""
+    every call site; every caller of one of them must be among them. Where a function's address is
+    taken, the new function's address takes its place (calls through pointers: see
+    context_pointers.pass_through_pointers). Returns old -> new (the old functions are erased,
+    their names taken by the new ones)."""
     rebuilt = {old: _with_params(module, old, types, names) for old in functions}
     builder = Builder(module.context)
     try:
         for old, new in rebuilt.items():
-            for use in list(old.uses):
-                _pass_params(builder, use.user, new, len(types))
+            calls = {use.user: None for use in old.uses if isinstance(use.user, CallInst) and use.user.callee == old}
+            for call in calls:
+                _pass_params(builder, call, new, len(types))
+            if old.uses:  # its address, where taken
+                old.replace_all_uses_with(new)
     finally:
         builder.close()
     for old, new in rebuilt.items():
@@ -213,7 +214,7 @@ def _lower_context_pointer(job, module: Module, calls: list[ContextCall]) -> Non
             return
     llctx = module.context
     ctx_ty = context_type(module)
-    thread_params(module, _reaching(module, {c.call.function for c in calls}), [llctx.ptr()], [CONTEXT_PARAM])
+    _thread(module, {c.call.function for c in calls}, [llctx.ptr()], [CONTEXT_PARAM])
     i32 = llctx.i32
     with Builder(llctx) as builder:
         for c in calls:  # the calls moved with their blocks into the rebuilt functions
@@ -234,20 +235,15 @@ def _lower_block_kernel(job, module: Module, entry: Function, calls: list[Contex
             raise CompilationError(f"@{entry.name} uses blocks (barriers, shared memory, thread indices or warp "
                                    "operations) and differentiates code: derivatives of block kernels are not "
                                    "supported yet", hint="differentiate funcs called from a kernel without blocks")
-    reaching = _reaching(module, {c.call.function for c in calls}) if calls else []
-    for fn in reaching:
-        if fn != entry:
-            fn.attributes.add("alwaysinline")
-    if len(reaching) > 1:
-        run_passes(module, "always-inline", getattr(job, "target_machine", None))
-    calls = _marker_calls(module)
+    calls = _inline_into_kernel(job, module, entry, calls)
     stray = [c for c in calls if c.call.function != entry]
     if stray:
         c = stray[0]
         raise CompilationError(_at(c, f"@{c.call.function.name} uses the launch context (gpuc.{c.marker[9:]}) and "
                                       f"could not be inlined into the kernel, as a kernel with blocks needs on the CPU"),
-                               hint="functions using blocks or gpuc.index() in such a kernel cannot be recursive or "
-                                    "called through pointers")
+                               hint="functions using blocks or gpuc.index() in such a kernel cannot be recursive; "
+                                    "through function pointers they can be called from the kernel and the funcs "
+                                    "it calls, not from recursive funcs")
     run_passes(module, "function(sroa,instsimplify)", getattr(job, "target_machine", None))
     rebuilt = thread_params(module, [entry], [module.context.ptr()], [CONTEXT_PARAM])
     kernel = rebuilt[entry]
@@ -257,6 +253,52 @@ def _lower_block_kernel(job, module: Module, entry: Function, calls: list[Contex
     grid = any(c.marker == GRID_BARRIER_MARKER for c in calls)
     flag.initializer = ConstantInt.get(module.context.i8, 2 if grid else 1)
     flag.is_global_constant = True
+
+
+def _inline_into_kernel(job, module: Module, entry: Function, calls: list[ContextCall]) -> list[ContextCall]:
+    """Inline every function that reaches a marker into the kernel `entry`; returns the marker calls
+    left. A call through a pointer that may reach one becomes a choice among direct calls
+    (context_pointers.promote_pointer_calls), and those are inlined too."""
+    tm = getattr(job, "target_machine", None)
+    promoted, kept = [], []
+    for _ in range(3):  # inlining, then pointers, then what they call
+        reaching = _reaching(module, {c.call.function for c in calls}) if calls else []
+        for fn in reaching:
+            if fn != entry:
+                fn.attributes.add("alwaysinline")
+        if len(reaching) > 1:
+            run_passes(module, "always-inline", tm)
+        calls = _marker_calls(module)
+        if promoted or not any(c.call.function != entry for c in calls):
+            break
+        run_passes(module, "function(sroa,instsimplify)", tm)  # constant pointers become direct calls
+        promoted, kept = promote_pointer_calls(module, entry)
+        if not promoted:
+            break
+    if promoted:
+        _drop_unreachable_bodies(module, promoted, kept)
+        calls = _marker_calls(module)
+    return calls
+
+
+def _drop_unreachable_bodies(module: Module, promoted, kept) -> None:
+    """After promote_pointer_calls and inlining: a function of `promoted` that is no longer called
+    directly, where every call through a pointer left is one of `kept` (which see only pointers to
+    no such function), is never called: its body (and the markers in it) becomes `unreachable`."""
+    kept = set(kept)
+    for fn in module.functions:
+        if not fn.is_declaration and any(isinstance(i, CallInst) and not isinstance(i.callee, Function)
+                                         and i not in kept for i in fn.instructions()):
+            return
+    with Builder(module.context) as builder:
+        for fn in promoted:
+            if fn.is_declaration or any(isinstance(u.user, CallInst) and u.user.callee == fn for u in fn.uses):
+                continue
+            linkage = fn.linkage
+            fn.delete_body()
+            builder.position_at_end(fn.append_block("never.called"))
+            builder.unreachable()
+            fn.linkage = linkage
 
 
 def _assume_in_range(builder: Builder, module: Module, value) -> None:
@@ -299,7 +341,7 @@ def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) ->
         types, names = [ptr, i64] + [i64] * 3, list(DYNAMIC_SHARED_PARAMS + LAUNCH_SIZE_PARAMS)
     else:
         types, names = [i64] * 3, LAUNCH_SIZE_PARAMS
-    rebuilt = thread_params(module, _reaching(module, seeds), types, names) if seeds else {}
+    rebuilt = _thread(module, seeds, types, names) if seeds else {}
     with Builder(module.context) as builder:
         for c in calls:
             builder.position_before(c.call)

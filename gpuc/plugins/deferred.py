@@ -16,7 +16,7 @@ and the optimizer turns calls through it into direct calls (and may inline them)
 from __future__ import annotations
 
 from gpuc.abi import LOOKUP_MARKER
-from gpuc.compiler import CompiledFunction, CompileState
+from gpuc.compiler import CompiledFunction, CompileState, run_deep
 from gpuc.errors import CompilationError
 from gpuc.llvm import CallInst, Function, Instruction, Module
 
@@ -32,6 +32,12 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
         raise CompilationError(f"@{MARKER} is {'defined' if not marker.is_declaration else 'declared'} as "
                                f"{marker.function_type}; it is gpuc's marker for deferred compilation",
                                hint=f"only declare it, as `declare ptr @{MARKER}(ptr)`")
+    # The whole worklist on the compile thread (gpuc.compiler.run_deep; inline where the driver runs
+    # this point there already), not one hand-over per function compiled.
+    return run_deep(_resolve_all, state, marker)
+
+
+def _resolve_all(state: CompileState, marker: Function) -> bool:
     changed = False
     while True:
         calls = [_checked_call(use.user, marker) for use in list(marker.uses)]
@@ -48,17 +54,20 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
 
 def _checked_call(user, marker: Function) -> CallInst:
     """`user` as a marker call of the contract's shape: `call ptr @gpuc.lookup(ptr @function)`."""
-    where = f" in @{user.function.name}" if isinstance(user, Instruction) and user.function else ""
-    text = str(user).strip()
     if not isinstance(user, CallInst) or user.callee != marker:
-        raise CompilationError(f"@{MARKER} is used other than by a direct call{where}: {text}",
+        raise CompilationError(f"@{MARKER} is used other than by a direct call{_where(user)}: {str(user).strip()}",
                                hint=f"@{MARKER} can only be called, as `call ptr @{MARKER}(ptr @function)`")
     args = user.args
     if len(args) != 1 or not isinstance(args[0], Function) or str(user.type) != "ptr":
-        raise CompilationError(f"@{MARKER} must be called with one function and return ptr{where}: {text}",
+        raise CompilationError(f"@{MARKER} must be called with one function and return ptr{_where(user)}: "
+                               f"{str(user).strip()}",
                                hint=f"call it as `call ptr @{MARKER}(ptr @function)`, the function declared "
                                     "with the type calls through the pointer use")
     return user
+
+
+def _where(user) -> str:
+    return f" in @{user.function.name}" if isinstance(user, Instruction) and user.function else ""
 
 
 def _resolved(state: CompileState, fn: Function, requester: str) -> Function:

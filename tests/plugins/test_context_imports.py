@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 import gpuc.plugins.context
+import gpuc.plugins.context_pointers
 import gpuc.plugins.deferred
 import gpuc.plugins.workitems
 
 # What a plugin may import from gpuc: the layers below the plugins, through their public names.
 ALLOWED = ("gpuc.abi", "gpuc.errors", "gpuc.llvm", "gpuc.compiler")
-#: ... and a plugin's own modules (the context plugin's work-item loops live in a file of their own).
-OWN = {"gpuc.plugins.workitems"}
+#: ... and a plugin's own modules (the context plugin's work-item loops and its handling of function
+#: pointers live in files of their own).
+OWN = {"gpuc.plugins.workitems", "gpuc.plugins.context_pointers"}
 
 
 def _absolute(node: ast.ImportFrom, package: str) -> str:
@@ -64,7 +66,8 @@ def import_problems(source: str, package: str) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("plugin", [gpuc.plugins.context, gpuc.plugins.deferred, gpuc.plugins.workitems],
+@pytest.mark.parametrize("plugin", [gpuc.plugins.context, gpuc.plugins.context_pointers, gpuc.plugins.deferred,
+                                    gpuc.plugins.workitems],
                          ids=lambda m: m.__name__)
 def test_builtin_plugin_imports_only_public_names(plugin):
     path = Path(plugin.__file__)

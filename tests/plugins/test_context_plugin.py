@@ -174,20 +174,84 @@ def test_wrong_marker_type_is_a_compilation_error():
         gpuc.compile(job(ir))
 
 
-def test_address_taken_function_reaching_a_marker_is_rejected():
-    ir = """\
+# A function reading the launch context whose address was taken was refused ("used other than by a
+# direct call"); pointers now pass the context (gpuc/plugins/context_pointers.py).
+POINTERS_IR = """\
 declare i64 @gpuc.ctx.index(i32)
-define internal i64 @idx() {
+define internal i64 @idx(i64 %x) {
   %i = call i64 @gpuc.ctx.index(i32 0)
-  ret i64 %i
+  %r = add i64 %i, %x
+  ret i64 %r
 }
-define void @kernel(ptr %p) {
-  store ptr @idx, ptr %p
+define internal i64 @plain(i64 %x) {
+  ret i64 %x
+}
+define internal i64 @call(ptr %f, i64 %x) {
+  %r = call i64 %f(i64 %x)
+  ret i64 %r
+}
+define internal i64 @direct(i64 %x) {
+  %r = call i64 @plain(i64 %x)
+  ret i64 %r
+}
+define void @kernel(ptr %p, i1 %c) {
+  %f = select i1 %c, ptr @idx, ptr @plain
+  %r = call i64 @call(ptr %f, i64 5)
+  %d = call i64 @direct(i64 %r)
+  store i64 %d, ptr %p
   ret void
 }
 """
-    with pytest.raises(gpuc.CompilationError, match=r"@idx reaches a gpuc.ctx marker .* used other than by a direct "
-                                                     r"call in @kernel"):
+
+
+def test_address_taken_functions_and_calls_through_pointers_take_the_context(filecheck):
+    ir = gpuc.code_llvm(job(POINTERS_IR), optimize=False)
+    filecheck(ir, """\
+CHECK-LABEL: define internal i64 @idx(i64 %x, ptr %gpuc.ctx)
+CHECK: load i64, ptr %gpuc.ctx
+CHECK-LABEL: define internal i64 @plain(i64 %x, ptr %gpuc.ctx)
+CHECK-LABEL: define internal i64 @call(ptr %f, i64 %x, ptr %gpuc.ctx)
+CHECK-NEXT: %r = call i64 %f(i64 %x, ptr %gpuc.ctx)
+CHECK-LABEL: define internal i64 @direct(i64 %x, ptr %gpuc.ctx)
+CHECK-NEXT: %r = call i64 @plain(i64 %x, ptr %gpuc.ctx)
+CHECK-LABEL: define void @kernel(ptr %p, i1 %c, ptr %gpuc.ctx)
+CHECK-NEXT: %f = select i1 %c, ptr @idx, ptr @plain
+CHECK-NEXT: %r = call i64 @call(ptr {{.*}}%f, i64 5, ptr %gpuc.ctx)
+CHECK-NOT: @gpuc.ctx.
+""")
+
+
+def test_pointers_stay_as_they_are_where_no_function_they_hold_reads_the_context(filecheck):
+    ir = gpuc.code_llvm(job(POINTERS_IR.replace("ptr @idx, ptr @plain", "ptr @plain, ptr @plain")), optimize=False)
+    filecheck(ir, """\
+CHECK-LABEL: define internal i64 @plain(i64 %x)
+CHECK-LABEL: define internal i64 @call(ptr %f, i64 %x)
+CHECK-NEXT: %r = call i64 %f(i64 %x)
+CHECK-LABEL: define void @kernel(ptr %p, i1 %c)
+""")
+
+
+@pytest.mark.parametrize("use, message", [
+    ("call void @external(ptr @idx)", r"@idx reaches a gpuc.ctx marker \(it uses the launch context\) but is handed "
+                                      r"to @external \(which the module does not define\) in @kernel"),
+    ("store ptr @external.fn, ptr %p\n  store ptr @idx, ptr %p", r"@external.fn is only declared, and its address is "
+                                                                 r"taken in a module whose function pointers pass"),
+])
+def test_pointers_the_context_cannot_follow_are_errors(use, message):
+    ir = f"""\
+declare i64 @gpuc.ctx.index(i32)
+declare void @external(ptr)
+declare i64 @external.fn(i64)
+define internal i64 @idx(i64 %x) {{
+  %i = call i64 @gpuc.ctx.index(i32 0)
+  ret i64 %i
+}}
+define void @kernel(ptr %p) {{
+  {use}
+  ret void
+}}
+"""
+    with pytest.raises(gpuc.CompilationError, match=message):
         gpuc.compile(job(ir))
 
 

@@ -419,6 +419,13 @@ def test_constant_pointer_to_a_function_reading_the_index(ptxas):
     ptxas(ptx.output)
 
 
-def test_pointer_chosen_at_run_time_to_a_function_reading_the_index_is_refused_on_the_cpu():
-    with pytest.raises(gpuc.CompilationError, match=r"reaches a gpuc.ctx marker .* used other than by a direct call"):
-        _chosen_pointer_to_index_reader[5](np.zeros(5, np.int64), True)
+# A pointer chosen at run time to a function reading gpuc.index() was refused on the CPU ("used
+# other than by a direct call"): pointers now pass the launch context.
+@pytest.mark.parametrize("c, want", [(True, [2, 3, 4, 5, 6]), (False, [4, 5, 6, 7, 8])])
+def test_pointer_chosen_at_run_time_to_a_function_reading_the_index(c, want, ptxas):
+    out = np.zeros(5, np.int64)
+    _chosen_pointer_to_index_reader[5](out, c)
+    assert out.tolist() == want
+    ptx = gpuc.compile(gpuc.CompilerJob((_chosen_pointer_to_index_reader, (Array[int64, 1], gpuc.boolean)),
+                                        gpuc.CompilerConfig(gpuc.PTXTarget(), kernel=True)), "asm")
+    ptxas(ptx.output)

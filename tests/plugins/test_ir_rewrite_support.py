@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuc.llvm import Builder, Context, FunctionType, Module
+from gpuc.llvm import Builder, CallInst, Context, FunctionType, Module
 
 IR = """\
 define internal i32 @f(i32 noundef %x) noinline nounwind {
@@ -76,3 +76,52 @@ def test_attributes_copy_from(module):
     assert len(new.return_attributes) == 0
     new.return_attributes.copy_from(old.return_attributes)  # nothing to copy is fine
     assert len(new.return_attributes) == 0
+
+
+def test_call_site_attributes_copy_from():
+    # Rebuilding an indirect call with further arguments (the launch context) keeps what the call
+    # site said of its own arguments and result: code generation reads it when the callee is unknown.
+    ir = """\
+define i1 @k(ptr %p, i1 %b) {
+  %r = call zeroext i1 %p(i1 zeroext %b, i32 noundef 3) cold
+  ret i1 %r
+}
+"""
+    with Context() as ctx:
+        m = Module.parse(ir, ctx)
+        fn = m.functions["k"]
+        old = next(i for i in fn.instructions() if isinstance(i, CallInst))
+        with Builder(ctx) as b:
+            b.position_before(old)
+            fnty = FunctionType.get(ctx.i1, [ctx.i1, ctx.i32, ctx.ptr()])
+            new = b.call(old.callee, [*old.args, fn.args[0]], fnty=fnty)
+        assert "zeroext" not in new.param_attributes(0)
+        for i in range(2):
+            new.param_attributes(i).copy_from(old.param_attributes(i))
+        new.return_attributes.copy_from(old.return_attributes)
+        new.attributes.copy_from(old.attributes)
+        assert "zeroext" in new.param_attributes(0) and "noundef" in new.param_attributes(1)
+        assert "zeroext" in new.return_attributes and "cold" in new.attributes
+        assert len(new.param_attributes(2)) == 0
+        with pytest.raises(TypeError):
+            new.param_attributes(0).copy_from(fn.param_attributes(0))
+        old.replace_all_uses_with(new)
+        old.erase()
+        m.verify()
+        assert "call zeroext i1 %p(i1 zeroext %b, i32 noundef 3, ptr %p) #" in str(m)
+        m.close()
+
+
+def test_string_metadata_round_trips_and_is_none_when_absent():
+    # The frontend marks calls through pointers with where they are (abi.SITE_METADATA); validation
+    # reads it back to locate a call that a target cannot make.
+    with Context() as ctx:
+        m = Module.parse("define i64 @k(ptr %p) {\n  %r = call i64 %p(i64 1)\n  ret i64 %r\n}\n", ctx)
+        call = next(i for i in m.functions["k"].instructions() if isinstance(i, CallInst))
+        assert call.string_metadata("gpuc.site") is None
+        call.set_string_metadata("gpuc.site", "dir/kernels.py:12:7")
+        assert call.string_metadata("gpuc.site") == "dir/kernels.py:12:7"
+        assert call.string_metadata("gpuc.other") is None
+        m.verify()
+        assert '!gpuc.site !0' in str(m) and '!0 = !{!"dir/kernels.py:12:7"}' in str(m)
+        m.close()

@@ -1,21 +1,23 @@
-"""Deeply nested programs: the frontend's recursive passes run on a thread with a large stack.
+"""Deeply nested programs: recursive compile work runs on a thread with a large stack.
 
-Typing and lowering walk the AST recursively, and typing a call types the callee inside it, so a
-chain of nested @gpuc.func calls or a long expression costs Python frames in proportion (about 17
-per nested call and 5 per binary operator). Python's default limit of 1,000 frames would stop at
-~60 nested calls or ~200 terms, so the frontend runs on its own thread with a large stack, and the
-interpreter's recursion limit is raised to FRAMES while any such run is in progress.
+A source's irgen may recurse deeply: the Python frontend's typing and lowering walk the AST
+recursively, and typing a call types the callee inside it, so a chain of nested @gpuc.func calls or
+a long expression costs Python frames in proportion (about 17 per nested call and 5 per binary
+operator). Python's default limit of 1,000 frames would stop at ~60 nested calls or ~200 terms, so
+the frontend runs on its own thread with a large stack, and the interpreter's recursion limit is
+raised to FRAMES while any such run is in progress.
 
 Python (3.11 included) keeps one recursion limit per interpreter: while a compile runs, other
 threads see the raised limit too. It is restored as soon as the last concurrent compile ends,
 unless someone changed it in between (lowering it from another thread while a compile runs deep
 makes Python abort: "Cannot recover from stack overflow"). The caller waits for the frontend
 thread even when interrupted, for the same reason. Beyond the limit, the visitors report a
-located CompilationError (see errors.LocatingVisitor) instead of a RecursionError.
+located CompilationError (see gpuc/frontend/errors.py, LocatingVisitor) instead of a RecursionError.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -31,7 +33,10 @@ _local = threading.local()
 
 def run_deep(fn, *args):
     """`fn(*args)` on a frontend thread with a large stack and a raised recursion limit; its result
-    or exception comes back to the caller. Runs inline when already on such a thread."""
+    or exception comes back to the caller. Runs inline when already on such a thread: the driver
+    runs a compile's irgen and plugin stages with it, so that the frontend, and plugins compiling
+    further functions into the module (`CompileState.compile_into`, e.g. for gpuc.deferred), do not
+    hand their work to the thread and wait for it again, once per function."""
     if getattr(_local, "deep", False):
         return fn(*args)
     outcome: dict = {}
@@ -117,6 +122,22 @@ def _enter() -> None:
             if _restore is not None:
                 sys.setrecursionlimit(FRAMES)
         _running += 1
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: the idle frontend threads, and the runs of
+    other threads, stayed behind in the parent. Handing a job to one of them would wait forever."""
+    global _lock, _running, _restore
+    _lock = threading.Lock()  # another thread may have held it at the fork
+    _idle.clear()
+    if _running and not getattr(_local, "deep", False):
+        if _restore is not None and sys.getrecursionlimit() == FRAMES:
+            sys.setrecursionlimit(_restore)
+        _running, _restore = 0, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _leave() -> None:

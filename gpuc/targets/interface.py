@@ -307,8 +307,8 @@ class Target:
         return []
 
     def library_files(self) -> list:
-        """The files `link_libraries` may link (libdevice, libclc): the disk cache keys on them, so
-        that a new version of a library is a miss."""
+        """The files `link_libraries` may link (libdevice, libclc), or that the code calls into (the
+        CPU's libmvec): the disk cache keys on them, so that a new version of a library is a miss."""
         return []
 
     def library_function(self, name: str) -> bool:
@@ -371,6 +371,13 @@ class Target:
         of the entry (the CPU's loop over the index space), or None when it calls the entry
         itself. The driver keeps the returned function external and names it on the result."""
         return None
+
+    def annotate_for_vectorizer(self, job, module: Module) -> bool:
+        """optimize, between the simplify and optimize segments (after the `simplified` point):
+        annotate the module for LLVM's loop vectorizer, which runs next; returns whether it changed
+        the module. The native target names vector variants of math functions here
+        (gpuc/targets/vector_math.py)."""
+        return False
 
     def mark_kernel(self, job, fn: Function, module: Module) -> None:
         """finish: turn `fn` into a kernel entry point the target's way."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from ..llvm import host_cpu, host_features, host_triple
+from . import vector_math
 from .interface import CONTEXT_POINTER, MathLowering, MathOp, Target, without_pass
 
 #: A triple's architecture (its first component) -> the LLVM target compiling for it and the
@@ -17,6 +18,15 @@ ARCHITECTURES = {
 }
 # A triple for each LLVM target above, whose pipelines tools/gen_pipelines.py prints.
 _PIPELINE_TRIPLES = {"X86": "x86_64-unknown-linux-gnu", "AArch64": "aarch64-unknown-linux-gnu"}
+
+
+def _switch(text: str, field: str) -> bool:
+    """"on"/"off" (or true/false, 1/0, yes/no) as a bool, for a boolean option given as text."""
+    value = {"on": True, "true": True, "1": True, "yes": True,
+             "off": False, "false": False, "0": False, "no": False}.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"{field} is on or off, not {text!r}")
+    return value
 
 
 @lru_cache(maxsize=1)
@@ -38,6 +48,12 @@ class NativeTarget(Target):
     #: vectorizer is unaffected. NativeTarget(slp_vectorize=True) runs LLVM's pipeline unchanged.
     slp_vectorize: bool = False
     triple_name: str | None = None
+    #: Math calls go to glibc's libmvec (x86-64 Linux; on the host where the process can load it;
+    #: gpuc/targets/vector_math.py): loops calling them vectorize, with the variant of the widest ISA
+    #: the CPU features have, which also computes the calls left scalar. Within 4 ulp of libm.
+    #: NativeTarget(vector_math=False) keeps libm's scalar calls. Code using libmvec links with
+    #: -lmvec when built into an object or library (docs/targets.md, "Vector math on the CPU").
+    vector_math: bool = True
 
     name = "native"
     launch_context = CONTEXT_POINTER
@@ -46,9 +62,12 @@ class NativeTarget(Target):
     # C's fmod is `frem`, which the backend lowers to a call of fmod: one less declaration.
     math_instructions = {"fmod": "frem"}
     cli_options = {"triple": ("triple_name", "LLVM target triple"),
-                   "cpu": ("cpu_name", "CPU name (default: the host's for its triple)")}
+                   "cpu": ("cpu_name", "CPU name (default: the host's for its triple)"),
+                   "vector-math": ("vector_math", "on or off: loops call libmvec's vector math (docs/targets.md)")}
 
     def __post_init__(self) -> None:
+        if isinstance(self.vector_math, str):  # from `gpuc compile --vector-math on|off`
+            object.__setattr__(self, "vector_math", _switch(self.vector_math, "vector_math"))
         host, cpu, features = _host()
         triple = self.triple_name or host
         arch = triple.split("-", 1)[0]
@@ -66,6 +85,21 @@ class NativeTarget(Target):
         object.__setattr__(self, "llvm_target", llvm_target)
         object.__setattr__(self, "intrinsic_namespaces", namespaces)
         object.__setattr__(self, "host_executable", on_host)
+        object.__setattr__(self, "_vector_library", self._find_vector_library(on_host))
+        isas = vector_math.isas(triple, self.feature_string) if self._vector_library else ()
+        #: Scalar math function -> its libmvec variant of the widest ISA the features have (vector_math.variants);
+        #: empty when vector math is off.
+        object.__setattr__(self, "vector_variants", vector_math.variants(isas[0] if isas else None))
+
+    def __reduce__(self):
+        # Rebuilt through __init__: a new process loads libmvec and works out what follows from the fields.
+        return (type(self), tuple(getattr(self, f.name) for f in fields(self)))
+
+    def _find_vector_library(self, on_host: bool) -> str | None:
+        """libmvec's path (loaded into the process) on the host, its name elsewhere; None when off."""
+        if not self.vector_math:
+            return None
+        return vector_math.host_libmvec() if on_host else vector_math.LIBRARY
 
     def triple(self) -> str:
         return self.triple_name
@@ -79,11 +113,34 @@ class NativeTarget(Target):
     def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
         return MathLowering("call", f"{op.c_name}f" if bits == 32 else op.c_name)
 
+    def link_libraries(self, job, module) -> list[str]:
+        # an x86 CPU without F16C converts float16 through library calls the JIT would not find
+        from .half_runtime import link_half_conversions, needs_half_conversions
+        if needs_half_conversions(self.triple(), self.features(), module):
+            return link_half_conversions(module)
+        return []
+
     def pipeline_segments(self, opt_level: int) -> dict[str, str]:
         segments = super().pipeline_segments(opt_level)
         if self.slp_vectorize:
             return segments
         return {name: without_pass(text, "slp-vectorizer") for name, text in segments.items()}
+
+    def annotate_for_vectorizer(self, job, module) -> bool:
+        if not self.vector_variants or job.config.opt_level == 0:
+            return False
+        return vector_math.annotate(module, self.vector_variants) > 0
+
+    def finish_module(self, job, module, tm) -> None:
+        # The calls the vectorizer left call the same variant (one result per argument); not in
+        # unoptimized code, which shows the frontend's IR as it is.
+        if self.vector_variants and job.config.optimize:
+            vector_math.call_variants(module, self.vector_variants)
+
+    def library_files(self) -> list:
+        """The host's libmvec, which vectorized math calls: the disk cache keys on its version, and a
+        library built of the code links with it."""
+        return [self._vector_library] if self.vector_variants and self.host_executable else []
 
     @classmethod
     def pipeline_references(cls) -> dict[str, tuple[str, str]]:
@@ -96,6 +153,8 @@ class NativeTarget(Target):
 
     def __repr__(self) -> str:
         extra = ", slp_vectorize=True" if self.slp_vectorize else ""
+        if not self.vector_math:
+            extra += ", vector_math=False"
         if self.triple_name != _host()[0]:
             extra += f", triple={self.triple_name!r}"
         return f"NativeTarget(cpu={self.cpu_name!r}{extra})"

@@ -22,12 +22,12 @@ from support.user_programs import PROGRAMS, compact
 IDS = [p.id for p in PROGRAMS]
 
 
-def assert_same(got, want, rtol):
+def assert_same(got, want, rtol, atol=0.0):
     for k, (g, w) in enumerate(zip(got, want)):
         if not isinstance(g, np.ndarray):
             continue
         if rtol and g.dtype.kind == "f":
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=0, err_msg=f"argument {k}")
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"argument {k}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"argument {k}", strict=True)
 
@@ -37,7 +37,7 @@ def assert_same(got, want, rtol):
 def test_cpu_matches_interpreter(p, threads):
     got = p.make()
     p.kernel.launch(p.n, *got, device="cpu", threads=threads)
-    assert_same(got, expected(p), p.rtol)
+    assert_same(got, expected(p), p.rtol, p.atol)
 
 
 _EXPECTED: dict[str, tuple] = {}

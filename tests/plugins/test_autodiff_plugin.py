@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -99,7 +100,8 @@ def test_kernel_over_an_array_matches_elementwise():
 def test_optimized_ir_has_no_marker_calls():
     text = gpuc.code_llvm(slopes, (Array[float64, 1], Array[float64, 1]))
     assert "gpuc.autodiff" not in text and "gpuc.lookup" not in text
-    assert "@llvm.cos.f64" in text  # the derivative's code is there, inlined
+    # the derivative's code is there, inlined (cos through libmvec on an x86-64 Linux host, docs/targets.md)
+    assert "@llvm.cos.f64" in text or re.search(r"@_ZGV[bde]N\d+v_cos\(", text)
 
 
 @gpuc.kernel

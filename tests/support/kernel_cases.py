@@ -285,7 +285,9 @@ def math_f64(x, a, b, c):
     c[i] = gpuc.fma(v, v, -1.0) + math.fabs(math.copysign(v, -1.0)) + math.log2(v) + math.log10(v)
 
 
-@case(300, rtol=2e-6)(lambda: (rng(24).random(300, dtype=np.float32) * 3 + 0.1, np.zeros(300, np.float32),
+# libmvec's float32 functions are within 4 ulp (docs/targets.md): b stays away from its root near 0.2,
+# where a last-bit difference in exp, sin or log would be a large relative one.
+@case(300, rtol=1e-5)(lambda: (rng(24).random(300, dtype=np.float32) * 3 + 0.3, np.zeros(300, np.float32),
                                np.zeros(300, np.float32)))
 @gpuc.kernel
 def math_f32(x, a, b):

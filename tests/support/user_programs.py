@@ -24,6 +24,7 @@ class Program:
     n: object
     make: Callable[[], tuple]
     rtol: float = 0.0
+    atol: float = 0.0                # with rtol: for differences of large terms (transcendental math)
     reference: Callable | None = None  # fills the arguments where the interpreter's rules differ (docs)
     gcn_error: str | None = None    # the documented GCN refusal (no device libm), if any
     spirv_error: str | None = None  # the documented SPIR-V refusal (float atomics), if any
@@ -626,7 +627,9 @@ PROGRAMS = [
             lambda: (np.zeros(64), np.zeros(64), _f(np.float64, 64, lo=5, hi=30),
                      _f(np.float64, 64, seed=1, lo=1, hi=100), _f(np.float64, 64, seed=2, lo=0.25, hi=10),
                      0.02, 0.30),
-            rtol=1e-12),
+            # The CPU's exp and erf (libmvec, docs/targets.md) differ from libm's in the last bits: a
+            # price of 1e-9, the difference of two terms near s, is compared absolutely.
+            rtol=1e-12, atol=1e-12),
     Program("mandelbrot", mandelbrot, (24, 16), lambda: (np.zeros((16, 24), np.int64), 50)),
     Program("hashes", hashes, 64,
             lambda: (_u(np.uint32, 64), np.zeros(64, np.uint32), np.zeros(64, np.uint64))),

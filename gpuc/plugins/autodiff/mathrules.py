@@ -1,5 +1,6 @@
 """Derivatives of math functions, for every way a target spells them: LLVM intrinsics, libdevice
-(`__nv_sin`), OpenCL built-ins (`_Z3sind`) and libm (`sin`, `sinf`).
+(`__nv_sin`), OpenCL built-ins (`_Z3sind`), libm (`sin`, `sinf`) and vector variants in the x86
+vector function ABI (libmvec's `_ZGVeN8v_sin`, which the CPU's vectorized loops call).
 
 A rule's derivative code calls functions of the same family as the call it differentiates (the
 derivative of `__nv_sin` calls `__nv_cos`), so it stays valid on the target the call was made for.
@@ -209,6 +210,8 @@ KNOWN_WITHOUT_RULE = frozenset({"tgamma", "lgamma", "sincos", "modf", "frexp", "
 _KNOWN = DIFFERENTIABLE | KNOWN_WITHOUT_RULE
 _INTRINSIC = re.compile(r"llvm\.(\w+?)\.(v\d+)?(f32|f64)(\.i32)?$")
 _OPENCL = re.compile(r"_Z(\d+)(\w+)$")
+# `_ZGV<isa><mask N: unmasked><lanes><v per vector argument>_<libm name>` (the x86 vector function ABI).
+_VECTOR_VARIANT = re.compile(r"_ZGV[bcde]N\d+v+_(\w+)$")
 
 
 def _canonical(name: str) -> str | None:
@@ -221,6 +224,12 @@ def classify(fn: llvm.Function) -> tuple[Family, str] | None:
     name = fn.name
     if (m := _INTRINSIC.match(name)) and m.group(1) in _KNOWN:
         return INTRINSIC, m.group(1)
+    if (m := _VECTOR_VARIANT.match(name)) and fn.is_declaration:
+        # A vector variant's derivative calls the vector intrinsics (`llvm.cos.v8f64`): the target
+        # that chose the variant lowers them as it lowers its other vector math.
+        base = m.group(1)
+        found = _canonical(base) or (_canonical(base[:-1]) if base.endswith("f") else None)
+        return (INTRINSIC, found) if found else None
     if name.startswith("__nv_"):
         base = name[5:]
         found = _canonical(base) or (_canonical(base[:-1]) if base.endswith("f") else None)

@@ -23,6 +23,7 @@ from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType
 
+from .cfg import cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, locate
 from .reverse import Settings, adjoint_body, gradient_function, gradient_name
 from .tangent import tangent_function, tangent_name
@@ -193,6 +194,25 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     return callers | {kernel.name}
 
 
+def _inline_for_loop(call: CallInst, fn: Function) -> bool:
+    """Whether `fn`, called by `call` in a loop (a kernel's launch loop on the CPU), is to be inlined
+    whatever its size, so that the loop can vectorize (its math calls with it, on vector math
+    libraries): the tangent of a loop unrolled before the `optimized` point is larger than the
+    inliner's threshold. Not a recursive function, nor one kept out of line on purpose."""
+    if "noinline" in fn.attributes or "alwaysinline" in fn.attributes:
+        return False
+    if any(isinstance(use.user, CallInst) and use.user.function == fn for use in fn.uses):
+        return False
+    caller = call.function
+    order = reverse_post_order(caller)
+    preds = {block: [] for block in order}
+    for block in order:
+        for succ in successors(block):
+            if succ in preds:
+                preds[succ].append(block)
+    return call.parent in cyclic_blocks(order, preds)
+
+
 def _definition(state: CompileState, name: str) -> SourceLocation | None:
     """Where the Python function compiled to LLVM function `name` is defined (for an adjoint kernel:
     its primal kernel), when the compile knows."""
@@ -258,3 +278,5 @@ def _replace(state: CompileState, module: Module, call: CallInst) -> None:
         new = b.call(tangent, call.args[1:])
     call.replace_all_uses_with(new)
     call.erase()
+    if _inline_for_loop(new, tangent):
+        tangent.attributes.add("alwaysinline")

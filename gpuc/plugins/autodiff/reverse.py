@@ -138,6 +138,9 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         primal.append_existing_block(block)
     grad = module.add_function(f"{kernel.name}.adjoint", kernel.function_type)
     grad.linkage = "internal"
+    # The kernel becomes one call of it: inlined with the kernel into a launch loop (the CPU's),
+    # whatever its size, so that the loop can vectorize.
+    grad.attributes.add("alwaysinline")
     try:
         builder = _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
                            shadows=shadows, cotangent=None, results=[], indices=indices, read_dims=read_dims)

@@ -1,19 +1,26 @@
-"""The `gpuc` command: compile LLVM IR for a target with plugins, list targets, print versions."""
+"""The `gpuc` command: compile LLVM IR or Python kernels (ahead of time, docs/aot.md) for a target with
+plugins, list targets, print versions."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import os
 import platform
 import sys
 import traceback
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
 from .compiler import CompilerConfig, CompilerError, CompilerJob, IRSource, Plugin, compile, registered_plugins
+from .frontend import GpucFunction
+from .frontend.typespec import ACCEPTED, TypeSpecError, parse_types
+from .runtime import aot
 from .targets import TARGETS, NativeTarget
 
 
@@ -102,30 +109,229 @@ def _add_target_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{opt}", dest=f"target_option_{opt}", metavar=opt.upper(), help=f"{helps[opt]} ({'; '.join(whose)})")
 
 
+def _plugins_and_target(args) -> tuple[list[Plugin], object]:
+    """The plugins of the compile (registered, then --plugin's) and the target --target names."""
+    plugins = list(registered_plugins())
+    for spec in args.plugin:
+        plugins += _load_plugins(spec)
+    plugins += [p for p in registered_plugins() if p not in plugins]  # those a factory registered
+    try:
+        return plugins, _target(args)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--target {args.target}: {exc}") from None
+
+
 def _compile(args) -> int:
+    if args.sources:
+        return _compile_python(args)
+    if args.file is None:
+        raise UsageError("compile what? name an LLVM IR file (FILE.ll --entry NAME) or Python functions "
+                         "(FILE.py:NAME --types \"f32, f32[:]\")")
+    if args.entry is None:
+        raise UsageError(f"--entry NAME is required for the LLVM IR file {args.file}: the entry function's name")
+    if args.emit == "lib":
+        raise UsageError("--emit lib builds a library of Python kernels: FILE.py:NAME --types \"...\" (docs/aot.md)")
     path = Path(args.file)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
     text: str | bytes = data if data[:2] == b"BC" else data.decode("utf-8", "replace")
-    plugins = list(registered_plugins())
-    for spec in args.plugin:
-        plugins += _load_plugins(spec)
-    plugins += [p for p in registered_plugins() if p not in plugins]  # those a factory registered
-    try:
-        target = _target(args)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"--target {args.target}: {exc}") from None
+    plugins, target = _plugins_and_target(args)
     try:
         config = CompilerConfig(target, kernel=args.kernel, opt_level=args.O, optimize=not args.no_opt,
                                 validate=not args.no_opt, plugins=plugins)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    result = compile(CompilerJob(IRSource(text, entry=args.entry, filename=str(path)), config), args.emit)
-    _write_output(result.output, args)
+    assemble = aot.assembles(target, args.emit)
+    result = compile(CompilerJob(IRSource(text, entry=args.entry, filename=str(path)), config),
+                     "asm" if assemble else args.emit)
+    built = (aot.assemble_object(target, result.output, [result.trace]) if assemble
+             else aot.Built(result.output, [result.trace]))
+    _finish(built, args)
+    return 0
+
+
+def _finish(built: aot.Built, args, write: bool = True) -> None:
+    """Write the output (unless written already), then the notes and (with --trace) the trace on stderr."""
+    if write:
+        _write_output(built.output, args)
+    for note in built.notes:
+        print(f"gpuc: note: {note}", file=sys.stderr)
     if args.trace:
-        print(result.trace, file=sys.stderr)
+        for trace in built.traces:
+            print(trace, file=sys.stderr)
+
+
+# -- Python kernels and funcs, ahead of time (docs/aot.md) ------------------------------------------
+
+
+@dataclass
+class _Source:
+    """`FILE.py:NAME --types TEXT` as given on the command line (TEXT None when --types is missing)."""
+
+    spec: str
+    types: str | None = None
+
+    @property
+    def file(self) -> str:
+        return self.spec.rpartition(":")[0]
+
+    @property
+    def name(self) -> str:
+        return self.spec.rpartition(":")[2]
+
+
+def _is_python_source(token: str) -> bool:
+    file, sep, _ = token.rpartition(":")
+    return bool(sep) and file.endswith(".py") and not token.startswith("-")
+
+
+def _python_sources(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list[_Source], list[str]]:
+    """The `FILE.py:NAME --types TEXT` pairs of a `compile` command line, in order, and the rest of it."""
+    if not argv or argv[0] != "compile":
+        return [], argv
+    takes_value = {opt for opt, action in parser.compile_parser._option_string_actions.items() if action.nargs != 0}
+    sources: list[_Source] = []
+    rest, i = [argv[0]], 1
+    while i < len(argv):
+        token = argv[i]
+        option, eq, value = token.partition("=")
+        if option == "--types" and sources and sources[-1].types is None:
+            if eq:
+                sources[-1].types = value
+            elif i + 1 < len(argv):
+                sources[-1].types = argv[i + 1]
+                i += 1
+            else:
+                raise UsageError(f"--types needs the argument types of {sources[-1].spec}, "
+                                 "e.g. --types \"f32, f32[:]\"")
+        elif token in takes_value and not eq:
+            rest += argv[i:i + 2]
+            i += 1
+        elif token == "--":
+            rest += argv[i:]
+            break
+        elif _is_python_source(token):
+            sources.append(_Source(token))
+        elif token.endswith(".py") and not token.startswith("-"):
+            raise UsageError(f"{token}: name the function to compile, {token}:NAME (a @gpuc.kernel or @gpuc.func)")
+        else:
+            rest.append(token)
+        i += 1
+    return sources, rest
+
+
+def _located(message: str, source: _Source, part: str, start: int, end: int, advice: str = "") -> UsageError:
+    """An error shown on the command line `FILE.py:NAME --types 'TEXT'` with carets under `part`'s
+    characters start..end (part "types", "name" or "file")."""
+    quote = '"' if "'" in (source.types or "") else "'"
+    line = f"gpuc compile {source.spec}"
+    if part == "types":
+        offset = len(line) + len(" --types ") + 1 + start
+    else:
+        offset = len("gpuc compile ") + (len(source.file) + 1 if part == "name" else 0) + start
+    if source.types is not None:
+        line += f" --types {quote}{source.types}{quote}"
+    text = f"{message}\n  {line}\n  {' ' * offset}{'^' * max(1, end - start)}"
+    return UsageError(text + (f"\n  {advice}" if advice else ""))
+
+
+def _python_module(source: _Source, modules: dict):
+    """The Python file of `source`, run once per command (`modules`: those run so far) as a module,
+    its directory on sys.path while it runs."""
+    path = Path(source.file).resolve()
+    if str(path) in modules:
+        return modules[str(path)]
+    if not path.is_file():
+        raise _located(f"no such file {source.file}", source, "file", 0, len(source.file))
+    name = f"gpuc_aot_{path.stem}_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # pickling, dataclasses and typing find the module by name
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the user's file failed: one line saying where
+        sys.modules.pop(name, None)
+        raise UsageError(f"running {source.file} failed: {_one_line(exc)}") from None
+    finally:
+        sys.path.remove(str(path.parent))
+    modules[str(path)] = module
+    return module
+
+
+def _gpuc_function(source: _Source, modules: dict) -> GpucFunction:
+    """The @gpuc.kernel or @gpuc.func `source` names, or a located error saying what is there instead."""
+    module = _python_module(source, modules)
+    name = source.name
+    found = getattr(module, name, None) if name.isidentifier() else None
+    if isinstance(found, GpucFunction):
+        return found
+    here = sorted(k for k, v in vars(module).items() if isinstance(v, GpucFunction))
+    listing = (f"{source.file} defines {', '.join(here)}" if here
+               else f"{source.file} defines no @gpuc.kernel or @gpuc.func")
+    if found is None:
+        close = difflib.get_close_matches(name, here, n=1)
+        what = f"{source.file} has no {name!r}" if name else f"{source.spec} names no function"
+        raise _located(what + (f"; did you mean {close[0]!r}?" if close else ""), source, "name", 0, len(name),
+                       listing)
+    where = ""
+    code = getattr(found, "__code__", None)
+    if code is not None:
+        where = f" (defined at {source.file}:{code.co_firstlineno})"
+    raise _located(f"{source.spec} is a {type(found).__name__}{where}, not a @gpuc.kernel or @gpuc.func", source,
+                   "name", 0, len(name), "decorate it with @gpuc.kernel (an entry point) or @gpuc.func (a function "
+                   f"called from kernels); {listing}")
+
+
+def _export(source: _Source, symbol_counts: dict, modules: dict) -> aot.Export:
+    function = _gpuc_function(source, modules)
+    if source.types is None:
+        raise _located(f"{source.spec} needs its argument types: --types after it", source, "name", 0,
+                       len(source.name), f"e.g. {source.spec} --types \"f32, f32[:]\"; accepted: {ACCEPTED}")
+    try:
+        types = tuple(parse_types(source.types))
+    except TypeSpecError as exc:
+        raise _located(f"--types of {source.spec}: {exc.message}", source, "types", exc.start, exc.end,
+                       f"accepted: {ACCEPTED}") from None
+    params = aot.Export(function, types, source.name).param_names
+    if len(types) != len(params):
+        end = len(source.types.rstrip())
+        raise _located(f"{source.spec} takes {len(params)} argument(s) ({', '.join(params)}), --types gives "
+                       f"{len(types)}", source, "types", 0 if not end else end - 1, max(end, 1))
+    symbol = source.name
+    if symbol_counts[source.name] > 1:  # one name for several signatures: each symbol says which
+        symbol = "_".join([source.name, *(t.mangled for t in types)])
+    return aot.Export(function, types, symbol, source.spec)
+
+
+def _compile_python(args) -> int:
+    """`gpuc compile FILE.py:NAME --types TEXT ...`: one module of every function named."""
+    if args.file is not None:
+        raise UsageError(f"{args.file}: one command compiles either an LLVM IR file or Python functions "
+                         "(FILE.py:NAME --types ...), not both")
+    if args.entry is not None or args.kernel:
+        raise UsageError("--entry and --kernel are for LLVM IR files; a Python function is named as FILE.py:NAME, "
+                         "and it is a kernel when decorated with @gpuc.kernel")
+    if args.emit == "bc":
+        raise UsageError("--emit bc is for LLVM IR files; Python functions emit llvm, asm, obj or lib")
+    if args.emit == "lib" and (not args.output or args.output == "-"):
+        raise UsageError("--emit lib writes a shared library and its header: name it with -o (e.g. -o libkernels.so)")
+    counts: dict = {}
+    for source in args.sources:
+        counts[source.name] = counts.get(source.name, 0) + 1
+    modules: dict = {}
+    exports = [_export(source, counts, modules) for source in args.sources]
+    plugins, target = _plugins_and_target(args)
+    try:
+        built = aot.build(exports, target, args.emit, opt_level=args.O, optimize=not args.no_opt, plugins=plugins)
+        if args.emit == "lib":
+            header = aot.link_library(built, args.output)
+            print(f"gpuc: wrote {args.output} and {header}", file=sys.stderr)
+    except aot.ExportError as exc:
+        raise UsageError(str(exc)) from None
+    _finish(built, args, write=args.emit != "lib")
     return 0
 
 
@@ -171,13 +377,20 @@ def _version(_args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuc", description="gpuc: compile LLVM IR for CPUs and GPUs, with plugins")
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("compile", help="compile an LLVM IR file (.ll or .bc)")
-    c.add_argument("file")
-    c.add_argument("--entry", required=True, help="the entry function's name")
+    c = parser.compile_parser = sub.add_parser(
+        "compile", help="compile an LLVM IR file (.ll or .bc), or Python kernels and funcs",
+        usage="gpuc compile FILE.ll --entry NAME [options]\n"
+              "       gpuc compile FILE.py:NAME --types TYPES [FILE.py:NAME --types TYPES ...] [options]")
+    c.add_argument("file", nargs="?", help="an LLVM IR file; or FILE.py:NAME, a @gpuc.kernel or @gpuc.func of a Python "
+                   "file, followed by its --types (repeatable: one module)")
+    c.add_argument("--types", metavar="TYPES", help="the argument types of the FILE.py:NAME before it, e.g. "
+                   "\"f32, f32[:], f64[:, ::1]\" (docs/aot.md)")
+    c.add_argument("--entry", help="the entry function's name (LLVM IR files)")
     c.add_argument("--target", choices=sorted(TARGETS), default=NativeTarget.name)
     _add_target_options(c)
-    c.add_argument("--emit", choices=("llvm", "bc", "asm", "obj"), default="llvm")
-    c.add_argument("--kernel", action="store_true", help="compile the entry as a kernel")
+    c.add_argument("--emit", choices=("llvm", "bc", "asm", "obj", "lib"), default="llvm",
+                   help="lib: a shared library with a C header next to it (Python kernels, native target)")
+    c.add_argument("--kernel", action="store_true", help="compile the entry as a kernel (LLVM IR files)")
     c.add_argument("-O", type=int, choices=(0, 1, 2, 3), default=2, help="optimization level (default 2)")
     c.add_argument("--no-opt", action="store_true", help="skip optimization (and validation)")
     c.add_argument("--plugin", action="append", default=[], metavar="MODULE:CALLABLE",
@@ -191,8 +404,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
     try:
+        sources, rest = _python_sources(argv, parser)
+    except UsageError as exc:
+        print(f"gpuc: error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(rest)
+    args.sources = sources
+    try:
+        if getattr(args, "types", None) is not None:
+            raise UsageError(f"--types {args.types!r} follows no FILE.py:NAME; write it after the function it types")
         return args.run(args)
     except UsageError as exc:
         print(f"gpuc: error: {exc}", file=sys.stderr)

@@ -61,19 +61,12 @@ class JITModule:
         self.entry, self.trace = built.entry, built.trace
         #: The range wrapper launches call (the driver's launch entry), None if the entry has none.
         self.launch_entry = built.launch_entry
-        #: Whether that wrapper runs whole blocks (gpuc/targets/cpu_launch.py: add_blocks_wrapper).
-        last = built.module.functions[self.launch_entry].args[3].name if self.launch_entry is not None else ""
-        self.blocks = last in (BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM)
-        #: Whether it has grid barriers: the launch then runs in phases (launch_blocks).
-        self.grid = last == GRID_LAUNCH_PARAM
         try:
-            _check_externals(built.module, job)
-            entry = built.module.functions[self.entry]
-            written = written_params(built.module, entry) if self.launch_entry is not None else None
-            #: The entry's ABI: launch form, parameter types and names, which pointers it may write.
-            self.abi = EntryABI.of(entry, written)
-            self.slots = tuple(t for ty in entry.function_type.params[:len(self.abi.types)]
-                               for t in (slot_types(ty) or ()))  # the argv slots
+            check_externals(built.module, job)
+            #: The entry's ABI (launch form, parameter types and names, which pointers it may write),
+            #: its argv slots, whether its wrapper runs whole blocks (gpuc/targets/cpu_launch.py:
+            #: add_blocks_wrapper) and whether it has grid barriers (the launch then runs in phases).
+            self.abi, self.slots, self.blocks, self.grid = describe_entry(built.module, self.entry, self.launch_entry)
         except BaseException:
             built.close()
             raise
@@ -102,9 +95,7 @@ class JITModule:
         cache.store(key, {"trace": self.trace.record(), "entry": self.entry, "launch_entry": self.launch_entry,
                           "blocks": self.blocks,
                           "grid": self.grid, "slots": list(self.slots), "externals": externals,
-                          "abi": {"name": self.abi.name, "launch": self.abi.launch, "types": list(self.abi.types),
-                                  "names": list(self.abi.names),
-                                  "written": None if self.abi.written is None else sorted(self.abi.written)}},
+                          "abi": self.abi.record()},
                     code)
 
     def _load_cached(self, job: CompilerJob, header: dict, code: bytes) -> None:
@@ -115,9 +106,7 @@ class JITModule:
         self.entry, self.launch_entry = header["entry"], header["launch_entry"]
         self.trace = Trace.from_record(header["trace"])  # the autodiff plugin's findings included
         self.blocks, self.grid = header["blocks"], header["grid"]
-        abi = header["abi"]
-        self.abi = EntryABI(abi["name"], abi["launch"], tuple(abi["types"]), tuple(abi["names"]),
-                            None if abi["written"] is None else frozenset(abi["written"]))
+        self.abi = EntryABI.from_record(header["abi"])
         self.slots = tuple(header["slots"])
         self._jit = LLJIT()
         try:
@@ -164,7 +153,23 @@ class JITModule:
         self.close()
 
 
+def describe_entry(module: Module, entry_name: str, launch_entry: str | None) -> tuple:
+    """What a launcher needs of a finished module's kernel entry: its abi.EntryABI, its argv slots
+    (LLVM scalar types), whether its launch entry runs whole blocks and whether it has grid barriers."""
+    last = module.functions[launch_entry].args[3].name if launch_entry is not None else ""
+    entry = module.functions[entry_name]
+    written = written_params(module, entry) if launch_entry is not None else None
+    abi = EntryABI.of(entry, written)
+    slots = tuple(t for ty in entry.function_type.params[:len(abi.types)] for t in (slot_types(ty) or ()))
+    return abi, slots, last in (BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM), last == GRID_LAUNCH_PARAM
+
+
 _PROCESS = ctypes.CDLL(None)
+
+
+def defined_in_process(name: str) -> bool:
+    """Whether this process has a symbol `name` (libc's, libm's, a library loaded globally, ...)."""
+    return hasattr(_PROCESS, name)
 
 
 def _externals(module: Module) -> list[str]:
@@ -173,7 +178,7 @@ def _externals(module: Module) -> list[str]:
                   if fn.is_declaration and fn.uses and not fn.name.startswith("llvm."))
 
 
-def _check_externals(module: Module, job: CompilerJob) -> None:
+def check_externals(module: Module, job: CompilerJob) -> None:
     """Every function the module calls but does not define must exist in this process (libc,
     libm, ...); otherwise say which, instead of the JIT's bare "failed to materialize"."""
     missing = [name for name in _externals(module) if not hasattr(_PROCESS, name)]

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -81,6 +85,22 @@ def find_libdevice() -> Path | None:
         if root:
             candidates.append(Path(root) / "nvvm/libdevice/libdevice.10.bc")
     return next((p for p in candidates if p.exists()), None)
+
+
+def find_ptxas() -> str | None:
+    """NVIDIA's PTX assembler: GPUC_PTXAS, PATH, this interpreter's bin directory (scripts/setup.sh
+    links the wheel's there), NVIDIA's pip wheel (the `ptx` extra), or a CUDA install."""
+    candidates = [os.environ.get("GPUC_PTXAS"), shutil.which("ptxas"), str(Path(sys.executable).parent / "ptxas")]
+    try:
+        import nvidia.cuda_nvcc as wheel  # type: ignore[import-not-found]
+
+        candidates += [str(Path(p) / "bin/ptxas") for p in wheel.__path__]
+    except ImportError:
+        pass
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda", "/usr/local"):
+        if root:
+            candidates.append(str(Path(root) / "bin/ptxas"))
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
 
 
 def _intrinsic(builder, module: Module, name: str, result, args=()):
@@ -177,6 +197,24 @@ class PTXTarget(Target):
             raise ValueError(f"PTXTarget cap must look like 'sm_90', not {self.cap!r}")
         if self.ptx_version is None:
             object.__setattr__(self, "ptx_version", _default_ptx_version(self.cap))
+
+    #: What turns this target's assembly into an object (`assemble`), and where to get it.
+    assembler = "ptxas"
+    assembler_hint = "the ptx extra: pip install 'gpuc[ptx]', or a CUDA toolkit"
+
+    def assemble(self, ptx: str) -> bytes | None:
+        """A cubin for `cap` from PTX text with ptxas; None when ptxas is not installed."""
+        exe = find_ptxas()
+        if exe is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="gpuc-ptxas-") as tmp:
+            source, cubin = Path(tmp) / "module.ptx", Path(tmp) / "module.cubin"
+            source.write_text(ptx)
+            proc = subprocess.run([exe, f"-arch={self.cap}", str(source), "-o", str(cubin)], capture_output=True,
+                                  text=True)
+            if proc.returncode:
+                raise CompilationError(f"ptxas -arch={self.cap} rejected the PTX: {proc.stderr.strip()}")
+            return cubin.read_bytes()
 
     def triple(self) -> str:
         return "nvptx64-nvidia-cuda"

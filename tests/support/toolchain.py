@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
-from pathlib import Path
 
 
 def first_executable(candidates) -> str | None:
@@ -16,15 +14,10 @@ def first_executable(candidates) -> str | None:
 
 
 def find_ptxas() -> str | None:
-    """ptxas from PATH, this interpreter's bin dir, NVIDIA's pip wheel, or a CUDA install."""
-    candidates = [shutil.which("ptxas"), Path(sys.executable).parent / "ptxas"]
-    try:
-        import nvidia.cuda_nvcc as wheel  # type: ignore[import-not-found]
+    """ptxas as gpuc finds it (GPUC_PTXAS, PATH, this interpreter's bin dir, NVIDIA's pip wheel, a CUDA install)."""
+    from gpuc.targets.ptx import find_ptxas as find
 
-        candidates += [Path(p) / "bin/ptxas" for p in wheel.__path__]
-    except ImportError:
-        pass
-    return first_executable(candidates + ["/usr/local/bin/ptxas", "/usr/local/cuda/bin/ptxas"])
+    return find()
 
 
 def find_spirv_val() -> str | None:

@@ -1,0 +1,7 @@
+"""`python -m gpuc`: the `gpuc` command (gpuc/cli.py)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

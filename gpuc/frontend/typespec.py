@@ -1,0 +1,138 @@
+"""Argument types written as text (`gpuc compile --types "f32, f32[:], f64[:, ::1]"`), parsed with
+the position of every token, so that a mistake can be shown with a caret under it (docs/aot.md)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .types import SCALARS, ArrayType, GType, ScalarType
+
+
+def _short(t: ScalarType) -> str:
+    """The short name of a scalar type: bool, i32, u64, f32, ..."""
+    return "bool" if t.kind == "b" else t.mangled
+
+
+#: Every spelling of a scalar type kernels take: the short names (f32) and NumPy's names (float32).
+SCALAR_NAMES: dict[str, ScalarType] = {**{s.name: s for s in SCALARS}, **{_short(s): s for s in SCALARS},
+                                       **{"bool_": s for s in SCALARS if s.kind == "b"}}
+#: Spellings of NumPy types that kernels do not take: say so rather than "unknown type".
+_NUMPY_TYPES = {"i8": "int8", "i16": "int16", "u8": "uint8", "u16": "uint16", "f16": "float16", "half": "float16",
+                "f128": "float128", "c64": "complex64", "c128": "complex128"}
+UNSUPPORTED = {spelling: name for short, name in _NUMPY_TYPES.items() for spelling in (short, name)
+               if spelling not in SCALAR_NAMES and name not in SCALAR_NAMES}
+ACCEPTED = (f"scalars {', '.join(_short(s) for s in SCALARS)} "
+            f"(or {', '.join(s.name for s in SCALARS if s.kind != 'b')}); "
+            "arrays of 1 to 3 dimensions T[:], T[:, :], T[:, :, :], C-contiguous T[::1], T[:, ::1], T[:, :, ::1]; "
+            "separated by commas")
+
+_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<dims>::1|:)|(?P<punct>[\[\],])|(?P<other>\S))")
+
+
+class TypeSpecError(ValueError):
+    """A mistake in a type list: `start`/`end` are the offsets of the text at fault."""
+
+    def __init__(self, message: str, start: int, end: int) -> None:
+        super().__init__(message)
+        self.message, self.start, self.end = message, start, max(end, start + 1)
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str
+    text: str
+    start: int
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.text)
+
+
+def _tokens(text: str) -> list[_Token]:
+    out, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:  # only white space is left
+            break
+        kind = m.lastgroup
+        out.append(_Token(kind, m.group(kind), m.start(kind)))
+        pos = m.end()
+    return out
+
+
+def parse_types(text: str) -> list[GType]:
+    """The gpuc types of a comma-separated list (see ACCEPTED); an empty text is no types.
+    A mistake raises TypeSpecError with the offsets of the token at fault."""
+    tokens = _tokens(text)
+    types: list[GType] = []
+    i = 0
+    while i < len(tokens):
+        t, i = _one_type(tokens, i, len(text))
+        types.append(t)
+        if i < len(tokens):
+            if tokens[i].text != ",":
+                raise TypeSpecError(f"expected ',' between types, not {tokens[i].text!r}", tokens[i].start,
+                                    tokens[i].end)
+            i += 1
+            if i == len(tokens):
+                raise TypeSpecError("expected a type after ','", tokens[i - 1].start, tokens[i - 1].end)
+    return types
+
+
+def _one_type(tokens: list[_Token], i: int, length: int) -> tuple[GType, int]:
+    tok = tokens[i]
+    if tok.kind != "name":
+        raise TypeSpecError(f"expected a type name, not {tok.text!r}", tok.start, tok.end)
+    scalar = SCALAR_NAMES.get(tok.text)
+    if scalar is None:
+        if tok.text in UNSUPPORTED:
+            raise TypeSpecError(f"{UNSUPPORTED[tok.text]} is not a type gpuc kernels take", tok.start, tok.end)
+        raise TypeSpecError(f"unknown type {tok.text!r}", tok.start, tok.end)
+    i += 1
+    if i == len(tokens) or tokens[i].text != "[":
+        return scalar, i
+    return _array(tokens, i, scalar, length)
+
+
+def _array(tokens: list[_Token], i: int, dtype: ScalarType, length: int) -> tuple[ArrayType, int]:
+    """`[` at tokens[i]: dimensions `:` (any stride) or a last `::1` (C-contiguous), then `]`."""
+    open_ = tokens[i]
+    dims: list[_Token] = []
+    i += 1
+    while True:
+        if i == len(tokens):
+            raise TypeSpecError("unclosed '[': expected ':' dimensions and ']'", open_.start, length)
+        tok = tokens[i]
+        if tok.kind != "dims":
+            what = "']'" if not dims else "']' or ','"
+            raise TypeSpecError(f"expected ':' or '::1' for a dimension{'' if not dims else ', or ' + what}, "
+                                f"not {tok.text!r}", tok.start, tok.end)
+        dims.append(tok)
+        i += 1
+        if i < len(tokens) and tokens[i].text == ",":
+            i += 1
+            continue
+        if i < len(tokens) and tokens[i].text == "]":
+            break
+        bad = tokens[i] if i < len(tokens) else None
+        raise TypeSpecError(f"expected ',' or ']' after a dimension{', not ' + repr(bad.text) if bad else ''}",
+                            bad.start if bad else length, bad.end if bad else length + 1)
+    close = tokens[i]
+    if len(dims) > 3:
+        raise TypeSpecError(f"arrays have 1 to 3 dimensions, not {len(dims)}", open_.start, close.end)
+    for d in dims[:-1]:
+        if d.text == "::1":
+            raise TypeSpecError("only the last dimension can be '::1' (C-contiguous: the others are ':')",
+                                d.start, d.end)
+    return ArrayType(dtype, len(dims), "C" if dims[-1].text == "::1" else "A"), i + 1
+
+
+def format_type(t: GType) -> str:
+    """`t` in the syntax parse_types reads (the short names)."""
+    if isinstance(t, ArrayType):
+        dims = [":"] * t.ndim
+        if t.layout == "C":
+            dims[-1] = "::1"
+        return f"{format_type(t.dtype)}[{', '.join(dims)}]"
+    return _short(t) if isinstance(t, ScalarType) else str(t)

@@ -16,16 +16,19 @@ from .frontend import (Array, atomic_add, atomic_and, atomic_cas, atomic_dec, at
 from .frontend import (ballot, barrier, barrier_all, barrier_any, barrier_count, block_dim, block_index,  # noqa: E402
                        fence, fence_block, grid_barrier, grid_dim, lane_index, local, shared, shfl_down, shfl_idx,
                        shfl_up, shfl_xor, syncwarp, thread_index, vote_all, vote_any, warp_size)
+from .frontend import complex64, complex128  # noqa: E402  - complex numbers (docs/frontend.md)
+from .frontend import float16, int8, int16, uint8, uint16  # noqa: E402  - the small dtypes (docs/frontend.md)
 from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
 from .runtime.adjoint import adjoint  # noqa: E402
+from .runtime.library import load_library  # noqa: E402  - libraries from `gpuc compile --emit lib` (docs/aot.md)
 
 __all__ = [
     "CompilationError", "CompileResult", "CompileState", "CompiledFunction", "CompilerConfig", "CompilerError",
     "CompilerJob", "GCNTarget", "IRIssue", "IRSource", "InternalCompilerError", "NativeTarget", "PTXTarget",
     "Plugin", "PluginError", "SPIRVTarget", "Target", "ValidationError", "__version__", "build_pipeline",
-    "code_llvm", "code_native", "compile", "compile_module", "make_plugin", "plugin_scope", "register_plugin",
+    "code_llvm", "code_native", "compile", "compile_module", "load_library", "make_plugin", "plugin_scope", "register_plugin",
     "registered_plugins", "unregister_plugin",
     # the Python frontend
     "Array", "adjoint", "atomic_add", "atomic_and", "atomic_cas", "atomic_dec", "atomic_exch", "atomic_inc",
@@ -37,6 +40,8 @@ __all__ = [
     "fence_block", "grid_barrier", "grid_dim", "lane_index", "local", "shared", "shfl_down", "shfl_idx", "shfl_up",
     "shfl_xor", "syncwarp", "thread_index", "vote_all", "vote_any", "warp_size",
 ]
+__all__ += ["complex64", "complex128"]
+__all__ += ["float16", "int8", "int16", "uint8", "uint16"]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
 from .frontend.blocks import NUMBA_CUDA_SPELLINGS  # noqa: E402
@@ -67,7 +72,8 @@ _IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics 
                "vote_all), gpuc.popc, gpuc.clz, gpuc.ffs, gpuc.fma, gpuc.deferred (function pointers), "
                "gpuc.derivative and gpuc.jvp (forward-mode derivatives), gpuc.grad, gpuc.value_and_grad and "
                "gpuc.vjp (reverse mode), gpuc.marker(...) objects, the types "
-               "gpuc.bool_, gpuc.int32, gpuc.int64, gpuc.uint32, gpuc.uint64, gpuc.float32, gpuc.float64, "
+               "gpuc.bool_, gpuc.int8, gpuc.uint8, gpuc.int16, gpuc.uint16, gpuc.int32, gpuc.int64, gpuc.uint32, "
+               "gpuc.uint64, gpuc.float16, gpuc.float32, gpuc.float64, gpuc.complex64, gpuc.complex128, "
                "and gpuc.Array[dtype, ndim] for signatures")
 
 

@@ -30,6 +30,9 @@ from .llvm import ArrayType, Function, Module, StructType, run_passes
 #: The marker `gpuc.deferred(f, ...)` lowers to: `call ptr @gpuc.lookup(ptr @<f's symbol>)`, with
 #: `declare ptr @gpuc.lookup(ptr)`; the built-in gpuc.lookup plugin compiles f and replaces the call.
 LOOKUP_MARKER = "gpuc.lookup"
+#: Metadata `!gpuc.site !{!"file:line:col"}` on a call through a function pointer: where it is in
+#: the source, for errors about calls that remain after optimization.
+SITE_METADATA = "gpuc.site"
 #: The start of the markers `gpuc.derivative` / `gpuc.jvp` lower to, one per call shape:
 #: `{R, R} @gpuc.autodiff.fwd.<mask>.<type>(ptr %f, primals..., tangents...)` (docs/autodiff.md).
 FORWARD_MARKER_PREFIX = "gpuc.autodiff.fwd."
@@ -267,13 +270,14 @@ def written_params(module: Module, kernel: Function) -> frozenset[int]:
 _CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
            "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32,
            "int64": ctypes.c_int64, "uint64": ctypes.c_uint64, "float32": ctypes.c_float,
-           "float64": ctypes.c_double}
+           "float64": ctypes.c_double, "float16": ctypes.c_uint16}  # a half travels as its bits
 _LLVM_TYPES = {"bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32",
-               "uint32": "i32", "int64": "i64", "uint64": "i64", "float32": "float", "float64": "double"}
+               "uint32": "i32", "int64": "i64", "uint64": "i64", "float32": "float", "float64": "double",
+               "float16": "half"}
 #: Scalars spelled as LLVM types are signless: integers of either sign's range are accepted (the
 #: bits are what matter), and "ptr" takes an address (or an array, for its data pointer).
 LLVM_SCALARS = {"i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "float": "float32",
-                "double": "float64", "ptr": "uint64"}
+                "double": "float64", "ptr": "uint64", "half": "float16"}
 
 
 def _dtype(spec) -> np.dtype:
@@ -283,9 +287,27 @@ def _dtype(spec) -> np.dtype:
     except TypeError:
         raise TypeError(f"{spec!r} is not a scalar type; use a name like 'float32', a NumPy dtype or a "
                         "ctypes type") from None
-    if dtype.name not in _CTYPES or not dtype.isnative:
-        raise TypeError(f"kernels take {', '.join(_CTYPES)} scalars and arrays, not {dtype.str!r}")
+    if dtype.name not in _CTYPES and dtype.name not in COMPLEX_PARTS or not dtype.isnative:
+        raise TypeError(f"kernels take {', '.join(list(_CTYPES) + list(COMPLEX_PARTS))} scalars and arrays, not "
+                        f"{dtype.str!r}")
     return dtype
+
+
+#: Complex numbers: an array element is NumPy's (real, imaginary) pair of these; a scalar argument is one
+#: LLVM parameter `{ T, T }` passed by value, as a tuple of the two parts is (ComplexParam).
+COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
+
+
+def _scalar_param(spec):
+    """A ScalarParam, or a ComplexParam for a complex dtype."""
+    if not (isinstance(spec, str) and spec in LLVM_SCALARS):
+        try:
+            dtype = np.dtype(spec)
+        except TypeError:
+            dtype = None
+        if dtype is not None and dtype.name in COMPLEX_PARTS and dtype.isnative:
+            return ComplexParam.of(dtype)
+    return ScalarParam.from_spec(spec)
 
 
 @dataclass(frozen=True)
@@ -313,7 +335,7 @@ class ScalarParam:
         if kind == "b":
             return _bool_converter(what)
         if kind == "f":
-            return _float_converter(what)
+            return _half_converter(what) if self.dtype.itemsize == 2 else _float_converter(what)
         bits = 8 * self.dtype.itemsize
         if self.signless:
             low, high = -(1 << (bits - 1)), (1 << bits) - 1
@@ -343,6 +365,16 @@ def _float_converter(what):
         if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{what} must be a number, not {type(value).__name__}")
         return float(value)
+    return convert
+
+
+def _half_converter(what):
+    """A float16 argument: the bits of the value rounded to half as NumPy rounds it (np.float16(x))."""
+    number = _float_converter(what)
+
+    def convert(value):
+        with np.errstate(over="ignore"):  # beyond float16's range: inf, as np.float16(x)
+            return int(np.float16(number(value)).view(np.uint16))
     return convert
 
 
@@ -438,12 +470,37 @@ class TupleParam:
         return "tuple[" + ", ".join(map(str, self.elements)) + "]"
 
 
+@dataclass(frozen=True)
+class ComplexParam(TupleParam):
+    """A complex scalar: the struct `{ T, T }` (real, imaginary) of its part type, passed by value like a
+    tuple of two floats; the argument is any number (a real one has imaginary part 0)."""
+
+    dtype: np.dtype = np.dtype("complex128")
+
+    @classmethod
+    def of(cls, dtype) -> "ComplexParam":
+        dtype = np.dtype(dtype)
+        part = ScalarParam.from_spec(COMPLEX_PARTS[dtype.name])
+        return cls((part, part), dtype)
+
+    def converter(self, what: str, view=None):
+        def convert(value):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, complex, np.number)):
+                raise TypeError(f"{what} must be a number, not {type(value).__name__}")
+            value = complex(value)
+            return (value.real, value.imag)
+        return convert
+
+    def __str__(self) -> str:
+        return self.dtype.name
+
+
 def _param(item, index: int, in_tuple: bool = False):
     if isinstance(item, (ScalarParam, ArrayParam, TupleParam)) and not (in_tuple and isinstance(item, ArrayParam)):
         return item
     kind, *rest = item if isinstance(item, (tuple, list)) and item else (None,)
     if kind == "scalar" and len(rest) == 1:
-        return ScalarParam.from_spec(rest[0])
+        return _scalar_param(rest[0])
     if kind == "tuple" and len(rest) == 1 and isinstance(rest[0], (tuple, list)):
         return TupleParam(tuple(_param(e, index, in_tuple=True) for e in rest[0]))
     if kind == "array" and not in_tuple and len(rest) in (2, 3) and rest[1] in (1, 2, 3) \
@@ -567,6 +624,17 @@ class EntryABI:
         return cls(fn.name, launch_form(fn), tuple(str(t) for t in types),
                    tuple(arg.name for arg in fn.args[:len(types)]), None if written is None else frozenset(written))
 
+    def record(self) -> dict:
+        """As plain data (JSON): for caches and libraries that describe their kernels (`from_record`)."""
+        return {"name": self.name, "launch": self.launch, "types": list(self.types), "names": list(self.names),
+                "written": None if self.written is None else sorted(self.written)}
+
+    @classmethod
+    def from_record(cls, record: dict) -> EntryABI:
+        written = record["written"]
+        return cls(record["name"], record["launch"], tuple(record["types"]), tuple(record["names"]),
+                   None if written is None else frozenset(written))
+
 
 def as_signature(sig) -> KernelSignature:
     return KernelSignature.from_spec(sig)
@@ -596,7 +664,7 @@ def flat_values(param, value) -> list:
 ARGV_SLOT_BYTES = 8
 #: The `struct` format of one argv slot per LLVM scalar type.
 SLOT_FORMATS = {"i1": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "q", "float": "f4x", "double": "d",
-                "ptr": "q"}
+                "ptr": "q", "half": "H6x"}
 
 
 def slot_types(ty) -> list[str] | None:
@@ -620,7 +688,7 @@ __all__ = ["LIBRARY_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "G
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",
            "SHARED_MARKER", "SHUFFLE_KINDS", "SHUFFLE_MARKERS", "SHUFFLE_MARKER_PREFIX", "SHUFFLE_TYPES",
-           "SYNCWARP_MARKER", "THREAD_INDEX_MARKER", "VOTE_MARKERS", "WARP_SIZE_MARKER", "ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+           "SYNCWARP_MARKER", "THREAD_INDEX_MARKER", "VOTE_MARKERS", "WARP_SIZE_MARKER", "ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "SITE_METADATA", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

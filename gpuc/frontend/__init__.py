@@ -13,6 +13,9 @@ from .source import Func, FunctionSource, GpucFunction, Kernel, func, kernel
 from .types import (SCALARS, Array, ArrayType, FunctionPointerType, GType, ScalarType, TupleType, as_type, boolean, float32, float64,
                     int32, int64, promote, uint32, uint64)
 
+from .types import ComplexType, complex64, complex128  # complex numbers: gpuc/frontend/complex.py
+from .types import float16, int8, int16, uint8, uint16  # the small dtypes: gpuc/frontend/small_dtypes.py
+
 bool_ = boolean
 
 __all__ = [
@@ -26,3 +29,5 @@ __all__ = [
     "fence_block", "grid_barrier", "grid_dim", "lane_index", "local", "shared", "shfl_down", "shfl_idx", "shfl_up",
     "shfl_xor", "syncwarp", "thread_index", "vote_all", "vote_any", "warp_size",
 ]
+__all__ += ["ComplexType", "complex64", "complex128"]
+__all__ += ["float16", "int8", "int16", "uint8", "uint16"]

@@ -19,9 +19,11 @@ from .errors import UserError
 from .operations import CallPlan, Handler
 from .types import ArrayType, ScalarType, TupleType
 
-INTEGERS = ("int32", "int64", "uint32", "uint64")
-UNSIGNED = ("uint32", "uint64")
-FLOATS = ("float32", "float64")
+from .small_dtypes import SMALL_FLOATS, SMALL_INTEGERS, SMALL_UNSIGNED  # noqa: E402
+
+INTEGERS = ("int32", "int64", "uint32", "uint64") + SMALL_INTEGERS
+UNSIGNED = ("uint32", "uint64") + SMALL_UNSIGNED
+FLOATS = ("float32", "float64") + SMALL_FLOATS
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,8 @@ class Atomic(Handler):
         a, i, *values = self.args(typer, node, 2 + len(self.spec.values))
         if not isinstance(a, ArrayType):
             raise UserError(f"{self.name} needs an array as its first argument, not a {a}", node=node.args[0])
+        from .views import check_writable
+        check_writable(a, f"changed by {self.name}")
         dtype = a.dtype
         if dtype.name not in self.spec.dtypes:
             raise UserError(f"{self.name} does not work on {dtype} arrays",

@@ -226,6 +226,11 @@ def _callee(typer, node, target: GpucFunction, signature: tuple, api: str):
     except CompilationError as exc:
         raise exc.with_note(f"{target.__qualname__}({', '.join(map(str, signature))}) is differentiated here by "
                             f"{api}", location) from None
+    from .complex import refuse_in_derivative
+    refused = refuse_in_derivative(callee, api)
+    if refused is not None:
+        raise refused.with_note(f"{target.__qualname__}({', '.join(map(str, signature))}) is differentiated here by "
+                                f"{api}", location)
     if not is_float_structure(result):
         raise UserError(f"{target.__qualname__}({', '.join(map(str, signature))}) returns a {result}: {api} "
                         "differentiates functions returning a float or a tuple of floats",

@@ -57,7 +57,7 @@ class BitCount(Handler):
     def type(self, typer, node):
         (t,) = self.args(typer, node, 1)
         if not (isinstance(t, ScalarType) and t.is_int):
-            raise UserError(f"gpuc.{self.name}() needs an integer (int32, int64, uint32 or uint64), not {t}",
+            raise UserError(f"gpuc.{self.name}() needs an integer (int8 to int64, uint8 to uint64), not {t}",
                             hint="convert it first, e.g. gpuc.uint32(x)" if isinstance(t, ScalarType) else None,
                             node=node.args[0])
         if typer.is_literal(node.args[0]):
@@ -83,7 +83,9 @@ class BitCount(Handler):
         zero = ConstantInt.get(ty, 0)
         position = b.select(b.icmp("eq", x, zero), zero, position)
         i32 = lw.ctx.i32
-        return b.trunc(position, i32) if t.bits > 32 else position
+        if t.bits == 32:
+            return position
+        return b.trunc(position, i32) if t.bits > 32 else b.zext(position, i32)  # int8/int16: a uint32 too
 
 
 def bitop_calls() -> dict:

@@ -23,6 +23,7 @@ from ..llvm import Constant, ConstantInt
 from .errors import UserError
 from .operations import CallPlan, ContextIntrinsic, Handler
 from .source import _NOT_FOUND
+from .types import NUMBERS  # complex numbers are array elements too (complex.py)
 from .types import ArrayType, ScalarType, as_type, boolean, int32, int64, none, uint64
 
 
@@ -362,7 +363,7 @@ def _dtype(typer, node) -> ScalarType:
             t = as_type(value)
         except TypeError:
             t = None
-    if not isinstance(t, ScalarType):
+    if not isinstance(t, NUMBERS):
         raise UserError("the dtype of a shared or local array is a scalar type: gpuc.float32, gpuc.int64, "
                         "np.float64, ...", node=node)
     return t
@@ -416,7 +417,7 @@ class SharedArray(Handler):
     def lower(self, lw, node, plan):
         t, shape = plan.result, plan.extra
         module, space = lw.program.module, lw.target.shared_address_space
-        storage = lw.ctx.i8 if t.dtype.is_bool else lw.ltype(t.dtype)
+        storage = lw.ctx.i8 if getattr(t.dtype, "is_bool", False) else lw.ltype(t.dtype)
         ty = LLArray.get(storage, _count(shape))
         base = f"{abi.SHARED_GLOBAL_PREFIX}{lw.fn.name}."
         k = 0
@@ -466,7 +467,7 @@ class LocalArray(Handler):
 
     def lower(self, lw, node, plan):
         t, shape, ctx = plan.result, plan.extra, lw.ctx
-        storage = ctx.i8 if t.dtype.is_bool else lw.ltype(t.dtype)
+        storage = ctx.i8 if getattr(t.dtype, "is_bool", False) else lw.ltype(t.dtype)
         ty = LLArray.get(storage, _count(shape))
         align = max(8, t.dtype.bits // 8)
         ptr = lw.alloca_builder.alloca(ty, "local", align=align)

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 from .errors import LocatingVisitor, UserError, located
 from .source import _NOT_FOUND, GpucFunction, symbol_name
+from .types import NUMBERS, ComplexType  # complex numbers: complex.py
 from .types import (POINTER_USES, ArrayType, FunctionPointerType, GType, NoneType, ScalarType, TupleType, as_type,
-                    boolean, common_type, holds_pointer, int64, int_range, join, none, promote)
+                    boolean, common_type, holds_pointer, int64, int_range, join, none, promote, unify)
 from . import operations as B
-from . import intrinsics, iteration
+from . import intrinsics, iteration, views
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,7 +74,8 @@ def _holds_array_only(t) -> bool:
 
 def merge(envs):
     """Join variable environments (None = unreachable). A variable bound on some paths only keeps its
-    type (it reads 0 on the others; an array becomes Partial); types that do not `join` become a Conflict."""
+    type (it reads 0 on the others; an array becomes Partial); types `unify` as Numba unifies them (each
+    path's value is converted where they meet), and those that do not become a Conflict."""
     envs = [e for e in envs if e is not None]
     if not envs:
         return None
@@ -89,7 +91,7 @@ def merge(envs):
             elif isinstance(info, Conflict):
                 out[name] = info
             else:
-                joined = join(old[0], info[0])
+                joined = unify(old[0], info[0])
                 out[name] = Conflict(old, info) if joined is None else (joined, old[1])
     for name, info in out.items():
         if isinstance(info, tuple) and _holds_array(info[0]) and any(
@@ -169,7 +171,7 @@ _FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.
 def _fold(op: str, left, right):
     """The Python value of `left op right` for two literal operands (so `2**64` is checked like the
     literal 18446744073709551616), or None when it is not a number, too big to compute, or undefined."""
-    if not all(isinstance(v, (bool, int, float)) for v in (left, right)):
+    if not all(isinstance(v, (bool, int, float, complex)) for v in (left, right)):
         return None
     if isinstance(left, int) and isinstance(right, int) and right > 256 and (
             op == "<<" and left != 0 or op == "**" and abs(left) > 1):
@@ -209,13 +211,19 @@ _UNSUPPORTED_HINTS = {
     "With": "with-statements are not supported", "Try": "try/except is not supported; errors cannot be raised",
     "Raise": "raise is not supported in gpuc functions", "Global": "global is not supported; pass values as arguments",
     "Nonlocal": "nonlocal is not supported", "FunctionDef": "nested functions are not supported; define a @gpuc.func",
-    "Slice": "slicing is not supported; index with integers (a[i], a[i, j])",
+    "Slice": "only arrays can be sliced (a[lo:hi], a[i, :]); index tuples with integers",
     "JoinedStr": "f-strings are not supported", "Assert": "assert is not supported in gpuc functions",
     "Delete": "del is not supported", "Import": "import outside the function; use the module inside it",
     "ImportFrom": "import outside the function", "Yield": "generators are not supported",
     "Starred": "star-unpacking is not supported", "NamedExpr": "the walrus operator is not supported",
     "Match": "match is not supported; use if/elif", "ClassDef": "classes are not supported",
 }
+
+
+def _folds(target) -> bool:
+    """Whether calls of `target` with literal arguments are folded into literals: Python's math functions
+    and number builtins, which return Python numbers."""
+    return getattr(target, "__module__", None) == "math" or target in (abs, min, max, int, float, bool, round)
 
 
 def _assigned_names(fn: ast.FunctionDef) -> set[str]:
@@ -311,12 +319,12 @@ class Typer(LocatingVisitor):
             if self._annotation(fn.returns) != none:
                 raise UserError("kernels return nothing; write results into an array argument", node=fn.returns)
 
-    def _annotation(self, node: ast.AST) -> GType:
+    def _annotation(self, node: ast.AST, function: GpucFunction | None = None) -> GType:
+        scope = (function or self.typed.function).py_func.__globals__
         try:
-            value = eval(compile(ast.Expression(node), "<annotation>", "eval"),  # noqa: S307
-                         self.typed.function.py_func.__globals__)
+            value = eval(compile(ast.Expression(node), "<annotation>", "eval"), scope)  # noqa: S307
             if isinstance(value, str):
-                value = eval(value, self.typed.function.py_func.__globals__)  # noqa: S307
+                value = eval(value, scope)  # noqa: S307
             return as_type(value)
         except Exception as exc:  # noqa: BLE001 - any failure is a bad annotation
             raise UserError(f"cannot use this annotation: {exc}",
@@ -328,20 +336,26 @@ class Typer(LocatingVisitor):
         annotated = self._annotation(self.tree.returns) if self.tree.returns is not None else None
         if not rets:
             return annotated if annotated is not None else (none if final else None)
-        strong = {t for t, w, _ in rets if not w}
-        if len(strong) > 1:
-            first = next(r for r in rets if not r[1])
-            other = next(r for r in rets if not r[1] and r[0] != first[0])
-            line = self.typed.info.file_line(first[2].lineno)
-            raise UserError(f"{self.tree.name} returns {first[0]} (line {line}) and {other[0]} here",
-                            hint="return the same type everywhere, converting with float(...)/int(...)",
-                            node=other[2])
+        strong = [t for t, w, _ in rets if not w]
         if strong:
-            result = next(iter(strong))
-            for t, w, node in rets:
-                if w and not (isinstance(result, ScalarType) and promote(result, t, False, True) == result):
+            result = strong[0]
+            for (t, w, node) in rets:  # several types unify as Numba unifies them (int64 and float64: float64)
+                if w:
+                    continue
+                unified = unify(result, t)
+                if unified is None:
+                    first = next(r for r in rets if not r[1])
+                    line = self.typed.info.file_line(first[2].lineno)
+                    raise UserError(f"{self.tree.name} returns {first[0]} (line {line}) and {t} here",
+                                    hint="return the same type everywhere, converting with float(...)/int(...)",
+                                    node=node)
+                result = unified
+            for t, w, node in rets:  # literals are weak: a float literal makes an integer result float64
+                if w and not isinstance(result, NUMBERS):
                     raise UserError(f"returns the literal of type {t} in a function that returns {result}",
                                     node=node)
+                if w:
+                    result = promote(result, t, False, True)
         elif isinstance(annotated, ScalarType) and all(isinstance(t, ScalarType) for t, _, _ in rets):
             result = annotated  # literals only: they take the annotated type (checked below that they fit)
         else:
@@ -384,7 +398,7 @@ class Typer(LocatingVisitor):
 
     def fit(self, node, t: GType) -> None:
         """`node` is used as a value of type `t`: a literal must be representable as one."""
-        if self.is_literal(node) and isinstance(t, ScalarType):
+        if self.is_literal(node) and isinstance(t, NUMBERS):
             B.check_literal_fits(self.typed.consts[id(node)], t)
             self.consumed(node)
 
@@ -439,7 +453,8 @@ class Typer(LocatingVisitor):
             raise UserError("annotated assignment needs a variable and a value (x: gpuc.float32 = ...)")
         want = self._annotation(node.annotation)
         t = self.value_expr(node.value, "the assigned value")
-        if t != want and not (isinstance(t, ScalarType) and isinstance(want, ScalarType)) and not (
+        if t != want and not (isinstance(t, NUMBERS) and isinstance(want, NUMBERS)
+                              and not (isinstance(t, ComplexType) and not isinstance(want, ComplexType))) and not (
                 isinstance(want, ArrayType) and want.accepts(t)):
             raise UserError(f"cannot assign a {t} to a variable annotated {want}", node=node.value)
         self.fit(node.value, want)
@@ -454,6 +469,9 @@ class Typer(LocatingVisitor):
             lt = self.value_expr(node._gpuc_load)
         elif isinstance(target, ast.Subscript):
             lt = self.subscript(target, store=True)
+            if isinstance(lt, ArrayType):
+                raise UserError("augmented assignment to an array view is not supported",
+                                hint="write the loop: for k in range(len(v)): v[k] += x", node=target)
         else:
             raise UserError("augmented assignment needs a variable or an array element", node=target)
         rt = self.value_expr(node.value)
@@ -463,6 +481,9 @@ class Typer(LocatingVisitor):
         plan = B.binary_plan(op, lt, rt, False, self.is_weak(node.value), self.typed.consts.get(id(node.value)))
         self.fit(node.value, plan.operand)
         self.typed.calls[id(node)] = plan
+        if isinstance(plan.result, ComplexType) and not isinstance(lt, ComplexType) and not isinstance(target, ast.Name):
+            raise UserError(f"the result is a {plan.result}, which an array of {lt} cannot hold", node=target,
+                            hint="store complex numbers in a complex array (numpy.complex128), or take .real")
         if isinstance(target, ast.Name):
             self.bind(target, plan.result)
         else:
@@ -484,11 +505,17 @@ class Typer(LocatingVisitor):
                 self.assign(elt, et, None)
         elif isinstance(target, ast.Subscript):
             elem = self.subscript(target, store=True)
+            if isinstance(elem, ArrayType):  # a copy into a view
+                self.typed.types[id(target)] = elem
+                views.type_copy(self, target, elem, t, value_node)
+                return
             if holds_pointer(t):
                 raise UserError(f"cannot store the function pointer {t} into an array of {elem}: arrays hold "
                                 "numbers and bools", hint=POINTER_USES, node=target)
-            if not isinstance(t, ScalarType):
-                raise UserError(f"cannot store a {t} into an array of {elem}", node=target)
+            if not isinstance(t, NUMBERS) or isinstance(t, ComplexType) and not isinstance(elem, ComplexType):
+                hint = ("store complex numbers in a complex array (numpy.complex128), or take .real"
+                        if isinstance(t, ComplexType) else None)
+                raise UserError(f"cannot store a {t} into an array of {elem}", hint=hint, node=target)
             if value_node is not None:
                 self.fit(value_node, elem)
         else:
@@ -509,9 +536,9 @@ class Typer(LocatingVisitor):
             t = self.value_expr(node.value, "the returned value")
             weak = self.is_weak(node.value)
             if isinstance(t, ArrayType):
-                raise UserError("functions cannot return arrays", hint="write into an array argument instead")
+                views.check_returnable(t, self.typed.function.is_kernel)
             if isinstance(t, TupleType) and any(
-                    not isinstance(e, (ScalarType, TupleType, FunctionPointerType)) for e in t.elements):
+                    not isinstance(e, (ScalarType, ComplexType, TupleType, FunctionPointerType)) for e in t.elements):
                 raise UserError("returned tuples may hold numbers, bools and function pointers only")
         if self.typed.function.is_kernel and t != none:
             raise UserError("kernels return nothing; write results into an array argument")
@@ -533,7 +560,7 @@ class Typer(LocatingVisitor):
     def condition(self, node: ast.expr) -> None:
         t = self.value_expr(node, "a condition")
         self.consumed(node)  # a literal condition is decided by its Python value, never materialized
-        if not isinstance(t, ScalarType):
+        if not isinstance(t, NUMBERS):
             hint = POINTER_USES if isinstance(t, FunctionPointerType) else "compare it, e.g. len(a) > 0"
             raise UserError(f"a {t} cannot be used as a condition", hint=hint, node=node)
 
@@ -655,13 +682,16 @@ class Typer(LocatingVisitor):
         """The type of a compile-time Python object: constants become weak literals."""
         t = B.constant_type(value)
         if t is not None:
-            if type(value) in (bool, int, float):
+            if type(value) in (bool, int, float, complex):
                 self.literal(node, value)
             else:
                 self.typed.consts[id(node)] = value  # a NumPy scalar: a constant of its own (strong) type
             return t
         if B.is_known_object(value) or callable(value):
             return PyObject(value)  # an unknown callable is reported where it is called
+        from .global_arrays import global_array_type, is_global_array
+        if is_global_array(value):
+            return global_array_type(self, value, node)
         raise UserError(f"{type(value).__name__} object {value!r} cannot be used in gpuc functions",
                         hint="use numbers, @gpuc.func functions, math functions, gpuc types and intrinsics")
 
@@ -681,8 +711,12 @@ class Typer(LocatingVisitor):
             t = B.array_attribute(base, node.attr)
             if t is None:
                 raise UserError(f"arrays have no attribute {node.attr!r} in gpuc functions",
-                                hint="use a.shape, a.ndim, a.size or len(a)")
+                                hint="use a.shape, a.ndim, a.size or len(a), and the methods a.sum(), a.prod(), "
+                                     "a.max(), a.min(), a.mean()")
             return t
+        if isinstance(base, NUMBERS):  # z.real, z.imag, z.conjugate()
+            from .complex import attribute_type
+            return attribute_type(self, node, base)
         raise UserError(f"a {base} has no attribute {node.attr!r}")
 
     def visit_Tuple(self, node: ast.Tuple) -> GType:
@@ -701,9 +735,6 @@ class Typer(LocatingVisitor):
         """An expression of literals with the Python value `value` is a literal itself (None: not folded)."""
         if value is None:
             return
-        if isinstance(value, complex):
-            raise UserError("this expression of literals has a complex value, which gpuc cannot compute",
-                            hint="complex numbers are not supported")
         B.constant_type(value)  # a literal expression must fit in 64 bits, like a literal
         self.consumed(*operands)
         self.literal(node, value)
@@ -722,6 +753,8 @@ class Typer(LocatingVisitor):
         if not self.is_literal(node):
             self.fit(node.left, plan.operand)
             self.fit(node.right, plan.operand)
+        elif isinstance(consts[id(node)], complex) and not isinstance(plan.result, ComplexType):
+            return B.constant_type(consts[id(node)])  # (-8) ** (1 / 3) is complex in Python
         return plan.result
 
     def visit_BoolOp(self, node: ast.BoolOp) -> GType:
@@ -751,7 +784,10 @@ class Typer(LocatingVisitor):
         consts = self.typed.consts
         if all(self.is_literal(o) for o in operands):
             values = [consts[id(o)] for o in operands]
-            result = all(_COMPARE[_CMPOPS[type(op)]](a, b) for op, a, b in zip(node.ops, values, values[1:]))
+            try:
+                result = all(_COMPARE[_CMPOPS[type(op)]](a, b) for op, a, b in zip(node.ops, values, values[1:]))
+            except TypeError:  # ordering complex numbers: the plan below says so, located
+                result = None
             self._fold_literal(node, result, *operands)
         plans = []
         for i, op in enumerate(node.ops):
@@ -771,7 +807,7 @@ class Typer(LocatingVisitor):
         self.condition(node.test)
         bt, ot = self.value_expr(node.body), self.value_expr(node.orelse)
         t = join(bt, ot)
-        if t is None and isinstance(bt, ScalarType) and isinstance(ot, ScalarType):
+        if t is None and isinstance(bt, NUMBERS) and isinstance(ot, NUMBERS):
             t = promote(bt, ot, self.is_weak(node.body), self.is_weak(node.orelse))
         if t is None:
             hint = ("point both branches to functions with the same parameter and return types"
@@ -803,9 +839,10 @@ class Typer(LocatingVisitor):
             raise UserError(f"a {base} cannot be indexed", hint="only arrays and tuples can be indexed",
                             node=node.value)
         indices = index.elts if isinstance(index, ast.Tuple) else [index]
-        for i in indices:
-            if isinstance(i, ast.Slice):
-                raise UserError("slicing is not supported; index with integers (a[i], a[i, j])", node=i)
+        if store:
+            views.check_writable(base)
+        if views.is_view(base, indices):
+            return views.type_view(self, node, base, indices)
         if len(indices) != base.ndim:
             raise UserError(f"a {base.ndim}-dimensional array needs {base.ndim} indices, not {len(indices)}",
                             hint="write one integer index per dimension: a[i, j]", node=index)
@@ -822,6 +859,10 @@ class Typer(LocatingVisitor):
         return value if isinstance(t, ScalarType) and t.is_int and type(value) is int else None
 
     def visit_Call(self, node: ast.Call) -> GType:
+        from .array_methods import method_call
+        method = method_call(self, node)  # a.sum(), a.max(), ...
+        if method is not None:
+            return method
         callee = self.expr(node.func)
         if isinstance(callee, FunctionPointerType):
             from .pointers import POINTER_CALL
@@ -855,6 +896,15 @@ class Typer(LocatingVisitor):
             raise UserError(f"{name} cannot be called from gpuc functions", hint=hint, node=node.func)
         plan = handler.type(self, node)
         self.typed.calls[id(node)] = (handler, plan)
+        if node.args and not node.keywords and all(map(self.is_literal, node.args)) and _folds(target):
+            # Python's own function of Python literals gives a Python number: a (weak) literal, as in
+            # NumPy 2 (`x / math.exp(0.5)` stays float32 for a float32 x); a failing call is computed as usual
+            try:
+                value = target(*(self.typed.consts[id(a)] for a in node.args))
+            except (ArithmeticError, ValueError):
+                value = None
+            if type(value) in (bool, int, float):
+                self._fold_literal(node, value, *node.args)
         return plan.result
 
     def call_function(self, node: ast.Call, target: GpucFunction) -> GType:
@@ -865,14 +915,26 @@ class Typer(LocatingVisitor):
         if len(node.args) != len(params):
             raise UserError(f"{target.__qualname__} takes {len(params)} argument(s), but {len(node.args)} were given")
         sig = []
-        for a in node.args:
+        for a, param in zip(node.args, params):
             t = self.value_expr(a, "an argument")
             if isinstance(t, TupleType) and any(isinstance(e, ArrayType) for e in t.elements):
                 raise UserError("tuples holding arrays cannot be passed to functions", node=a)
-            sig.append(t)
+            sig.append(self._declared(target, param, a, t))
         callee, result = self.callee_result(target, tuple(sig))
         self.typed.calls[id(node)] = (callee, None)
         return result
+
+    def _declared(self, target: GpucFunction, param: ast.arg, node, t: GType) -> GType:
+        """The type an argument is passed as: a number to a parameter annotated with a number type converts
+        to it, as Numba converts to a declared signature (`float64` to a `gpuc.float32` parameter rounds, a
+        float to an integer parameter converts as int(...) does); a literal must fit."""
+        if param.annotation is None or not isinstance(t, ScalarType):
+            return t
+        want = self._annotation(param.annotation, target)
+        if not isinstance(want, ScalarType) or want == t:
+            return t
+        self.fit(node, want)
+        return want
 
     def callee_result(self, target: GpucFunction, signature: tuple) -> tuple[TypedFunction, GType]:
         """`target` typed for `signature` in this session, and what a call of it returns; for a function

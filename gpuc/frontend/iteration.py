@@ -79,6 +79,9 @@ class ArraySource(Source):
     type: ArrayType
 
     def element(self, k=None):
+        if self.type.ndim > 1:  # the rows: views (gpuc/frontend/views.py)
+            from .views import row_type
+            return row_type(self.type)
         return self.type.dtype
 
     def open(self, lw):
@@ -331,11 +334,6 @@ def iterable(typer, node: ast.expr) -> Source:
     _refuse_global(typer, node)
     t = typer.value_expr(node, "the iterated value")
     if isinstance(t, ArrayType):
-        if t.ndim != 1:
-            raise UserError(f"cannot iterate over a {t.ndim}-D array: its elements would be its rows, which are "
-                            "array views, and gpuc has no views yet",
-                            hint="index instead: for i in range(a.shape[0]): for j in range(a.shape[1]): a[i, j]",
-                            node=node)
         return ArraySource(node, t)
     if isinstance(t, TupleType):
         return TupleSource(node, t)
@@ -356,9 +354,6 @@ def _refuse_global(typer, node) -> None:
     value = typer.typed.function.resolve(node.id)
     what = {tuple: "tuple", list: "list", dict: "dict", set: "set", frozenset: "set", str: "string",
             range: "range"}.get(type(value))
-    if what is None and type(value).__name__ == "ndarray":
-        raise UserError(f"the global array {node.id} cannot be used in gpuc functions",
-                        hint=f"pass it as an argument and iterate over that: for v in {node.id}:", node=node)
     if what is not None:
         raise UserError(f"the global {what} {node.id} cannot be iterated in gpuc functions: only numbers are "
                         "compile-time constants", hint="write the values in place, for v in (1, 2, 3):, or pass "
@@ -385,7 +380,7 @@ def _enumerate_source(typer, node: ast.Call) -> EnumerateSource:
     if start is not None:
         t = typer.value_expr(start, "the start of enumerate()")
         if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)) or t == uint64:
-            raise UserError(f"the start of enumerate() counts in int64, so it must be an int32, int64, uint32 or bool, "
+            raise UserError(f"the start of enumerate() counts in int64, so it must be a bool or an integer other than uint64, "
                             f"not a {t}", hint="convert it with int(...)", node=start)
         typer.fit(start, int64)
     return EnumerateSource(inner, start)
@@ -560,6 +555,9 @@ class ArrayCursor(Cursor):
 
     def value(self, lw, at, k):
         # the position is never negative: read as unsigned, it needs no end-relative adjustment
+        if self.t.ndim > 1:
+            from .views import row
+            return row(lw, self.array, self.t, at)
         return lw.load_element(lw.element_ptr(self.array, self.t, [(at, uint64)]), self.t.dtype)
 
     def more(self, lw, following, k):

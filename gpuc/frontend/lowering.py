@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import ast
+import functools
 
 from .. import abi
 from ..compiler import CompiledFunction, CompileState
 from ..llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
-from . import iteration, operations as B
-from .depth import run_deep
+from . import iteration, operations as B, views
+from ..compiler.depth import run_deep
 from .errors import LocatingVisitor, UserError, located
 from .mathlib import float_to_int
 from .types import (ArrayType, FunctionPointerType, GType, NoneType, ScalarType, TupleType, abi_params, address_space, int64,
-                    int_range, llvm_type, memory_type, none, storage)
+                    int_range, llvm_type, memory_type, none, storage, widens)
 from .inference import PyObject, TypedFunction, Typing
+from .types import NUMBERS, ComplexType  # complex numbers: complex.py
+from . import complex as complex_numbers
 
 
 def lower_program(source, job, context, tm=None):
@@ -209,14 +212,18 @@ class Program:
         self.ctx = module.context
         self.addrspace = address_space(target)
         self.functions = {}
+        self._function_types = {}  # id(typed function) -> its LLVM type (asked for several times each)
 
     def ltype(self, t: GType):
         return llvm_type(t, self.ctx, self.addrspace)
 
     def function_type(self, typed: TypedFunction):
         """The LLVM type of a function: the ABI's flattened parameters (gpuc/abi.py), its return type."""
-        params = [p for t in typed.signature for p in abi_params(t, self.ctx, self.addrspace)]
-        return FunctionType.get(self.ltype(typed.return_type), params)
+        fnty = self._function_types.get(id(typed))
+        if fnty is None:
+            params = [p for t in typed.signature for p in abi_params(t, self.ctx, self.addrspace)]
+            fnty = self._function_types[id(typed)] = FunctionType.get(self.ltype(typed.return_type), params)
+        return fnty
 
     def declare_all(self, entry: str, defined: list, deferred: list) -> dict:
         """Add the functions the module defines (internal but the entry) and declarations of the
@@ -277,6 +284,8 @@ class Lowerer(LocatingVisitor):
     def const(self, t: ScalarType, value):
         """The constant `value` (a Python or NumPy number) as a `t`. Python floats convert like Python
         and NumPy do (an int through float64); the typing has checked that integers fit."""
+        if isinstance(t, ComplexType):
+            return complex_numbers.constant(self, t, value)
         ty = self.ltype(t)
         if t.is_float:
             return ConstantFP.get(ty, float(value))
@@ -293,6 +302,8 @@ class Lowerer(LocatingVisitor):
         return ConstantInt.get(self.ltype(t), value & ((1 << t.bits) - 1))
 
     def truth(self, v, t: ScalarType):
+        if isinstance(t, ComplexType):
+            return complex_numbers.truth(self, v)
         if t.is_bool:
             return v
         if t.is_float:
@@ -300,8 +311,13 @@ class Lowerer(LocatingVisitor):
         return self.b.icmp("ne", v, ConstantInt.get(v.type, 0))
 
     def convert(self, v, src: GType, dst: GType):
+        if isinstance(src, TupleType) and isinstance(dst, TupleType) and src != dst:
+            return self.make_tuple([self.convert(self.b.extract_value(v, k), s, d)
+                                    for k, (s, d) in enumerate(zip(src.elements, dst.elements))], dst)
         if src == dst or isinstance(dst, (TupleType, ArrayType, NoneType, FunctionPointerType)):
             return v
+        if isinstance(src, ComplexType) or isinstance(dst, ComplexType):
+            return complex_numbers.convert(self, v, src, dst)
         if dst.is_bool:
             return self.truth(v, src)
         ty, b = self.ltype(dst), self.b
@@ -309,6 +325,9 @@ class Lowerer(LocatingVisitor):
             return b.uitofp(v, ty) if dst.is_float else b.zext(v, ty)
         if src.is_float:
             if dst.is_float:
+                if (src.bits, dst.bits) == (64, 16):  # rounded once, on every target (small_dtypes.py)
+                    from .small_dtypes import double_to_half
+                    return double_to_half(self, v)
                 return b.fpext(v, ty) if dst.bits > src.bits else b.fptrunc(v, ty)
             return float_to_int(self, v, src, dst)  # saturating: NaN gives 0, never poison
         if dst.is_float:
@@ -410,7 +429,20 @@ class Lowerer(LocatingVisitor):
         return ptr
 
     def store_var(self, name: str, t: GType, value) -> None:
+        """Store a variable's value; where it is read at a type its paths unify to (`v = 7` on one path,
+        `v = 2.5` on another: read as float64), the value converted to that type is stored too."""
         self.b.store(value, self.slot(name, t))
+        for wider in self.read_types.get(name, ()):
+            if widens(storage(t), wider):
+                self.b.store(self.convert(value, t, wider), self.slot(name, wider))
+
+    @functools.cached_property
+    def read_types(self) -> dict:
+        """Each variable's types where it is read."""
+        reads = {}
+        for name, t in self.typed.slots.values():
+            reads.setdefault(name, set()).add(storage(t))
+        return reads
 
     # -- visiting ---------------------------------------------------------------------------
     def generic_visit(self, node):
@@ -436,7 +468,7 @@ class Lowerer(LocatingVisitor):
     def operand(self, node, t: GType):
         """The value of `node` as a `t`. A literal is materialized as a `t` directly, never first as its
         own type: `x + 2**63` on a float64 x adds 9.223372036854776e18, not a wrapped int64."""
-        if self.is_literal(node) and isinstance(t, ScalarType):
+        if self.is_literal(node) and isinstance(t, NUMBERS):
             return self.const(t, self.typed.consts[id(node)])
         return self.convert(self.expr(node), self.type_of(node), t)
 
@@ -468,6 +500,8 @@ class Lowerer(LocatingVisitor):
         elif isinstance(target, ast.Tuple):
             for k, (elt, et) in enumerate(zip(target.elts, t.elements)):
                 self.assign(elt, self.b.extract_value(value, k), et)
+        elif isinstance(self.typed.calls.get(id(target)), views.ViewPlan):  # a copy into a view
+            views.lower_copy(self, target, value, t, source)
         else:  # array element
             dtype = self.type_of(target.value).dtype
             ptr = self.subscript_ptr(target)
@@ -475,11 +509,15 @@ class Lowerer(LocatingVisitor):
                                dtype)
 
     def store_element(self, ptr, value, dtype: ScalarType) -> None:
+        if isinstance(dtype, ComplexType):
+            return complex_numbers.store(self, ptr, value, dtype)
         if dtype.is_bool:
             value = self.b.zext(value, self.ctx.i8)
         self.b.store(value, ptr)
 
     def load_element(self, ptr, dtype: ScalarType):
+        if isinstance(dtype, ComplexType):
+            return complex_numbers.load(self, ptr, dtype)
         value = self.b.load(memory_type(dtype, self.ctx), ptr)
         return self.b.trunc(value, self.ctx.i1) if dtype.is_bool else value
 
@@ -556,6 +594,9 @@ class Lowerer(LocatingVisitor):
         t = self.type_of(node)
         if isinstance(t, PyObject):
             return None
+        if isinstance(t, ArrayType):  # a global NumPy array, frozen (gpuc/frontend/global_arrays.py)
+            from .global_arrays import lower_global_array
+            return lower_global_array(self, self.typed.consts[id(node)], t)
         return self.const(t, self.typed.consts[id(node)])
 
     def visit_Constant(self, node):
@@ -572,6 +613,8 @@ class Lowerer(LocatingVisitor):
         base_t = self.type_of(node.value)
         if isinstance(base_t, PyObject):
             return self._constant_or_none(node)
+        if isinstance(base_t, NUMBERS):
+            return complex_numbers.lower_attribute(self, node, base_t)
         array = self.expr(node.value)
         i64 = self.ctx.i64
         if node.attr == "ndim":
@@ -691,6 +734,8 @@ class Lowerer(LocatingVisitor):
             if id(node.slice) not in self.typed.positions:  # a run-time index
                 return iteration.tuple_element(self, value, base_t, self.expr(node.slice), self.type_of(node.slice))
             return self.b.extract_value(value, self.typed.positions[id(node.slice)])
+        if isinstance(self.typed.calls.get(id(node)), views.ViewPlan):
+            return views.lower_view(self, node)
         return self.load_element(self.subscript_ptr(node), base_t.dtype)
 
     def visit_Call(self, node: ast.Call):
@@ -702,6 +747,6 @@ class Lowerer(LocatingVisitor):
     def call_function(self, node: ast.Call, callee: TypedFunction):
         args = []
         for a, t in zip(node.args, callee.signature):
-            args += self.flatten(self.expr(a), t)
+            args += self.flatten(self.operand(a, t), t)  # converted to an annotated parameter's type
         result = self.b.call(self.program.functions[callee.symbol], args)
         return None if callee.return_type == none else result

@@ -15,7 +15,7 @@ from ..llvm import CALLING_CONVENTIONS, ConstantFP, ConstantInt
 from ..targets import TARGETS, MathLowering, MathOp, Target
 from .operations import CallPlan, Handler
 from .errors import UserError
-from .types import ScalarType, boolean, common_type, float64, int64
+from .types import ScalarType, boolean, common_type, float32, float64, int64
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def available(name: str, target: Target, bits: int) -> bool:
     """Whether `target` can compute math.<name> on floats of `bits` bits."""
     if name in _COMPOSED:
         return all(available(part, target, bits) for part in _COMPOSED[name])
-    return target.math_lowering(OPS[name], bits) is not None
+    return target.math_lowering(OPS[name], 32 if bits == 16 else bits) is not None  # float16: in float32
 
 
 def supported_on(target: Target, bits: int) -> list[str]:
@@ -88,7 +88,7 @@ def supported_on(target: Target, bits: int) -> list[str]:
 
 def lowering(name: str, t: ScalarType, target: Target) -> MathLowering:
     """How `target` computes math.<name> on `t`: an LLVM intrinsic, a math library call or an instruction."""
-    found = target.math_lowering(OPS[name], t.bits)
+    found = target.math_lowering(OPS[name], 32 if t.bits == 16 else t.bits)
     if found is None:
         raise unavailable(name, t, target)
     return found
@@ -108,6 +108,9 @@ def unavailable(name: str, t: ScalarType, target: Target, function: str = "", su
 
 def emit(lw, name: str, t: ScalarType, args):
     """Emit math.<name> on values of float type `t` (the arguments already converted to `t`)."""
+    if t.bits == 16:  # float16 computes in float32 and rounds, as NumPy does (small_dtypes.py)
+        from .small_dtypes import through_float32
+        return through_float32(lw, args, lambda wide: emit(lw, name, float32, wide))
     how = lowering(name, t, lw.target)
     if how.kind == "instruction":
         return getattr(lw.b, how.symbol)(*args)

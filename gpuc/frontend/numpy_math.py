@@ -32,6 +32,7 @@ class Ufunc:
 
     lower: Callable
     needs: tuple = ()
+    in_half: bool = False  # float16 computed in float16 itself (selections), not widened to float32
 
 
 def _library(name: str) -> Ufunc:
@@ -140,12 +141,13 @@ def _extreme(name: str) -> Ufunc:
         if not t.is_float:
             pred = ("s" if t.signed else "u") + ("gt" if larger else "lt")
             return bld.select(bld.icmp(pred, a, b), a, b)
-        if name in ("maximum", "minimum"):
-            take_a = bld.or_(bld.fcmp("ogt" if larger else "olt", a, b), _isnan(lw, a))
+        if name in ("maximum", "minimum"):  # NumPy's float16 loop keeps `a` on ties: a >= b
+            strict = ("ogt" if larger else "olt") if t.bits != 16 else ("oge" if larger else "ole")
+            take_a = bld.or_(bld.fcmp(strict, a, b), _isnan(lw, a))
         else:
             take_a = bld.or_(bld.fcmp("oge" if larger else "ole", a, b), _isnan(lw, b))
         return bld.select(take_a, a, b)
-    return Ufunc(lower)
+    return Ufunc(lower, in_half=True)
 
 
 def _classification(name: str) -> Ufunc:
@@ -345,7 +347,13 @@ class NumpyUfunc(Handler):
 
     def lower(self, lw, node, plan):
         t = plan.extra
-        return self.spec.lower(lw, t, [lw.operand(a, t) for a in node.args])
+        args = [lw.operand(a, t) for a in node.args]
+        if t.is_float and t.bits == 16 and not self.spec.in_half:  # float32, rounded (small_dtypes.py)
+            from .small_dtypes import computes_in
+            wide = computes_in(t)
+            result = self.spec.lower(lw, wide, [lw.convert(a, t, wide) for a in args])
+            return lw.convert(result, wide, t) if plan.result == t else result
+        return self.spec.lower(lw, t, args)
 
 
 # -- np.clip, np.where, np.round ---------------------------------------------------------------------
@@ -450,9 +458,12 @@ class Round(Handler):
             if type(decimals) is not int or not typer.is_weak(given[1]):
                 raise UserError(f"{self.name}(x, decimals) needs decimals as a constant integer", node=given[1])
             typer.consumed(given[1])
+        if t.is_bool and decimals:
+            raise UserError(f"{self.name} of a bool with decimals is an error in NumPy (its result cannot be "
+                            "stored as a bool)", hint="convert it first, e.g. numpy.round(numpy.float32(b), 2)",
+                            node=node.func)
         if t.is_bool:
-            raise UserError(f"{self.name} of a bool computes in float16 in NumPy, which gpuc has no type for",
-                            hint="convert it first, e.g. numpy.round(numpy.float32(b))", node=node.func)
+            t = as_type("float16")  # NumPy rounds a bool in its float16 loop
         _fit(typer, node.args[0], t)
         if t.is_float or decimals < 0:
             require(typer, node.func, self.name, ("rint",), t if t.is_float else float64)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from ..abi import INDEX_MARKER, NDRANGE_MARKER
 from ..llvm import ConstantFP, ConstantInt
 from .errors import UserError
-from .types import (ArrayType, GType, ScalarType, TupleType, boolean, check_scalar, common_type, float64,
-                    int64, int_range, none, promote)
+from .types import (ArrayType, ComplexType, GType, ScalarType, TupleType, boolean, check_scalar, common_type,
+                    float64, int64, int_range, none, promote)
 
 # -- constants ------------------------------------------------------------------------------
 
@@ -34,6 +34,9 @@ def constant_type(value) -> ScalarType | None:
         return int64
     if isinstance(value, float):
         return float64
+    if isinstance(value, complex):
+        from .types import complex128
+        return complex128
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy is a dependency
@@ -50,6 +53,11 @@ def constant_type(value) -> ScalarType | None:
 def check_literal_fits(value, t: ScalarType) -> None:
     """A weak literal used as a `t` must be representable: an integer in t's range, a float converted
     to an integer (truncated, as NumPy does) too. Any number converts to a float or a bool."""
+    if isinstance(value, complex) and not isinstance(t, ComplexType):
+        raise UserError(f"the complex literal {value} cannot be converted to {t}",
+                        hint="take its .real or .imag, or make the other operand complex")
+    if isinstance(t, ComplexType):
+        return
     if not t.is_int or type(value) is bool or not isinstance(value, (int, float)):
         return
     lo, hi = int_range(t)
@@ -73,6 +81,9 @@ class BinPlan:
 
 
 def binary_plan(op: str, lt, rt, lw: bool, rw: bool, rconst=None, lconst=None) -> BinPlan:
+    if isinstance(lt, ComplexType) or isinstance(rt, ComplexType):
+        from . import complex
+        return complex.binary_plan(op, lt, rt, lw, rw)
     lt, rt = check_scalar(lt, f"the left operand of {op}"), check_scalar(rt, f"the right operand of {op}")
     operand = promote(lt, rt, lw, rw)
     if lw and not rw:
@@ -109,6 +120,9 @@ class UnaryPlan:
 
 def unary_plan(op: str, t) -> UnaryPlan:
     names = {"USub": "-", "UAdd": "+", "Not": "not", "Invert": "~"}
+    if isinstance(t, ComplexType):
+        from . import complex
+        return complex.unary_plan(op, t)
     t = check_scalar(t, f"the operand of {names.get(op, op)}")
     if op == "Not":
         return UnaryPlan(op, t, boolean)
@@ -135,6 +149,9 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operato
 
 def compare_plan(op: str, lt, rt, lw: bool, rw: bool, lconst=None, rconst=None) -> ComparePlan:
     """Both sides convert to the promoted type; `lconst`/`rconst` are the values of literal sides."""
+    if isinstance(lt, ComplexType) or isinstance(rt, ComplexType):
+        from . import complex
+        return complex.compare_plan(op, lt, rt, lw, rw)
     lt, rt = check_scalar(lt, "a compared value"), check_scalar(rt, "a compared value")
     operand = promote(lt, rt, lw, rw)
     return ComparePlan(op, operand, exact_compare(op, operand, lconst, rconst))
@@ -282,6 +299,12 @@ def _is_one(v) -> bool:
 
 def lower_binary(lw, plan: BinPlan, left, lt, right, rt, rconst=None):
     t, op, bld = plan.operand, plan.op, lw.b
+    if plan.kind == "complex":
+        from . import complex
+        return complex.lower_binary(lw, plan, left, lt, right, rt, rconst)
+    if t.is_float and t.bits == 16:  # computed in float32 and rounded, as NumPy does (small_dtypes.py)
+        from .small_dtypes import lower_half_binary
+        return lower_half_binary(lw, plan, lw.convert(left, lt, t), right, rt, rconst)
     a = lw.convert(left, lt, t)
     if plan.kind == "powi":
         return _float_pow_int(lw, a, right, plan, rt, rconst)
@@ -312,6 +335,9 @@ def lower_binary(lw, plan: BinPlan, left, lt, right, rt, rconst=None):
 
 def lower_unary(lw, plan: UnaryPlan, value, t):
     bld = lw.b
+    if isinstance(t, ComplexType):
+        from . import complex
+        return complex.lower_unary(lw, plan, value, t)
     if plan.op == "Not":
         return bld.not_(lw.truth(value, t))
     if plan.op == "Invert":
@@ -325,6 +351,9 @@ def lower_unary(lw, plan: UnaryPlan, value, t):
 def lower_compare(lw, plan: ComparePlan, left, lt, right, rt):
     t = plan.operand
     a, b = lw.convert(left, lt, t), lw.convert(right, rt, t)
+    if isinstance(t, ComplexType):
+        from . import complex
+        return complex.lower_compare(lw, plan, a, b)
     if t.is_float:
         return lw.b.fcmp(FCMP[plan.op], a, b)
     return lw.b.icmp(ICMP[(plan.op, t.signed)], a, b)
@@ -358,6 +387,9 @@ class Handler:
     def scalars(self, typer, node, low, high=None) -> list[ScalarType]:
         types = self.args(typer, node, low, high)
         for a, t in zip(node.args, types):
+            if isinstance(t, ComplexType):
+                raise UserError(f"{self.name}() does not take complex numbers (a {t}; Python raises TypeError)",
+                                hint="use z.real, z.imag, abs(z) or cmath's functions", node=a)
             if not isinstance(t, ScalarType):
                 raise UserError(f"{self.name}() needs numbers, not a {t}", node=a)
         return types
@@ -539,6 +571,8 @@ def _calls() -> dict:
     table.update(math_calls())
     table.update(numpy_math_calls())
     table.update(numpy_calls())
+    from .complex_calls import complex_calls
+    table.update(complex_calls(table))
     return table
 
 

@@ -161,11 +161,16 @@ class AdjointCall(Handler):
         for k, (t, shadow) in enumerate(zip(types, flags)):
             if shadow:
                 primal = types[k - 1]
-                if not (k and isinstance(primal, ArrayType) and primal.dtype.is_float and t == primal):
+                if not (k and isinstance(primal, ArrayType) and getattr(primal.dtype, "is_float", False)
+                        and t == primal):  # (complex arrays have no shadows: complex.refuse_in_derivative)
                     raise UserError(f"argument {k} is the shadow of the float array before it and must have its "
                                     f"type ({primal}), not {t}", node=node.args[k])
         signature = tuple(t for t, shadow in zip(types, flags) if not shadow)
         callee = typer.session.function(self.request.kernel, signature)
+        from .complex import refuse_in_derivative
+        refused = refuse_in_derivative(callee, "gpuc.adjoint")
+        if refused is not None:
+            raise refused
         return CallPlan(none, tuple(types), callee, calls=(callee,))
 
     def lower(self, lw, node, plan):

@@ -18,12 +18,15 @@ from ..abi import EntryABI, KernelSignature, c_strides, written_params
 from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
 from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget
+from ..frontend.types import COMPLEX, ComplexType, complex128
 from . import cpu
 
 DEVICES = ("cpu", "cuda")
 _LLVM_SCALAR = {"bool": "i1", "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
-                "float32": "float", "float64": "double"}
+                "float32": "float", "float64": "double", "int8": "i8", "uint8": "i8", "int16": "i16",
+                "uint16": "i16", "float16": "half"}
 _BY_DTYPE = {np.dtype(s.name if s.name != "bool" else "bool"): s for s in SCALARS}
+_BY_DTYPE.update({np.dtype(c.name): c for c in COMPLEX})  # complex numbers: NumPy's complex64/complex128
 _ARRAY_TYPES: dict = {}
 
 
@@ -42,6 +45,8 @@ def typeof(value, position: int = 0) -> GType:
         return int64
     if kind is float:
         return float64
+    if kind is complex:
+        return complex128
     if isinstance(value, np.generic):
         return _scalar_of(value.dtype, position)
     if kind is tuple:
@@ -59,7 +64,7 @@ def _tuple_type(value: tuple, position: int) -> TupleType:
     elements = []
     for element in value:
         t = typeof(element, position)
-        if not isinstance(t, (ScalarType, TupleType)):
+        if not isinstance(t, (ScalarType, ComplexType, TupleType)):
             raise TypeError(f"argument {position}: a tuple passed to a kernel holds scalars (or tuples of "
                             f"them), not a {type(element).__name__}; pass arrays as separate arguments")
         elements.append(t)
@@ -69,8 +74,8 @@ def _tuple_type(value: tuple, position: int) -> TupleType:
 def _scalar_of(dtype: np.dtype, position: int) -> ScalarType:
     found = _BY_DTYPE.get(dtype)
     if found is None:
-        raise TypeError(f"argument {position}: dtype {dtype} is not supported; use bool, int32, int64, uint32, "
-                        "uint64, float32 or float64")
+        raise TypeError(f"argument {position}: dtype {dtype} is not supported; use bool, int8, uint8, int16, "
+                        "uint16, int32, int64, uint32, uint64, float16, float32 or float64")
     return found
 
 
@@ -80,23 +85,27 @@ def _array_type(dtype: np.dtype, ndim: int, position: int, c_contiguous: bool) -
     return ArrayType(_scalar_of(dtype, position), ndim, "C" if c_contiguous else "A")
 
 
-def signature_spec(types) -> list[tuple]:
-    """The abi.KernelSignature spec for gpuc argument types (docs/kernel-abi.md)."""
+def signature_spec(types, *, exact: bool = False) -> list[tuple]:
+    """The abi.KernelSignature spec for gpuc argument types (docs/kernel-abi.md). Scalars are
+    signless LLVM types (the launch typed them already), or with `exact` their NumPy types, whose
+    ranges the launch checks (a compiled library's fixed signature: -1 is no uint32)."""
     spec = []
     for i, t in enumerate(types):
         if isinstance(t, ArrayType):
             spec.append(("array", np.dtype(t.dtype.name), t.ndim) + (("C",) if t.layout == "C" else ()))
-        elif isinstance(t, (ScalarType, TupleType)):
-            spec.append(_scalar_spec(t))
+        elif isinstance(t, (ScalarType, ComplexType, TupleType)):
+            spec.append(_scalar_spec(t, exact))
         else:
             raise TypeError(f"argument {i}: a kernel cannot take a {t}; pass its elements as separate arguments")
     return spec
 
 
-def _scalar_spec(t) -> tuple:
+def _scalar_spec(t, exact: bool = False) -> tuple:
     if isinstance(t, TupleType):
-        return ("tuple", tuple(_scalar_spec(e) for e in t.elements))
-    return ("scalar", _LLVM_SCALAR[t.name])
+        return ("tuple", tuple(_scalar_spec(e, exact) for e in t.elements))
+    if isinstance(t, ComplexType):
+        return ("scalar", t.name)  # passed as a {re, im} struct (abi.ComplexParam)
+    return ("scalar", t.name if exact else _LLVM_SCALAR[t.name])
 
 
 def _device_of(args) -> str:
@@ -189,17 +198,14 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
         header, ptx = hit
         ptx = ptx.decode()
         abi, cooperative = header["abi"], header["cooperative"]
-        entry = EntryABI(abi["name"], abi["launch"], tuple(abi["types"]), tuple(abi["names"]),
-                         None if abi["written"] is None else frozenset(abi["written"]))
+        entry = EntryABI.from_record(abi)
     else:
         with compile_module(job) as built:
             fn = built.module.functions[built.entry]
             entry = EntryABI.of(fn, written_params(built.module, fn))  # launch form and written arrays
             cooperative = any("grid_barrier" in g.name for g in built.module.globals)  # PTXTarget's grid barrier
             ptx = built.emit("asm")
-        cache.store(key, {"cooperative": cooperative, "abi": {
-            "name": entry.name, "launch": entry.launch, "types": list(entry.types), "names": list(entry.names),
-            "written": None if entry.written is None else sorted(entry.written)}}, ptx.encode())
+        cache.store(key, {"cooperative": cooperative, "abi": entry.record()}, ptx.encode())
     signature = KernelSignature(signature_spec(types)).for_entry(entry)
     module = cuda.CudaModule.from_ptx(ptx, entry.name)  # looks the entry up
     run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names,

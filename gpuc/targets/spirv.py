@@ -88,7 +88,7 @@ class SPIRVTarget(Target):
     # float's bits, so they need none.
     atomics_missing = {(op, dtype): "needs the SPIR-V extension SPV_EXT_shader_atomic_float_min_max, which "
                                     "gpuc's spirv target does not enable"
-                       for op in ("min", "max") for dtype in ("float32", "float64")}
+                       for op in ("min", "max") for dtype in ("float16", "float32", "float64")}
     # The backend cannot legalize atomicrmw uinc_wrap/udec_wrap.
     atomic_loops = frozenset({"inc", "dec"})
     indirect_calls = False

@@ -129,7 +129,7 @@ def big_literal(out):
 
 
 @pytest.mark.parametrize("fn, argtypes, message, fragment", [
-    (on_float, (Array[gpuc.int64, 1], gpuc.float64), "gpuc.popc() needs an integer (int32, int64, uint32 or "
+    (on_float, (Array[gpuc.int64, 1], gpuc.float64), "gpuc.popc() needs an integer (int8 to int64, uint8 to "
      "uint64), not float64", "popc(|x)"),
     (on_bool, (Array[gpuc.int64, 1], gpuc.int64), "gpuc.clz() needs an integer", "x > 0"),
     (two_arguments, (Array[gpuc.int64, 1], gpuc.int64), "ffs() takes 1 argument(s), but 2 were given", "gpuc.ffs("),

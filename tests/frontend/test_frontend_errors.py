@@ -57,15 +57,15 @@ def test_type_unstable_variable_after_if():
         if c > 0:
             x = 1
         else:
-            x = 2.5
+            x = (2.5, 1)
         return x
     err = check(f, (int64,), "variable 'x' has different types on different paths", "return |x")
-    assert "int64" in err.message and "float64" in err.message
+    assert "int64" in err.message and "tuple[float64, int64]" in err.message
     # Regression (found by fuzzing): the assignments' lines counted from the def, not the file's top.
     lines, first = inspect.getsourcelines(f.__wrapped__)
-    line_of = {frag: first + next(k for k, ln in enumerate(lines) if frag in ln) for frag in ("x = 1", "x = 2.5")}
+    line_of = {frag: first + next(k for k, ln in enumerate(lines) if frag in ln) for frag in ("x = 1", "x = (2.5")}
     assert f"(assigned at line {line_of['x = 1']})" in err.message, err
-    assert f"(line {line_of['x = 2.5']})" in err.message, err
+    assert f"(line {line_of['x = (2.5']})" in err.message, err
 
 
 def test_type_unstable_variable_in_loop():
@@ -73,9 +73,10 @@ def test_type_unstable_variable_in_loop():
     def f(n):
         x = 0
         for i in range(n):
-            x = x + 0.5
+            x = (x, 0.5)[0]
+            x = (x, x)
         return x
-    check(f, (int64,), "variable 'x' has different types", "x = |x + 0.5")
+    check(f, (int64,), "variable 'x' has different types", "x = (|x, 0.5)[0]")
 
 
 def test_wrong_argument_count():
@@ -114,13 +115,13 @@ def test_indexing_a_scalar():
 def test_wrong_number_of_indices_and_slices():
     @gpuc.func
     def f(a):
-        return a[0]
+        return a[0, 1, 2]
 
     @gpuc.func
     def g(a):
-        return a[1:3]
-    check(f, (Array[float64, 2],), "needs 2 indices, not 1", "a[|0]")
-    check(g, (Array[float64, 1],), "slicing is not supported", "1:3")
+        return a[1:3:0]
+    check(f, (Array[float64, 2],), "needs 2 indices, not 3", "a[|0, 1, 2]")
+    check(g, (Array[float64, 1],), "slice step cannot be zero", "1:3:|0")
 
 
 def test_float_index():
@@ -142,8 +143,8 @@ def test_return_types_disagree():
     def f(n, x):
         if n > 0:
             return n
-        return x
-    check(f, (int64, float64), "returns int64 (line", "return x", hint="return the same type everywhere")
+        return (x, x)
+    check(f, (int64, float64), "returns int64 (line", "return (x, x)", hint="return the same type everywhere")
 
 
 def test_missing_return():
@@ -189,7 +190,9 @@ def test_for_over_the_rows_of_a_2d_array():
         for x in a:
             s += x
         return s
-    check(f, (Array[float64, 2],), "cannot iterate over a 2-D array", "in |a:", hint="for i in range(a.shape[0])")
+    # the rows are views (tests/frontend/test_views.py): adding one to a number is the error
+    check(f, (Array[float64, 2],), "the right operand of + must be a number or bool, not Array[float64, 1]",
+          "s += x")
 
 
 def test_used_before_assignment():
@@ -293,14 +296,14 @@ def test_is_and_in_comparisons():
 def test_error_in_callee_points_into_callee():
     @gpuc.func
     def inner(x):
-        return x.real
+        return x.re
 
     @gpuc.func
     def outer(x):
         return inner(x)
-    check(inner, (float64,), "a float64 has no attribute 'real'", "x.real")
+    check(inner, (float64,), "numbers have no attribute 're'", "x.re")
     err = compile_error(outer, (float64,))
-    assert "x.real" in str(err)
+    assert "x.re" in str(err)
 
 
 def test_math_unavailable_on_a_target_without_a_math_library():
@@ -332,9 +335,10 @@ def test_array_as_condition_and_return():
 
     @gpuc.func
     def g(a):
-        return a
+        t = gpuc.local.array(3, gpuc.float64)
+        return t
     check(f, (Array[float64, 1],), "cannot be used as a condition", "if |a:")
-    check(g, (Array[float64, 1],), "functions cannot return arrays", "return a")
+    check(g, (Array[float64, 1],), "functions cannot return gpuc.local arrays", "return t")
 
 
 def test_calling_a_kernel_from_a_func():

@@ -22,8 +22,8 @@ def test_return_mismatch_message_names_file_lines():
     def f(c, x):
         if c > 0:
             return c
-        return x
-    err = check(f, (int64, float64), "returns int64", "return x")
+        return (x, x)
+    err = check(f, (int64, float64), "returns int64", "return (x, x)")
     assert f"(line {_file_line(f, 'return c')})" in err.message, err
 
 

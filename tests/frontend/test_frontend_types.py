@@ -10,8 +10,7 @@ import pytest
 import gpuc
 from gpuc.frontend.types import SCALARS, as_type, mangle, promote
 
-NP = {"bool": np.bool_, "int32": np.int32, "int64": np.int64, "uint32": np.uint32, "uint64": np.uint64,
-      "float32": np.float32, "float64": np.float64}
+NP = {t.name: np.dtype(t.name).type for t in SCALARS}
 
 
 @pytest.mark.parametrize("a, b", list(itertools.product(SCALARS, SCALARS)), ids=str)

@@ -235,12 +235,20 @@ def test_expressions_of_literals_are_folded_with_pythons_values():
     assert [type(v) for v in got[:2]] == [int, int]
 
 
-def test_complex_literal_expressions_are_an_error():
+def test_complex_literal_expressions_have_pythons_complex_value():
+    # a negative base to a fractional power is complex in Python: the expression is a complex literal
     @gpuc.func
     def f(x):
         return x + (-8) ** (1 / 3)
 
-    compile_error(f, (float64,), "complex value")
+    assert gpuc.frontend.inference.Typing(gpuc.NativeTarget()).function(f, (float64,)).return_type == gpuc.complex128
+    out = np.zeros(1, np.complex128)
+
+    @gpuc.kernel
+    def k(out, x):
+        out[0] = f(x)
+    k[1](out, 1.5)
+    assert out[0] == 1.5 + (-8) ** (1 / 3)
 
 
 # -- the reproducers, as kernels over arrays ---------------------------------------------------------

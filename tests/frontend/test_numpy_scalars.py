@@ -9,8 +9,9 @@ import pytest
 
 import gpuc
 
-SUPPORTED = [np.bool_, np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64]
-INTEGERS = [np.int32, np.int64, np.uint32, np.uint64]
+SUPPORTED = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64, np.uint32, np.uint64, np.float16,
+             np.float32, np.float64]
+INTEGERS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64, np.uint32, np.uint64]
 
 
 def converter(np_type):
@@ -96,7 +97,7 @@ def test_result_types_follow_numpy():
     assert out.tolist()[1:] == [11.0, 1.0, 14.0]
 
 
-@pytest.mark.parametrize("np_type", [np.int8, np.uint16, np.float16, np.complex64])
+@pytest.mark.parametrize("np_type", [np.longdouble])
 def test_numpy_types_without_a_gpuc_type_are_located_errors(np_type):
     @gpuc.func
     def f(x):

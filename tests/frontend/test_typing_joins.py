@@ -228,8 +228,9 @@ def test_early_return_does_not_leak_into_the_other_path(t):
         same(shifted, (t, int64), 7, c)
 
 
-def test_if_without_else_joining_two_types_is_the_documented_error():
-    # the then-branch's float64 used to leak into the other path, storing 0.0 where Python stores 7
+def test_if_without_else_joining_two_types_unifies_them():
+    # the then-branch's float64 used to leak into the other path, storing 0.0 where Python stores 7;
+    # the paths' types now unify as Numba unifies them (tests/frontend/test_unification.py)
     @gpuc.kernel
     def k(out, c):
         v = 7
@@ -237,8 +238,10 @@ def test_if_without_else_joining_two_types_is_the_documented_error():
             v = 2.5
         out[0] = v
 
-    with pytest.raises(gpuc.CompilationError, match="'v' has different types on different paths"):
-        gpuc.code_llvm(k, (Array[float64, 1], int64))
+    for c in (0, 1):
+        out = np.zeros(1)
+        k[1](out, c)
+        assert out[0] == (2.5 if c else 7.0)
 
 
 def test_each_branch_starts_from_the_types_before_the_if():
@@ -298,14 +301,28 @@ def test_a_variable_no_path_assigns_is_still_an_error():
         gpuc.code_llvm(g, (int64,))
 
 
-def test_a_loop_header_joining_two_types_is_the_documented_error():
+def test_a_loop_header_joining_two_types_unifies_them():
     @gpuc.func
     def f(n):
         v = 1
+        w = 0
         for j in range(n):
             w = v + 1
             v = 0.5
         return w
+
+    assert gpuc.code_llvm(f, (int64,))  # v is float64 at the header: w is float64 in the loop
+    for n, want in ((0, 0.0), (1, 2.0), (3, 1.5)):
+        assert native(f, (int64,))(n) == want
+
+
+def test_a_scalar_and_a_tuple_at_one_join_are_still_the_documented_error():
+    @gpuc.func
+    def f(c):
+        v = 1
+        if c > 0:
+            v = (1, 2)
+        return v
 
     with pytest.raises(gpuc.CompilationError, match="'v' has different types"):
         gpuc.code_llvm(f, (int64,))

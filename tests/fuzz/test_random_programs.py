@@ -33,7 +33,7 @@ import pytest
 from support import fuzz, progen
 from support.emulate import emulate
 from support.launches import ArgSpec, build_args
-from support.numeric import Expected
+from support.numeric import Expected, Undefined
 from support.reference import Program
 
 CI_SEED, CI_COUNT = 2026, 400
@@ -41,11 +41,7 @@ CI_DERIVATIVES = 200  # gpuc.derivative / jvp / grad / value_and_grad / vjp prog
 
 # Constructs left out of the CI sample while gpuc cannot handle them yet, feature -> why (the soak keeps
 # them).
-PENDING: dict[str, str] = {
-    "deferred_index": "a function that reads gpuc.index() called through a pointer chosen at run time is refused on "
-                      "the CPU (docs/deferred.md: the context parameter cannot follow a pointer value); the "
-                      "reference does not model that rule yet (constant pointers are fine)",
-}
+PENDING: dict[str, str] = {}
 CI_FEATURES = progen.FEATURES - set(PENDING)
 
 HEADER = "import math\n\nimport numpy as np\n\nimport gpuc\n\n\n"
@@ -84,9 +80,19 @@ def test_reference_float32_rounding_and_signed_zero():
     assert out[2] == x / np.float32(3)
 
 
+def test_reference_unifies_types_at_joins_as_numba():
+    for b, want in ((0, 7.0), (1, 2.5)):
+        out = np.zeros(2)
+        reference("v = 7\nif b > 0:\n    v = 2.5\nout[0] = v\nout[1] = v / 2", out, 0.0, b)
+        assert out[0] == want and out[1] == want / 2
+    out = np.zeros(1)  # int64 and uint64 unify to float64, so the division is a float division
+    reference("v = b\nif b > 0:\n    v = a\nout[0] = v // 2", out, np.uint64(2**64 - 1), 1)
+    assert out[0] == float(2**64 - 1) // 2
+
+
 def test_reference_type_conflict_after_if_without_else_is_an_error():
     with pytest.raises(Expected) as info:
-        reference("v = 7\nif b > 0:\n    v = 2.5\nout[0] = v", np.zeros(1), 0.0, 0)
+        reference("v = 7\nif b > 0:\n    v = (2.5, 1)\nout[0] = v[0]", np.zeros(1), 0.0, 0)
     assert info.value.kind == "conflict"
 
 
@@ -106,6 +112,18 @@ def test_reference_bit_counts():
     for bad in ("gpuc.popc(2.5)", "gpuc.clz(a > 0)", "gpuc.ffs(2**63)"):
         with pytest.raises(Expected):
             reference(f"out[0] = {bad}", np.zeros(1, np.int64), np.int32(1), 0)
+
+
+def test_reference_small_dtypes():
+    # uint8 + uint8 wraps in uint8; with int8 it is int16; int8, uint8 and float16 meet in float16 (NumPy's
+    # result_type, not pairwise); float16 arithmetic rounds each operation to float16
+    out = reference("out[0] = a + a\nout[1] = a + b\nout[2] = max(a, b, c)\nout[3] = c * c + 1",
+                    np.zeros(4), np.uint8(200), np.int8(-100), np.float16(0.1), params="out, a, b, c")
+    h = np.float16(0.1)
+    assert out.tolist() == [144.0, 100.0, 200.0, float(h * h + np.float16(1))]
+    with pytest.raises(Expected) as info:
+        reference("out[0] = a + 300", np.zeros(1), np.uint8(3), 0)
+    assert info.value.kind == "literal"
 
 
 def test_reference_unsigned_count_down_and_loop_carried_variable():
@@ -135,12 +153,33 @@ out[8] = t[b - 7]
     # unrolled per element type; enumerate from its start; zip stops at the shortest; a run-time tuple
     # index wraps once from the end and is clamped beyond (docs: never an IndexError)
     assert out.tolist() == [3.5, 1.0, 4.0, 9.0, 0.0, 33.0, 9.0, 7.0, 8.0]
-    for body, kind in [("for v in c:\n    pass", "iterate"), ("t = (1, 2.5)\nout[0] = t[b]", "tuple index"),
+    with pytest.raises(Undefined):  # the rows of a 2-D array are views, which the reference does not model
+        reference("for v in c:\n    pass", np.zeros(1), np.zeros(3), 5, np.zeros((2, 2)), params="out, a, b, c")
+    for body, kind in [("t = (1, 2.5)\nout[0] = t[b]", "tuple index"),
                        ("for i, v in enumerate(a, gpuc.uint64(1)):\n    pass", "enumerate start"),
                        ("for v in (1, 2.5):\n    if v > 2:\n        out[0] = w\n    w = v", "unassigned")]:
         with pytest.raises(Expected) as info:
             reference(body, np.zeros(1), np.zeros(3), 5, np.zeros((2, 2)), params="out, a, b, c")
         assert info.value.kind == kind, body
+
+
+def test_reference_copies_into_views_and_reduces_them():
+    out = np.arange(8.0)
+    reference("""
+out[1:4] = out[:3]
+out[5:] = a[::-2]
+out[0] = a[1:].sum() + a[::2].max() * 10
+out[4:2:-1] = b
+""", out, np.array([1, 5, 2, 7, 3, 4], np.int32), 0.5, params="out, a, b")
+    # the overlapping copy reads its source first, as NumPy does
+    assert out.tolist() == [21 + 30, 0.0, 1.0, 0.5, 0.5, 4.0, 7.0, 5.0]
+
+
+def test_generator_writes_views():
+    sources = "\n".join(progen.generate(4, k).source for k in range(150))
+    assert re.search(r"\]\.(sum|max|min)\(\)", sources), "no reduction of a view"
+    assert re.search(r"o\d\[[-\d:]+\] = o\d\[", sources), "no copy between views of one output"
+    assert re.search(r"o\d\[[-\d:]+\] = a\d\[", sources), "no copy from an argument's view"
 
 
 def test_generator_writes_every_kind_of_loop():

@@ -404,7 +404,7 @@ def _fits_text(text: str, t: str) -> bool:
         return True
     if isinstance(v, bool) or isinstance(v, float):
         return True
-    lo, hi = int_range(t if t != "bool" else "int64") if t not in FLOATS else (-(1 << 64), 1 << 64)
+    lo, hi = int_range(t if t != "bool" else "int64") if not is_float(t) else (-(1 << 64), 1 << 64)
     return lo <= v <= hi
 
 
@@ -412,11 +412,12 @@ def _fits_text(text: str, t: str) -> bool:
 LEAF_RULES = [
     (3, None, "e_literal"), (5, None, "e_var"), (3, None, "e_element"), (1, None, "e_len"),
     (1, "tuples", "e_tuple_item"), (1, "globals", "e_global"), (0.3, "index", "e_index"),
+    (0.7, "views", "e_view_reduce"),
 ]
 EXPR_RULES = LEAF_RULES + [
     (6, None, "e_binop"), (2, None, "e_bitop"), (1, None, "e_pow"), (1, None, "e_unary"),
     (2, None, "e_compare"), (1, "boolop", "e_boolop"), (2, "ifexp", "e_ifexp"), (2, "minmax", "e_minmax"),
     (1, None, "e_abs"), (2, "conversions", "e_convert"), (1, "math", "e_math"), (1, "bit_counts", "e_bit_count"),
     (1, "numpy_math", "e_numpy"), (2, "funcs", "e_call"), (1, "tuple_runtime_index", "e_tuple_index"),
-    (3, "deferred", "e_ptr_call"),
+    (3, "deferred", "e_ptr_call"), (0.5, "complex", "e_complex"),
 ]

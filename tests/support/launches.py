@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numeric import FLOATS, INTS, NUMPY, int_range, is_float, is_int, wrap
+from .numeric import FLOATS, INTS, NUMPY, SMALL, int_range, is_float, is_int, wrap
 
 SIZE_1D = 6
 SHAPE_2D = (3, 4)
@@ -70,6 +70,8 @@ def scalar_value(rng: random.Random, t: str):
     r = rng.random()
     if r < 0.5:
         v = rng.choice([0.5, 1.5, -2.0, 3.25, -0.75, 2.0, 10.0])
+    elif r < 0.7 and t == "float16":
+        v = rng.choice([0.0, -0.0, 65504.0, -1e-7, 6e-5, 1000.5, float("inf"), float("nan")])
     elif r < 0.7:
         v = rng.choice([0.0, -0.0, 1e20, -1e-20, 3e38 if t == "float64" else 3e30, float("inf"), float("nan")])
     else:
@@ -102,14 +104,21 @@ def array_spec(rng, dtype, ndim, strided, values=None):
 
 def perturb(rng: random.Random, specs):
     """Another specialization of the same kernel: some argument types, values or layouts changed."""
+    with np.errstate(over="ignore"):  # a value beyond a float16 becomes inf, as NumPy converts it
+        return _perturbed(rng, specs)
+
+
+def _perturbed(rng: random.Random, specs):
     out = []
     for s in specs:
         if s.kind == "scalar" and rng.random() < 0.5:
             if is_int(s.dtype):
                 t = rng.choice(INTS) if rng.random() < 0.85 else rng.choice(FLOATS)
+                t = rng.choice(SMALL) if rng.random() < 0.2 else t
                 v = wrap(int(s.value), t) if is_int(t) else float(NUMPY[t](s.value))
             elif is_float(s.dtype):
                 t = rng.choice(FLOATS) if rng.random() < 0.9 else rng.choice(INTS)
+                t = rng.choice(SMALL) if rng.random() < 0.2 else t
                 v = float(NUMPY[t](s.value)) if is_float(t) else scalar_value(rng, t)
             else:
                 t, v = "bool", not s.value

@@ -7,7 +7,7 @@ tuple argument, a func's tuple result, `a.shape`), a range inside `enumerate`/`z
 unrolled): those mix types of one family (signed integers and uint32, or floats and integers), and the
 body is written for a rough type of that family (int64 or float64) -- the reference decides what each
 copy means. Targets unpack the elements (`for i, (x, y) in enumerate(zip(a, t)):`) or bind the tuple.
-With `iteration_errors`, now and then a documented error: a 2-D array iterated, a uint64 `enumerate`
+With `iteration_errors`, now and then a documented error: a uint64 `enumerate`
 start, a run-time index into a tuple of different types.
 """
 
@@ -80,12 +80,6 @@ class LoopRules:
 
     def array_source(self):
         ones = [(n, a) for n, a in self.arrays.items() if a[1] == 1]
-        if self.on("iteration_errors") and self.rng.random() < 0.03:
-            more = [(n, a) for n, a in self.arrays.items() if a[1] > 1]
-            if not more:
-                return None
-            name, (dtype, _) = self.rng.choice(more)  # the docs: a 2-D array is not iterable (rows are views)
-            return Src(name, dtype, None)
         if not ones:
             return None
         name, (dtype, _) = self.rng.choice(ones)

@@ -15,9 +15,13 @@ import numpy as np
 INTS = ("int32", "uint32", "int64", "uint64")
 FLOATS = ("float32", "float64")
 SCALARS = ("bool",) + INTS + FLOATS
-BITS = {"bool": 1, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64, "float32": 32, "float64": 64}
-NUMPY = {"bool": np.bool_, "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
-         "float32": np.float32, "float64": np.float64}
+#: The small dtypes: element types of arrays and scalar arguments (the generator draws them there).
+SMALL_INTS_T = ("int8", "uint8", "int16", "uint16")
+SMALL = SMALL_INTS_T + ("float16",)
+ALL_SCALARS = SCALARS + SMALL
+BITS = {"bool": 1, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64,
+        "uint64": 64, "float16": 16, "float32": 32, "float64": 64}
+NUMPY = {t: np.dtype(t).type for t in ALL_SCALARS}
 
 
 class Weak(int):
@@ -64,19 +68,19 @@ class FnPtr:
 
 
 def is_int(t) -> bool:
-    return t in INTS
+    return t in INTS or t in SMALL_INTS_T
 
 
 def is_float(t) -> bool:
-    return t in FLOATS
+    return t in FLOATS or t == "float16"
 
 
 def is_scalar(t) -> bool:
-    return isinstance(t, str) and t in SCALARS
+    return isinstance(t, str) and t in ALL_SCALARS
 
 
 def signed(t) -> bool:
-    return t in ("int32", "int64")
+    return t in ("int8", "int16", "int32", "int64")
 
 
 def int_range(t) -> tuple[int, int]:
@@ -114,21 +118,15 @@ def default_type(value) -> str:
 
 
 def promote(a: str, b: str) -> str:
-    """The common type of two strong scalar types (NumPy 2, docs/frontend.md 'Promotion')."""
-    if a == b:
-        return a
-    if a == "bool":
-        return b
-    if b == "bool":
-        return a
-    if is_float(a) or is_float(b):
-        return "float64"  # float32 with float64, and every integer with any float (as NumPy)
-    if signed(a) == signed(b):
-        return a if BITS[a] >= BITS[b] else b
-    s, u = (a, b) if signed(a) else (b, a)
-    if BITS[s] > BITS[u]:
-        return s
-    return "int64" if BITS[u] == 32 else "float64"
+    """The common type of two strong scalar types (NumPy 2, docs/frontend.md 'Promotion'): NumPy's own
+    answer, so the reference cannot share a mistake with gpuc's table."""
+    return np.promote_types(a, b).name
+
+
+def promote_all(types) -> str:
+    """The common type of several strong types: NumPy's result_type, which is not pairwise promotion
+    where small dtypes meet (int8, uint8 and float16 give float16)."""
+    return np.result_type(*types).name
 
 
 def promote_weak(value, strong: str) -> str:
@@ -147,9 +145,7 @@ def common(operands, check: bool = True) -> str | None:
     strong = [t for t, weak, _ in operands if not weak]
     if not strong:
         return None
-    result = strong[0]
-    for t in strong[1:]:
-        result = promote(result, t)
+    result = promote_all(strong)
     for t, weak, value in operands:
         if weak:
             result = promote_weak(value, result)
@@ -181,6 +177,11 @@ def convert(value, t: str):
         value = int(value)
     if t == "float64":
         return np.float64(value)
+    if t == "float16":  # rounded once from the value (an integer or a float64 exactly as it is)
+        with np.errstate(over="ignore"):
+            if isinstance(value, int) and not isinstance(value, Weak):
+                return np.float16(np.int64(value) if value < (1 << 63) else np.uint64(value))
+            return np.float16(value if isinstance(value, np.floating) else float(value))
     if isinstance(value, Weak):  # a literal becomes float32 through float64 (as in NumPy)
         return np.float32(float(value))
     if isinstance(value, int):  # a typed integer -> float32 rounds once

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from .expressions import Ex
-from .numeric import NUMPY, SCALARS, Expected, Undefined, convert, fits, int_range, is_float, is_int
+from .numeric import ALL_SCALARS, NUMPY, Expected, Undefined, convert, fits, int_range, is_float, is_int
 
 NUMPY_FEATURES = {"numpy_math"}
 
@@ -55,7 +55,7 @@ def numpy_type(name: str, operands) -> str:
     except TypeError as exc:
         raise Expected("numpy loop", f"np.{name}: {exc}")
     t = "bool" if result.dtype == np.bool_ else result.dtype.name
-    if t not in SCALARS:
+    if t not in ALL_SCALARS:
         raise Expected("numpy type", f"np.{name} computes in {t}")
     if name == "where" and any(weak and not fits(value, t) for _, weak, value in operands[1:]):
         raise Expected("literal", f"np.where: a literal beyond {t}")  # NumPy wraps it; gpuc refuses, as for `if`

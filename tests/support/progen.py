@@ -13,6 +13,7 @@ run at a class. Launch arguments are built by support.launches.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 
@@ -20,18 +21,20 @@ import numpy as np
 
 from .expressions import Ex, ExprRules, SMALL_INTS, _fits_text
 from .launches import OUT_LEN, ArgSpec, array_spec, perturb, scalar_value
-from .numeric import FLOATS, INTS, NUMPY, SCALARS, FnPtr, Tup, is_float, is_int
+from .numeric import FLOATS, INTS, NUMPY, SCALARS, SMALL, FnPtr, Tup, is_float, is_int, promote
 from .loops import LOOP_FEATURES, LoopRules
 from .numpy_calls import NUMPY_FEATURES, NumpyRules
 from .pointers import POINTER_FEATURES, PointerRules
+from .views import VIEW_FEATURES, ViewRules
+from .complexes import COMPLEX_FEATURES, ComplexRules
 
 FEATURES = {
     "funcs", "early_return", "loops", "while", "break_continue", "tuples", "augassign", "annassign",
     "minmax", "ifexp", "boolop", "compare_chain", "math", "math_transcendental", "big_literals",
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
-    "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts",
-} | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES
+    "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts", "small_dtypes",
+} | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES | VIEW_FEATURES | COMPLEX_FEATURES
 
 MATH1 = ["exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh"]
 MATH_EXTRA1 = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt",
@@ -61,6 +64,8 @@ def merge(scopes):
     for name in sorted({n for s in live for n in s.vars}):
         types = {s.vars[name] for s in live if name in s.vars}
         partial = any(name not in s.vars for s in live)  # a pointer has no value on the other paths
+        if len(types) > 1 and all(isinstance(t, str) for t in types):  # scalars unify (docs: Joins)
+            types = {functools.reduce(promote, sorted(types))}
         if len(types) == 1 and name not in out.dead and not (partial and isinstance(next(iter(types)), FnPtr)):
             out.vars[name] = types.pop()
         else:
@@ -80,7 +85,7 @@ class Case:
         return f"p{self.seed}_{self.index}"
 
 
-class Generator(ExprRules, PointerRules, LoopRules, NumpyRules):
+class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, ComplexRules):
     def __init__(self, rng: random.Random, features=FEATURES) -> None:
         self.rng, self.features = rng, set(features)
         self.lines: list[str] = []
@@ -148,9 +153,15 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules):
         return inner
 
     def assign_type_ok(self, scope, name, t) -> bool:
-        """Inside loops, variables keep their type (a change would be a conflict at the loop header)."""
+        """Inside loops, a variable changes only to a type that its type at the loop header holds (the header
+        unifies the two to the type it has on entry, so the generator's view of the header stays right)."""
         old = scope.vars.get(name)
-        return old is None or old == t or (self.loop_depth == 0 and self.on("retype"))
+        if old is None or old == t:
+            return True
+        if self.loop_depth == 0:
+            return self.on("retype")
+        return (self.on("retype") and isinstance(old, str) and isinstance(t, str) and promote(old, t) == old
+                and self.rng.random() < 0.3)
 
     def s_assign_new(self, scope):
         ex = self.expr(scope)
@@ -297,7 +308,8 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules):
         return True
 
     def s_retype_in_branch(self, scope):
-        """A variable that changes type in one branch: unreadable after the join (docs: a conflict)."""
+        """A variable that changes type in one branch: after the join a scalar has the unified type (docs:
+        Joins), a tuple or pointer that changed is unreadable (a conflict)."""
         if not self.on("retype") or self.loop_depth:
             return None
         found = self.scalar_vars(scope)
@@ -556,13 +568,22 @@ STMT_RULES = [
     (3, "loops", "s_for"), (2, "for_tuple", "s_for_each"), (1, "for_array", "s_for_each"), (2, "while", "s_while"),
     (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
     (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
-    (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),
+    (1, "views", "s_view_copy"), (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),
 ]
 
 
 def type_text(t: str) -> str:
     return "gpuc.bool_" if t == "bool" else f"gpuc.{t}"
 
+
+
+def small_dtypes(rng: random.Random, outs, ins, scalars):
+    """Now and then an array's element type or a scalar argument's type becomes a small dtype (int8, uint8,
+    int16, uint16, float16), drawn from a stream of its own so that the other draws stay as they were."""
+    def pick(t, p):
+        return rng.choice(SMALL) if rng.random() < p else t
+    return ([pick(t, 0.1) for t in outs], [(pick(t, 0.2), ndim) for t, ndim in ins],
+            [pick(t, 0.15) for t in scalars])
 
 
 def generate(seed: int, index: int, features=FEATURES) -> Case:
@@ -576,6 +597,8 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
     counts = [rng.choice(INTS) for _ in range(rng.randint(0, 2))]
     tuples = [Tup(tuple(rng.choice(SCALARS) for _ in range(rng.randint(2, 3))))
               for _ in range(rng.random() < 0.3 and g.on("tuple_args"))]
+    if g.on("small_dtypes"):
+        outs, ins, scalars = small_dtypes(random.Random(f"{seed}:{index}:small"), outs, ins, scalars)
     params = ([(f"o{k}", ("out", d)) for k, d in enumerate(outs)] + [(f"a{k}", a) for k, a in enumerate(ins)]
               + [(f"s{k}", t) for k, t in enumerate(scalars)] + [(f"n{k}", t) for k, t in enumerate(counts)]
               + [(f"q{k}", t) for k, t in enumerate(tuples)])

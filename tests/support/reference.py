@@ -22,10 +22,12 @@ from .iterables import IterableEval
 from .numpy_calls import NumpyEval
 from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, bit_count, convert, from_numpy, is_float, is_int,
                       signed, truth, wrap, zero, BITS, NUMPY)
+from .views import copy_into_view, eval_method, eval_view, is_view, is_view_method
 from .typer import BIT_COUNTS, FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
 
 MAX_STEPS = 20_000
 RTOL32, RTOL64 = 1e-5, 1e-13  # transcendental results: libm's float32 functions round differently
+RTOL16 = 2e-3  # float16 math: gpuc rounds the float32 function (as NumPy), the reference the float64 one
 
 __all__ = ["Program", "Expected", "Undefined", "launch_types"]
 
@@ -130,6 +132,15 @@ def _value(arg, t):
     return convert(arg.item() if isinstance(arg, np.generic) else arg, t)
 
 
+def unified(value, t):
+    """A variable's value read at the type its joining paths unify to (docs/frontend.md "Joins")."""
+    if isinstance(t, Tup) and isinstance(value, tuple):
+        return tuple(unified(v, e) for v, e in zip(value, t.elts))
+    if isinstance(t, str):
+        return convert(value, t)
+    return value
+
+
 class Evaluator(IterableEval, NumpyEval):
     Break, Continue = _Break, _Continue
 
@@ -148,8 +159,8 @@ class Evaluator(IterableEval, NumpyEval):
             result = r.value
         finally:
             self.t = saved
-        if isinstance(typed.ret, str):
-            result = convert(result, typed.ret)
+        if isinstance(typed.ret, (str, Tup)):
+            result = unified(result, typed.ret)
         return result
 
     def tick(self):
@@ -194,6 +205,8 @@ class Evaluator(IterableEval, NumpyEval):
                 if weak:  # a literal stored in a variable becomes int64, float64 or bool
                     value = convert(value, strong(t, True, value))
             env[target.id] = value
+        elif isinstance(target, ast.Subscript) and is_view(target):
+            copy_into_view(self, target, value, env, stmt)
         elif isinstance(target, ast.Subscript):
             array, index = self.element(target, env)
             self.store(array, index, value, stmt)
@@ -206,7 +219,8 @@ class Evaluator(IterableEval, NumpyEval):
         mask = self.masks.get(id(array))
         if mask is not None:
             inexact = stmt is not None and id(stmt) in self.t.inexact
-            mask[index] = (RTOL32 if isinstance(value, np.float32) else RTOL64) if inexact else 0.0
+            rtol = RTOL16 if isinstance(value, np.float16) else RTOL32 if isinstance(value, np.float32) else RTOL64
+            mask[index] = rtol if inexact else 0.0
 
     def s_If(self, s, env):
         self.block(s.body if truth(self.eval(s.test, env)) else s.orelse, env)
@@ -258,7 +272,7 @@ class Evaluator(IterableEval, NumpyEval):
 
     def name(self, node, env):
         if node.id in env:
-            return env[node.id]
+            return unified(env[node.id], self.t.types.get(id(node), (None,))[0])
         if isinstance(self.t.types[id(node)][0], (Arr, FnPtr)):  # no default value: not modelled
             raise Undefined(f"array or pointer variable {node.id} read where it is unassigned")
         return zero(self.t.types[id(node)][0])  # assigned on other paths only: 0 (docs)
@@ -272,6 +286,9 @@ class Evaluator(IterableEval, NumpyEval):
     def binop(self, node, op, left, right_node, env):
         c = self.t.optype[id(node)]
         right = self.eval(right_node, env)
+        if c == "complex128":
+            from .complexes import evaluate_binop
+            return evaluate_binop(op, left, right)
         a, b = convert(left, c), convert(right, c)
         if isinstance(op, ast.Div):
             if not is_float(c):
@@ -344,11 +361,16 @@ class Evaluator(IterableEval, NumpyEval):
 
     def e_Attribute(self, node, env):
         array = self.eval(node.value, env)
+        if node.attr in ("real", "imag"):
+            from .complexes import part
+            return part(array, node.attr)
         if node.attr == "shape":
             return tuple(array.shape)
         return array.ndim if node.attr == "ndim" else array.size
 
     def e_Subscript(self, node, env):
+        if is_view(node):
+            return eval_view(self, node, env)
         base = self.eval(node.value, env)
         if isinstance(base, tuple):
             if self.t.optype.get(id(node)) == "run-time index":
@@ -375,6 +397,8 @@ class Evaluator(IterableEval, NumpyEval):
 
     def e_Call(self, node, env):
         f = node.func
+        if is_view_method(node):
+            return eval_method(self, node, env)
         t = self.t.types[id(node)][0]
         if isinstance(self.t.types.get(id(f), (None,))[0], FnPtr):
             return self.call_pointer(node, env)
@@ -391,6 +415,9 @@ class Evaluator(IterableEval, NumpyEval):
                 return wrap(abs(v), t) if is_int(t) else abs(v)
             if f.id == "len":
                 return self.eval(node.args[0], env).shape[0]
+            if f.id == "complex":
+                from .complexes import evaluate_call
+                return evaluate_call([self.eval(a, env) for a in node.args])
             if f.id in ("int", "float", "bool"):
                 return convert(self.eval(node.args[0], env), t)
             return self.call_func(node, env)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from .iterables import IterableTyping
 from .numpy_calls import NumpyTyping
-from .numeric import (Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range,
+from .views import is_view, is_view_method, type_copy, type_method, type_view
+from .numeric import (ALL_SCALARS, Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
                       is_float, is_int, is_scalar, signed)
 
 TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos",
@@ -77,8 +78,26 @@ def join(envs):
                 found |= state.types
             elif state is not None:
                 found.add(state)
-        out[name] = next(iter(found)) if len(found) == 1 else Conflict(frozenset(found))
+        out[name] = next(iter(found)) if len(found) == 1 else unify(found)
     return out
+
+
+def unify(types):
+    """Numba's unification of the types a variable has on joining paths (docs/frontend.md "Joins"): scalars
+    promote as NumPy promotes strong types, tuples element by element; anything else is a Conflict."""
+    types = list(set(types))
+    if len(types) == 1:
+        return types[0]
+    if all(is_scalar(t) for t in types):
+        result = types[0]
+        for t in types[1:]:
+            result = promote(result, t)
+        return result
+    if all(isinstance(t, Tup) for t in types) and len({len(t.elts) for t in types}) == 1:
+        elements = [unify({t.elts[k] for t in types}) for k in range(len(types[0].elts))]
+        if not any(isinstance(e, Conflict) for e in elements):
+            return Tup(tuple(elements))
+    return Conflict(frozenset(types))
 
 
 def strong(t, weak, value):
@@ -110,13 +129,14 @@ class Typer(IterableTyping, NumpyTyping):
         if valued and (end is not None or len(valued) != len(self.returns)):
             raise Expected("missing return", self.fdef.name)
         strong_types = {t for t, weak, _ in valued if not weak}
-        if len(strong_types) > 1:
-            raise Expected("returns", f"{self.fdef.name}: {sorted(map(str, strong_types))}")
         if strong_types:
-            ret = strong_types.pop()
+            ret = unify(strong_types)  # several return types unify as a join's do (docs/frontend.md)
+            if isinstance(ret, Conflict):
+                raise Expected("returns", f"{self.fdef.name}: {sorted(map(str, strong_types))}")
+            for t, weak, value in valued:  # weak literals promote it as NEP 50 says (1.5 makes int64 float64)
+                if weak and is_scalar(ret):
+                    ret = promote_weak(value, ret)
             for t, weak, value in valued:
-                if weak and isinstance(value, float) and not is_float(ret):
-                    raise Undefined(f"float literal return {value!r} in a function returning {ret}")
                 if weak and not (is_scalar(ret) and fits(value, ret)):
                     raise Expected("literal", f"return {value!r} in a function returning {ret}")
         elif valued:
@@ -194,6 +214,9 @@ class Typer(IterableTyping, NumpyTyping):
             env[target.id] = strong(t, weak, value)
         elif isinstance(target, ast.Subscript):
             elem = self.subscript(target, env)
+            if isinstance(elem, Arr):  # a copy into a view
+                type_copy(elem, t, weak, value)
+                return
             if not is_scalar(t):
                 raise Expected("store", "storing a non-scalar in an array")
             if weak and not fits(value, elem):
@@ -356,7 +379,7 @@ class Typer(IterableTyping, NumpyTyping):
 
     def operand(self, node, env):
         t, weak = self.expr(node, env)
-        if not is_scalar(t):
+        if not is_scalar(t) and t != "complex128":  # complex values: support/complexes.py
             raise Undefined(f"{t} as an operand")
         return t, weak, self.typed.consts.get(id(node))
 
@@ -397,6 +420,10 @@ class Typer(IterableTyping, NumpyTyping):
         return self.binop(node, node.op, left, right, node.right), False
 
     def binop(self, node, op, left, right, right_node):
+        from .complexes import type_binop
+        complex_type = type_binop(self, node, op, left, right)
+        if complex_type is not None:
+            return complex_type
         c = common([left, right])
         self.typed.optype[id(node)] = c
         if isinstance(op, ast.Div):
@@ -495,6 +522,8 @@ class Typer(IterableTyping, NumpyTyping):
                 return Tup(("int64",) * t.ndim), False
             if node.attr in ("ndim", "size"):
                 return "int64", False
+        if t == "complex128" and node.attr in ("real", "imag"):
+            return "float64", False
         raise Undefined(f"attribute {node.attr}")
 
     def e_Subscript(self, node, env):
@@ -502,6 +531,8 @@ class Typer(IterableTyping, NumpyTyping):
         return t, False
 
     def subscript(self, node, env):
+        if is_view(node):
+            return type_view(self, node, env)
         base, _ = self.expr(node.value, env)
         if isinstance(base, Tup):
             t, weak = self.expr(node.slice, env)
@@ -530,6 +561,11 @@ class Typer(IterableTyping, NumpyTyping):
         if node.keywords:
             raise Undefined("keyword arguments")
         f = node.func
+        folded = self.fold_call(node, env)
+        if folded is not None:
+            return folded
+        if is_view_method(node):
+            return type_method(self, node, env)
         if isinstance(f, ast.Name) and f.id in env or not isinstance(f, (ast.Name, ast.Attribute)):
             return self.call_pointer(node, env)
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "gpuc" \
@@ -555,6 +591,29 @@ class Typer(IterableTyping, NumpyTyping):
                 return "int64", False
         raise Undefined(f"call {ast.dump(f)}")
 
+    def fold_call(self, node, env):
+        """Python's math functions and number builtins of literals are literals (docs/frontend.md, NEP 50)."""
+        f, target = node.func, None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "math" and (
+                f.attr in FLOAT_MATH or f.attr in INT_MATH or f.attr in PRED_MATH):
+            target = getattr(math, f.attr)
+        elif isinstance(f, ast.Name) and f.id not in env and f.id not in self.program.funcs:
+            target = {"abs": abs, "min": min, "max": max, "int": int, "float": float, "bool": bool}.get(f.id)
+        if target is None or not node.args:
+            return None
+        operands = [self.expr(a, env) for a in node.args]
+        if not all(weak for _, weak in operands):
+            return None
+        try:
+            value = target(*(self.typed.consts[id(a)] for a in node.args))
+        except (ArithmeticError, ValueError, TypeError):
+            return None
+        if type(value) not in (bool, int, float):
+            return None
+        if type(value) is int and not -(1 << 63) <= value < (1 << 64):
+            raise Expected("literal", f"{value!r} beyond 64 bits")
+        return self.weak(node, value)
+
     def args(self, node, env):
         out = [self.operand(a, env) for a in node.args]
         return out
@@ -569,8 +628,15 @@ class Typer(IterableTyping, NumpyTyping):
 
     c_max = c_min
 
+    def c_complex(self, node, env):
+        from .complexes import type_call
+        return type_call(self, node, env)
+
     def c_abs(self, node, env):
         (t, weak, value), = self.args(node, env)
+        if t == "complex128":  # hypot: libm's, or libmvec's where the loop vectorizes (an ulp or two)
+            self.inexact_here("abs of a complex number")
+            return "float64", False
         if weak or t == "bool":
             raise Undefined("abs of a literal or bool")
         return t, False
@@ -690,5 +756,5 @@ def _is_type_name(node) -> bool:
 
 def check_scalars(types):
     for t in types:
-        if not (is_scalar(t) or isinstance(t, (Arr, Tup))) or (is_scalar(t) and t not in SCALARS):
+        if not (is_scalar(t) or isinstance(t, (Arr, Tup))) or (is_scalar(t) and t not in ALL_SCALARS):
             raise Undefined(f"argument type {t}")

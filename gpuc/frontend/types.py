@@ -18,13 +18,10 @@ class GType:
         return False
 
 
-@dataclass(frozen=True)
-class ScalarType(GType):
-    """bool, a signed or unsigned integer, or a float; `kind` is "b", "i", "u" or "f"."""
+class _Number(GType):
+    """A number type named `name` (a scalar or a complex type): `gpuc.<name>` in Python."""
 
-    name: str
-    kind: str
-    bits: int
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return f"gpuc.{self.name}"
@@ -35,6 +32,15 @@ class ScalarType(GType):
     @property
     def is_scalar(self) -> bool:
         return True
+
+
+@dataclass(frozen=True, repr=False)
+class ScalarType(_Number):
+    """bool, a signed or unsigned integer, or a float; `kind` is "b", "i", "u" or "f"."""
+
+    name: str
+    kind: str
+    bits: int
 
     @property
     def is_int(self) -> bool:
@@ -83,23 +89,13 @@ _NUMPY_NAMES = {"int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "u
                 "float32": "float32", "float64": "float64"}
 
 
-@dataclass(frozen=True)
-class ComplexType(GType):
+@dataclass(frozen=True, repr=False)
+class ComplexType(_Number):
     """complex64 / complex128: a (real, imaginary) pair of float32 / float64, as NumPy lays it out
     (gpuc/frontend/complex.py). Not a ScalarType: every operation on it is complex.py's."""
 
     name: str
     bits: int
-
-    def __repr__(self) -> str:
-        return f"gpuc.{self.name}"
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def is_scalar(self) -> bool:
-        return True
 
     @property
     def part(self) -> ScalarType:

@@ -9,6 +9,7 @@ import pytest
 import gpuc
 from gpuc import Array, boolean, float32, float64, int32, int64, uint32, uint64
 
+from support.joins import if_else_first_binding, if_no_else
 from support.native import assert_same, native, python_args
 
 VALUES = {boolean: [True, False], int32: [3, -5, 2**31 - 1], int64: [3, -5, 0], uint32: [3, 2**32 - 1, 0],
@@ -35,23 +36,6 @@ def pairs(t):
 
 
 # -- one function per join kind; x and y have one type, c steers the paths -------------------------
-
-@gpuc.func
-def if_no_else(x, y, c):
-    v = x
-    if c > 0:
-        v = y
-    return v
-
-
-@gpuc.func
-def if_else_first_binding(x, y, c):
-    if c > 1:
-        v = x
-    else:
-        v = y
-    return v
-
 
 @gpuc.func
 def elif_chain(x, y, c):

@@ -16,6 +16,7 @@ import gpuc
 from gpuc import boolean, float32, float64, int32, int64, uint32, uint64
 from gpuc.frontend.inference import Typing
 
+from support.joins import if_else_first_binding, if_no_else
 from support.native import native
 
 try:
@@ -55,23 +56,6 @@ def unified(a, b):
 
 
 @gpuc.func
-def if_no_else(x, y, c):
-    v = x
-    if c > 0:
-        v = y
-    return v
-
-
-@gpuc.func
-def if_else(x, y, c):
-    if c > 1:
-        v = x
-    else:
-        v = y
-    return v
-
-
-@gpuc.func
 def two_returns(x, y, c):
     if c > 0:
         return x
@@ -98,7 +82,7 @@ def while_break(x, y, n):
     return v
 
 
-@pytest.mark.parametrize("fn", [if_no_else, if_else, two_returns, loop_carried, while_break],
+@pytest.mark.parametrize("fn", [if_no_else, if_else_first_binding, two_returns, loop_carried, while_break],
                          ids=lambda f: f.py_func.__name__)
 @pytest.mark.parametrize("a", TYPES, ids=str)
 @pytest.mark.parametrize("b", TYPES, ids=str)

@@ -400,11 +400,21 @@ class Lowerer(LocatingVisitor):
                 value = Constant.poison(self.ltype(t))
                 for k in range(n):
                     value = self.b.insert_value(value, params[i + k], k)
+                if self.typed.function.is_kernel:
+                    self._assume_extents(params[i + 1:i + 1 + t.ndim])
                 i += n
             else:
                 value = params[i]
                 i += 1
             self.store_var(arg.arg, t, value)
+
+    def _assume_extents(self, shapes) -> None:
+        # A launcher passes the shapes of real arrays: none is negative. Saying so lets LLVM drop
+        # Python's negative-index wraparound from clamped indices, `a[min(i + 1, n - 1)]` (negative
+        # only when n is 0, where the wrap adds 0), which survives inlining into the CPU range loop.
+        assume = self.declare("llvm.assume", self.ctx.void, [self.ctx.i1])
+        for shape in shapes:
+            self.b.call(assume, [self.b.icmp("sge", shape, ConstantInt.get(self.ctx.i64, 0))])
 
     def _name_params(self, tree) -> None:
         params, i = self.fn.args, 0

@@ -1,6 +1,7 @@
 """gpuc demo: an IR kernel with a marker resolved by a plugin (host and PTX), Python kernels, kernels
-with blocks and barriers (on the CPU too), then gpuc's built-in plugins (function pointers compiled on
-demand, derivatives).
+with blocks and barriers (on the CPU too), the language Numba users write (complex numbers, uint8
+images, views) and a kernel compiled ahead of time, then gpuc's built-in plugins (function pointers
+compiled on demand, derivatives).
 
 The kernel calls `@gpucompiler.mark(i64)` through an internal helper.  A plugin registered for
 that marker erases the (unused) marker calls at the `optimized` callback point, after the
@@ -19,6 +20,7 @@ import gpuc
 import blocks  # examples/blocks.py: blocks, shared memory, barriers and warp shuffles, on the CPU too
 import builtin_plugins  # examples/builtin_plugins.py: deferred compilation and derivatives
 import kernels  # examples/kernels.py: the Python-kernel part of the demo
+import language  # examples/language.py: complex numbers, uint8 images, views, ahead-of-time libraries
 from gpuc.runtime import load
 from kernels import check_ptx, section
 
@@ -104,6 +106,7 @@ def main() -> int:
     # function pointers and derivatives (examples/builtin_plugins.py).
     status = kernels.main()
     status = blocks.main() or status  # part four: the GPU programming model, on every target
+    status = language.main() or status  # part five: the language Numba users write, compiled ahead of time too
     return builtin_plugins.main() or status
 
 

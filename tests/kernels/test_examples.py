@@ -61,3 +61,18 @@ def test_blocks_example_runs_and_compiles_for_every_gpu(capsys, ptxas):
     job = gpuc.CompilerJob((module.block_sum, types), gpuc.CompilerConfig(gpuc.PTXTarget(cap="sm_90"), kernel=True,
                                                                           whole_blocks=True))
     ptxas(gpuc.compile(job, "asm").output)
+
+
+def test_language_example_runs(capsys):
+    """Demo part five (examples/language.py): complex numbers, uint8 images, views, an AOT library."""
+    import sys
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        spec = importlib.util.spec_from_file_location("gpuc_example_language", EXAMPLES / "language.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module.main() == 0
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    out = capsys.readouterr().out
+    assert "WRONG" not in out and out.count(": ok") >= 3

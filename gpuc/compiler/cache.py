@@ -32,6 +32,7 @@ import stat
 import struct
 import tempfile
 import threading
+import time
 import types
 import warnings
 from pathlib import Path
@@ -151,7 +152,37 @@ def store(key: str | None, header: dict, payload: bytes) -> None:
         _warn_once("write", f"gpuc's disk cache cannot store compiled code in {folder()} ({exc.strerror or exc}); "
                             "compiling without storing (set GPUC_CACHE_DIR to a writable folder, or GPUC_CACHE=0)")
         return
-    _evict(size_limit())
+    _evict_when_due(len(data))
+
+
+#: How long the folder's size may go unchecked (seconds): a check reads every entry's size, which
+#: costs a few milliseconds per thousand entries.
+CHECK_EVERY = 600.0
+_written = 0  # bytes this process stored since it last checked the folder's size
+
+
+def _evict_when_due(added: int) -> None:
+    """Keep the folder within its size: checked when this process has written a tenth of the limit
+    since its last check, or when no process checked for CHECK_EVERY seconds (a marker file's time)."""
+    global _written
+    limit = size_limit()
+    with _lock:
+        _written += added
+        due = _written > limit // 10
+    marker = folder() / ".checked"
+    try:
+        due = due or time.time() - marker.stat().st_mtime > CHECK_EVERY
+    except OSError:
+        due = True
+    if not due:
+        return
+    with _lock:
+        _written = 0
+    try:
+        marker.touch()
+    except OSError:
+        pass
+    _evict(limit)
 
 
 def _remove(path: Path) -> None:

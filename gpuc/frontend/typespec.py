@@ -6,24 +6,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .types import SCALARS, ArrayType, GType, ScalarType
+from .types import COMPLEX, SCALARS, ArrayType, ComplexType, GType, ScalarType
 
 
-def _short(t: ScalarType) -> str:
-    """The short name of a scalar type: bool, i32, u64, f32, ..."""
-    return "bool" if t.kind == "b" else t.mangled
+def _short(t: ScalarType | ComplexType) -> str:
+    """The short name of a number type: bool, i32, u64, f32, c64, ..."""
+    return "bool" if t == SCALARS[0] else t.mangled
 
 
-#: Every spelling of a scalar type kernels take: the short names (f32) and NumPy's names (float32).
-SCALAR_NAMES: dict[str, ScalarType] = {**{s.name: s for s in SCALARS}, **{_short(s): s for s in SCALARS},
-                                       **{"bool_": s for s in SCALARS if s.kind == "b"}}
+NUMBERS = SCALARS + COMPLEX
+#: Every spelling of a number type kernels take: the short names (f32) and NumPy's names (float32).
+SCALAR_NAMES: dict[str, ScalarType | ComplexType] = {**{s.name: s for s in NUMBERS}, **{_short(s): s for s in NUMBERS},
+                                                     **{"bool_": s for s in SCALARS if s.kind == "b"}}
 #: Spellings of NumPy types that kernels do not take: say so rather than "unknown type".
 _NUMPY_TYPES = {"i8": "int8", "i16": "int16", "u8": "uint8", "u16": "uint16", "f16": "float16", "half": "float16",
                 "f128": "float128", "c64": "complex64", "c128": "complex128"}
 UNSUPPORTED = {spelling: name for short, name in _NUMPY_TYPES.items() for spelling in (short, name)
                if spelling not in SCALAR_NAMES and name not in SCALAR_NAMES}
-ACCEPTED = (f"scalars {', '.join(_short(s) for s in SCALARS)} "
-            f"(or {', '.join(s.name for s in SCALARS if s.kind != 'b')}); "
+ACCEPTED = (f"scalars {', '.join(_short(s) for s in NUMBERS)} "
+            f"(or {', '.join(s.name for s in NUMBERS if s != SCALARS[0])}); "
             "arrays of 1 to 3 dimensions T[:], T[:, :], T[:, :, :], C-contiguous T[::1], T[:, ::1], T[:, :, ::1]; "
             "separated by commas")
 
@@ -135,4 +136,4 @@ def format_type(t: GType) -> str:
         if t.layout == "C":
             dims[-1] = "::1"
         return f"{format_type(t.dtype)}[{', '.join(dims)}]"
-    return _short(t) if isinstance(t, ScalarType) else str(t)
+    return _short(t) if isinstance(t, (ScalarType, ComplexType)) else str(t)

@@ -32,7 +32,7 @@ from ..compiler import CompilerConfig, CompilerJob, Trace, compile_module
 from ..frontend.inference import Typing
 from ..frontend.source import GpucFunction
 from ..frontend.typespec import SCALAR_NAMES, format_type
-from ..frontend.types import ArrayType, NoneType, ScalarType
+from ..frontend.types import ArrayType, ComplexType, NoneType, ScalarType, TupleType
 from ..llvm import ArrayType as LLVMArrayType
 from ..llvm import Builder, Constant, ConstantInt, FunctionType, Module, run_passes
 from .cpu import check_externals, defined_in_process, describe_entry, jit_machine
@@ -43,7 +43,8 @@ EMITS = ("llvm", "asm", "obj", "lib")
 
 _C_TYPES = {"bool": "bool", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
             "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t", "uint64": "uint64_t",
-            "float16": "_Float16", "float32": "float", "float64": "double"}
+            "float16": "_Float16", "float32": "float", "float64": "double",
+            "complex64": "float _Complex", "complex128": "double _Complex"}  # arrays of them: NumPy's layout is C's
 #: Names a C parameter cannot have: C's keywords and the C entry's own parameters.
 _C_RESERVED = frozenset("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
@@ -222,11 +223,15 @@ def _describe(exports: list[Export], results, target) -> dict:
 
 
 def _check_scalars(export: Export, types) -> None:
-    """Every LLVM parameter type is a C scalar or pointer (no tuples: C passes structs differently)."""
+    """Every LLVM parameter type is a C scalar or pointer (no tuples or complex scalars: C passes structs
+    differently)."""
     for t in types:
         if t not in SLOT_FORMATS:
-            raise ExportError(f"{export.origin or export.symbol}: {export.symbol} takes an LLVM {t}, which a "
-                              "library's C entry cannot take; pass the parts as separate arguments")
+            structs = [g for g in export.types if isinstance(g, (ComplexType, TupleType))]
+            what = f"a {structs[0]} parameter" if structs else f"an LLVM {t}"
+            raise ExportError(f"{export.origin or export.symbol}: {export.symbol} takes {what}, which a "
+                              "library's C entry cannot take (C passes structs and complex numbers its own way); "
+                              "pass the parts as separate number arguments, or a complex array of one element")
 
 
 def _c_param_names(export: Export) -> list[str]:

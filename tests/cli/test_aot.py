@@ -469,12 +469,25 @@ UNEXPORTABLE = textwrap.dedent("""\
     @gpuc.func
     def where():
         return gpuc.index()
+
+
+    @gpuc.kernel
+    def rotate(z, out, w):
+        i = gpuc.index()
+        out[i] = z[i] * w[0]
+
+
+    @gpuc.kernel
+    def rotate_by(z, out, w):
+        i = gpuc.index()
+        out[i] = z[i] * w
 """)
 
 
 @pytest.mark.parametrize("argv,message", [
     (["more.py:reverse_blocks", "--types", "f32[:]"], "reverse_blocks uses the block model"),
     (["more.py:where", "--types", ""], "func where reads the launch context"),
+    (["more.py:rotate_by", "--types", "c64[:], c64[:], c64"], "rotate_by takes a complex64 parameter"),
 ])
 def test_what_a_library_cannot_export(folder, capsys, argv, message):
     (folder / "more.py").write_text(UNEXPORTABLE)
@@ -488,3 +501,16 @@ def test_the_link_step_needs_a_compiler(folder, capsys, monkeypatch):
     code, _, err = run(capsys, "compile", *SAXPY, "--emit", "lib", "-o", "lib.so")
     assert code == 2
     assert "links with a C compiler" in err
+
+
+def test_complex_arrays_cross_the_library_boundary(folder, capsys):
+    (folder / "more.py").write_text(UNEXPORTABLE)
+    code, _, err = run(capsys, "compile", "more.py:rotate", "--types", "c128[:], complex128[:], c128[::1]",
+                       "--emit", "lib", "-o", "librotate.so")
+    assert code == 0, err
+    assert "const double _Complex *z" in (folder / "librotate.h").read_text()
+    lib = gpuc.load_library(folder / "librotate.so")
+    z = np.arange(6) * (1 + 2j)
+    out, w = np.zeros_like(z), np.array([0.5 - 1j])
+    lib.rotate[z.size](z, out, w)
+    assert np.array_equal(out, z * w[0])

@@ -151,8 +151,10 @@ def slice_indices(lw, n, lower, upper, step):
     stop = bound(upper, n, minus)
     distance = b.select(negative, b.sub(start, stop), b.sub(stop, start))  # within [-n - 1, n + 1]
     size = b.select(negative, b.sub(zero, step), step)  # -(-2**63) wraps to 2**63: right as unsigned
+    zero_step = b.icmp("eq", step, zero)
+    size = b.select(zero_step, one, size)  # never divide by 0 (a trap on x86): the view is empty then
     length = b.add(b.udiv(b.sub(distance, one), size), one)
-    empty = b.or_(b.icmp("sle", distance, zero), b.icmp("eq", step, zero))
+    empty = b.or_(b.icmp("sle", distance, zero), zero_step)
     return start, b.select(empty, zero, length), step
 
 

@@ -454,3 +454,20 @@ def test_forward_derivative_through_views():
     for v in w[::2]:
         s = s * 1.5 + v
     assert out[0] == pytest.approx(2 * 1.5 * w[1:].sum() + w[-1] + s + 2 * 1000)
+
+
+@gpuc.func
+def zero_step_views(a, m, lo, step):
+    v = a[lo::step]
+    w = m[::step, 1:]
+    return len(v) * 1000 + v.sum() + w.size * 10 + len(m[1, ::step])
+
+
+def test_a_run_time_step_of_zero_makes_an_empty_view():
+    # The docs: a step that is 0 at run time gives an empty view (Python raises ValueError); the length
+    # must not be computed by dividing by the step (a division by zero traps on the CPU).
+    fn = native(zero_step_views, (A1, A2, int64, int64))
+    for lo in (-3, 0, 4, 20):
+        assert fn(X, M, lo, 0) == 0.0
+        for step in (-2, 1, 3):
+            assert fn(X, M, lo, step) == zero_step_views(X, M, lo, step)

@@ -133,6 +133,15 @@ def same(got: np.ndarray, want: np.ndarray, tolerance: np.ndarray):
     else within that relative tolerance (plus as much absolute, for results near zero)."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return [("shape/dtype", f"{got.dtype}{got.shape}", f"{want.dtype}{want.shape}")]
+    if want.dtype.kind == "c":  # each part as a float, the tolerance relative to the complex magnitude
+        bad = set()
+        for part in ("real", "imag"):
+            w = getattr(want, part)
+            with np.errstate(all="ignore"):
+                scale = (np.abs(want.astype(np.complex128)) + 1.0) / (np.abs(w.astype(np.float64)) + 1.0)
+            scale = np.where(np.isfinite(scale), scale, 1.0)
+            bad |= {idx for idx, _, _ in same(getattr(got, part), w, tolerance * scale)}
+        return [(idx, got[idx].item(), want[idx].item()) for idx in sorted(bad)]
     if want.dtype.kind != "f":
         bad = got != want
     else:

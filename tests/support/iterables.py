@@ -21,14 +21,14 @@ from .numeric import Arr, Expected, Tup, Undefined, convert, fits, from_numpy, i
 
 @dataclass(frozen=True, eq=False)
 class Seq:
-    kind: str           # "range", "array", "tuple", "enumerate" or "zip"
+    kind: str           # "range", "array", "rows" (of an N-D array), "tuple", "enumerate" or "zip"
     node: object        # the iterated expression (for enumerate: its start, or None)
     types: tuple = ()   # range: (loop type,); array: (dtype,); tuple: the element types
     parts: tuple = ()   # enumerate: (inner,); zip: the parts
 
     def element(self, k=None):
         """The element type (at position k of an unrolled loop)."""
-        if self.kind in ("range", "array"):
+        if self.kind in ("range", "array", "rows"):
             return self.types[0]
         if self.kind == "tuple":
             return self.types[0] if k is None else self.types[k]
@@ -118,8 +118,8 @@ class IterableTyping:
                 return Seq("zip", None, (), tuple(self.seq(a, env) for a in node.args))
         t, _ = self.expr(node, env)
         if isinstance(t, Arr):
-            if t.ndim != 1:  # its rows are views (tests/frontend/test_views.py), not modelled here
-                raise Undefined(f"the rows of a {t.ndim}-D array")
+            if t.ndim != 1:  # its rows: views of one dimension less (docs: What `for` iterates over)
+                return Seq("rows", node, (Arr(t.dtype, t.ndim - 1),))
             return Seq("array", node, (t.dtype,))
         if isinstance(t, Tup):
             return Seq("tuple", node, t.elts)
@@ -185,6 +185,9 @@ class IterableEval:
         if seq.kind == "array":
             array, dtype = self.eval(seq.node, env), seq.types[0]
             return (from_numpy(array[i], dtype) for i in range(array.shape[0]))
+        if seq.kind == "rows":  # no copy: each row a view of the array
+            array = self.eval(seq.node, env)
+            return (array[i] for i in range(array.shape[0]))
         if seq.kind == "tuple":
             return iter(self.eval(seq.node, env))
         if seq.kind == "enumerate":

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numeric import FLOATS, INTS, NUMPY, SMALL, int_range, is_float, is_int, wrap
+from .numeric import FLOATS, INTS, NUMPY, SMALL, int_range, is_complex, is_float, is_int, part_type, wrap
 
 SIZE_1D = 6
 SHAPE_2D = (3, 4)
@@ -20,7 +20,7 @@ OUT_LEN = 16
 class ArgSpec:
     kind: str                 # "array" or "scalar"
     dtype: str
-    value: object             # the scalar, or the base array's values
+    value: object             # the scalar (a Python complex for complex types), or the base array's values
     view: tuple = ()          # slices taken of the base array
     numpy: bool = True        # scalars: a NumPy scalar (else a Python int/float/bool)
 
@@ -57,6 +57,9 @@ def build_args(specs):
 
 
 def scalar_value(rng: random.Random, t: str):
+    if is_complex(t):  # two parts of the part type
+        p = part_type(t)
+        return complex(scalar_value(rng, p), scalar_value(rng, p))
     if t == "bool":
         return rng.random() < 0.5
     if is_int(t):
@@ -120,9 +123,13 @@ def _perturbed(rng: random.Random, specs):
                 t = rng.choice(FLOATS) if rng.random() < 0.9 else rng.choice(INTS)
                 t = rng.choice(SMALL) if rng.random() < 0.2 else t
                 v = float(NUMPY[t](s.value)) if is_float(t) else scalar_value(rng, t)
+            elif is_complex(s.dtype):  # the other width: a complex64 rounds its parts
+                t = "complex64" if s.dtype == "complex128" else "complex128"
+                v = complex(NUMPY[t](s.value))
             else:
                 t, v = "bool", not s.value
-            out.append(ArgSpec("scalar", t, v, numpy=t not in ("int64", "float64", "bool") or rng.random() < 0.5))
+            out.append(ArgSpec("scalar", t, v, numpy=t not in ("int64", "float64", "bool", "complex128")
+                               or rng.random() < 0.5))
         elif s.kind == "array" and rng.random() < 0.3:
             values = s.value[s.view] if s.view else s.value
             strided = not s.view and rng.random() < 0.5

@@ -19,9 +19,11 @@ SCALARS = ("bool",) + INTS + FLOATS
 SMALL_INTS_T = ("int8", "uint8", "int16", "uint16")
 SMALL = SMALL_INTS_T + ("float16",)
 ALL_SCALARS = SCALARS + SMALL
+#: Complex numbers (support.complexes): pairs of float32 / float64 parts.
+COMPLEX_T = ("complex64", "complex128")
 BITS = {"bool": 1, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64,
         "uint64": 64, "float16": 16, "float32": 32, "float64": 64}
-NUMPY = {t: np.dtype(t).type for t in ALL_SCALARS}
+NUMPY = {t: np.dtype(t).type for t in ALL_SCALARS + COMPLEX_T}
 
 
 class Weak(int):
@@ -75,8 +77,17 @@ def is_float(t) -> bool:
     return t in FLOATS or t == "float16"
 
 
+def is_complex(t) -> bool:
+    return t in COMPLEX_T
+
+
+def part_type(t) -> str:
+    """The type of a complex type's parts."""
+    return "float32" if t == "complex64" else "float64"
+
+
 def is_scalar(t) -> bool:
-    return isinstance(t, str) and t in ALL_SCALARS
+    return isinstance(t, str) and (t in ALL_SCALARS or t in COMPLEX_T)
 
 
 def signed(t) -> bool:
@@ -98,7 +109,7 @@ def wrap(x: int, t: str) -> int:
 
 def fits(value, t: str) -> bool:
     """Whether a weak literal `value` can take type `t` without an out-of-range error."""
-    if isinstance(value, bool) or is_float(t):
+    if isinstance(value, bool) or is_float(t) or is_complex(t):
         return True
     if isinstance(value, float):
         return not is_int(t)
@@ -136,7 +147,7 @@ def promote_weak(value, strong: str) -> str:
         return strong
     if kind == "int":
         return "int64" if strong == "bool" else strong
-    return strong if is_float(strong) else "float64"
+    return strong if is_float(strong) or is_complex(strong) else "float64"
 
 
 def common(operands, check: bool = True) -> str | None:
@@ -164,6 +175,11 @@ def convert(value, t: str):
     NaN gives 0, values beyond the range the type's minimum or maximum (docs/frontend.md)."""
     if t == "bool":
         return bool(value)
+    if is_complex(t):  # NumPy's conversion: each part rounded to the part type, a real value's imag +0.0
+        p = part_type(t)
+        if isinstance(value, (complex, np.complexfloating)):
+            return NUMPY[t](complex(convert(np.float64(value.real), p), convert(np.float64(value.imag), p)))
+        return NUMPY[t](complex(convert(value, p), 0.0))
     if is_int(t):
         if isinstance(value, (float, np.floating)):
             if math.isnan(value):
@@ -221,4 +237,4 @@ def from_numpy(x, t: str):
         return bool(x)
     if is_int(t):
         return int(x)
-    return NUMPY[t](x)
+    return NUMPY[t](x)  # floats and complex numbers keep their NumPy type

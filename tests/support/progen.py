@@ -21,12 +21,12 @@ import numpy as np
 
 from .expressions import Ex, ExprRules, SMALL_INTS, _fits_text
 from .launches import OUT_LEN, ArgSpec, array_spec, perturb, scalar_value
-from .numeric import FLOATS, INTS, NUMPY, SCALARS, SMALL, FnPtr, Tup, is_float, is_int, promote
+from .numeric import COMPLEX_T, FLOATS, INTS, NUMPY, SCALARS, SMALL, FnPtr, Tup, is_float, is_int, promote
 from .loops import LOOP_FEATURES, LoopRules
 from .numpy_calls import NUMPY_FEATURES, NumpyRules
 from .pointers import POINTER_FEATURES, PointerRules
 from .views import VIEW_FEATURES, ViewRules
-from .complexes import COMPLEX_FEATURES, ComplexRules
+from .complexes import COMPLEX_FEATURES, ComplexRules, Cx
 
 FEATURES = {
     "funcs", "early_return", "loops", "while", "break_continue", "tuples", "augassign", "annassign",
@@ -105,6 +105,9 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, Compl
         self.families: list = []        # function-pointer families (support.pointers)
         self.pointee = False            # generating a function that is called through pointers
         self.annotated = False          # generating a function with a return annotation
+        self.carrays: dict = {}         # name -> (complex dtype, ndim): complex input arrays (support.complexes)
+        self.couts: list = []           # complex output array names
+        self.complex_program = False    # the kernel has complex variables (drawn in `generate`)
 
     # -- helpers ------------------------------------------------------------------------------
     def on(self, feature: str) -> bool:
@@ -543,7 +546,7 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, Compl
         self.ret, self.annotated = None, False
 
     def kernel(self, params):
-        scope = Scope({n: t for n, t in params if isinstance(t, (str, Tup))})
+        scope = Scope({n: t for n, t in params if isinstance(t, (str, Tup, Cx))})
         self.lines.append("@gpuc.kernel")
         self.lines.append(f"def kernel({', '.join(n for n, _ in params)}):")
         self.indent, self.budget, self.in_kernel = 1, self.rng.randint(6, 16), True
@@ -558,6 +561,7 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, Compl
                     out = self.out_for(t.elts[-1])
                     if out is not None:
                         self.emit(f"{out}[{self.next_slot()}] = {name}[-1]")
+            self.store_complex_vars(scope)
 
 
 STMT_RULES = [
@@ -568,7 +572,9 @@ STMT_RULES = [
     (3, "loops", "s_for"), (2, "for_tuple", "s_for_each"), (1, "for_array", "s_for_each"), (2, "while", "s_while"),
     (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
     (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
-    (1, "views", "s_view_copy"), (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),
+    (1, "views", "s_view_copy"), (0.7, "view_rows", "s_for_rows"), (0.8, "runtime_slices", "s_runtime_slice"),
+    (1.5, "complex_vars", "s_cx_assign"), (1.5, "complex_vars", "s_cx_store"), (0.5, "complex_vars", "s_cx_join"),
+    (0.4, "complex_vars", "s_cx_for"), (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),
 ]
 
 
@@ -604,7 +610,7 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
               + [(f"q{k}", t) for k, t in enumerate(tuples)])
     g.outs = [(f"o{k}", d) for k, d in enumerate(outs)]
     g.arrays = {f"a{k}": a for k, a in enumerate(ins)}
-    g.lines = ["import math", "", "import numpy as np", "", "import gpuc", ""]
+    g.lines = ["import cmath", "import math", "", "import numpy as np", "", "import gpuc", ""]
     if g.on("globals"):
         for k in range(rng.randint(0, 3)):
             t = rng.choice(SCALARS)
@@ -622,7 +628,16 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
         for k in range(rng.choice([0, 1, 1, 2])):
             g.func(k)
             g.lines.append("")
-    g.kernel([(n, t if isinstance(t, (str, Tup)) else None) for n, t in params])
+    crng = random.Random(f"{seed}:{index}:complex")  # a stream of its own: the other draws stay as they were
+    cparams = []
+    if g.on("complex_vars") and crng.random() < 0.25:
+        g.complex_program = True
+        cparams = ([(f"w{k}", ("out", crng.choice(COMPLEX_T))) for k in range(crng.choice([0, 1, 1]))]
+                   + [(f"b{k}", (crng.choice(COMPLEX_T), crng.choice([1, 1, 2]))) for k in range(crng.randint(0, 1))]
+                   + [(f"c{k}", Cx(crng.choice(COMPLEX_T))) for k in range(crng.randint(0, 2))])
+        g.couts = [n for n, t in cparams if n.startswith("w")]
+        g.carrays = {n: t for n, t in cparams if n.startswith("b")}
+    g.kernel([(n, t if isinstance(t, (str, Tup, Cx)) else None) for n, t in params + cparams])
     source = "\n".join(g.lines) + "\n"
 
     base = []
@@ -640,6 +655,13 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
         else:
             base.append(ArgSpec("scalar", t, scalar_value(rng, t), numpy=t not in ("int64", "float64", "bool")
                                 or rng.random() < 0.5))
+    for name, t in cparams:
+        if name.startswith("w"):
+            base.append(array_spec(crng, t[1], 1, strided and crng.random() < 0.3, np.zeros(OUT_LEN, NUMPY[t[1]])))
+        elif name.startswith("b"):
+            base.append(array_spec(crng, t[0], t[1], strided and crng.random() < 0.3))
+        else:
+            base.append(ArgSpec("scalar", t.t, scalar_value(crng, t.t), numpy=t.t != "complex128" or crng.random() < 0.5))
     launches = [base]
     if g.on("specializations"):
         for _ in range(rng.choice([0, 1, 2])):

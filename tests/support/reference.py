@@ -20,7 +20,8 @@ import numpy as np
 
 from .iterables import IterableEval
 from .numpy_calls import NumpyEval
-from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, bit_count, convert, from_numpy, is_float, is_int,
+from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, bit_count, convert, from_numpy, is_complex, is_float,
+                      is_int,
                       signed, truth, wrap, zero, BITS, NUMPY)
 from .views import copy_into_view, eval_method, eval_view, is_view, is_view_method
 from .typer import BIT_COUNTS, FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
@@ -44,6 +45,8 @@ def launch_types(args) -> tuple:
             out.append("int64")
         elif type(a) is float:
             out.append("float64")
+        elif type(a) is complex:
+            out.append("complex128")
         elif isinstance(a, np.generic):
             out.append(a.dtype.name)
         elif isinstance(a, tuple):
@@ -219,7 +222,8 @@ class Evaluator(IterableEval, NumpyEval):
         mask = self.masks.get(id(array))
         if mask is not None:
             inexact = stmt is not None and id(stmt) in self.t.inexact
-            rtol = RTOL16 if isinstance(value, np.float16) else RTOL32 if isinstance(value, np.float32) else RTOL64
+            rtol = (RTOL16 if isinstance(value, np.float16) else RTOL32
+                    if isinstance(value, (np.float32, np.complex64)) else RTOL64)
             mask[index] = rtol if inexact else 0.0
 
     def s_If(self, s, env):
@@ -286,9 +290,9 @@ class Evaluator(IterableEval, NumpyEval):
     def binop(self, node, op, left, right_node, env):
         c = self.t.optype[id(node)]
         right = self.eval(right_node, env)
-        if c == "complex128":
+        if is_complex(c):
             from .complexes import evaluate_binop
-            return evaluate_binop(op, left, right)
+            return evaluate_binop(op, left, right, c, self.t.consts.get(id(right_node)))
         a, b = convert(left, c), convert(right, c)
         if isinstance(op, ast.Div):
             if not is_float(c):
@@ -376,6 +380,8 @@ class Evaluator(IterableEval, NumpyEval):
             if self.t.optype.get(id(node)) == "run-time index":
                 return self.tuple_item(base, self.eval(node.slice, env))
             return base[self.t.consts[id(node.slice)]]
+        if len(node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]) < base.ndim:
+            return eval_view(self, node, env)  # `m[i]`: a row
         array, index = self.element(node, env, base)
         return from_numpy(array[index], self.dtype(array))
 
@@ -412,6 +418,9 @@ class Evaluator(IterableEval, NumpyEval):
                 return self.minmax(node, f.id, env)
             if f.id == "abs":
                 v = self.eval(node.args[0], env)
+                if isinstance(v, (complex, np.complexfloating)):
+                    from .complexes import evaluate_abs
+                    return evaluate_abs(v)
                 return wrap(abs(v), t) if is_int(t) else abs(v)
             if f.id == "len":
                 return self.eval(node.args[0], env).shape[0]
@@ -423,6 +432,11 @@ class Evaluator(IterableEval, NumpyEval):
             return self.call_func(node, env)
         if f.value.id == "math":
             return self.call_math(node, f.attr, env)
+        if f.value.id == "cmath":
+            from .complexes import evaluate_cmath
+            return evaluate_cmath(f.attr, self.eval(node.args[0], env))
+        if f.attr == "conjugate":
+            return np.conj(self.eval(f.value, env))  # the parts' signs: exact
         if f.value.id == "np" and f.attr not in TYPE_NAMES:
             return self.call_numpy(node, f.attr, env)
         if f.attr in ("index", "ndrange"):

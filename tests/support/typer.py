@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from .iterables import IterableTyping
 from .numpy_calls import NumpyTyping
 from .views import is_view, is_view_method, type_copy, type_method, type_view
-from .numeric import (ALL_SCALARS, Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
-                      is_float, is_int, is_scalar, signed)
+from .numeric import (Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
+                      is_complex, is_float, is_int, is_scalar, part_type, signed)
 
 TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos",
                   "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt", "erf", "erfc",
@@ -30,7 +30,8 @@ INT_MATH = {"floor", "ceil", "trunc"}
 PRED_MATH = {"isnan", "isinf", "isfinite"}
 MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "tau": math.tau}
 TYPE_NAMES = {"int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float32",
-              "float64": "float64", "bool_": "bool", "boolean": "bool"}
+              "float64": "float64", "bool_": "bool", "boolean": "bool", "complex64": "complex64",
+              "complex128": "complex128"}
 BUILTIN_TYPES = {"int": "int64", "float": "float64", "bool": "bool"}
 BIT_COUNTS = {"popc", "clz", "ffs"}  # gpuc.popc(x) ...: x's type (a literal: int64); ffs gives uint32
 
@@ -205,6 +206,8 @@ class Typer(IterableTyping, NumpyTyping):
             result = self.binop(s, s.op, (elem, False, None), self.operand(s.value, env), s.value)
             if not is_scalar(result):
                 raise Undefined("augmented store of a non-scalar")
+            if is_complex(result) and not is_complex(elem):
+                raise Expected("complex store", f"{elem} array element {type(s.op).__name__}= a complex value")
         else:
             raise Undefined("augmented assignment target")
         return env
@@ -219,6 +222,8 @@ class Typer(IterableTyping, NumpyTyping):
                 return
             if not is_scalar(t):
                 raise Expected("store", "storing a non-scalar in an array")
+            if is_complex(t) and not is_complex(elem):
+                raise Expected("complex store", f"storing a {t} in a {elem} array")
             if weak and not fits(value, elem):
                 raise Expected("literal", f"{value!r} stored in a {elem} array")
         elif isinstance(target, ast.Tuple):
@@ -379,7 +384,7 @@ class Typer(IterableTyping, NumpyTyping):
 
     def operand(self, node, env):
         t, weak = self.expr(node, env)
-        if not is_scalar(t) and t != "complex128":  # complex values: support/complexes.py
+        if not is_scalar(t):  # complex values are scalars too: support/complexes.py
             raise Undefined(f"{t} as an operand")
         return t, weak, self.typed.consts.get(id(node))
 
@@ -466,6 +471,8 @@ class Typer(IterableTyping, NumpyTyping):
 
     def e_Compare(self, node, env):
         operands = [self.operand(n, env) for n in [node.left, *node.comparators]]
+        if any(is_complex(t) for t, _, _ in operands):
+            raise Undefined("a comparison of complex numbers")  # not generated
         if all(w for _, w, _ in operands):  # literals only: Python's answer, a weak bool
             values = [v for _, _, v in operands]
             return self.weak(node, all(COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:])))
@@ -522,8 +529,8 @@ class Typer(IterableTyping, NumpyTyping):
                 return Tup(("int64",) * t.ndim), False
             if node.attr in ("ndim", "size"):
                 return "int64", False
-        if t == "complex128" and node.attr in ("real", "imag"):
-            return "float64", False
+        if is_complex(t) and node.attr in ("real", "imag"):
+            return part_type(t), False
         raise Undefined(f"attribute {node.attr}")
 
     def e_Subscript(self, node, env):
@@ -545,6 +552,8 @@ class Typer(IterableTyping, NumpyTyping):
         if not isinstance(base, Arr):
             raise Expected("index scalar", f"indexing a {base}")
         index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(index) < base.ndim:  # `m[i]` of a 2-D array: a row, a view (docs: Views)
+            return type_view(self, node, env)
         if len(index) != base.ndim:
             raise Expected("index count")
         for i in index:
@@ -580,6 +589,12 @@ class Typer(IterableTyping, NumpyTyping):
         elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
             if f.value.id == "math":
                 return self.call_math(node, f.attr, env)
+            if f.value.id == "cmath":
+                from .complexes import type_cmath
+                return type_cmath(self, node, f.attr, env)
+            if f.attr == "conjugate" and f.value.id in env:
+                from .complexes import type_conjugate
+                return type_conjugate(self, node, env)
             if f.value.id == "np" and f.attr not in TYPE_NAMES:
                 return self.call_numpy(node, f.attr, env)
             if f.value.id in ("gpuc", "np") and f.attr in TYPE_NAMES:
@@ -634,9 +649,9 @@ class Typer(IterableTyping, NumpyTyping):
 
     def c_abs(self, node, env):
         (t, weak, value), = self.args(node, env)
-        if t == "complex128":  # hypot: libm's, or libmvec's where the loop vectorizes (an ulp or two)
-            self.inexact_here("abs of a complex number")
-            return "float64", False
+        if is_complex(t):  # hypot: libm's, or libmvec's where the loop vectorizes (an ulp or two)
+            from .complexes import type_abs
+            return type_abs(self, t)
         if weak or t == "bool":
             raise Undefined("abs of a literal or bool")
         return t, False
@@ -656,6 +671,8 @@ class Typer(IterableTyping, NumpyTyping):
         if len(node.args) != 1:
             raise Expected("arity")
         t, weak, value = self.args(node, env)[0]
+        if is_complex(t) and not is_complex(to):
+            raise Expected("complex conversion", f"converting a {t} to {to}")
         if weak and is_int(to) and not isinstance(value, bool):
             lo, hi = int_range(to)
             if not (lo <= value <= hi if isinstance(value, int) else math.isfinite(value) and lo <= int(value) <= hi):
@@ -756,5 +773,5 @@ def _is_type_name(node) -> bool:
 
 def check_scalars(types):
     for t in types:
-        if not (is_scalar(t) or isinstance(t, (Arr, Tup))) or (is_scalar(t) and t not in ALL_SCALARS):
+        if not (is_scalar(t) or isinstance(t, (Arr, Tup))):
             raise Undefined(f"argument type {t}")

@@ -367,6 +367,8 @@ class Typer(LocatingVisitor):
                 except UserError as exc:
                     exc.node = exc.node or node
                     raise
+        if isinstance(annotated, ScalarType) and isinstance(result, ScalarType):
+            return annotated  # a number return annotation converts what is returned, as Numba's signatures do
         if annotated is not None and annotated != result:
             raise UserError(f"{self.tree.name} is annotated to return {annotated} but returns {result}",
                             node=self.tree.returns)
@@ -905,6 +907,7 @@ class Typer(LocatingVisitor):
                 value = None
             if type(value) in (bool, int, float):
                 self._fold_literal(node, value, *node.args)
+                return B.constant_type(value)  # Python's type of the value: max(0.5, 3) is the int 3
         return plan.result
 
     def call_function(self, node: ast.Call, target: GpucFunction) -> GType:

@@ -121,3 +121,23 @@ def passes_wrong_array(xs):
 def test_arrays_are_still_checked_not_converted():
     with pytest.raises(gpuc.CompilationError, match="parameter xs is annotated"):
         gpuc.code_llvm(passes_wrong_array, (gpuc.Array[float64, 1],))
+
+
+@gpuc.func
+def narrowed(x, c) -> gpuc.float32:
+    if c > 0:
+        return x * 3
+    return 0.1
+
+
+@gpuc.func
+def widened_return(x: gpuc.int32) -> gpuc.float64:
+    return x // 2
+
+
+def test_a_number_return_annotation_converts_the_value_returned():
+    from gpuc.frontend.inference import Typing
+    assert Typing(gpuc.NativeTarget()).function(narrowed, (float64, int64)).return_type == float32
+    run = native(narrowed, (float64, int64))
+    assert run(0.1, 1) == np.float32(0.1 * 3) and run(0.1, 0) == np.float32(0.1)
+    assert native(widened_return, (int32,))(np.int32(-7)) == -4.0

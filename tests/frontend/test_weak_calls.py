@@ -79,3 +79,13 @@ def test_a_folded_call_that_does_not_fit_is_an_error_as_in_numpy():
     with pytest.raises(gpuc.CompilationError, match="does not fit|out of") as info:
         gpuc.code_llvm(negative_to_unsigned, (uint32,))
     assert "test_weak_calls.py:" in str(info.value)
+
+
+@gpuc.func
+def literal_max_index(i):
+    return (max(0.5, 3), 2)[i]   # max(0.5, 3) is Python's int 3: both elements are int64
+
+
+def test_a_folded_call_has_the_type_of_pythons_value():
+    assert Typing(gpuc.NativeTarget()).function(literal_max_index, (int64,)).return_type == int64
+    assert [native(literal_max_index, (int64,))(i) for i in (0, 1)] == [3, 2]

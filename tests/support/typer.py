@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .iterables import IterableTyping
 from .numpy_calls import NumpyTyping
 from .views import is_view, is_view_method, type_copy, type_method, type_view
-from .numeric import (Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
+from .numeric import (ALL_SCALARS, Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
                       is_complex, is_float, is_int, is_scalar, part_type, signed)
 
 TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos",
@@ -148,6 +148,8 @@ class Typer(IterableTyping, NumpyTyping):
         else:
             ret = None
         declared = self.program.annotated_ret(self.fdef.name)
+        if declared in ALL_SCALARS and ret in ALL_SCALARS:
+            ret = declared  # a number return annotation converts the value returned (docs/frontend.md)
         if declared is not None and ret != declared:
             raise Undefined(f"{self.fdef.name} returns {ret}, annotated {declared}")  # not modelled
         self.typed.ret = ret

@@ -101,6 +101,7 @@ def merge(envs):
 
 
 _CONFLICT = object()
+_UNBOUND = object()  # a branch of an if that stopped at a variable not typed yet
 
 
 def _types_of(env):
@@ -410,7 +411,9 @@ class Typer(LocatingVisitor):
         hint = _UNSUPPORTED_HINTS.get(kind, "see docs/frontend.md for the supported subset of Python")
         raise UserError(f"{kind} is not supported in gpuc functions", hint=hint)
 
-    def visit_body(self, body: list[ast.stmt]) -> None:
+    def visit_body(self, body: list[ast.stmt], branch: bool = False) -> None:
+        """Type `body`; a statement reading a variable a loop's later round types is skipped, or in a
+        `branch` of an if ends the branch (visit_If)."""
         for stmt in body:
             if self.env is None:
                 return  # unreachable statements are neither typed nor lowered
@@ -418,6 +421,8 @@ class Typer(LocatingVisitor):
             try:
                 self.visit(stmt)
             except _Unbound:
+                if branch:
+                    raise
                 self.stopped = True  # the statement is typed again once the loop's header settles
 
     def expr(self, node: ast.expr) -> GType:
@@ -553,11 +558,20 @@ class Typer(LocatingVisitor):
     def visit_If(self, node: ast.If) -> None:
         self.condition(node.test)
         before = self.env
-        self.env = dict(before)  # each branch binds in its own copy; the join merges them
-        self.visit_body(node.body)
-        after_then, self.env = self.env, dict(before)
-        self.visit_body(node.orelse)
-        self.env = merge([after_then, self.env])
+        ends = []
+        for body in (node.body, node.orelse):
+            self.env = dict(before)  # each branch binds in its own copy; the join merges them
+            try:
+                self.visit_body(body, branch=True)
+            except _Unbound:
+                # the branch (an elif's test, say) reads a variable a loop's later round types: this path
+                # stops in this round and the other keeps what it binds (a pointer assigned on every
+                # branch); where both stop, the whole if is skipped
+                if ends and ends[0] is _UNBOUND:
+                    raise
+                self.env, self.stopped = _UNBOUND, True
+            ends.append(self.env)
+        self.env = merge([None if e is _UNBOUND else e for e in ends])
 
     def condition(self, node: ast.expr) -> None:
         t = self.value_expr(node, "a condition")

@@ -438,3 +438,30 @@ def test_an_array_bound_on_every_path_joins():
     xs, ys = np.array([1.0, 2.0]), np.array([3.0, 5.0])
     for c in (0, 1):
         same(f, (Array[float64, 1], Array[float64, 1], int64), xs, ys, c)
+
+
+@gpuc.func
+def _halve(x, n):
+    return x * 0.5
+
+
+@gpuc.func
+def pointer_assigned_on_every_branch(x, n):
+    # the elif reads v, which the body assigns later through a pointer every branch assigns: the first
+    # round of the loop stops at the elif's path only (it used to skip the whole if, leaving fp unbound)
+    t = 0.0
+    for j in range(n):
+        if j > 5:
+            fp = gpuc.deferred(_halve, x, n)
+        elif min(0.0, v) >= 3:
+            fp = gpuc.deferred(_halve, x, n)
+        else:
+            fp = gpuc.deferred(_halve, x, n)
+        v = fp(x, n)
+        t += v
+    return t
+
+
+def test_a_loop_carried_value_read_in_an_elif_before_a_pointer_call_assigns_it():
+    for n in (0, 1, 4, 8):
+        assert native(pointer_assigned_on_every_branch, (float64, int64))(3.0, n) == 1.5 * n

@@ -36,6 +36,24 @@ def timed_cpu(fn, *args, **kwargs):
     return time.perf_counter() - start, time.thread_time() - cpu, result
 
 
+def paired_rounds(fns, reps: int, clock: int = 0) -> list[list[float]]:
+    """Each function's times over `reps` rounds that call them one after another, after a warm-up call of
+    each (which compiles): `clock` 0 is wall time, 1 the calling thread's CPU time. Round k of every
+    function ran at nearly the same moment, so the machine's noise falls on all of them alike."""
+    for fn in fns:
+        fn()
+    samples = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, times in zip(fns, samples):
+            times.append(timed_cpu(fn)[clock])
+    return samples
+
+
+def ratios(ours: list[float], theirs: list[float]) -> tuple[float, float]:
+    """(best against best, median of the per-round ratios) of two functions' `paired_rounds` times."""
+    return min(ours) / min(theirs), median([a / b for a, b in zip(ours, theirs)])
+
+
 def median(values) -> float:
     return statistics.median(values) if values else float("nan")
 

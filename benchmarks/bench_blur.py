@@ -6,7 +6,8 @@ A 1080 x 1920 x 3 uint8 image blurred by the gpuc kernel launched with threads=1
 body under `numba.njit` (serial loops over rows, columns and channels). The best of --reps runs after
 a warm-up run (compile time excluded), as wall time and as the CPU time of the calling thread (both
 run there: threads=1 and Numba's serial loops), which other processes on the machine disturb less.
-Ratio: gpuc / Numba of the CPU times (target <= 1.0; above 1: gpuc is slower).
+The two alternate, round by round. Ratios, gpuc / Numba of the CPU times (target <= 1.0; above 1: gpuc
+is slower): best against best, and the median of the rounds' ratios.
 Without numba the Numba column is skipped. Both results are checked against the NumPy reference.
 """
 
@@ -17,7 +18,7 @@ import argparse
 import numpy as np
 
 import _common  # noqa: F401 - puts the repository on sys.path
-from _common import banner, machine_facts, ms, table, timed_cpu, write_json
+from _common import banner, machine_facts, ms, paired_rounds, ratios, table, write_json
 
 from examples.blur import box_blur, reference
 
@@ -43,26 +44,14 @@ def numba_blur():
     return blur
 
 
-def best(fns, reps: int) -> list[tuple[float, float]]:
-    """The best (wall, thread CPU) times of each function over `reps` rounds that run them one after
-    another, after a warm-up call of each (which compiles)."""
-    for fn in fns:
-        fn()
-    times = [[] for _ in fns]
-    for _ in range(reps):
-        for fn, samples in zip(fns, times):
-            samples.append(timed_cpu(fn)[:2])
-    return [(min(w for w, _ in samples), min(c for _, c in samples)) for samples in times]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a 540 x 960 image, 3 runs")
-    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="a 540 x 960 image, 15 rounds")
+    parser.add_argument("--reps", type=int, default=31)
     parser.add_argument("--json", help="write the samples and the machine facts here")
     args = parser.parse_args()
     shape = (540, 960, 3) if args.quick else (1080, 1920, 3)
-    reps = 3 if args.quick else args.reps
+    reps = 15 if args.quick else args.reps
     facts = machine_facts()
     print(banner(facts))
 
@@ -75,19 +64,20 @@ def main() -> None:
         fns.append(lambda: blur(image, numba_out, np.int32(2)))
     except ImportError:
         pass
-    timings = best(fns, reps)
+    cpu = paired_rounds(fns, reps, clock=1)
     if not np.array_equal(gpuc_out, want):
         raise SystemExit("the gpuc blur differs from NumPy's")
-    rows = [["gpuc (threads=1)", ms(timings[0][0]), ms(timings[0][1]), ""]]
-    results = {"shape": shape, "gpuc_wall_s": timings[0][0], "gpuc_cpu_s": timings[0][1]}
-    if len(timings) == 2:
+    rows = [["gpuc (threads=1)", ms(min(cpu[0])), "", ""]]
+    results = {"shape": shape, "rounds": reps, "gpuc_cpu_s": cpu[0]}
+    if len(cpu) == 2:
         if not np.array_equal(numba_out, want):
             raise SystemExit("the Numba blur differs from NumPy's")
-        rows.append(["numba.njit", ms(timings[1][0]), ms(timings[1][1]), ""])
-        rows[0][3] = f"{timings[0][1] / timings[1][1]:.2f}x"
-        results.update(numba_wall_s=timings[1][0], numba_cpu_s=timings[1][1], ratio=timings[0][1] / timings[1][1])
-    print(table(["3x3 box blur " + "x".join(map(str, shape)) + " uint8", "best wall ms", "best CPU ms",
-                 "gpuc / numba (CPU)"], rows))
+        best_ratio, median_ratio = ratios(cpu[0], cpu[1])
+        rows.append(["numba.njit", ms(min(cpu[1])), "", ""])
+        rows[0][2:] = [f"{best_ratio:.2f}x", f"{median_ratio:.2f}x"]
+        results.update(numba_cpu_s=cpu[1], ratio=best_ratio, median_ratio=median_ratio)
+    print(table(["3x3 box blur " + "x".join(map(str, shape)) + f" uint8, {reps} rounds", "best CPU ms",
+                 "gpuc / numba (best)", "(median of rounds)"], rows))
     if args.json:
         write_json(args.json, {"results": results, "machine": facts})
 

@@ -4,8 +4,9 @@
 
 The image of Numba's example (1000 x 1500 pixels, 20 iterations, the plane [-2, 1] x [-1, 1]) filled by
 the gpuc kernel launched with threads=1, and by the same `mandel` and `create_fractal` under
-`numba.njit` (serial loops). The best of --reps runs after a warm-up run (compile time excluded).
-Ratio: gpuc / Numba (target <= 1.0; above 1: gpuc is slower). Without numba the Numba column is
+`numba.njit` (serial loops), alternating for --reps rounds after a warm-up run (compile time excluded),
+timed as the calling thread's CPU time. Ratios, gpuc / Numba (target <= 1.0; above 1: gpuc is slower):
+best against best, and the median of the rounds' ratios. Without numba the Numba column is
 skipped. Both images are checked equal.
 """
 
@@ -16,7 +17,7 @@ import argparse
 import numpy as np
 
 import _common  # noqa: F401 - puts the repository on sys.path
-from _common import banner, machine_facts, ms, table, timed, write_json
+from _common import banner, machine_facts, ms, paired_rounds, ratios, table, write_json
 
 from examples.mandelbrot import create_fractal, mandel
 
@@ -43,26 +44,14 @@ def numba_fractal():
     return create
 
 
-def best(fns, reps: int) -> list[float]:
-    """The best time of each function over `reps` rounds that run them one after another (the machine's
-    noise then falls on both alike), after a warm-up call of each (which compiles)."""
-    for fn in fns:
-        fn()
-    times = [[] for _ in fns]
-    for _ in range(reps):
-        for fn, samples in zip(fns, times):
-            samples.append(timed(fn)[0])
-    return [min(samples) for samples in times]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a 500 x 750 image, 3 runs")
-    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="a 500 x 750 image, 15 rounds")
+    parser.add_argument("--reps", type=int, default=31)
     parser.add_argument("--json", help="write the samples and the machine facts here")
     args = parser.parse_args()
     shape = (500, 750) if args.quick else (1000, 1500)
-    reps = 3 if args.quick else args.reps
+    reps = 15 if args.quick else args.reps
     iters = 20
     facts = machine_facts()
     print(banner(facts))
@@ -74,17 +63,18 @@ def main() -> None:
         fns.append(lambda: create(*ARGS, numba_image, iters))
     except ImportError:
         pass
-    timings = best(fns, reps)
-    rows = [["gpuc (threads=1)", ms(timings[0]), ""]]
-    results = {"shape": shape, "iters": iters, "gpuc_s": timings[0]}
-    if len(timings) == 2:
+    cpu = paired_rounds(fns, reps, clock=1)
+    rows = [["gpuc (threads=1)", ms(min(cpu[0])), "", ""]]
+    results = {"shape": shape, "iters": iters, "rounds": reps, "gpuc_cpu_s": cpu[0]}
+    if len(cpu) == 2:
         if not np.array_equal(gpuc_image, numba_image):
             raise SystemExit("the gpuc and Numba images differ")
-        rows.append(["numba.njit", ms(timings[1]), ""])
-        rows[0][2] = f"{timings[0] / timings[1]:.2f}x"
-        results.update(numba_s=timings[1], ratio=timings[0] / timings[1])
-    print(table(["Mandelbrot " + "x".join(map(str, shape)) + f", {iters} iterations", "best ms", "gpuc / numba"],
-                rows))
+        best_ratio, median_ratio = ratios(cpu[0], cpu[1])
+        rows.append(["numba.njit", ms(min(cpu[1])), "", ""])
+        rows[0][2:] = [f"{best_ratio:.2f}x", f"{median_ratio:.2f}x"]
+        results.update(numba_cpu_s=cpu[1], ratio=best_ratio, median_ratio=median_ratio)
+    print(table(["Mandelbrot " + "x".join(map(str, shape)) + f", {iters} iterations, {reps} rounds", "best CPU ms",
+                 "gpuc / numba (best)", "(median of rounds)"], rows))
     if args.json:
         write_json(args.json, {"results": results, "machine": facts})
 

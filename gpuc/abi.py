@@ -30,6 +30,9 @@ from .llvm import ArrayType, Function, Module, StructType, run_passes
 #: The marker `gpuc.deferred(f, ...)` lowers to: `call ptr @gpuc.lookup(ptr @<f's symbol>)`, with
 #: `declare ptr @gpuc.lookup(ptr)`; the built-in gpuc.lookup plugin compiles f and replaces the call.
 LOOKUP_MARKER = "gpuc.lookup"
+# Declared by the CPU launch entry when it is optimized: the clamp-splitting plugin (gpuc/plugins/clamp_split.py)
+# splits its inner loop at the `simplified` point.
+SPLIT_MARKER = "gpuc.cpu.split_clamps"
 #: Metadata `!gpuc.site !{!"file:line:col"}` on a call through a function pointer: where it is in
 #: the source, for errors about calls that remain after optimization.
 SITE_METADATA = "gpuc.site"
@@ -688,7 +691,7 @@ __all__ = ["LIBRARY_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "G
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",
            "SHARED_MARKER", "SHUFFLE_KINDS", "SHUFFLE_MARKERS", "SHUFFLE_MARKER_PREFIX", "SHUFFLE_TYPES",
-           "SYNCWARP_MARKER", "THREAD_INDEX_MARKER", "VOTE_MARKERS", "WARP_SIZE_MARKER", "ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "SITE_METADATA", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+           "SYNCWARP_MARKER", "THREAD_INDEX_MARKER", "VOTE_MARKERS", "WARP_SIZE_MARKER", "ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "SPLIT_MARKER", "SITE_METADATA", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

@@ -1,7 +1,7 @@
 """Built-in plugins, registered at import through the same public API a third party would use."""
 
 from ..compiler import register_plugin
-from . import context, deferred
+from . import clamp_split, context, deferred
 from .autodiff import plugin as autodiff
 
 #: The context-propagation plugin (markers gpuc.ctx.index and gpuc.ctx.ndrange), resolved early so
@@ -18,4 +18,8 @@ DEFERRED = register_plugin(deferred.MARKER, early_callback=deferred.resolve, pri
 AUTODIFF = register_plugin("gpuc.autodiff", pipeline_callback=autodiff.resolve, markers=autodiff.MARKERS,
                            builtin=True)
 
-__all__ = ["AUTODIFF", "CONTEXT", "DEFERRED", "autodiff", "context", "deferred"]
+#: Stencils on the CPU (marker gpuc.cpu.split_clamps, declared by the CPU launch entry): its loop over
+#: index 0 runs the range where neighbour clamps return their input without them, at the simplified point.
+CLAMP_SPLIT = register_plugin(clamp_split.MARKER, simplified_callback=clamp_split.resolve, builtin=True)
+
+__all__ = ["AUTODIFF", "CLAMP_SPLIT", "CONTEXT", "DEFERRED", "autodiff", "clamp_split", "context", "deferred"]

@@ -15,7 +15,7 @@ vectorize the inner loop.
 
 from __future__ import annotations
 
-from ..abi import ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
+from ..abi import SPLIT_MARKER, ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
 from ..llvm import Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType
 
 SUFFIX = ".range"
@@ -31,7 +31,9 @@ def add_launch_entry(job, module: Module, entry: Function) -> Function | None:
         grid = flag.initializer.value == 2
         flag.erase()
         return add_blocks_wrapper(module, entry, grid)
-    return add_range_wrapper(module, entry)
+    split = (job.config.optimize and job.config.opt_level > 0
+             and any(m == SPLIT_MARKER for _, m in job.config.markers_at("simplified")))
+    return add_range_wrapper(module, entry, split)
 
 
 def add_blocks_wrapper(module: Module, kernel: Function, grid: bool = False) -> Function:
@@ -101,8 +103,10 @@ def launchable(kernel: Function) -> bool:
     return all(slot_types(t) is not None for t in kernel_params(kernel))
 
 
-def add_range_wrapper(module: Module, kernel: Function) -> Function:
-    """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %sizes)` (see the module doc)."""
+def add_range_wrapper(module: Module, kernel: Function, split: bool = False) -> Function:
+    """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %sizes)` (see the module doc).
+    With `split`, the loop over index 0 calls `SPLIT_MARKER(index0)`, so that the clamp-splitting plugin
+    (gpuc/plugins/clamp_split.py) finds it once inlining has shown the kernel's clamps."""
     llctx = module.context
     i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
     with_context = launch_form(kernel) == LAUNCH_CONTEXT
@@ -150,6 +154,8 @@ def add_range_wrapper(module: Module, kernel: Function) -> Function:
         b.position_at_end(blocks["items"])
         index0 = b.phi(i64, [(first, blocks["row"])], "index0")
         b.store(index0, ctx_field(b, 0, 0), align=8)
+        if split:
+            b.call(_split_marker(module), [index0])
         b.call(kernel, [*args, ctx] if with_context else args)
         following = b.nuw_add(index0, const(1))
         index0.add_incoming(following, blocks["items"])
@@ -159,6 +165,16 @@ def add_range_wrapper(module: Module, kernel: Function) -> Function:
         b.position_at_end(blocks["done"])
         b.ret()
     return fn
+
+
+def _split_marker(module: Module) -> Function:
+    """`void @gpuc.cpu.split_clamps(i64)`: touches only memory nothing else sees, so it neither goes
+    away nor stops the optimizer from moving loads and stores around it."""
+    llctx = module.context
+    marker = module.get_or_insert_function(SPLIT_MARKER, FunctionType.get(llctx.void, [llctx.i64]))
+    for name, value in (("nounwind", 0), ("willreturn", 0), ("nosync", 0), ("nofree", 0), ("memory", 12)):
+        marker.attributes.add(name, value)
+    return marker
 
 
 def _load_param(b: Builder, llctx, argv, slots, ty):

@@ -1,0 +1,359 @@
+"""Stencils on the CPU: split the inner loop of a launch where its clamps stop clamping.
+
+A stencil reads its neighbours through clamped indices (`src[min(max(x + dx, 0), width - 1)]`).
+On the CPU, a launch runs the kernel in a loop over index 0 (gpuc/targets/cpu_launch.py), and after
+inlining each clamp is an `llvm.smin`/`smax`/`umin`/`umax`/`usub.sat` of `index0 + c` and a value the
+loop does not change. Each clamp returns its input on a range of index 0 that the loop's preheader can
+compute: `smin(i + c, B)` for `i <= B - c`, `smax(i + c, B)` for `i >= B - c`, and so on. This plugin
+runs the loop in three parts: before that range (the loop as it was), inside it (a copy whose
+clamps are their inputs, so neighbouring addresses are plain offsets that the optimizer can combine
+and vectorize), and after it (another unchanged copy). Every part does what the original loop did
+for its iterations, so values are unchanged.
+
+When it optimizes, the CPU launch entry calls the marker (`SPLIT_MARKER`) with index 0 in that loop;
+the callback fires at the `simplified` point, when inlining has made the clamps visible and before the
+loop optimizations, and removes the calls.
+It splits loops of one induction variable stepping by one, with a single exit at the latch and no
+values used after the loop, and leaves every other loop alone.
+"""
+
+from __future__ import annotations
+
+from gpuc.abi import SPLIT_MARKER
+from gpuc.compiler import CompileState
+from gpuc.llvm import (BasicBlock, BinaryOperator, Builder, BranchInst, CallInst, CompareInst,
+                       ConstantInt, Function, FunctionType, Instruction, Module, PHINode)
+
+MARKER = SPLIT_MARKER
+#: Loops with more instructions than this are not copied (code size and compile time).
+MAX_LOOP_INSTRUCTIONS = 4000
+#: Offsets from the induction variable that the analysis accepts, and the induction variable's bound
+#: inside the split range, so that `i + c` never wraps there.
+MAX_OFFSET = 1 << 32
+MAX_INDEX = 1 << 62
+_CLAMPS = ("llvm.smin", "llvm.smax", "llvm.umin", "llvm.umax")
+
+
+def resolve(state: CompileState, marker: Function, module: Module) -> bool:
+    """The `simplified` callback: split the clamped loops of every launch entry, then drop the marker."""
+    calls = [use.user for use in marker.uses]
+    headers = [call.args[0].parent for call in calls if isinstance(call, CallInst) and isinstance(call.args[0], PHINode)]
+    for call in calls:
+        call.erase()
+    marker.erase()
+    split = False
+    for header in headers:
+        loop = _Loop.match(header)
+        if loop is not None and loop.split(module):
+            split = True
+    # Erasing the marker's calls needs no cleanup round; a split does (its copies simplify).
+    return split
+
+
+class _Loop:
+    """A loop `header`..`latch` of blocks `body` with induction variable `iv` from `start` (in
+    `preheader`), `step = iv + 1`, and the exit test `exit_test(step, end)` at the latch."""
+
+    def __init__(self, header, latch, preheader, body, iv, step, test, end, exit_block):
+        self.header, self.latch, self.preheader, self.body = header, latch, preheader, body
+        self.iv, self.step, self.test, self.end, self.exit = iv, step, test, end, exit_block
+        self.start = iv.incoming_value_for(preheader)
+        self.inside = {i for block in body for i in block.instructions}
+
+    @classmethod
+    def match(cls, header: BasicBlock):
+        phis = [i for i in header.instructions if isinstance(i, PHINode)]
+        if len(phis) != 1 or phis[0].type != header.parent.context.i64:
+            return None
+        iv = phis[0]
+        incoming = iv.incoming
+        if len(incoming) != 2:
+            return None
+        latch = next((blk for v, blk in incoming if _is_increment(v, iv)), None)
+        if latch is None:
+            return None
+        preheader = next(blk for v, blk in incoming if blk != latch)
+        step = iv.incoming_value_for(latch)
+        branch = latch.terminator
+        if not isinstance(branch, BranchInst) or not branch.is_conditional:
+            return None
+        stay, leave = branch.successors
+        test = branch.condition
+        if stay != header or not isinstance(test, CompareInst) or test.predicate not in ("ult", "slt", "ne"):
+            return None
+        if test.operands[0] != step or len(test.uses) != 1:
+            return None
+        body = _blocks_between(header, latch)
+        if body is None or leave in body:
+            return None
+        end = test.operands[1]
+        loop = cls(header, latch, preheader, body, iv, step, test, end, leave)
+        if not loop._well_formed():
+            return None
+        return loop
+
+    def _well_formed(self) -> bool:
+        """Single entry and exit, nothing of the loop used after it, `end` and `start` loop-invariant."""
+        if any(isinstance(i, PHINode) for i in self.exit.instructions):
+            return False
+        if not self.invariant(self.end) or self.preheader in self.body:
+            return False
+        count = 0
+        for block in self.body:
+            for inst in block.instructions:
+                count += 1
+                if any(not isinstance(u, Instruction) or u not in self.inside for u in inst.users):
+                    return False
+            if block != self.latch and any(s not in self.body for s in successors(block)):
+                return False  # a second exit
+            if block != self.header and any(p not in self.body for p in predecessors(block)):
+                return False  # a second entry
+        return count <= MAX_LOOP_INSTRUCTIONS
+
+    def invariant(self, v) -> bool:
+        return not isinstance(v, Instruction) or v not in self.inside
+
+    # -- the clamps ------------------------------------------------------------------------------
+
+    def clamps(self):
+        """(each clamp call whose input is affine in `iv`, with its input's offset) and the bounds
+        [(kind, value)] on `iv` under which all of them return their input."""
+        memo, bounds, found = {}, [], []
+
+        def affine(v, depth=0):
+            """c with v == iv + c inside the bounds, or None."""
+            if v == self.iv:
+                return 0
+            if not isinstance(v, Instruction) or v not in self.inside or depth > 32:
+                return None
+            key = v
+            if key in memo:
+                return memo[key]
+            memo[key] = None  # cycles through phis are not affine
+            result = None
+            if isinstance(v, BinaryOperator) and v.opcode_name in ("add", "sub"):
+                c = affine(v.lhs, depth + 1)
+                k = _small(v.rhs)
+                if c is not None and k is not None:
+                    result = c + k if v.opcode_name == "add" else c - k
+                elif v.opcode_name == "add" and _small(v.lhs) is not None:
+                    c = affine(v.rhs, depth + 1)
+                    result = None if c is None else c + _small(v.lhs)
+            elif isinstance(v, CallInst):
+                result = self._clamp(v, affine, bounds, found, depth)
+            if result is not None and abs(result) >= MAX_OFFSET:
+                result = None
+            memo[key] = result
+            return result
+
+        for block in self.body:
+            for inst in block.instructions:
+                if isinstance(inst, CallInst) and inst.intrinsic_name in _CLAMPS + ("llvm.usub.sat",):
+                    affine(inst)
+        return found, bounds
+
+    def _clamp(self, call, affine, bounds, found, depth):
+        name, args = call.intrinsic_name, call.args
+        if call.type != self.iv.type or len(args) != 2:
+            return None
+        if name == "llvm.usub.sat":
+            c, k = affine(args[0], depth + 1), _small(args[1])
+            if c is None or k is None or k < 0:
+                return None
+            bounds.append(("lo", ConstantInt.get(call.type, k - c)))  # iv + c >= k
+            found.append((call, args[0], k))
+            return c - k
+        if name not in _CLAMPS:
+            return None
+        for x, limit in ((args[0], args[1]), (args[1], args[0])):
+            c = affine(x, depth + 1)
+            if c is not None and self.invariant(limit):
+                bounds.append((name, limit, c))
+                found.append((call, x, None))
+                return c
+        return None
+
+    # -- the split ---------------------------------------------------------------------------------
+
+    def split(self, module: Module) -> bool:
+        """Split the loop (see the module doc); False when it has no clamps of the induction variable."""
+        found, bounds = self.clamps()
+        if not found:
+            return False
+        fn = self.header.parent
+        with Builder(module.context) as b:
+            b.position_before(self.preheader.terminator)
+            valid, low, high = self._range(b, module, bounds)
+            enter = b.or_(b.icmp("eq", valid, ConstantInt.get(valid.type, 0)), b.icmp("slt", self.start, low))
+            middle, after = _Copy(self, fn, b, "split.middle"), _Copy(self, fn, b, "split.after")
+            guard_middle, guard_after = fn.append_block("split.to_middle"), fn.append_block("split.to_after")
+            _retarget(self.preheader.terminator, self.header, guard_middle, enter, b)
+            _bound(self, self, low, guard_middle)
+            b.position_at_end(guard_middle)
+            b.cond_br(b.icmp("slt", low, high), middle.header, guard_after)
+            middle.enter(guard_middle, low, high, guard_after)
+            b.position_at_end(guard_after)
+            b.cond_br(b.icmp("slt", high, self.end), after.header, self.exit)
+            after.enter(guard_after, high, self.end, self.exit)
+            found.reverse()  # a clamp's input may be another clamp, found before it: outer ones first
+            copies = [middle.vmap[call] for call, _, _ in found]
+            for copy, (_, x, k) in zip(copies, found):
+                source = middle.value(x)
+                if k is not None:
+                    b.position_before(copy)
+                    source = b.sub(source, ConstantInt.get(copy.type, k))
+                copy.replace_all_uses_with(source)
+            for copy in copies:
+                copy.erase()
+        return True
+
+    def _range(self, b, module, bounds):
+        """(whether the split applies, the first and one past the last iv of the clamp-free part),
+        clipped to [start, end]; where it does not apply both are `end` and the original loop runs it all."""
+        i64 = self.iv.type
+        low, high = self.start, ConstantInt.get(i64, MAX_INDEX)
+
+        def sat(op, x, y):
+            return b.call(module.declare_intrinsic(f"llvm.{op}.sat.i64", FunctionType.get(i64, [i64, i64])), [x, y])
+
+        def pick(op, x, y):
+            return b.call(module.declare_intrinsic(f"llvm.{op}.i64", FunctionType.get(i64, [i64, i64])), [x, y])
+
+        one = ConstantInt.get(i64, 1)
+        for bound in bounds:
+            if bound[0] == "lo":
+                low = pick("smax", low, bound[1])
+                continue
+            name, limit, c = bound
+            at = sat("ssub", limit, ConstantInt.get(i64, c))  # iv + c compared with limit: iv against limit - c
+            if name == "llvm.smax":
+                low = pick("smax", low, at)
+            elif name == "llvm.smin":
+                high = pick("smin", high, sat("sadd", at, one))
+            else:  # unsigned: iv + c must be non-negative, and a negative limit is past every such value
+                low = pick("smax", low, ConstantInt.get(i64, -c))
+                negative = b.icmp("slt", limit, ConstantInt.get(i64, 0))
+                if name == "llvm.umin":
+                    high = pick("smin", high, b.select(negative, ConstantInt.get(i64, MAX_INDEX), sat("sadd", at, one)))
+                else:
+                    low = pick("smax", low, b.select(negative, ConstantInt.get(i64, MAX_INDEX), at))
+        zero = ConstantInt.get(i64, 0)
+        valid = b.and_(b.icmp("sge", self.start, zero), b.icmp("slt", self.start, self.end))
+        low = b.select(valid, pick("smin", pick("smax", low, self.start), self.end), self.end)
+        high = b.select(valid, pick("smin", pick("smax", high, low), self.end), self.end)
+        return valid, low, high
+
+
+class _Copy:
+    """A copy of a loop's blocks at the end of `fn`, entered by `enter`."""
+
+    def __init__(self, loop: _Loop, fn, b, name: str):
+        self.loop, self.b = loop, b
+        self.bmap = {block: fn.append_block(f"{name}.{block.name}") for block in loop.body}
+        self.vmap = {}
+        phis = []
+        for block in loop.body:
+            b.position_at_end(self.bmap[block])
+            for inst in block.instructions:
+                if isinstance(inst, PHINode):
+                    phis.append(inst)
+                    self.vmap[inst] = b.phi(inst.type, name=inst.name)
+                    continue
+                self.vmap[inst] = b.insert(inst.clone(), inst.name)
+        for block in loop.body:
+            for inst in block.instructions:
+                copy = self.vmap[inst]
+                if isinstance(inst, PHINode):
+                    continue
+                for i, op in enumerate(inst.operands):
+                    mapped = self.value(op)
+                    if mapped is not op:
+                        copy.operands[i] = mapped
+        for phi in phis:
+            if phi == loop.iv:
+                continue
+            for value, block in phi.incoming:
+                self.vmap[phi].add_incoming(self.value(value), self.bmap[block])
+        self.header = self.bmap[loop.header]
+
+    def value(self, v):
+        if isinstance(v, BasicBlock):
+            return self.bmap.get(v, v)
+        if isinstance(v, Instruction):
+            return self.vmap.get(v, v)
+        return v
+
+    def enter(self, guard, first, end, exit_block) -> None:
+        """Run iv from `first` (coming from `guard`) while the exit test against `end` holds, then
+        leave to `exit_block`."""
+        loop = self.loop
+        iv = self.vmap[loop.iv]
+        iv.add_incoming(first, guard)
+        iv.add_incoming(self.vmap[loop.step], self.bmap[loop.latch])
+        _bound(loop, self, end, exit_block)
+
+
+def _bound(loop: _Loop, copy, end, exit_block) -> None:
+    """Make `copy`'s (the loop itself or a _Copy) exit test compare with `end` and leave to `exit_block`."""
+    value = (lambda v: v) if copy is loop else copy.value
+    test = value(loop.test)
+    test.operands[1] = end
+    branch = value(loop.latch).terminator if copy is loop else copy.bmap[loop.latch].terminator
+    for i, op in enumerate(branch.operands):
+        if isinstance(op, BasicBlock) and op == loop.exit:
+            branch.operands[i] = exit_block
+
+
+def _retarget(branch, old, new_else, cond, b) -> None:
+    """Replace the preheader's `br old` by `br cond, old, new_else`."""
+    block = branch.parent
+    branch.erase()
+    b.position_at_end(block)
+    b.cond_br(cond, old, new_else)
+
+
+def _is_increment(v, iv) -> bool:
+    return (isinstance(v, BinaryOperator) and v.opcode_name == "add" and v.lhs == iv and _small(v.rhs) == 1)
+
+
+def _small(v):
+    """The value of an i64 constant of moderate size, else None."""
+    if isinstance(v, ConstantInt) and v.type.width == 64:
+        k = v.value
+        return k if abs(k) < MAX_OFFSET else None
+    return None
+
+
+def _blocks_between(header, latch):
+    """The blocks of the loop with this header and latch: those that reach the latch without passing
+    the header; None when that set is not a plausible natural loop."""
+    body, work = {header: header}, [latch]
+    while work:
+        block = work.pop()
+        if block in body:
+            continue
+        body[block] = block
+        preds = predecessors(block)
+        if not preds:
+            return None
+        work.extend(preds)
+        if len(body) > 256:
+            return None
+    ordered = [blk for blk in header.parent.blocks if blk in body]
+    return ordered
+
+
+def successors(block):
+    """The blocks `block`'s terminator may branch to (any kind of terminator)."""
+    term = block.terminator
+    return [] if term is None else [op for op in term.operands if isinstance(op, BasicBlock)]
+
+
+def predecessors(block):
+    """The blocks whose terminators branch to `block`."""
+    preds = []
+    for use in block.uses:
+        user = use.user
+        if isinstance(user, Instruction) and user.is_terminator and user.parent not in preds:
+            preds.append(user.parent)
+    return preds

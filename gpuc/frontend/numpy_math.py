@@ -505,8 +505,9 @@ class UnsupportedNumpy(Handler):
     def type(self, typer, node):
         raise UserError(f"numpy.{self.name} is not supported in gpuc functions",
                         hint=f"gpuc compiles these NumPy functions on scalars: {', '.join(supported())}, and "
-                             "NumPy's scalar types (numpy.float32(x), ...); functions of arrays are not supported: "
-                             "write a loop", node=node.func)
+                             "NumPy's scalar types (numpy.float32(x), ...), and np.sum, np.prod, np.max, np.min "
+                             "and np.mean of an array; other functions of arrays are not supported: write a loop",
+                        node=node.func)
 
 
 def numpy_math_calls() -> dict:
@@ -527,4 +528,6 @@ def numpy_math_calls() -> dict:
         table[getattr(np, name)] = NumpyUfunc(getattr(np, name), spec)
     table[np.clip], table[np.where] = Clip(), Where()
     table[np.round], table[np.around] = Round("round"), Round("around")
+    from .array_methods import numpy_reduction_calls
+    table.update(numpy_reduction_calls())
     return table

@@ -130,6 +130,9 @@ class Target:
     #: Memory allocated at run time by compiled code (the reverse sweep's tape for loops):
     #: the (malloc, free) functions to call, or None where the target has no allocator.
     heap_functions = None
+    #: Whether `llvm.trap` stops a work item and makes its launch report an error (SPIR-V's OpenCL
+    #: environment has no such instruction: code that would trap there takes a documented other way).
+    can_trap = True
     #: Function pointers: calls whose callee is not a function of the module, and functions used as
     #: values (deferred compilation's pointers, when the optimizer cannot make them direct calls).
     #: Where it is False, validation reports each one left after optimization, and

@@ -82,6 +82,7 @@ class SPIRVTarget(Target):
     stateful_codegen = True  # the backend's state from one emission breaks the next
     array_address_space = 1  # CrossWorkgroup
     float_atomics = False
+    can_trap = False
     float_atomics_missing = ("needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, which gpuc's "
                              "spirv target does not enable")
     # Float min/max need another extension (the backend aborts without it); exch and cas work on the

@@ -373,17 +373,8 @@ def test_reverse_mode_through_views():
     np.testing.assert_allclose(dx, want)
 
 
-def test_reverse_mode_refuses_a_copy_into_a_view_with_a_located_error():
-    # the copy's overlapping branch goes through a heap temporary, which reverse mode does not
-    # differentiate (docs/frontend.md, Views): an error naming the kernel, never a wrong derivative
-    @gpuc.kernel
-    def k(x, y):
-        i = gpuc.index()
-        y[i, :] = x[i, ::-1]
-
-    x = np.ones((2, 3))
-    with pytest.raises(gpuc.CompilationError, match="cannot differentiate"):
-        gpuc.adjoint(k)[2](x, np.zeros_like(x), np.zeros((2, 3)), np.ones((2, 3)))
+# Reverse mode through copies into views: tests/frontend/test_view_copies_reverse.py; copies on targets
+# without an allocator: tests/frontend/test_view_copies_targets.py.
 
 
 # -- errors -----------------------------------------------------------------------------------------

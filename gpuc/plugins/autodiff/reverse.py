@@ -30,7 +30,7 @@ import gpuc.llvm as llvm
 from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT
 from gpuc.errors import CompilationError
 
-from . import access, tape
+from . import access, masked, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
@@ -199,28 +199,30 @@ class _Reverse(Copier):
                     self.preds[succ].append(block)
         self.cyclic = cyclic_blocks(self.order, self.preds)
         self.reachable = reachable
-        self.stack = set()
+        self.temporaries = {inst for block in self.order for inst in block.instructions
+                            if _allocates(inst, self.settings.heap)}
         shadowed = {a for i, a in enumerate(fn.args) if i in self.shadow_params}
         changed = True
         while changed:  # pointers into shadowed memory: a fixpoint over phis
             changed = False
             for block in self.order:
                 for inst in block.instructions:
-                    if inst in shadowed or not isinstance(inst.type, llvm.PointerType):
+                    if inst in shadowed or not _is_pointer(inst.type):
                         continue
                     op = inst.opcode_name
-                    if op == "alloca":
+                    if op == "alloca" or inst in self.temporaries:
                         shadowed.add(inst)
-                        self.stack.add(inst)
                         changed = True
                     elif op in _DERIVED and any(v in shadowed for v in _pointer_sources(inst)):
                         shadowed.add(inst)
                         changed = True
         self.shadowed = shadowed
-        # Pointers into the function's own stack only: every root they may come from is a slot.
-        # One that may point into an array as well is an array access (select(c, t, slot)).
+        # Pointers into the work item's private memory only (its stack slots and heap temporaries):
+        # every root they may come from is one. One that may point into an array as well is an array
+        # access (select(c, t, slot)).
         self.roots = {p: _roots(p) for p in shadowed if isinstance(p, llvm.Instruction)}
-        self.stack = {p for p, r in self.roots.items() if r and all(isinstance(x, llvm.AllocaInst) for x in r)}
+        self.stack = {p for p, r in self.roots.items()
+                      if r and all(isinstance(x, llvm.AllocaInst) or x in self.temporaries for x in r)}
         varied = {a for i, a in enumerate(fn.args)
                   if self.active_params[i] and carries_floats(a.type)}
         changed = True
@@ -241,6 +243,8 @@ class _Reverse(Copier):
             return inst.operands[0] in self.shadowed
         if op == "call":
             callee = inst.callee
+            if masked.kind(callee) == "load":
+                return masked.varies(inst, varied, self.shadowed)
             if isinstance(callee, llvm.Function) and not callee.is_declaration:
                 return any(a in varied or a in self.shadowed for a in inst.args)
             return any(a in varied for a in inst.args)
@@ -380,6 +384,10 @@ class _Reverse(Copier):
             self._alloca(inst)
         elif op == "call" and isinstance(inst.callee, llvm.Function) and inst.callee.name.startswith("llvm.dbg."):
             return
+        elif inst in self.temporaries:
+            self.vmap[inst] = self.clone(inst)
+            self.shadows[inst] = self.b.call(temporaries.shadow_allocator(self.module, self.settings.heap),
+                                             [self.value(inst.args[0])], f"{inst.name}.shadow" if inst.name else "")
         else:
             self._check_memory(inst)
             new = self.vmap[inst] = self.clone(inst)
@@ -525,7 +533,8 @@ class _Reverse(Copier):
         b, s = self.b, self.shadow(pointer)
         ty = contribution.type
         if pointer in self.stack or not self._roots_of(pointer) & self.atomic_bases:
-            b.store(b.fadd(b.load(ty, s), contribution), s)
+            align = inst.alignment if inst.opcode_name == "load" else None  # as the primal's, not the vector's
+            b.store(b.fadd(b.load(ty, s, align=align), contribution), s, align=align)
             return
         if not self.settings.float_atomics:
             raise self.error(inst, f"the adjoint adds into an array that several work items read, with atomic "
@@ -669,6 +678,21 @@ def _reads_index(value) -> bool:
     return False
 
 
+def _is_pointer(ty) -> bool:
+    """A pointer or a vector of pointers (a vectorized loop's addresses)."""
+    return isinstance(ty, llvm.PointerType) or isinstance(ty, llvm.VectorType) and isinstance(
+        ty.element_type, llvm.PointerType)
+
+
+def _allocates(inst, heap) -> bool:
+    """Whether `inst` calls the target's allocator (a heap temporary, such as a copy's into an
+    overlapping view: it gets a shadow of its own, docs/autodiff.md)."""
+    if heap is None or inst.opcode_name != "call":
+        return False
+    callee = inst.callee
+    return isinstance(callee, llvm.Function) and callee.name == heap[0] and callee.is_declaration
+
+
 def _pointer_sources(inst) -> list:
     op = inst.opcode_name
     if op == "select":
@@ -687,7 +711,7 @@ def _roots(pointer) -> set:
         if p in seen:
             continue
         seen.add(p)
-        if isinstance(p, llvm.Instruction) and p.opcode_name in _DERIVED and isinstance(p.type, llvm.PointerType):
+        if isinstance(p, llvm.Instruction) and p.opcode_name in _DERIVED and _is_pointer(p.type):
             todo += _pointer_sources(p)
         else:
             found.add(p)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gpuc.llvm as llvm
 
-from . import mathrules
+from . import masked, mathrules, memcopy, temporaries
 from .kinds import carries_floats
 from .memory import stack_pointers
 
@@ -246,12 +246,13 @@ def _store(r, inst):
         return
     b = r.b
     s = r.shadow(pointer)
+    align = inst.alignment  # the shadow is aligned as the primal is: no more (a vector's own may exceed it)
     if carries_floats(value.type):
-        a = b.load(value.type, s)
-        b.store(zero(value.type), s)
+        a = b.load(value.type, s, align=align)
+        b.store(zero(value.type), s, align=align)
         r.accumulate(value, a)
     else:
-        b.store(zero(value.type), s)
+        b.store(zero(value.type), s, align=align)
 
 
 def _atomicrmw(r, inst):
@@ -276,8 +277,18 @@ def _call(r, inst):
     name = callee.name
     if name.startswith(_TRANSPARENT):
         return
+    if inst in r.temporaries:  # the reverse of every access of the temporary is done: its shadow goes
+        temporaries.free(r.b, r.module, r.settings.heap, r.shadow(inst))
+        return
+    if r.settings.heap is not None and name == r.settings.heap[1] and callee.is_declaration:
+        if not all(root in r.temporaries for root in r._roots_of(inst.args[0])):
+            raise r.error(inst, "memory freed that the function did not allocate itself")
+        return  # the primal memory is freed in the forward part: the reverse reads none
     if name.startswith(("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")):
         _memory_intrinsic(r, inst)
+        return
+    if masked.kind(callee) is not None:
+        masked.reverse(r, inst)
         return
     math = mathrules.classify(callee)
     if math is not None:
@@ -361,7 +372,7 @@ def _memory_intrinsic(r, inst):
             shadow.operands[1] = llvm.ConstantInt.get(r.ctx.i8, 0)
         return
     if destination in r.shadowed or source in r.shadowed:
-        raise r.error(inst, "copies of memory that has a shadow are not differentiated; copy element by element")
+        memcopy.reverse(r, inst)
 
 
 def memory_effects(fn: llvm.Function, seen=None) -> tuple[bool, bool]:

@@ -477,8 +477,7 @@ class Typer(LocatingVisitor):
         elif isinstance(target, ast.Subscript):
             lt = self.subscript(target, store=True)
             if isinstance(lt, ArrayType):
-                raise UserError("augmented assignment to an array view is not supported",
-                                hint="write the loop: for k in range(len(v)): v[k] += x", node=target)
+                return self.augment_view(node, lt)
         else:
             raise UserError("augmented assignment needs a variable or an array element", node=target)
         rt = self.value_expr(node.value)
@@ -495,6 +494,14 @@ class Typer(LocatingVisitor):
             self.bind(target, plan.result)
         else:
             self.typed.types[id(target)] = lt
+
+    def augment_view(self, node: ast.AugAssign, lt: ArrayType) -> None:
+        """`view op= x` (views.type_augmented): NumPy's `np.op(view, x, out=view)`."""
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise UserError(f"operator {type(node.op).__name__} is not supported")
+        rt = self.value_expr(node.value)
+        views.type_augmented(self, node, lt, rt, op)
 
     def assign(self, target: ast.expr, t: GType, value_node) -> None:
         if isinstance(target, ast.Name):

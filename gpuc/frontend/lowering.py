@@ -543,6 +543,9 @@ class Lowerer(LocatingVisitor):
             self.store_var(name, slot_t, result)
             return
         dtype = self.type_of(node.target)
+        if isinstance(dtype, ArrayType):
+            views.lower_augmented(self, node, plan)
+            return
         ptr = self.subscript_ptr(node.target)
         current = self.load_element(ptr, dtype)
         right, rt = self.binary_operand(node.value, plan)

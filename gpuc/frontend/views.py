@@ -259,6 +259,70 @@ def type_copy(typer, target: ast.Subscript, dest: ArrayType, t, value_node) -> N
                         hint="index the source down to the view's dimensions", node=target)
 
 
+def type_augmented(typer, node: ast.AugAssign, dest: ArrayType, t, op: str) -> None:
+    """`view op= value`, as NumPy's `np.<op>(view, value, out=view)`: the value broadcasts as in a copy,
+    the operation's dtype follows NumPy 2's promotion, and its result must cast to the view's dtype
+    under NumPy's 'same_kind' rule (`int_view += 1.5` is an error in NumPy too)."""
+    import numpy as np
+    from . import operations as B
+
+    from .types import ComplexType
+
+    target = node.target
+    check_writable(dest)
+    if isinstance(t, ArrayType):
+        type_copy(typer, target, dest, t, None)
+    elif not isinstance(t, (ScalarType, ComplexType)):
+        raise UserError(f"cannot apply `{op}=` with a {t} to an array view", hint="use a number or an array",
+                        node=node.value)
+    element_t = t.dtype if isinstance(t, ArrayType) else t
+    weak = not isinstance(t, ArrayType) and typer.is_weak(node.value)
+    plan = B.binary_plan(op, dest.dtype, element_t, False, weak, typer.typed.consts.get(id(node.value)))
+    if not isinstance(t, ArrayType):
+        typer.fit(node.value, plan.operand)
+    result, into = _numpy_dtype(plan.result), _numpy_dtype(dest.dtype)
+    if result is None or into is None or not np.can_cast(result, into, "same_kind"):
+        raise UserError(f"`{op}=` on a view of {dest.dtype} computes {plan.result}, which NumPy does not cast back "
+                        f"to {dest.dtype} in place (casting='same_kind')",
+                        hint=f"convert the value to {dest.dtype} first, or write into an array of {plan.result}",
+                        node=target)
+    typer.typed.calls[id(node)] = plan
+    typer.typed.types[id(target)] = dest
+
+
+def _numpy_dtype(t):
+    import numpy as np
+    try:
+        return np.dtype(t.name)
+    except (TypeError, AttributeError):
+        return None
+
+
+def lower_augmented(lw, node: ast.AugAssign, plan) -> None:
+    """`view op= value` (see type_augmented): the view first, then the value, as Python evaluates them."""
+    from . import operations as B
+    from .copying import copy_array
+
+    dest_t = lw.type_of(node.target)
+    dest = lower_view(lw, node.target)
+    t = lw.type_of(node.value)
+    const = lw.typed.consts.get(id(node.value))
+
+    def combine(old, value, vt):
+        return lw.convert(B.lower_binary(lw, plan, old, dest_t.dtype, value, vt, const), plan.result, dest_t.dtype)
+
+    if isinstance(t, ArrayType):
+        copy_array(lw, dest, dest_t, lw.expr(node.value), t, combine=lambda old, v: combine(old, v, t.dtype))
+        return
+    right, rt = lw.binary_operand(node.value, plan)
+    loop_nest(lw, shapes_of(lw, dest, dest_t), lambda idx: _update(lw, element(lw, dest, dest_t, idx), dest_t.dtype,
+                                                                   lambda old: combine(old, right, rt)))
+
+
+def _update(lw, at, dtype, fn) -> None:
+    lw.store_element(at, fn(lw.load_element(at, dtype)), dtype)
+
+
 def lower_copy(lw, target: ast.Subscript, value, t, source) -> None:
     dest_t = lw.type_of(target)
     dest = lower_view(lw, target)

@@ -114,6 +114,71 @@ def test_reference_bit_counts():
             reference(f"out[0] = {bad}", np.zeros(1, np.int64), np.int32(1), 0)
 
 
+STORED_FLOATS = ["2.5", "-2.5", "-0.7", "0.999", "300.7", "-128.9", "255.5", "-1.5", "2147483647.5", "1e20", "-1e20",
+                 "9223372036854775808.0", "1.8446744073709552e19", "math.nan", "math.inf", "-math.inf", "-0.0",
+                 "(7.75 * -3.0)"]
+STORE_DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"]
+ANNOTATED = {"int32", "uint32", "int64", "uint64", "bool"}  # the reference's annotations (not the small dtypes)
+
+
+def numpy_stores(text, dtype):
+    """What NumPy leaves in a zeroed array of four when a Python float goes to element 0 and view [1:3]
+    (setitem) and, converted to the dtype (`np.int32(2.5)`), to element 3; None where NumPy raises."""
+    want, value = np.zeros(4, dtype), eval(text, {"math": math})
+    try:
+        want[0] = want[1:3] = value
+        if dtype in ANNOTATED:
+            want[3] = np.dtype(dtype).type(value)
+    except (ValueError, OverflowError):
+        return None
+    return want
+
+
+def store_body(text, dtype, out="out", var="x"):
+    """The kernel lines storing `text` as numpy_stores does: an element, a view, an annotated variable."""
+    body = f"{out}[0] = {text}\n{out}[1:3] = {text}\n"
+    if dtype in ANNOTATED:
+        body += f"{var}: gpuc.{'bool_' if dtype == 'bool' else dtype} = {text}\n{out}[3] = {var}\n"
+    return body
+
+
+@pytest.mark.parametrize("dtype", STORE_DTYPES)
+def test_reference_stores_float_literals_as_numpy_does(dtype):
+    """A float literal stored into an integer (or bool) array, into an element or a view, or assigned to an
+    annotated variable: NumPy's setitem (and conversion) truncates it toward zero, and raises where the result
+    does not fit (NaN and infinities never do); the reference stores NumPy's value and calls the others
+    documented errors."""
+    for text in STORED_FLOATS:
+        want = numpy_stores(text, dtype)
+        try:
+            got = reference(store_body(text, dtype), np.zeros(4, dtype), 0, 0)
+        except Expected as exc:
+            assert want is None and exc.kind == "literal", (text, dtype, want)
+        else:
+            assert want is not None and got.tolist() == want.tolist(), (text, dtype, got, want)
+
+
+def test_gpuc_stores_float_literals_as_numpy_does():
+    """gpuc against the reference (which the test above holds to NumPy): each literal into every dtype that
+    takes it in one program, and into each dtype that does not in a program of its own (a compile error)."""
+    programs, outcomes = [], {}
+    for k, text in enumerate(STORED_FLOATS):
+        taken = [d for d in STORE_DTYPES if numpy_stores(text, d) is not None]
+        groups = [taken] + [[d] for d in STORE_DTYPES if d not in taken]
+        for g, dtypes in enumerate(groups):
+            params = ", ".join(f"o{j}" for j in range(len(dtypes)))
+            body = "".join(store_body(text, d, f"o{j}", f"x{j}") for j, d in enumerate(dtypes))
+            source = HEADER + f"@gpuc.kernel\ndef kernel({params}):\n" + "".join("    " + line + "\n"
+                                                                               for line in body.splitlines())
+            specs = [[ArgSpec("array", d, np.zeros(4, d)) for d in dtypes]]
+            name = f"store{k}_{g}"
+            programs.append((name, source, specs))
+            outcomes[name] = (progen.Case(0, name, source, specs), [fuzz.predict(source, specs[0])])
+    results = fuzz.run_batch(programs, timeout=60)
+    findings = [f for name, (case, want) in outcomes.items() for f in fuzz.judge(case, want, results[name])]
+    assert not findings, "\n".join(f.describe() for f in findings[:5])
+
+
 def test_reference_small_dtypes():
     # uint8 + uint8 wraps in uint8; with int8 it is int16; int8, uint8 and float16 meet in float16 (NumPy's
     # result_type, not pairwise); float16 arithmetic rounds each operation to float16
@@ -181,6 +246,24 @@ def test_generator_writes_views():
     assert re.search(r"\]\.(sum|max|min)\(\)", sources), "no reduction of a view"
     assert re.search(r"o\d\[[-\d:]+\] = o\d\[", sources), "no copy between views of one output"
     assert re.search(r"o\d\[[-\d:]+\] = a\d\[", sources), "no copy from an argument's view"
+
+
+def test_generator_stores_float_literals_into_integer_outputs():
+    stored = []
+    for k in range(150):
+        case = progen.generate(4, k)
+        params = re.search(r"def kernel\((.*?)\)", case.source).group(1).split(", ")
+        args, _ = build_args(case.launches[0])
+        dtypes = {p: a.dtype for p, a in zip(params, args) if p.startswith("o")}
+        for out, text in re.findall(r"^\s*(o\d+)\[-?\d+\] = (.*)$", case.source, re.M):
+            try:
+                value = eval(text, {"math": math})
+            except Exception:  # noqa: BLE001 - not an expression of literals
+                continue
+            if isinstance(value, float) and np.issubdtype(dtypes[out], np.integer):
+                stored.append((value, dtypes[out]))
+    assert any(v < 0 and v != int(v) for v, _ in stored), "no negative fraction stored into an integer output"
+    assert len(stored) > 10
 
 
 def test_generator_writes_every_kind_of_loop():

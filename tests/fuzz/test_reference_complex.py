@@ -14,6 +14,7 @@ import pytest
 from support.complexes import evaluate_binop
 from support.fuzz import same
 from support.reference import Program
+from support.typer import unify
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # IEEE's inf and NaN, as intended
 
@@ -65,6 +66,36 @@ def test_complex64_parts_round_like_numpys():
         re = np.float32(a.real * b.real) - np.float32(a.imag * b.imag)
         im = np.float32(a.real * b.imag) + np.float32(a.imag * b.real)
         assert bits(got) == bits(complex(re, im))
+
+
+REALS = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"]
+
+
+def test_real_and_complex_unify_at_joins_as_numba_unifies_them():
+    numba = pytest.importorskip("numba")
+    from numba.core.typing import Context
+    context = Context()
+    for real, c in itertools.product(REALS, ["complex64", "complex128"]):
+        want = str(context.unify_pairs(getattr(numba.types, "boolean" if real == "bool" else real),
+                                       getattr(numba.types, c)))
+        assert unify({real, c}) == want, (real, c)
+
+
+@pytest.mark.parametrize("else_branch", [False, True])
+def test_a_float64_joined_with_a_complex64_is_complex128(else_branch):
+    source = ("import gpuc\n\n@gpuc.kernel\ndef kernel(o, x, z, c):\n    v = x\n    if c > 0:\n        v = z\n"
+              if not else_branch else
+              "import gpuc\n\n@gpuc.kernel\ndef kernel(o, x, z, c):\n    if c > 0:\n        v = z\n    else:\n"
+              "        v = x\n")
+    program = Program(source + "    o[0] = v\n    o[1] = v * 3\n")
+    for c, want in ((0, complex(0.1, 0.0)), (1, complex(np.complex64(1.1 - 2j)))):
+        o = np.zeros(2, np.complex128)
+        program.run([o, np.float64(0.1), np.complex64(1.1 - 2j), np.int64(c)])
+        # in complex128: 0.1 is not rounded to float32, and 0.1 * 3 is float64's product
+        assert bits(o[0]) == bits(want) and bits(o[1]) == bits(want * 3), (c, o)
+    o = np.zeros(2, np.complex128)
+    program.run([o, np.float64(-0.0), np.complex64(1), np.int64(0)])
+    assert bits(o[0]) == bits(complex(-0.0, 0.0))  # the real path's imaginary part is +0.0
 
 
 def test_run_time_slices_follow_slice_indices():

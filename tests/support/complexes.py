@@ -4,15 +4,17 @@ Feature `complex`: complex128 values built inside an expression that gives a flo
 of any two scalar expressions, combined with `+ - *` with a scalar or another complex value, divided
 into a scalar (`x / complex(c, 1.5)`) and read with `.real`, `.imag` or `abs(...)`.
 
-Feature `complex_vars`: complex64 and complex128 variables (assigned, reassigned, augmented, carried
-around loops, joined with real values at an `if`/`else`, where they unify to the complex type), complex
-scalar arguments (`c0`: NumPy complex64/complex128 scalars or Python complex numbers), complex input
-arrays (`b0`, 1-D or 2-D, iterated with `for z in b0`) and complex output arrays (`w0`), values built of
-`complex(a, b)`, `gpuc.complex64(...)`/`np.complex128(...)`, `+ - * /` with complex and real operands
-(literals weak), integer powers `z ** k` (-2 <= k <= 4), unary minus and `z.conjugate()`; stored whole into
-complex outputs, or read with `.real`/`.imag` into real ones. Feature `complex_math`: `cmath.sqrt, exp, log,
-sin, cos, tanh` stored into complex outputs, `abs` and `cmath.phase` into float ones (inexact: within the
-reference's relative tolerance, as its other transcendental results, and only as a stored value).
+Feature `complex_vars`: complex64 and complex128 variables (assigned, reassigned, augmented, carried around
+loops, joined with real values (bool, integers, floats, literals) at an `if`/`else` or an `if` without
+`else`, where they unify to NumPy's promotion as Numba unifies them: float64 or int64 with complex64 gives
+complex128), complex scalar arguments (`c0`: NumPy complex64/complex128 scalars or Python complex numbers),
+complex input arrays (`b0`, 1-D or 2-D, iterated with `for z in b0`) and complex output arrays (`w0`),
+values built of `complex(a, b)`, `gpuc.complex64(...)`/`np.complex128(...)`, `+ - * /` with complex and real
+operands (literals weak), integer powers `z ** k` (-2 <= k <= 4), unary minus and `z.conjugate()`; stored
+whole into complex outputs, or read with `.real`/`.imag` into real ones. Feature `complex_math`:
+`cmath.sqrt, exp, log, sin, cos, tanh` stored into complex outputs, `abs` and `cmath.phase` into float ones
+(inexact: within the reference's relative tolerance, as its other transcendental results, and only as a
+stored value).
 
 The reference (independent of gpuc) computes on the parts in the part type (float32 for complex64) with
 the documented algorithms (docs/frontend.md, "Complex numbers"): a real operand becomes `x + 0j` first,
@@ -170,21 +172,29 @@ class ComplexRules:
         return True
 
     def s_cx_join(self, scope):
-        """A real value and a complex one at a join: the variable is complex after it (docs: real and complex
-        unify to the complex type), the real path's value with imaginary part +0.0."""
+        """A real value and a complex one at a join: the variable is complex after it, of the type NumPy's
+        promotion gives (docs: Numba's unification; float64 or int64 with complex64 is complex128, a weak
+        literal counting as int64/float64 once assigned), the real path's value with imaginary part +0.0.
+        As `if`/`else`, or as an assignment before an `if` without `else` that assigns the other."""
         if not (self.on("complex_vars") and self.complex_program) or self.loop_depth:
             return None
         text, t = self.cx(scope)
-        real = self.expr(scope, 1, "float")
-        if not isinstance(real.t, str) or promote("int64" if real.weak else real.t, t) != t:
-            return None  # the join's type is the complex one (a float64 and a complex64: not generated)
+        real = self.expr(scope, 1, self.rng.choice(["float", "float", "int", None]))
+        if not isinstance(real.t, str):
+            return None
+        t = promote(real.t, t)  # a weak literal's type is the one it has once assigned (int64, float64, bool)
         name = self.fresh("z")
         branches = [f"{name} = {text}", f"{name} = {real.text}"]
         self.rng.shuffle(branches)
-        self.emit(f"if {self.cond(scope).text}:")
-        self.emit("    " + branches[0])
-        self.emit("else:")
-        self.emit("    " + branches[1])
+        if self.rng.random() < 0.5:
+            self.emit(branches[0])
+            self.emit(f"if {self.cond(scope).text}:")
+            self.emit("    " + branches[1])
+        else:
+            self.emit(f"if {self.cond(scope).text}:")
+            self.emit("    " + branches[0])
+            self.emit("else:")
+            self.emit("    " + branches[1])
         scope.vars[name] = Cx(t)
         return True
 

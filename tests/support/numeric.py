@@ -117,6 +117,16 @@ def fits(value, t: str) -> bool:
     return lo <= value <= hi
 
 
+def stores(value, t: str) -> bool:
+    """Whether a weak literal `value` can be stored into an array of dtype `t`, as NumPy's setitem stores a
+    Python number: a float into an integer dtype is truncated toward zero and must then fit (`o[0] = -0.7`
+    stores 0 into a uint8 array, `-1.5` is out of its range; NaN and the infinities never fit); anything else
+    as `fits`."""
+    if isinstance(value, float) and is_int(t):
+        return math.isfinite(value) and fits(math.trunc(value), t)
+    return fits(value, t)
+
+
 # -- promotion ------------------------------------------------------------------------------
 
 def _weak_kind(value) -> str:

@@ -14,14 +14,16 @@ run at a class. Launch arguments are built by support.launches.
 from __future__ import annotations
 
 import functools
+import math
 import random
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .expressions import Ex, ExprRules, SMALL_INTS, _fits_text
+from .expressions import FLOAT_LITS, Ex, ExprRules, SMALL_INTS, _fits_text
 from .launches import OUT_LEN, ArgSpec, array_spec, perturb, scalar_value
-from .numeric import COMPLEX_T, FLOATS, INTS, NUMPY, SCALARS, SMALL, FnPtr, Tup, is_float, is_int, promote
+from .numeric import (COMPLEX_T, FLOATS, INTS, NUMPY, SCALARS, SMALL, FnPtr, Tup, is_float, is_int, promote,
+                      stores)
 from .loops import LOOP_FEATURES, LoopRules
 from .numpy_calls import NUMPY_FEATURES, NumpyRules
 from .pointers import POINTER_FEATURES, PointerRules
@@ -34,8 +36,12 @@ FEATURES = {
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
     "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts", "small_dtypes",
+    "float_literal_stores",
 } | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES | VIEW_FEATURES | COMPLEX_FEATURES
 
+# floats stored into integer outputs: negative ones (truncated toward zero), ones past the small types' ranges
+STORED_FLOATS = ["-2.5", "-0.7", "300.7", "-1.5", "0.999", "-128.9", "255.5", "65535.25", "2147483647.5", "-1e18",
+                 "1e20", "9223372036854775808.0", "math.pi"]
 MATH1 = ["exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh"]
 MATH_EXTRA1 = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt",
                "erf", "erfc", "gamma", "lgamma", "exp2"]
@@ -227,7 +233,14 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, Compl
     def s_annassign(self, scope):
         target = self.rng.choice(SCALARS)
         ex = self.expr(scope)
-        if (is_int(target) and is_float(ex.t)) or (ex.weak and not _fits_text(ex.text, target)):
+        if is_int(target) and self.on("float_literal_stores") and self.rng.random() < 0.3:
+            text = self.rng.choice(FLOAT_LITS + STORED_FLOATS)
+            ex = Ex(text, "float64", True)
+        if is_int(target) and is_float(ex.t) and ex.weak and self.on("float_literal_stores"):
+            value = self.literal_value(ex)  # a float literal is truncated toward zero, as NumPy's np.int32(2.5)
+            if value is None or not stores(value, target):
+                return None
+        elif (is_int(target) and is_float(ex.t)) or (ex.weak and not _fits_text(ex.text, target)):
             return None
         name = self.fresh()
         ann = {"int64": "int", "float64": "float", "bool": "bool"}.get(target) if self.rng.random() < 0.3 else None
@@ -256,6 +269,52 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, Compl
             return None
         self.emit(f"{out}[{self.next_slot()}] = {ex.text}")
         return True
+
+    def s_float_store(self, scope):
+        """A weak float (a literal, a folded expression of literals, a module constant) stored into an integer
+        output: NumPy's setitem truncates it toward zero (`o0[3] = -2.5` stores -2)."""
+        if not self.in_kernel:
+            return None
+        r = self.rng.random()
+        if r < 0.5:
+            text = self.rng.choice(FLOAT_LITS + STORED_FLOATS)
+        elif r < 0.8:
+            ex = self.expr(scope, 2, "float")
+            if not (ex.weak and is_float(ex.t)):
+                return None
+            text = ex.text
+        else:
+            a, b = (self.rng.choice(FLOAT_LITS + STORED_FLOATS) for _ in range(2))
+            text = f"({a} {self.rng.choice(['+', '-', '*', '/'])} {b})"
+        out = self.int_out_for_float(Ex(text, "float64", True))
+        if out is None:
+            return None
+        self.emit(f"{out}[{self.next_slot()}] = {text}")
+        return True
+
+    def int_out_for_float(self, ex):
+        """An integer output for the weak float `ex`, which NumPy's setitem truncates toward zero: one whose
+        range holds the truncated value, or now and then one whose range does not (a documented error)."""
+        value = self.literal_value(ex)
+        if value is None:
+            return None
+        ints = [(n, d) for n, d in self.outs if is_int(d)]
+        fitting = [n for n, d in ints if stores(value, d)]
+        if fitting and self.rng.random() < 0.9:
+            return self.rng.choice(fitting)
+        others = [n for n, d in ints if n not in fitting]
+        return self.rng.choice(others) if others else None
+
+    def literal_value(self, ex):
+        """The Python value of a weak float expression (literals, module constants, `math` constants), or None."""
+        if isinstance(ex.value, float):
+            return ex.value
+        names = {"math": math, **{n: v for n, t, v in self.globals if not isinstance(v, str)}}
+        try:
+            value = eval(ex.text, names)
+        except Exception:  # noqa: BLE001 - a name or call the generator does not know: no such store
+            return None
+        return value if isinstance(value, float) else None
 
     def s_aug_store(self, scope):
         if not self.in_kernel or not self.on("augassign"):
@@ -572,6 +631,7 @@ STMT_RULES = [
     (3, "loops", "s_for"), (2, "for_tuple", "s_for_each"), (1, "for_array", "s_for_each"), (2, "while", "s_while"),
     (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
     (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
+    (1, "float_literal_stores", "s_float_store"),
     (1, "views", "s_view_copy"), (0.7, "view_rows", "s_for_rows"), (0.8, "runtime_slices", "s_runtime_slice"),
     (1.5, "complex_vars", "s_cx_assign"), (1.5, "complex_vars", "s_cx_store"), (0.5, "complex_vars", "s_cx_join"),
     (0.4, "complex_vars", "s_cx_for"), (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),

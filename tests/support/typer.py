@@ -19,7 +19,7 @@ from .iterables import IterableTyping
 from .numpy_calls import NumpyTyping
 from .views import is_view, is_view_method, type_copy, type_method, type_view
 from .numeric import (ALL_SCALARS, Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
-                      is_complex, is_float, is_int, is_scalar, part_type, signed)
+                      is_complex, is_float, is_int, is_scalar, part_type, signed, stores)
 
 TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "pow", "asin", "acos",
                   "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p", "cbrt", "erf", "erfc",
@@ -191,7 +191,7 @@ class Typer(IterableTyping, NumpyTyping):
         t, weak = self.expr(s.value, env)
         if not is_scalar(t) or not isinstance(s.target, ast.Name):
             raise Undefined("annotated non-scalar")
-        if weak and not fits(self.typed.consts[id(s.value)], want):
+        if weak and not stores(self.typed.consts[id(s.value)], want):  # converted as a store converts it
             raise Expected("literal", f"{self.typed.consts[id(s.value)]!r} does not fit {want}")
         env[s.target.id] = want
         return env
@@ -226,7 +226,7 @@ class Typer(IterableTyping, NumpyTyping):
                 raise Expected("store", "storing a non-scalar in an array")
             if is_complex(t) and not is_complex(elem):
                 raise Expected("complex store", f"storing a {t} in a {elem} array")
-            if weak and not fits(value, elem):
+            if weak and not stores(value, elem):
                 raise Expected("literal", f"{value!r} stored in a {elem} array")
         elif isinstance(target, ast.Tuple):
             if not isinstance(t, Tup) or len(t.elts) != len(target.elts):

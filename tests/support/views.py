@@ -17,7 +17,7 @@ import numpy as np
 
 from .expressions import Ex, _fits_text
 from .numeric import (NUMPY, Arr, Expected, Undefined, fits, from_numpy, int_range, is_complex, is_float, is_int,
-                      is_scalar)
+                      is_scalar, stores)
 
 VIEW_FEATURES = {"views", "view_rows", "runtime_slices"}
 METHODS = ("sum", "max", "min")
@@ -272,7 +272,7 @@ def _base(node):
 def type_copy(view: Arr, t, weak: bool, value) -> None:
     """The reference typer's check of `view = value`: a number (a literal must fit) or an array."""
     if is_scalar(t):
-        if weak and not fits(value, view.dtype):
+        if weak and not stores(value, view.dtype):
             raise Expected("literal", f"{value!r} stored in a {view.dtype} array")
     elif not isinstance(t, Arr) or t.ndim > view.ndim:
         raise Undefined(f"copying a {t} into a view")

@@ -101,7 +101,6 @@ def merge(envs):
 
 
 _CONFLICT = object()
-_UNBOUND = object()  # a branch of an if that stopped at a variable not typed yet
 
 
 def _types_of(env):
@@ -411,9 +410,8 @@ class Typer(LocatingVisitor):
         hint = _UNSUPPORTED_HINTS.get(kind, "see docs/frontend.md for the supported subset of Python")
         raise UserError(f"{kind} is not supported in gpuc functions", hint=hint)
 
-    def visit_body(self, body: list[ast.stmt], branch: bool = False) -> None:
-        """Type `body`; a statement reading a variable a loop's later round types is skipped, or in a
-        `branch` of an if ends the branch (visit_If)."""
+    def visit_body(self, body: list[ast.stmt]) -> None:
+        """Type `body`; a statement reading a variable a loop's later round types is skipped this round."""
         for stmt in body:
             if self.env is None:
                 return  # unreachable statements are neither typed nor lowered
@@ -421,8 +419,6 @@ class Typer(LocatingVisitor):
             try:
                 self.visit(stmt)
             except _Unbound:
-                if branch:
-                    raise
                 self.stopped = True  # the statement is typed again once the loop's header settles
 
     def expr(self, node: ast.expr) -> GType:
@@ -563,22 +559,19 @@ class Typer(LocatingVisitor):
         self.env = None
 
     def visit_If(self, node: ast.If) -> None:
-        self.condition(node.test)
+        try:
+            self.condition(node.test)
+        except _Unbound:
+            # the test (an elif's, say) reads a variable a loop's later round types: it is typed again
+            # then, and both branches are typed now, so that what every branch binds (a function
+            # pointer) is bound after the if in this round too
+            self.stopped = True
         before = self.env
-        ends = []
-        for body in (node.body, node.orelse):
-            self.env = dict(before)  # each branch binds in its own copy; the join merges them
-            try:
-                self.visit_body(body, branch=True)
-            except _Unbound:
-                # the branch (an elif's test, say) reads a variable a loop's later round types: this path
-                # stops in this round and the other keeps what it binds (a pointer assigned on every
-                # branch); where both stop, the whole if is skipped
-                if ends and ends[0] is _UNBOUND:
-                    raise
-                self.env, self.stopped = _UNBOUND, True
-            ends.append(self.env)
-        self.env = merge([None if e is _UNBOUND else e for e in ends])
+        self.env = dict(before)  # each branch binds in its own copy; the join merges them
+        self.visit_body(node.body)
+        after_then, self.env = self.env, dict(before)
+        self.visit_body(node.orelse)
+        self.env = merge([after_then, self.env])
 
     def condition(self, node: ast.expr) -> None:
         t = self.value_expr(node, "a condition")

@@ -42,7 +42,7 @@ _I = True  # marks the functions LLVM has an intrinsic for
 MATH: dict[str, MathSpec] = {
     # exponentials and logarithms
     "sqrt": _fn(1, intrinsic=_I), "cbrt": _fn(1), "exp": _fn(1, intrinsic=_I), "exp2": _fn(1, intrinsic=_I),
-    "expm1": _fn(1), "log": _fn(1, intrinsic=_I), "log2": _fn(1, intrinsic=_I), "log10": _fn(1, intrinsic=_I),
+    "expm1": _fn(1), "log": _fn((1, 2), intrinsic=_I, params=1), "log2": _fn(1, intrinsic=_I), "log10": _fn(1, intrinsic=_I),
     "log1p": _fn(1), "pow": _fn(2, intrinsic=_I),
     # trigonometric and hyperbolic functions, angles
     "sin": _fn(1, intrinsic=_I), "cos": _fn(1, intrinsic=_I), "tan": _fn(1, intrinsic=_I),
@@ -169,6 +169,8 @@ class MathFunction(Handler):
             return _angle(lw, self.name, values[0], t)
         if self.name == "hypot":
             return _hypot(lw, t, values)
+        if self.name == "log" and len(values) == 2:  # log(x, base): CPython's log(x) / log(base)
+            return lw.b.fdiv(emit(lw, "log", t, values[:1]), emit(lw, "log", t, values[1:]))
         return emit(lw, self.name, t, values)
 
 

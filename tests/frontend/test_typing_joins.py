@@ -448,7 +448,8 @@ def _halve(x, n):
 @gpuc.func
 def pointer_assigned_on_every_branch(x, n):
     # the elif reads v, which the body assigns later through a pointer every branch assigns: the first
-    # round of the loop stops at the elif's path only (it used to skip the whole if, leaving fp unbound)
+    # round of the loop types both branches of the elif without its test (it used to skip the whole
+    # if, leaving fp unbound)
     t = 0.0
     for j in range(n):
         if j > 5:
@@ -465,3 +466,21 @@ def pointer_assigned_on_every_branch(x, n):
 def test_a_loop_carried_value_read_in_an_elif_before_a_pointer_call_assigns_it():
     for n in (0, 1, 4, 8):
         assert native(pointer_assigned_on_every_branch, (float64, int64))(3.0, n) == 1.5 * n
+
+
+@gpuc.func
+def read_before_a_later_binding_in_the_branch(p1):
+    # the branch reads v8 (typed by a later statement of the body) before it binds v10: the round types
+    # the rest of the branch, so v10 is bound where v8 = v10 reads it
+    s = 0
+    for j in range(3):
+        if p1 > 0:
+            s += v8
+            v10 = 5
+        v8 = v10
+    return s
+
+
+def test_a_branch_that_reads_a_later_typed_variable_still_binds_what_follows():
+    f = native(read_before_a_later_binding_in_the_branch, (int64,))
+    assert f(1) == 10  # v8 is 0 before any path assigns it (docs/frontend.md), then 5 twice

@@ -337,7 +337,7 @@ def test_intrinsics(name, args, derivative, x):
 
 def test_escaping_stack_pointers_are_errors():
     # A slot whose address leaves the function could be written where its shadow is not.
-    for body, what in [("  %i = ptrtoint ptr %s to i64\n  ret double %x", "ptrtoint"),
+    for body, what in [("  %i = ptrtoint ptr %s to i64\n  store i64 %i, ptr %p\n  ret double %x", "ptrtoint"),
                        ("  store ptr %s, ptr %p\n  ret double %x", "store ptr %s"),
                        ("  %v = call double @g(ptr %s)\n  ret double %v", "call double @g")]:
         ir = (f"define double @g(ptr %q) {{\n  %v = load double, ptr %q\n  ret double %v\n}}\n"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import gpuc.llvm as llvm
 
-from . import mathrules
+from . import mathrules, temporaries
 from .kinds import carries_floats
+from .memory import allocates
 
 # Intrinsics that compute no floats and touch no memory a tangent lives in.
 _TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl",
@@ -32,6 +33,10 @@ def call(self, inst) -> None:
         _memory_intrinsic(self, inst)
     elif (math := mathrules.classify(callee)) is not None:
         _math(self, inst, *math)
+    elif allocates(inst, self.heap):
+        _allocate(self, inst)
+    elif self.heap is not None and name == self.heap[1] and callee.is_declaration:
+        _free(self, inst)
     elif callee.is_declaration:
         _external(self, inst, callee)
     else:
@@ -51,6 +56,21 @@ def _math(self, inst, family, name: str) -> None:
                           like=inst.callee)
     if t is not None:
         self.tangents[inst] = t
+
+
+def _allocate(self, inst) -> None:
+    # A heap temporary: a zeroed shadow of the same size, as a stack slot has.
+    new = self.vmap[inst] = self.clone(inst)
+    self.shadows[inst] = self.b.call(temporaries.shadow_allocator(self.module, self.heap), [new.args[0]],
+                                     f"{new.name}.d" if new.name else "")
+
+
+def _free(self, inst) -> None:
+    pointer = inst.args[0]
+    if pointer not in self.shadows:
+        raise self.error(inst, "memory freed that the function did not allocate itself")
+    self.vmap[inst] = self.clone(inst)
+    temporaries.free(self.b, self.module, self.heap, self.shadows[pointer])
 
 
 def _external(self, inst, callee) -> None:

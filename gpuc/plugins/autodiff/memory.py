@@ -1,5 +1,6 @@
-"""Memory in the tangent transformation: stack slots get shadow slots holding the tangents of what
-they hold; every other memory the function reads is constant data, and writing floats to it is an error."""
+"""Memory in the tangent transformation: stack slots and heap temporaries get shadows holding the
+tangents of what they hold; every other memory the function reads is constant data, and writing
+floats to it is an error."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from .kinds import carries_floats
 _DERIVED = ("getelementptr", "addrspacecast", "bitcast", "select", "phi")
 
 
-def stack_pointers(fn: llvm.Function) -> set:
-    """fn's pointers into its own stack slots: allocas and what GEPs, casts, selects and phis derive
-    from them (a fixpoint, since phis may come before the pointers they merge)."""
+def stack_pointers(fn: llvm.Function, heap=None) -> set:
+    """fn's pointers into its own stack slots: allocas, calls of the target's allocator `heap[0]`
+    (heap temporaries, given `heap`) and what GEPs, casts, selects and phis derive from them (a
+    fixpoint, since phis may come before the pointers they merge)."""
     found: set = set()
     changed = True
     while changed:
@@ -21,8 +23,81 @@ def stack_pointers(fn: llvm.Function) -> set:
             if inst in found:
                 continue
             op = inst.opcode_name
-            if op == "alloca" or (op in _DERIVED and isinstance(inst.type, llvm.PointerType)
+            if op == "alloca" or allocates(inst, heap) or (op in _DERIVED and isinstance(inst.type, llvm.PointerType)
                                   and any(v in found for v in _pointer_sources(inst))):
+                found.add(inst)
+                changed = True
+    return found
+
+
+def private_pointers(fn: llvm.Function, heap=None) -> set:
+    """fn's pointers into memory no caller sees: its stack slots, and the heap temporaries it
+    allocates with the target's allocator (`heap`: the names of it and of its free) and frees itself
+    without their address escaping, with what GEPs, casts, selects and phis derive from them, a
+    select or phi only where every pointer it merges is such (the largest such set: phis of a loop
+    may merge each other)."""
+    roots = {inst for inst in fn.instructions() if inst.opcode_name == "alloca"}
+    roots |= {inst for inst in fn.instructions() if allocates(inst, heap) and _kept(inst, fn, heap)}
+    found = roots | {inst for inst in fn.instructions()
+                     if inst.opcode_name in _DERIVED and isinstance(inst.type, llvm.PointerType)}
+    changed = True
+    while changed:
+        changed = False
+        for inst in list(found - roots):
+            if not all(v in found for v in _pointer_sources(inst)):
+                found.discard(inst)
+                changed = True
+    return found
+
+
+def allocates(inst, heap) -> bool:
+    """Whether `inst` calls the target's allocator `heap[0]` (a heap temporary, such as the buffer of
+    a copy into an overlapping view)."""
+    if heap is None or inst.opcode_name != "call":
+        return False
+    callee = inst.callee
+    return isinstance(callee, llvm.Function) and callee.name == heap[0] and callee.is_declaration
+
+
+_KEEPING_CALLS = ("llvm.memset.", "llvm.memcpy.", "llvm.memmove.", "llvm.lifetime.", "llvm.masked.")
+
+
+def _kept(allocation, fn: llvm.Function, heap) -> bool:
+    """Whether the heap temporary `allocation` is freed by fn and its address never leaves it: every
+    pointer derived from it is only loaded from, stored to, compared, freed or given to memory
+    intrinsics."""
+    derived = _derived_from(allocation, fn)
+    freed = False
+    for pointer in derived:
+        for use in pointer.uses:
+            user = use.user
+            op = user.opcode_name
+            if user in derived or op in ("load", "icmp"):
+                continue
+            if op == "store" and user.operands[0] != pointer:
+                continue
+            if op == "ptrtoint" and only_compared(user):
+                continue
+            callee = user.callee if op == "call" else None
+            name = callee.name if isinstance(callee, llvm.Function) else ""
+            if heap is not None and name == heap[1]:
+                freed = True
+                continue
+            if name.startswith(_KEEPING_CALLS):
+                continue
+            return False
+    return freed
+
+
+def _derived_from(root, fn: llvm.Function) -> set:
+    """`root` and the pointers GEPs, casts, selects and phis derive from it."""
+    found = {root}
+    changed = True
+    while changed:
+        changed = False
+        for inst in fn.instructions():
+            if (inst not in found and inst.opcode_name in _DERIVED and isinstance(inst.type, llvm.PointerType)
+                    and any(v in found for v in _pointer_sources(inst))):
                 found.add(inst)
                 changed = True
     return found
@@ -34,6 +109,33 @@ def _pointer_sources(inst) -> list:
     if inst.opcode_name == "phi":
         return inst.incoming_values
     return [inst.operands[0]]
+
+
+# Integer code an address may flow through on its way to a comparison.
+_INTEGER_FLOW = frozenset({"add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "and", "or", "xor", "shl", "lshr",
+                           "ashr", "zext", "sext", "trunc", "freeze", "select", "phi"})
+
+
+def only_compared(address) -> bool:
+    """Whether the integer `address` (a `ptrtoint` of a pointer into a stack slot, such as a copy's
+    overlap check makes) is only compared: everything integer arithmetic, casts, selects and phis
+    compute from it ends in an `icmp`, never in a pointer, a store, a call or a `ret`. Comparing says
+    nothing about the slot's contents, so its shadow needs nothing."""
+    seen, todo = set(), [address]
+    while todo:
+        value = todo.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        for use in value.uses:
+            user = use.user
+            op = user.opcode_name
+            if op == "icmp":
+                continue
+            if op not in _INTEGER_FLOW or isinstance(user.type, llvm.PointerType) or carries_floats(user.type):
+                return False
+            todo.append(user)
+    return True
 
 
 def alloca(self, inst) -> None:

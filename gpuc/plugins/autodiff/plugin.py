@@ -266,7 +266,7 @@ def _replace(state: CompileState, module: Module, call: CallInst) -> None:
         if reverse:
             tangent = gradient_function(module, fn, mask, settings)
         else:
-            tangent = tangent_function(module, fn, active)
+            tangent = tangent_function(module, fn, active, settings.heap)
     except CompilationError as exc:
         raise exc.located_at(_definition(state, fn.name)).with_note(
             f"while differentiating @{fn.name}, asked for here (in @{caller.name})", locate(caller, call))

@@ -33,6 +33,7 @@ from gpuc.errors import CompilationError
 from . import access, masked, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error
+from .memory import allocates
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 
 _TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
@@ -200,7 +201,7 @@ class _Reverse(Copier):
         self.cyclic = cyclic_blocks(self.order, self.preds)
         self.reachable = reachable
         self.temporaries = {inst for block in self.order for inst in block.instructions
-                            if _allocates(inst, self.settings.heap)}
+                            if allocates(inst, self.settings.heap)}
         shadowed = {a for i, a in enumerate(fn.args) if i in self.shadow_params}
         changed = True
         while changed:  # pointers into shadowed memory: a fixpoint over phis
@@ -235,7 +236,7 @@ class _Reverse(Copier):
                         changed = True
         self.varied = varied
         self.atomic_bases = self._atomic_bases()
-        self.writes_memory = memory_effects(fn)[1]
+        self.writes_memory = memory_effects(fn, heap=self.settings.heap)[1]
 
     def _varies(self, inst, varied) -> bool:
         op = inst.opcode_name
@@ -682,15 +683,6 @@ def _is_pointer(ty) -> bool:
     """A pointer or a vector of pointers (a vectorized loop's addresses)."""
     return isinstance(ty, llvm.PointerType) or isinstance(ty, llvm.VectorType) and isinstance(
         ty.element_type, llvm.PointerType)
-
-
-def _allocates(inst, heap) -> bool:
-    """Whether `inst` calls the target's allocator (a heap temporary, such as a copy's into an
-    overlapping view: it gets a shadow of its own, docs/autodiff.md)."""
-    if heap is None or inst.opcode_name != "call":
-        return False
-    callee = inst.callee
-    return isinstance(callee, llvm.Function) and callee.name == heap[0] and callee.is_declaration
 
 
 def _pointer_sources(inst) -> list:

@@ -13,7 +13,7 @@ import gpuc.llvm as llvm
 
 from . import masked, mathrules, memcopy, temporaries
 from .kinds import carries_floats
-from .memory import stack_pointers
+from .memory import private_pointers
 
 _TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
                 "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.")
@@ -336,7 +336,7 @@ def _defined(r, inst, callee):
     args = inst.args
     if not any(a in r.varied or a in r.shadowed for a in args):
         return  # nothing it computes depends on the active inputs
-    reads, writes = memory_effects(callee)
+    reads, writes = memory_effects(callee, heap=r.settings.heap)
     if writes:
         raise r.error(inst, f"{callee.name} writes memory and is not inlined (it is recursive or too large): its "
                             "gradient would run it twice")
@@ -375,33 +375,42 @@ def _memory_intrinsic(r, inst):
         memcopy.reverse(r, inst)
 
 
-def memory_effects(fn: llvm.Function, seen=None) -> tuple[bool, bool]:
-    """Whether `fn` (and what it calls) reads / writes memory other than its own stack slots."""
+def memory_effects(fn: llvm.Function, seen=None, heap=None) -> tuple[bool, bool]:
+    """Whether `fn` (and what it calls) reads / writes memory other than its own: its stack slots and
+    the heap temporaries it allocates with the target's allocator `heap` and frees itself
+    (`memory.private_pointers`). Rerunning a function whose only effects are on those changes
+    nothing its caller sees."""
     seen = set() if seen is None else seen
     if fn.name in seen:
         return False, False
     seen.add(fn.name)
-    stack = stack_pointers(fn)
+    own = private_pointers(fn, heap)
     reads = writes = False
     for inst in fn.instructions():
         op = inst.opcode_name
-        if op == "load" and inst.operands[0] not in stack:
+        if op == "load" and inst.operands[0] not in own:
             reads = True
-        elif op == "store" and inst.operands[1] not in stack:
+        elif op == "store" and inst.operands[1] not in own:
             writes = True
-        elif op in ("atomicrmw", "cmpxchg") and inst.operands[0] not in stack:
+        elif op in ("atomicrmw", "cmpxchg") and inst.operands[0] not in own:
             reads = writes = True
         elif op == "call":
             callee = inst.callee
             if not isinstance(callee, llvm.Function):
                 reads = writes = True
+            elif inst in own or heap is not None and callee.name == heap[1] and inst.args[0] in own:
+                continue  # a temporary of its own, allocated or freed
             elif callee.name.startswith(_TRANSPARENT) or mathrules.classify(callee) is not None:
                 continue
             elif callee.name.startswith(("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")):
-                writes = writes or inst.args[0] not in stack
-                reads = reads or (not callee.name.startswith("llvm.memset.") and inst.args[1] not in stack)
+                writes = writes or inst.args[0] not in own
+                reads = reads or (not callee.name.startswith("llvm.memset.") and inst.args[1] not in own)
+            elif masked.kind(callee) is not None:
+                if masked.pointer_of(inst) not in own:
+                    reads = reads or masked.kind(callee) == "load"
+                    writes = writes or masked.kind(callee) == "store"
             elif not callee.is_declaration:
-                r, w = memory_effects(callee, seen)
+                r, w = memory_effects(callee, seen, heap)
                 reads, writes = reads or r, writes or w
             elif not callee.name.startswith("llvm."):
                 reads = writes = True

@@ -14,7 +14,7 @@ from . import mathrules
 from .calls import call
 from .cfg import Copier, reverse_post_order
 from .kinds import carries_floats, define, error
-from .memory import MEMORY_HANDLERS, pointer_op, stack_pointers
+from .memory import MEMORY_HANDLERS, only_compared, pointer_op, stack_pointers
 
 _STRUCTURAL = frozenset({"extractvalue", "insertvalue", "extractelement", "insertelement", "shufflevector", "fneg",
                          "fpext", "fptrunc", "freeze"})
@@ -25,7 +25,7 @@ def tangent_name(fn: llvm.Function, active) -> str:
     return f"{fn.name}.tangent.{''.join('1' if a else '0' for a in active)}"
 
 
-def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Function:
+def tangent_function(module: llvm.Module, fn: llvm.Function, active, heap=None) -> llvm.Function:
     """The tangent function of `fn` (defined in `module`) for the parameters flagged in `active`.
 
     `active` is one bool per parameter (or a collection of active parameter indices); active
@@ -35,8 +35,9 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     per active parameter (of the same type) and returns `{R, R}` (the result and its tangent) for a
     result type R that carries floats, else fn's result alone. It is built once per function and
     activity: a function of that name already defined in the module is returned as it is, so
-    callees, recursion and repeated requests share one tangent. Raises CompilationError for what
-    cannot be differentiated.
+    callees, recursion and repeated requests share one tangent. `heap` names the target's allocator
+    and its free (`Target.heap_functions`): memory fn allocates with it (a copy's temporary) gets a
+    shadow as a stack slot does. Raises CompilationError for what cannot be differentiated.
     """
     params = fn.function_type.params
     if not isinstance(active, (list, tuple)) or (active and not isinstance(active[0], bool)):
@@ -61,20 +62,20 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active) -> llvm.Fun
     fnty = llvm.FunctionType.get(result, list(params) + [t for t, a in zip(params, active) if a])
     if existing is not None and str(existing.function_type) != str(fnty):
         raise ValueError(f"@{name} is declared as {existing.function_type}; the tangent of {fn.name} is {fnty}")
-    return define(module, name, fnty, existing, lambda tfn: _Transformer(module, fn, tfn, active).run())
+    return define(module, name, fnty, existing, lambda tfn: _Transformer(module, fn, tfn, active, heap).run())
 
 
 class _Transformer(Copier):
     """Builds the body of tangent function `tfn` from `fn`: clones each instruction and follows it
     with its tangent code, block by block in reverse post-order (definitions before uses)."""
 
-    def __init__(self, module: llvm.Module, fn: llvm.Function, tfn: llvm.Function, active) -> None:
-        self.module, self.fn, self.tfn = module, fn, tfn
+    def __init__(self, module: llvm.Module, fn: llvm.Function, tfn: llvm.Function, active, heap=None) -> None:
+        self.module, self.fn, self.tfn, self.heap = module, fn, tfn, heap
         self.vmap: dict = {}      # fn's values -> tfn's
         self.tangents: dict = {}  # fn's values -> their tangents in tfn (absent: zero)
-        self.shadows: dict = {}   # fn's pointers into its stack slots -> the same places in their shadows
+        self.shadows: dict = {}   # fn's pointers into its stack slots and temporaries -> the same places in their shadows
         self.bmap: dict = {}
-        self.stack = stack_pointers(fn)
+        self.stack = stack_pointers(fn, heap)
         self.phis: list = []      # (fn's phi, its clone, its tangent phi or None, its shadow phi or None)
         n = len(fn.args)
         targs = tfn.args
@@ -117,7 +118,7 @@ class _Transformer(Copier):
         return error(self.fn, inst, message)
 
     def callee_tangent(self, callee: llvm.Function, active) -> llvm.Function:
-        return tangent_function(self.module, callee, active)
+        return tangent_function(self.module, callee, active, self.heap)
 
     # -- instructions ------------------------------------------------------------------------
     def _instruction(self, inst) -> None:
@@ -131,8 +132,8 @@ class _Transformer(Copier):
         # Integer, comparison and control-flow code: copied, with no tangent.
         if carries_floats(inst.type):
             raise self.error(inst, f"no derivative rule for `{inst.opcode_name}` on floats")
-        for op in inst.operands:
-            if op in self.stack:
+        if inst.opcode_name != "icmp" and any(op in self.stack for op in inst.operands):
+            if inst.opcode_name != "ptrtoint" or not only_compared(inst):
                 raise self.error(inst, "a pointer to a stack slot escapes")
         self.vmap[inst] = self.clone(inst)
 

@@ -181,6 +181,10 @@ def compile_latency(reps: int) -> list[list]:
 
     x = np.ones(1000, np.float32)
     out = np.empty_like(x)
+    # a warm process has compiled before: the first compile of each (loading LLVM, creating the target
+    # machine, Numba's first-use set-up) is not timed
+    _fresh(GPUC_SAXPY, "gpuc_warmup").launch(x.size, np.float32(2.0), x, x, out, device="cpu", threads=1)
+    numba.njit(_fresh(NUMBA_SAXPY, "numba_warmup"))(np.float32(2.0), x, x, out)
     gp, nb = [], []
     for r in range(reps):
         kern = _fresh(GPUC_SAXPY, f"gpuc{r}")

@@ -854,7 +854,7 @@ class Typer(LocatingVisitor):
         if not isinstance(base, ArrayType):
             raise UserError(f"a {base} cannot be indexed", hint="only arrays and tuples can be indexed",
                             node=node.value)
-        indices = index.elts if isinstance(index, ast.Tuple) else [index]
+        indices = views.mark_new_axes(self, index.elts if isinstance(index, ast.Tuple) else [index])
         if store:
             views.check_writable(base)
         if views.is_view(base, indices):

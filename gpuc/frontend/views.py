@@ -13,6 +13,7 @@ overlap the destination is read as if through a temporary.
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import dataclass
 
 from ..llvm import Constant, ConstantInt
@@ -37,16 +38,36 @@ def _is_none(node) -> bool:
     return node is None or isinstance(node, ast.Constant) and node.value is None
 
 
+class NewAxis:
+    """`None` or `np.newaxis` in an index: a new dimension of length 1 (stride 0) in the view."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+
+def mark_new_axes(typer, indices) -> list:
+    """The indices with each `None`, `np.newaxis` (or another global name bound to None) as a NewAxis."""
+    return [NewAxis(i) if _names_none(typer, i) else i for i in indices]
+
+
+def _names_none(typer, node) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value is None
+    if isinstance(node, ast.Name) and node.id not in typer.locals and node.id not in typer.env:
+        return typer.typed.function.resolve(node.id) is None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in typer.locals:
+        module = typer.typed.function.resolve(node.value.id)
+        return inspect.ismodule(module) and hasattr(module, node.attr) and getattr(module, node.attr) is None
+    return False
+
+
 def _expand(base: ArrayType, indices) -> list:
-    """The indices with `...` expanded and missing trailing dimensions filled with `:`."""
+    """The indices with `...` expanded and missing trailing dimensions filled with `:` (None);
+    NewAxis entries stay where they are and take no dimension of `base`."""
     ellipses = [k for k, i in enumerate(indices) if isinstance(i, ast.Constant) and i.value is Ellipsis]
     if len(ellipses) > 1:
         raise UserError("an index can only have a single ellipsis ('...')", node=indices[ellipses[1]])
-    for i in indices:
-        if _is_none(i) and not isinstance(i, ast.Slice):
-            raise UserError("None (np.newaxis) in an index is not supported: views keep or drop dimensions",
-                            hint=_INDEX_HINT, node=i)
-    named = len(indices) - len(ellipses)
+    named = len(indices) - len(ellipses) - sum(isinstance(i, NewAxis) for i in indices)
     if named > base.ndim:
         raise UserError(f"too many indices for a {base.ndim}-dimensional array: {named}", hint=_INDEX_HINT)
     if ellipses:
@@ -58,7 +79,7 @@ def _expand(base: ArrayType, indices) -> list:
 def is_view(base: ArrayType, indices) -> bool:
     """Whether `a[indices]` makes a view rather than naming an element."""
     return len(indices) < base.ndim or any(
-        isinstance(i, ast.Slice) or isinstance(i, ast.Constant) and i.value in (Ellipsis, None) for i in indices)
+        isinstance(i, (ast.Slice, NewAxis)) or isinstance(i, ast.Constant) and i.value is Ellipsis for i in indices)
 
 
 def _int_index(typer, node, what: str) -> None:
@@ -73,6 +94,8 @@ def type_view(typer, node: ast.Subscript, base: ArrayType, indices) -> ArrayType
     for i in _expand(base, indices):
         if i is None:
             parts.append(("all",))
+        elif isinstance(i, NewAxis):
+            parts.append(("new",))
         elif isinstance(i, ast.Slice):
             for bound in (i.lower, i.upper, i.step):
                 if not _is_none(bound):
@@ -93,7 +116,8 @@ def type_view(typer, node: ast.Subscript, base: ArrayType, indices) -> ArrayType
     last = parts[-1]
     unit = last[0] == "all" or last[0] == "slice" and (
         last[3] is None or typer.is_literal(last[3]) and typer.typed.consts[id(last[3])] == 1)
-    layout = "C" if base.layout == "C" and unit and kept else "A"
+    new_axes = any(p[0] == "new" for p in parts)  # stride 0: never promised C-contiguous
+    layout = "C" if base.layout == "C" and unit and kept and not new_axes else "A"
     result = ArrayType(base.dtype, len(kept), layout, base.space)
     typer.typed.calls[id(node)] = ViewPlan(tuple(parts), result)
     return result
@@ -170,7 +194,13 @@ def make_view(lw, base, bt: ArrayType, plan: ViewPlan):
     b, i64 = lw.b, lw.ctx.i64
     zero = ConstantInt.get(i64, 0)
     offset, shapes, strides = zero, [], []
-    for k, part in enumerate(plan.parts):
+    dims = iter(range(bt.ndim))  # the base's dimension each part (but a new axis) takes
+    for part in plan.parts:
+        if part[0] == "new":
+            shapes.append(ConstantInt.get(i64, 1))
+            strides.append(zero)
+            continue
+        k = next(dims)
         n = b.extract_value(base, 1 + k)
         stride = b.extract_value(base, 1 + bt.ndim + k)
         if part[0] == "all":
@@ -281,6 +311,10 @@ def type_augmented(typer, node: ast.AugAssign, dest: ArrayType, t, op: str) -> N
     if not isinstance(t, ArrayType):
         typer.fit(node.value, plan.operand)
     result, into = _numpy_dtype(plan.result), _numpy_dtype(dest.dtype)
+    if dest.dtype.is_bool and getattr(element_t, "is_bool", False) and op in ("+", "*"):
+        # NumPy's arrays of bool add as `or` and multiply as `and` (bool results); the scalar plan's int64
+        # sum or product, stored as a bool (nonzero), is the same value
+        result = into
     if result is None or into is None or not np.can_cast(result, into, "same_kind"):
         raise UserError(f"`{op}=` on a view of {dest.dtype} computes {plan.result}, which NumPy does not cast back "
                         f"to {dest.dtype} in place (casting='same_kind')",

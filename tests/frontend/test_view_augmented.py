@@ -170,3 +170,41 @@ def test_forward_and_reverse_derivatives_through_an_augmented_view():
         for j in range(3):
             want[i, j] = (1.0 if j == 0 else x[i, j - 1]) + ((0.5 + x[i, j + 1]) if j < 2 else 0.0)
     np.testing.assert_allclose(dx, want)
+
+
+@gpuc.kernel
+def bool_views(m, f):
+    m[1:] += f[:-1]      # NumPy's bool add is `or`
+    m[::2] *= f[::2]     # and multiply is `and`
+    m[:2] |= True
+    m[2:] ^= f[2:]
+    m[-1:] *= False
+
+
+def test_bool_views_add_as_or_and_multiply_as_and_like_numpy():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        m, f = rng.random(7) > 0.5, rng.random(7) > 0.5
+        want = m.copy()
+        want[1:] += f[:-1]
+        want[::2] *= f[::2]
+        want[:2] |= True
+        want[2:] ^= f[2:]
+        want[-1:] *= False
+        bool_views[1](m, f)
+        assert m.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("statement", ["a[1:] -= b[1:]", "a[1:] += 1", "a[:] //= b", "a[:] /= b"])
+def test_bool_view_operations_numpy_refuses_are_located_errors(tmp_path, statement):
+    a, b = np.zeros(3, bool), np.ones(3, bool)
+    with pytest.raises(Exception):
+        exec(statement)
+    source = tmp_path / "bool_view.py"
+    source.write_text(f"import gpuc\n\n@gpuc.kernel\ndef k(a, b):\n    {statement}\n")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bool_view", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(gpuc.CompilationError, match=r"bool_view\.py:5:\d+: "):
+        module.k[1](a, b)

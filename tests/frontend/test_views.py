@@ -390,11 +390,6 @@ def zero_step(a):
 
 
 @gpuc.func
-def new_axis(a):
-    return fold(a[None])
-
-
-@gpuc.func
 def float_bound(a):
     return fold(a[1.5:])
 
@@ -418,7 +413,6 @@ def local_view():
 @pytest.mark.parametrize("fn, argtypes, message, fragment", [
     (augmented_view, (Array[int64, 1],), "NumPy does not cast back to int64 in place", "a[1:] +="),
     (zero_step, (A1,), "slice step cannot be zero", "a[::|0]"),
-    (new_axis, (A1,), "None (np.newaxis) in an index", "a[|None]"),
     (float_bound, (A1,), "slice bound must be an integer, not float64", "a[|1.5:]"),
     (too_many, (A1,), "too many indices for a 1-dimensional array", "fold(|a[1, :])"),
     (wider_source, (A1, A2), "cannot copy a 2-D array into a 1-D view", "a[:] ="),

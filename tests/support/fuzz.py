@@ -395,6 +395,12 @@ def main(argv=None) -> int:
         derivative_count = max(1, ns.count // 4)
         derivative_findings, _ = derivatives.run(ns.seed, derivative_count, ns.start)
         text += [f.describe() for f in derivative_findings]
+    stencil_findings = []
+    if "stencils" not in ns.without:  # clamped-neighbour stencils on several threads (support.stencils)
+        from . import stencils
+        stencil_count = max(1, ns.count // 4)
+        stencil_findings = stencils.run(ns.seed, stencil_count, ns.start, ns.timeout)
+        text += stencil_findings
     if ns.minimize:
         seen = set()
         for f in report.findings:  # one reproducer per rough cause
@@ -411,8 +417,10 @@ def main(argv=None) -> int:
         print(f"{n:5d}  {key}")
     if "derivatives" not in ns.without:
         print(f"derivatives: {derivative_count} programs, {len(derivative_findings)} findings")
+    if "stencils" not in ns.without:
+        print(f"stencils: {stencil_count} programs, {len(stencil_findings)} findings")
     print(report.summary(), f"in {time.monotonic() - t0:.0f} s")
-    return 1 if report.findings or derivative_findings else 0
+    return 1 if report.findings or derivative_findings or stencil_findings else 0
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def run_program(name: str, source: str, launches, workdir: Path):
     for specs in launches:
         args, _ = build_args(specs)
         try:
-            module.kernel.launch(1, *args, device="cpu", threads=1)
+            # a stencil launch (support.stencils.GridLaunch) carries its grid and thread count
+            module.kernel.launch(getattr(specs, "grid", 1), *args, device="cpu", threads=getattr(specs, "threads", 1))
         except gpuc.InternalCompilerError as exc:
             results.append(("internal", _message(exc)))
         except gpuc.CompilationError as exc:

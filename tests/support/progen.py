@@ -27,7 +27,7 @@ from .numeric import (COMPLEX_T, FLOATS, INTS, NUMPY, SCALARS, SMALL, FnPtr, Tup
 from .loops import LOOP_FEATURES, LoopRules
 from .numpy_calls import NUMPY_FEATURES, NumpyRules
 from .pointers import POINTER_FEATURES, PointerRules
-from .views import VIEW_FEATURES, ViewRules
+from .views import VIEW_FEATURES, ViewAugRules, ViewRules
 from .complexes import COMPLEX_FEATURES, ComplexRules, Cx
 
 FEATURES = {
@@ -36,7 +36,7 @@ FEATURES = {
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
     "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts", "small_dtypes",
-    "float_literal_stores",
+    "float_literal_stores", "math_log_base",
 } | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES | VIEW_FEATURES | COMPLEX_FEATURES
 
 # floats stored into integer outputs: negative ones (truncated toward zero), ones past the small types' ranges
@@ -91,7 +91,7 @@ class Case:
         return f"p{self.seed}_{self.index}"
 
 
-class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, ComplexRules):
+class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, ViewAugRules, ComplexRules):
     def __init__(self, rng: random.Random, features=FEATURES) -> None:
         self.rng, self.features = rng, set(features)
         self.lines: list[str] = []
@@ -342,7 +342,11 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, Compl
         elif r < 0.3 and self.on("math_extra"):
             b = self.expr(scope, 2, "float")
             text = f"math.{self.rng.choice(MATH_EXTRA2)}({a.text}, {b.text})"
-        elif r < 0.45 and self.on("math_extra"):
+        elif r < 0.42 and self.on("math_log_base"):  # math.log(x, base): a literal base, or a computed one
+            base = self.rng.choice(["2", "10", "2.5", "0.5", "math.e", "1.0"]) if self.rng.random() < 0.5 \
+                else self.expr(scope, 2, "float").text
+            text = f"math.log({a.text}, {base})"
+        elif r < 0.5 and self.on("math_extra"):
             text = f"math.{self.rng.choice(MATH_EXTRA1)}({a.text})"
         else:
             text = f"math.{self.rng.choice(MATH1 + ['pow'])}({a.text}" + (", 2.5)" if r >= 0.9 else ")")
@@ -632,7 +636,7 @@ STMT_RULES = [
     (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
     (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
     (1, "float_literal_stores", "s_float_store"),
-    (1, "views", "s_view_copy"), (0.7, "view_rows", "s_for_rows"), (0.8, "runtime_slices", "s_runtime_slice"),
+    (1, "views", "s_view_copy"), (1, "view_augassign", "s_view_aug"), (0.7, "view_rows", "s_for_rows"), (0.8, "runtime_slices", "s_runtime_slice"),
     (1.5, "complex_vars", "s_cx_assign"), (1.5, "complex_vars", "s_cx_store"), (0.5, "complex_vars", "s_cx_join"),
     (0.4, "complex_vars", "s_cx_for"), (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),
 ]

@@ -23,7 +23,7 @@ from .numpy_calls import NumpyEval
 from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, bit_count, convert, from_numpy, is_complex, is_float,
                       is_int,
                       signed, truth, wrap, zero, BITS, NUMPY)
-from .views import copy_into_view, eval_method, eval_view, is_view, is_view_method
+from .views import augment_view, copy_into_view, eval_method, eval_view, is_view, is_view_method
 from .typer import BIT_COUNTS, FOLD, INT_MATH, PRED_MATH, TYPE_NAMES, Typer, strong
 
 MAX_STEPS = 20_000
@@ -196,6 +196,8 @@ class Evaluator(IterableEval, NumpyEval):
         target = s.target
         if isinstance(target, ast.Name):
             env[target.id] = self.binop(s, s.op, self.name(target, env), s.value, env)
+        elif self.t.optype.get(id(s)) == "view":
+            augment_view(self, s, env)
         else:
             array, index = self.element(target, env)
             current = from_numpy(array[index], self.dtype(array))
@@ -490,6 +492,8 @@ class Evaluator(IterableEval, NumpyEval):
             return convert(float(Fraction(args[0]) * Fraction(args[1]) + Fraction(args[2])), t)
         if name in ("radians", "degrees"):  # CPython's x * (pi / 180) in float64, then rounded
             return convert(args[0] * (math.pi / 180 if name == "radians" else 180 / math.pi), t)
+        if name == "log" and len(args) == 2:  # CPython's log(x) / log(base); IEEE where Python raises (docs)
+            return convert(float(np.float64(np.log(np.float64(args[0]))) / np.log(np.float64(args[1]))), t)
         ieee = IEEE.get(name)
         if ieee is not None:  # where Python raises, kernels give C's IEEE result (docs)
             return convert(float(ieee(*[np.float64(x) for x in args])), t)

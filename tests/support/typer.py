@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .iterables import IterableTyping
 from .numpy_calls import NumpyTyping
-from .views import is_view, is_view_method, type_copy, type_method, type_view
+from .views import is_view, is_view_method, type_augmented, type_copy, type_method, type_view
 from .numeric import (ALL_SCALARS, Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
                       is_complex, is_float, is_int, is_scalar, part_type, signed, stores)
 
@@ -205,6 +205,9 @@ class Typer(IterableTyping, NumpyTyping):
             env[target.id] = result
         elif isinstance(target, ast.Subscript):
             elem = self.subscript(target, env)
+            if isinstance(elem, Arr):  # `view op= x` (support.views)
+                type_augmented(self, s, elem, env)
+                return env
             result = self.binop(s, s.op, (elem, False, None), self.operand(s.value, env), s.value)
             if not is_scalar(result):
                 raise Undefined("augmented store of a non-scalar")
@@ -237,7 +240,11 @@ class Typer(IterableTyping, NumpyTyping):
             raise Undefined("assignment target")
 
     def s_If(self, s, env):
-        self.condition(s.test, env)
+        try:
+            self.condition(s.test, env)
+        except _Unknown:  # a test reading what a later round types: the branches are typed all the same
+            if not self.tolerant:
+                raise
         then = self.block(s.body, dict(env))
         other = self.block(s.orelse, dict(env))
         return join([then, other])
@@ -704,6 +711,8 @@ class Typer(IterableTyping, NumpyTyping):
             self.args(node, env)
             return "int64", False
         arity = FLOAT_MATH.get(name)
+        if name == "log" and len(node.args) == 2:
+            arity = 2  # log(x, base): CPython's log(x) / log(base) (docs/frontend.md)
         if arity is None or len(node.args) != arity:
             raise Undefined(f"math.{name}")
         if name in TRANSCENDENTAL or name == "fma":

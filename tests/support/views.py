@@ -1,12 +1,16 @@
 """Views in random programs, for the generator (a mixin of support.progen.Generator), the reference typer
-and the reference interpreter: reductions of array views (`a0[1:, ::2].max()`, `a1[::-1].sum()`) and
-copies into views of the outputs (`o1[2:5] = a0[::2]`, `o0[4:10:2] = o0[::-6]` overlapping, `o2[13:] = x`).
+and the reference interpreter: reductions of array views (`a0[1:, ::2].max()`, `a1[::-1].sum()`,
+`np.mean(a0[::2])`), copies into views of the outputs (`o1[2:5] = a0[::2]`, `o0[4:10:2] = o0[::-6]`
+overlapping, `o2[13:] = x`) and augmented assignments to views (`o0[1:] += o0[:-1]`, `a1[1] *= 2`).
 
-Slice bounds are literals, so the reference takes the views with NumPy itself; the methods are the
-exact ones (integer sums wrap in NumPy as in gpuc; max/min of any dtype), so no tolerance applies.
-A max/min of an empty view (NumPy raises ValueError) has no defined result here. A copy reads its
+The reference takes the views with NumPy itself, of the very arrays of the launch (same strides), and
+reduces them with NumPy's own methods: integer sums and products wrap, and float sums, means and
+products are NumPy's bit for bit (docs: gpuc takes NumPy's pairwise order), so no tolerance applies.
+A max/min of an empty view (NumPy raises ValueError) gives the documented identity. A copy reads its
 source before writing (NumPy's semantics for overlapping views) and converts each element as a store
-of it would.
+of it would. `view op= x` is NumPy's `np.op(view, x, out=view, casting='same_kind')`, run on the arrays:
+where NumPy refuses the types (the cast back, a literal out of the view's range) the docs require a
+compile error.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ from .expressions import Ex, _fits_text
 from .numeric import (NUMPY, Arr, Expected, Undefined, fits, from_numpy, int_range, is_complex, is_float, is_int,
                       is_scalar, stores)
 
-VIEW_FEATURES = {"views", "view_rows", "runtime_slices"}
-METHODS = ("sum", "max", "min")
+VIEW_FEATURES = {"views", "view_rows", "runtime_slices", "view_augassign", "view_augassign_bool", "np_reductions"}
+METHODS = ("sum", "max", "min", "prod", "mean")
+# np.<name>(a) and the method it is (docs/frontend.md: the function forms of the reductions)
+NP_REDUCTIONS = {"sum": "sum", "prod": "prod", "max": "max", "amax": "max", "min": "min", "amin": "min",
+                 "mean": "mean"}
 SLICES_1D = ["1:", "::-1", "::2", "-3:", "1:5:2", ":4", "4:1:-1", "::-2", "-100:2", "2:100"]
 SLICES_2D = ["1:, ::2", "::-1", "0", ":, 1:", "-1, ::-1", "1:, -1", "::2, 1:3", "2:0:-1, ::-3"]
 THREE_OF_16 = ["2:5", "13:", "::-6", "4:10:2", "-3:", "7:4:-1", "1:4", "::6"]     # views of 3 output elements
@@ -29,10 +36,13 @@ THREE_OF_3_4 = [":, 1", "::-1, -1", "1, 1:", "0, :3", "2, ::-1][1:"]            
 
 
 def result_type(method: str, dtype: str) -> str:
-    if method != "sum":
+    """NumPy 2's result dtype of `a.<method>()` (64-bit Linux)."""
+    if method in ("max", "min"):
         return dtype
     if is_float(dtype):
         return dtype
+    if method == "mean":
+        return "float64"
     return "uint64" if dtype.startswith("uint") else "int64"
 
 
@@ -42,13 +52,19 @@ class ViewRules:
         if not arrays:
             return None
         name, (dtype, ndim) = self.rng.choice(arrays)
-        methods = [m for m in METHODS if not (m == "sum" and is_float(dtype))]
-        method = self.rng.choice(methods)
+        method = self.rng.choice(METHODS)
         t = result_type(method, dtype)
         if not self.ok(t, want):
             return None
-        view = self.rng.choice(SLICES_1D if ndim == 1 else SLICES_2D)
-        return Ex(f"{name}[{view}].{method}()", t)
+        view = f"{name}[{self.rng.choice(SLICES_1D if ndim == 1 else SLICES_2D)}]" if self.rng.random() < 0.85 else name
+        return Ex(self.reduction_text(view, method), t)
+
+    def reduction_text(self, view: str, method: str) -> str:
+        """`view.method()` or, with feature np_reductions, now and then `np.<function>(view)`."""
+        if self.on("np_reductions") and self.rng.random() < 0.4:
+            function = self.rng.choice([f for f, m in NP_REDUCTIONS.items() if m == method])
+            return f"np.{function}({view})"
+        return f"{view}.{method}()"
 
 
     def s_view_copy(self, scope):
@@ -123,8 +139,8 @@ class ViewRules:
         text, dtype = view
         r = self.rng.random()
         if r < 0.35:
-            method = self.rng.choice([m for m in METHODS if not (m == "sum" and is_float(dtype))])
-            t, value = result_type(method, dtype), f"{text}.{method}()"
+            method = self.rng.choice(METHODS)
+            t, value = result_type(method, dtype), self.reduction_text(text, method)
         elif r < 0.5:
             t, value = "int64", f"len({text})" if text.count(",") == 0 else f"{text}.size"
         elif r < 0.65 and "," not in text:  # the elements of a run-time slice
@@ -180,13 +196,13 @@ class ViewRules:
             if r < 0.35:
                 t, value = dtype, f"{row}[{self.rng.randint(-2, 1)}]"
             elif r < 0.65:
-                method = self.rng.choice([m for m in METHODS if not (m == "sum" and is_float(dtype))])
-                t, value = result_type(method, dtype), f"{row}.{method}()"
+                method = self.rng.choice(METHODS)
+                t, value = result_type(method, dtype), self.reduction_text(row, method)
             elif r < 0.8:
                 t, value = "int64", f"len({row})"
             else:
-                method = self.rng.choice([m for m in METHODS if not (m == "sum" and is_float(dtype))])
-                t, value = result_type(method, dtype), f"{row}[{self.runtime_slice(scope, -3, 3)}].{method}()"
+                method = self.rng.choice(METHODS)
+                t, value = result_type(method, dtype), self.reduction_text(f"{row}[{self.runtime_slice(scope, -3, 3)}]", method)
             out = self.out_for(t)
             if out is None:
                 continue
@@ -304,36 +320,196 @@ MODULES = ("np", "math", "cmath", "gpuc")
 
 
 def is_view_method(node) -> bool:
-    """`x.sum()`, `x.max()`, `x.min()` of an array, a view or a row variable."""
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in METHODS \
-        and not (isinstance(node.func.value, ast.Name) and node.func.value.id in MODULES)
+    """`x.sum()`, `x.max()`, ... of an array, a view or a row variable, or `np.sum(x)`, `np.amax(x)`, ..."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    func = node.func
+    if isinstance(func.value, ast.Name) and func.value.id == "np":
+        return func.attr in NP_REDUCTIONS and len(node.args) == 1
+    return func.attr in METHODS and not (isinstance(func.value, ast.Name) and func.value.id in MODULES)
+
+
+def _reduced(node):
+    """The reduced expression and the method of a reduction call (`is_view_method`)."""
+    if isinstance(node.func.value, ast.Name) and node.func.value.id == "np":
+        return node.args[0], NP_REDUCTIONS[node.func.attr]
+    return node.func.value, node.func.attr
 
 
 def type_method(typer, node, env):
-    """The reference typer's type of `a[...].method()`."""
-    base, _ = typer.expr(node.func.value, env)
-    if not isinstance(base, Arr) or node.args or node.keywords:
+    """The reference typer's type of `a[...].method()` and `np.<function>(a[...])`."""
+    reduced, method = _reduced(node)
+    base, _ = typer.expr(reduced, env)
+    if not isinstance(base, Arr) or node.keywords or (reduced is node.func.value and node.args):
         raise Undefined("a method of a non-array")
     if is_complex(base.dtype):
         raise Undefined("a reduction of complex numbers")  # not generated
-    return result_type(node.func.attr, base.dtype), False
+    return result_type(method, base.dtype), False
 
 
 def eval_method(reference, node, env):
-    """NumPy's reduction of the view; of an empty view, max and min give the identity of the reduction
-    (docs: -inf/+inf, the integer type's minimum/maximum, False/True), where NumPy raises."""
-    view = reference.eval(node.func.value, env)
+    """NumPy's reduction of the view (its own method, on the launch's memory: NumPy's summation order);
+    of an empty view, max and min give the identity of the reduction (docs: -inf/+inf, the integer
+    type's minimum/maximum, False/True), where NumPy raises, and mean gives NaN."""
+    reduced, method = _reduced(node)
+    view = reference.eval(reduced, env)
     dtype = "bool" if view.dtype.name == "bool" else view.dtype.name
-    method = node.func.attr
-    if view.size == 0 and method != "sum":
+    if view.size == 0 and method in ("max", "min"):
         if dtype == "bool":
             return method == "min"
         if is_float(dtype):
             return NUMPY[dtype](-np.inf if method == "max" else np.inf)
         lo, hi = int_range(dtype)
         return lo if method == "max" else hi
+    if view.size == 0 and method == "mean":
+        return NUMPY[result_type(method, dtype)](np.nan)
     result = getattr(view, method)()
-    if method != "sum" and is_float(dtype) and result == 0 and np.signbit(view[view == 0]).any() \
+    if method in ("max", "min") and is_float(dtype) and result == 0 and np.signbit(view[view == 0]).any() \
             and not np.signbit(view[view == 0]).all():
         raise Undefined("max/min of +0.0 and -0.0")  # which zero the tie gives is not documented
     return from_numpy(result, result_type(method, dtype))
+
+
+# -- augmented assignment to views (feature view_augassign) -------------------------------------------
+UFUNCS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
+          ast.FloorDiv: np.floor_divide, ast.Mod: np.remainder, ast.Pow: np.power, ast.BitAnd: np.bitwise_and,
+          ast.BitOr: np.bitwise_or, ast.BitXor: np.bitwise_xor, ast.LShift: np.left_shift,
+          ast.RShift: np.right_shift}
+# (destination, operand) of the same array and as many elements, overlapping: NumPy reads the operand as
+# it was before the statement
+OVERLAPPING_16 = [("1:", ":-1"), (":-1", "1:"), ("::-1", ":"), ("::2", "1::2"), (":8", "4:12"), ("::-2", "::2"),
+                  ("3:", ":13"), ("2:14", "::-1][1:13"), (":", "::-1")]
+ROWS_3_4 = ["0", "1", "-1", "2, :", "1, ::-1", "::-1, 1", ":, -1", "1:, 2"]       # views of a (3, 4) argument
+
+
+class ViewAugRules:
+    """The generator's side of `view op= x`: a view of an output or an argument (a slice, a row, a
+    reversed or strided view, a run-time view) updated with a number or an array that broadcasts,
+    the same array overlapping included. The types are drawn freely: where NumPy would not cast the
+    result back (`int_view += 1.5`), the reference requires gpuc's compile error."""
+
+    def s_view_aug(self, scope):
+        if not self.in_kernel or not self.on("view_augassign"):
+            return None
+        r = self.rng.random()
+        two = sorted((n, d) for n, (d, ndim) in self.arrays.items() if ndim == 2)
+        one = sorted((n, d) for n, (d, ndim) in self.arrays.items() if ndim == 1)
+        if r < 0.25:  # overlapping views of one output
+            out, dtype = self.rng.choice(self.outs)
+            dest, source = (f"{out}[{v}]" for v in self.rng.choice(OVERLAPPING_16))
+            if self.rng.random() < 0.3:
+                source = f"{out}[{self.rng.choice(['0:1', '-1:', '5:6'])}]"  # one element: broadcasts
+        elif r < 0.45 and two:  # a row, a column, or a view of a 2-D argument
+            name, dtype = self.rng.choice(two)
+            dest = f"{name}[{self.rng.choice(ROWS_3_4)}]"
+            if self.rng.random() < 0.4 and self.loop_depth == 0:
+                dest = f"{name}[({self.expr(scope, 2, 'int').text}) % 3]"  # a row chosen at run time
+            source = self.aug_source(scope, dtype, two, one)
+        elif r < 0.6 and self.on("runtime_slices") and self.arrays:
+            dest, dtype = self.runtime_view(scope)
+            source = self.aug_source(scope, dtype, two, one)
+        else:
+            out, dtype = self.rng.choice(self.outs)
+            dest = f"{out}[{self.rng.choice(THREE_OF_16 + ['1:', '::-2', ':', '::3'])}]"
+            source = self.aug_source(scope, dtype, two, one, three=dest)
+        if source is None:
+            return None
+        self.emit(f"{dest} {self.aug_op(dtype, source)}= {source}")
+        return True
+
+    def aug_op(self, dtype, source):
+        if dtype == "bool" and not self.on("view_augassign_bool"):
+            return self.rng.choice(["&", "|", "^"])
+        ops = ["+", "-", "*"] + (["/"] if self.rng.random() < 0.3 else [])
+        if is_float(dtype) and self.rng.random() < 0.15:
+            ops += ["//", "%"]
+        if is_int(dtype) or dtype == "bool":
+            ops += ["//", "%", "&", "|", "^"] + (["<<", ">>"] if not source.endswith("]") else [])
+        op = self.rng.choice(ops)
+        return op
+
+    def aug_source(self, scope, dtype, two, one, three=None):
+        """A number (a literal, a typed scalar, an expression) or an array view for `view op= source`."""
+        r = self.rng.random()
+        if r < 0.25:
+            return self.rng.choice(["1", "2", "-1", "3", "0.5", "-2.5", "True", "200", "7"])
+        if r < 0.5:
+            ex = self.expr(scope, 1)
+            if not isinstance(ex.t, str) or (ex.weak and not _fits_text(ex.text, "int64")):
+                return None
+            if is_int(dtype) and is_int(ex.t):
+                return f"({ex.text} & 7)" if self.rng.random() < 0.5 else ex.text
+            return ex.text
+        if three is not None and self.arrays and r < 0.8:  # three elements, or one
+            name, (adt, ndim) = self.rng.choice(sorted(self.arrays.items()))
+            return f"{name}[{self.rng.choice(THREE_OF_6 + ['0:1'] if ndim == 1 else THREE_OF_3_4)}]"
+        if two and r < 0.75:
+            name, _ = self.rng.choice(two)
+            return f"{name}[{self.rng.choice(['1', '::-1][0', '-1, :', ':, 2][::-1][0:1', '0, ::-1'])}]"
+        if one and r < 0.9:
+            name, _ = self.rng.choice(one)
+            return f"{name}[{self.rng.choice([':4', '2:', '::-1][1:5', '0:1', '-1:'])}]"
+        out, _ = self.rng.choice(self.outs)
+        return f"{out}[{self.rng.choice([':4', ':3', '4:8', '::-4', '0:1'])}]"
+
+
+def _operand_sample(t, weak, value):
+    """A stand-in of the operand for NumPy's type resolution: the literal itself (NEP 50: weak), a
+    NumPy scalar of its type, or an array of its dtype."""
+    if isinstance(t, Arr):
+        return np.zeros(1, NUMPY[t.dtype])
+    if weak:
+        return value
+    return NUMPY[t](0)
+
+
+def type_augmented(typer, s, view: Arr, env):
+    """The reference typer's check of `view op= value`: NumPy's `np.op(view, value, out=view,
+    casting='same_kind')`, tried on arrays of the launch's types; what NumPy refuses is a compile error."""
+    t, weak = typer.expr(s.value, env)
+    value = typer.typed.consts.get(id(s.value))
+    if isinstance(t, Arr) and t.ndim > view.ndim:
+        raise Undefined("an operand of more dimensions than the view")  # not generated
+    if not (isinstance(t, Arr) or is_scalar(t)):
+        raise Undefined(f"{t} as an augmented operand")
+    if isinstance(s.op, ast.Pow):
+        raise Undefined("a power into a view")  # not generated (NumPy raises for negative integer powers)
+    if is_complex(view.dtype) or is_complex(t.dtype if isinstance(t, Arr) else t):
+        raise Undefined("complex views")  # not generated
+    ufunc = UFUNCS[type(s.op)]
+    dest = np.zeros(1, NUMPY[view.dtype])
+    try:
+        with np.errstate(all="ignore"):
+            ufunc(dest, _operand_sample(t, weak, value), out=dest, casting="same_kind")
+    except OverflowError as exc:  # NumPy 2: a Python integer out of the view's range
+        raise Expected("literal", f"{value!r} with a {view.dtype} view: {exc}")
+    except np._core._exceptions._UFuncOutputCastingError as exc:
+        raise Expected("in place", str(exc))
+    except np._core._exceptions._UFuncNoLoopError as exc:
+        if isinstance(s.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)):
+            raise Expected("bitwise float", str(exc))
+        raise Undefined(str(exc))
+    except TypeError as exc:  # NumPy's booleans have no subtract: not modelled
+        raise Undefined(str(exc))
+    typer.typed.optype[id(s)] = "view"
+
+
+def augment_view(reference, s, env):
+    """`view op= value` on reference values: the view (of the launch's memory) first, then the value, as
+    Python evaluates them; then NumPy's in-place ufunc, which reads an overlapping operand as it was
+    before the statement. An array operand that does not broadcast to the view writes nothing (as a copy)."""
+    target = s.target
+    view = take(reference, target, env, reference.eval(_base(target), env))
+    value = reference.eval(s.value, env)
+    t, weak = reference.t.types[id(s.value)]
+    if isinstance(value, np.ndarray):
+        try:
+            operand = np.broadcast_to(value, view.shape).copy()
+        except ValueError:
+            return
+    elif weak:
+        operand = reference.t.consts[id(s.value)]
+    else:
+        operand = NUMPY[t](value)
+    with np.errstate(all="ignore"):
+        UFUNCS[type(s.op)](view, operand, out=view, casting="same_kind")

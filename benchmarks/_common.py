@@ -54,6 +54,19 @@ def ratios(ours: list[float], theirs: list[float]) -> tuple[float, float]:
     return min(ours) / min(theirs), median([a / b for a, b in zip(ours, theirs)])
 
 
+def against_numba(title: str, cpu: list[list[float]], results: dict) -> str:
+    """The table of `paired_rounds` CPU times of gpuc (cpu[0]) and, when it ran, Numba (cpu[1]), with
+    both ratios; the times and ratios also go into `results`."""
+    rows = [["gpuc (threads=1)", ms(min(cpu[0])), "", ""]]
+    results["gpuc_cpu_s"] = cpu[0]
+    if len(cpu) == 2:
+        best_ratio, median_ratio = ratios(cpu[0], cpu[1])
+        rows.append(["numba.njit", ms(min(cpu[1])), "", ""])
+        rows[0][2:] = [f"{best_ratio:.2f}x", f"{median_ratio:.2f}x"]
+        results.update(numba_cpu_s=cpu[1], ratio=best_ratio, median_ratio=median_ratio)
+    return table([title, "best CPU ms", "gpuc / numba (best)", "(median of rounds)"], rows)
+
+
 def median(values) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 
 import _common  # noqa: F401 - puts the repository on sys.path
-from _common import banner, machine_facts, ms, paired_rounds, ratios, table, write_json
+from _common import against_numba, banner, machine_facts, paired_rounds, write_json
 
 from examples.blur import box_blur, reference
 
@@ -67,17 +67,10 @@ def main() -> None:
     cpu = paired_rounds(fns, reps, clock=1)
     if not np.array_equal(gpuc_out, want):
         raise SystemExit("the gpuc blur differs from NumPy's")
-    rows = [["gpuc (threads=1)", ms(min(cpu[0])), "", ""]]
-    results = {"shape": shape, "rounds": reps, "gpuc_cpu_s": cpu[0]}
-    if len(cpu) == 2:
-        if not np.array_equal(numba_out, want):
-            raise SystemExit("the Numba blur differs from NumPy's")
-        best_ratio, median_ratio = ratios(cpu[0], cpu[1])
-        rows.append(["numba.njit", ms(min(cpu[1])), "", ""])
-        rows[0][2:] = [f"{best_ratio:.2f}x", f"{median_ratio:.2f}x"]
-        results.update(numba_cpu_s=cpu[1], ratio=best_ratio, median_ratio=median_ratio)
-    print(table(["3x3 box blur " + "x".join(map(str, shape)) + f" uint8, {reps} rounds", "best CPU ms",
-                 "gpuc / numba (best)", "(median of rounds)"], rows))
+    if len(cpu) == 2 and not np.array_equal(numba_out, want):
+        raise SystemExit("the Numba blur differs from NumPy's")
+    results = {"shape": shape, "rounds": reps}
+    print(against_numba("3x3 box blur " + "x".join(map(str, shape)) + f" uint8, {reps} rounds", cpu, results))
     if args.json:
         write_json(args.json, {"results": results, "machine": facts})
 

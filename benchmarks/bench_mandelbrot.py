@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 
 import _common  # noqa: F401 - puts the repository on sys.path
-from _common import banner, machine_facts, ms, paired_rounds, ratios, table, write_json
+from _common import against_numba, banner, machine_facts, paired_rounds, write_json
 
 from examples.mandelbrot import create_fractal, mandel
 
@@ -64,17 +64,11 @@ def main() -> None:
     except ImportError:
         pass
     cpu = paired_rounds(fns, reps, clock=1)
-    rows = [["gpuc (threads=1)", ms(min(cpu[0])), "", ""]]
-    results = {"shape": shape, "iters": iters, "rounds": reps, "gpuc_cpu_s": cpu[0]}
-    if len(cpu) == 2:
-        if not np.array_equal(gpuc_image, numba_image):
-            raise SystemExit("the gpuc and Numba images differ")
-        best_ratio, median_ratio = ratios(cpu[0], cpu[1])
-        rows.append(["numba.njit", ms(min(cpu[1])), "", ""])
-        rows[0][2:] = [f"{best_ratio:.2f}x", f"{median_ratio:.2f}x"]
-        results.update(numba_cpu_s=cpu[1], ratio=best_ratio, median_ratio=median_ratio)
-    print(table(["Mandelbrot " + "x".join(map(str, shape)) + f", {iters} iterations, {reps} rounds", "best CPU ms",
-                 "gpuc / numba (best)", "(median of rounds)"], rows))
+    if len(cpu) == 2 and not np.array_equal(gpuc_image, numba_image):
+        raise SystemExit("the gpuc and Numba images differ")
+    results = {"shape": shape, "iters": iters, "rounds": reps}
+    print(against_numba("Mandelbrot " + "x".join(map(str, shape)) + f", {iters} iterations, {reps} rounds", cpu,
+                        results))
     if args.json:
         write_json(args.json, {"results": results, "machine": facts})
 

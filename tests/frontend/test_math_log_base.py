@@ -11,6 +11,7 @@ import pytest
 import gpuc
 from gpuc import Array, float32, float64
 
+from support.located_errors import module_from_source
 from support.native import native
 
 
@@ -67,12 +68,7 @@ def test_float32_arguments_compute_in_float32():
 
 @pytest.mark.parametrize("bad", ["math.log()", "math.log(x, 2.0, 3.0)"])
 def test_other_argument_counts_are_located_errors(tmp_path, bad):
-    source = tmp_path / "bad_log.py"
-    source.write_text(f"import math\nimport gpuc\n\n@gpuc.func\ndef f(x):\n    return {bad}\n")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("bad_log", source)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = module_from_source(tmp_path, "bad_log", f"import math\nimport gpuc\n\n@gpuc.func\ndef f(x):\n    return {bad}\n")
     with pytest.raises(gpuc.CompilationError, match=r"bad_log\.py:6:\d+: .*log\(\) takes"):
         gpuc.compile(gpuc.CompilerJob((module.f, (float64,)), gpuc.CompilerConfig(gpuc.NativeTarget())), "llvm")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpuc
-from gpuc import Array, float64, int64
+from gpuc import Array, float64
 
 NEW = None  # a global bound to None works like np.newaxis
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import gpuc
-from gpuc import Array, float32, float64, int64, uint8
+from gpuc import Array, float64
+
+from support.located_errors import module_from_source
 
 
 @gpuc.kernel
@@ -200,11 +202,6 @@ def test_bool_view_operations_numpy_refuses_are_located_errors(tmp_path, stateme
     a, b = np.zeros(3, bool), np.ones(3, bool)
     with pytest.raises(Exception):
         exec(statement)
-    source = tmp_path / "bool_view.py"
-    source.write_text(f"import gpuc\n\n@gpuc.kernel\ndef k(a, b):\n    {statement}\n")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("bool_view", source)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = module_from_source(tmp_path, "bool_view", f"import gpuc\n\n@gpuc.kernel\ndef k(a, b):\n    {statement}\n")
     with pytest.raises(gpuc.CompilationError, match=r"bool_view\.py:5:\d+: "):
         module.k[1](a, b)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+from pathlib import Path
 
 import pytest
 
 import gpuc
+
+
+def module_from_source(folder: Path, name: str, text: str):
+    """The module `name` run from `text`, written to `folder`/`name`.py (gpuc reads functions' source
+    from their file, so errors point into it)."""
+    path = Path(folder) / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def compile_error(fn, argtypes, target=None) -> gpuc.CompilationError:

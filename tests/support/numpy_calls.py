@@ -156,7 +156,7 @@ class NumpyTyping:
         if name == "round" and len(node.args) == 2 and not operands[1][1]:
             raise Expected("round decimals", "np.round(x, decimals) needs a constant")
         t = numpy_type(name, operands)
-        if name in _INEXACT and (name != "power" or is_float(t)):
+        if name in _INEXACT or name == "power" and is_float(t):
             self.inexact_here(f"np.{name}")
         return t, False
 

@@ -295,7 +295,6 @@ def type_augmented(typer, node: ast.AugAssign, dest: ArrayType, t, op: str) -> N
     under NumPy's 'same_kind' rule (`int_view += 1.5` is an error in NumPy too)."""
     import numpy as np
     from . import operations as B
-
     from .types import ComplexType
 
     target = node.target
@@ -310,26 +309,18 @@ def type_augmented(typer, node: ast.AugAssign, dest: ArrayType, t, op: str) -> N
     plan = B.binary_plan(op, dest.dtype, element_t, False, weak, typer.typed.consts.get(id(node.value)))
     if not isinstance(t, ArrayType):
         typer.fit(node.value, plan.operand)
-    result, into = _numpy_dtype(plan.result), _numpy_dtype(dest.dtype)
+    result, into = np.dtype(plan.result.name), np.dtype(dest.dtype.name)
     if dest.dtype.is_bool and getattr(element_t, "is_bool", False) and op in ("+", "*"):
         # NumPy's arrays of bool add as `or` and multiply as `and` (bool results); the scalar plan's int64
         # sum or product, stored as a bool (nonzero), is the same value
         result = into
-    if result is None or into is None or not np.can_cast(result, into, "same_kind"):
+    if not np.can_cast(result, into, "same_kind"):
         raise UserError(f"`{op}=` on a view of {dest.dtype} computes {plan.result}, which NumPy does not cast back "
                         f"to {dest.dtype} in place (casting='same_kind')",
                         hint=f"convert the value to {dest.dtype} first, or write into an array of {plan.result}",
                         node=target)
     typer.typed.calls[id(node)] = plan
     typer.typed.types[id(target)] = dest
-
-
-def _numpy_dtype(t):
-    import numpy as np
-    try:
-        return np.dtype(t.name)
-    except (TypeError, AttributeError):
-        return None
 
 
 def lower_augmented(lw, node: ast.AugAssign, plan) -> None:

@@ -458,6 +458,23 @@ class BasicBlock(Handle):
     def uses(self) -> UseList:
         return self.as_value().uses
 
+    @property
+    def successors(self) -> list["BasicBlock"]:
+        """The blocks this block's terminator may branch to, once per edge (a switch may name one
+        twice); none while it has no terminator."""
+        term = self.terminator
+        return [] if term is None else [op for op in term.operands if isinstance(op, BasicBlock)]
+
+    @property
+    def predecessors(self) -> list["BasicBlock"]:
+        """The blocks whose terminators may branch to this one, each once."""
+        found = []
+        for use in self.uses:
+            user = use.user
+            if isinstance(user, Instruction) and user.is_terminator and user.parent not in found:
+                found.append(user.parent)
+        return found
+
     def erase(self) -> None:
         """Unlink and delete the block (with its instructions). Nothing may branch to it any more.
 

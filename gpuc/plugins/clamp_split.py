@@ -104,9 +104,9 @@ class _Loop:
                 count += 1
                 if any(not isinstance(u, Instruction) or u not in self.inside for u in inst.users):
                     return False
-            if block != self.latch and any(s not in self.body for s in successors(block)):
+            if block != self.latch and any(s not in self.body for s in block.successors):
                 return False  # a second exit
-            if block != self.header and any(p not in self.body for p in predecessors(block)):
+            if block != self.header and any(p not in self.body for p in block.predecessors):
                 return False  # a second entry
         return count <= MAX_LOOP_INSTRUCTIONS
 
@@ -126,10 +126,9 @@ class _Loop:
                 return 0
             if not isinstance(v, Instruction) or v not in self.inside or depth > 32:
                 return None
-            key = v
-            if key in memo:
-                return memo[key]
-            memo[key] = None  # cycles through phis are not affine
+            if v in memo:
+                return memo[v]
+            memo[v] = None  # cycles through phis are not affine
             result = None
             if isinstance(v, BinaryOperator) and v.opcode_name in ("add", "sub"):
                 c = affine(v.lhs, depth + 1)
@@ -143,7 +142,7 @@ class _Loop:
                 result = self._clamp(v, affine, bounds, found, depth)
             if result is not None and abs(result) >= MAX_OFFSET:
                 result = None
-            memo[key] = result
+            memo[v] = result
             return result
 
         for block in self.body:
@@ -188,7 +187,7 @@ class _Loop:
             middle, after = _Copy(self, fn, b, "split.middle"), _Copy(self, fn, b, "split.after")
             guard_middle, guard_after = fn.append_block("split.to_middle"), fn.append_block("split.to_after")
             _retarget(self.preheader.terminator, self.header, guard_middle, enter, b)
-            _bound(self, self, low, guard_middle)
+            _bound(self.test, self.latch, low, self.exit, guard_middle)
             b.position_at_end(guard_middle)
             b.cond_br(b.icmp("slt", low, high), middle.header, guard_after)
             middle.enter(guard_middle, low, high, guard_after)
@@ -248,7 +247,7 @@ class _Copy:
     """A copy of a loop's blocks at the end of `fn`, entered by `enter`."""
 
     def __init__(self, loop: _Loop, fn, b, name: str):
-        self.loop, self.b = loop, b
+        self.loop = loop
         self.bmap = {block: fn.append_block(f"{name}.{block.name}") for block in loop.body}
         self.vmap = {}
         phis = []
@@ -290,18 +289,16 @@ class _Copy:
         iv = self.vmap[loop.iv]
         iv.add_incoming(first, guard)
         iv.add_incoming(self.vmap[loop.step], self.bmap[loop.latch])
-        _bound(loop, self, end, exit_block)
+        _bound(self.vmap[loop.test], self.bmap[loop.latch], end, loop.exit, exit_block)
 
 
-def _bound(loop: _Loop, copy, end, exit_block) -> None:
-    """Make `copy`'s (the loop itself or a _Copy) exit test compare with `end` and leave to `exit_block`."""
-    value = (lambda v: v) if copy is loop else copy.value
-    test = value(loop.test)
+def _bound(test, latch, end, old_exit, new_exit) -> None:
+    """Make the exit test `test` of a loop compare with `end`, and its `latch` leave to `new_exit`."""
     test.operands[1] = end
-    branch = value(loop.latch).terminator if copy is loop else copy.bmap[loop.latch].terminator
+    branch = latch.terminator
     for i, op in enumerate(branch.operands):
-        if isinstance(op, BasicBlock) and op == loop.exit:
-            branch.operands[i] = exit_block
+        if isinstance(op, BasicBlock) and op == old_exit:
+            branch.operands[i] = new_exit
 
 
 def _retarget(branch, old, new_else, cond, b) -> None:
@@ -327,33 +324,17 @@ def _small(v):
 def _blocks_between(header, latch):
     """The blocks of the loop with this header and latch: those that reach the latch without passing
     the header; None when that set is not a plausible natural loop."""
-    body, work = {header: header}, [latch]
+    body, work = {header}, [latch]
     while work:
         block = work.pop()
         if block in body:
             continue
-        body[block] = block
-        preds = predecessors(block)
+        body.add(block)
+        preds = block.predecessors
         if not preds:
             return None
         work.extend(preds)
         if len(body) > 256:
             return None
-    ordered = [blk for blk in header.parent.blocks if blk in body]
-    return ordered
+    return [blk for blk in header.parent.blocks if blk in body]
 
-
-def successors(block):
-    """The blocks `block`'s terminator may branch to (any kind of terminator)."""
-    term = block.terminator
-    return [] if term is None else [op for op in term.operands if isinstance(op, BasicBlock)]
-
-
-def predecessors(block):
-    """The blocks whose terminators branch to `block`."""
-    preds = []
-    for use in block.uses:
-        user = use.user
-        if isinstance(user, Instruction) and user.is_terminator and user.parent not in preds:
-            preds.append(user.parent)
-    return preds

@@ -299,11 +299,6 @@ def _after(value, user) -> bool:
     return False
 
 
-def _successors(block) -> list:
-    term = block.terminator
-    return [op for op in term.operands if isinstance(op, BasicBlock)] if term is not None else []
-
-
 def _live_in(fn, heads: set) -> list:
     """The instructions live on entry to any of the blocks `heads` (their SSA liveness), in function order."""
     blocks = list(fn.blocks)
@@ -327,7 +322,7 @@ def _live_in(fn, heads: set) -> list:
         changed = False
         for b in reversed(blocks):
             out = set(phi_uses[b])
-            for s in _successors(b):
+            for s in b.successors:
                 out |= live_in[s]
             new = uses[b] | (out - defs[b])
             if new != live_in[b]:
@@ -348,7 +343,7 @@ class _Region:
         while work:
             block = work.pop()
             order.append(block)
-            for succ in _successors(block):
+            for succ in block.successors:
                 if succ not in seen and succ not in heads:
                     seen.add(succ)
                     work.append(succ)
@@ -357,7 +352,7 @@ class _Region:
                                and i.callee.name.startswith(SHUFFLE_MARKER_PREFIX) for blk in order
                                for i in blk.instructions)
         #: Whether a work item can leave the region at a site (else every item returns in it).
-        self.reaches_site = any(succ in heads for blk in order for succ in _successors(blk))
+        self.reaches_site = any(succ in heads for blk in order for succ in blk.successors)
         #: Whether a returning item must say so per item: the group goes on after the region, or a
         #: shuffle in it reads returned items (else the group's flags are set all at once at its end).
         self.marks_returns = self.reaches_site or self.has_shuffle

@@ -8,8 +8,7 @@ import gpuc.llvm as llvm
 
 def successors(block) -> list:
     """The blocks `block`'s terminator may branch to, once per edge (a switch may name one twice)."""
-    term = block.terminator
-    return [op for op in term.operands if isinstance(op, llvm.BasicBlock)] if term is not None else []
+    return block.successors
 
 
 def reverse_post_order(fn) -> list:

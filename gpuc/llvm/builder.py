@@ -507,6 +507,10 @@ class Builder(Owner):
         if fnty.return_type.kind == capi.LLVMVoidTypeKind:
             name = ""
         inst = self._new(lib.LLVMBuildCall2(self, fnty, fn, _values(args), len(args), name.encode()))
+        if isinstance(fn, Function):
+            # A direct call takes its callee's convention: the optimizer turns internal functions
+            # fastcc, and a later call made with the default one would be undefined behaviour.
+            lib.LLVMSetInstructionCallConv(inst, lib.LLVMGetFunctionCallConv(fn))
         if tail:
             lib.LLVMSetTailCall(inst, 1)
         if fast_math is not None and not lib.LLVMCanValueUseFastMathFlags(inst):

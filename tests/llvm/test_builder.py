@@ -266,3 +266,20 @@ def test_positioning(module, builder, ctx):
     assert builder.block == entry
     assert [i.name for i in entry.instructions] == ["first", "a", "mid", ""]
     assert mid.next == ret
+
+
+def test_direct_call_takes_the_callee_calling_convention(ctx, module, builder):
+    """An internal function the optimizer made fastcc is called fastcc by calls made afterwards."""
+    callee, entry = define(module, "callee", ctx.i32, [ctx.i32])
+    builder.position_at_end(entry).ret(callee.args[0])
+    callee.calling_convention = "fast"
+    caller, entry = define(module, "caller", ctx.i32, [ctx.i32])
+    builder.position_at_end(entry)
+    call = builder.call(callee, [caller.args[0]])
+    builder.ret(call)
+    assert call.calling_convention == llvm.CALLING_CONVENTIONS["fast"]
+    module.verify()
+    filecheck(str(module), """
+        CHECK-LABEL: define i32 @caller
+        CHECK: call fastcc i32 @callee
+    """)

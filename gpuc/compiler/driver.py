@@ -15,7 +15,7 @@ from .pipeline import Pipeline, build_pipeline, call_plugin, early_only_pipeline
 from .source import CompiledFunction
 from .state import CompileState, active
 from .trace import SegmentRecord, StageRecord, Trace
-from .validate import collect_issues, kernel_issue
+from .validate import collect_issues, inline_assembly_issues, kernel_issue
 
 OUTPUTS = ("llvm", "bc", "asm", "obj")
 STAGES = ("irgen", "link", "finalize_module", "optimize", "validate", "finish", "codegen")
@@ -392,4 +392,7 @@ def _codegen(job, module: Module, tm, output: str, *, contained: bool = True) ->
     try:
         return job.config.target.emit(job, module, tm, output, contained=contained)
     except LLVMError as exc:  # validation let through IR the backend rejects (or crashed on, when isolated)
+        issues = inline_assembly_issues(module, f"which the assembler for {job.config.target!r} rejects: {exc}")
+        if issues and "<inline asm>" in str(exc):
+            raise ValidationError(issues, job) from None
         raise InternalCompilerError(f"code generation for {job.config.target!r} failed: {exc}", job) from None

@@ -97,6 +97,8 @@ def collect_issues(job, module: Module, entry_name: str, *, full: bool = True,
     issues += _type_issues(target, module, text)
     issues += _width_issues(module, text)
     issues += _indirect_call_issues(target, module, text)
+    if not target.inline_assembly:
+        issues += inline_assembly_issues(module, f"which {target!r} cannot compile: {target.inline_assembly_missing}")
     entry = module.functions.get(entry_name)
     issue = kernel_issue(entry) if full and job.config.kernel and entry is not None else None
     if issue is not None:
@@ -186,6 +188,18 @@ def _indirect_call_issues(target, module: Module, text: str) -> list[IRIssue]:
                 issues.append(IRIssue("indirect-call", f"@{fn.name} calls through a function pointer "
                                       f"(`{str(inst).strip()}`), {why}; {hint}", function=fn.name,
                                       location=site(inst)))
+    return issues
+
+
+def inline_assembly_issues(module: Module, why: str) -> list[IRIssue]:
+    """One issue per function calling inline assembly, `why` completing "@f calls inline assembly (`...`), "."""
+    issues = []
+    for fn in module.functions:
+        for inst in fn.instructions() if not fn.is_declaration else ():
+            if isinstance(inst, CallInst) and isinstance(inst.callee, InlineAsm):
+                issues.append(IRIssue("inline-assembly", f"@{fn.name} calls inline assembly (`{str(inst).strip()}`), "
+                                      f"{why}", function=fn.name, location=site(inst)))
+                break
     return issues
 
 

@@ -139,6 +139,10 @@ class Target:
     #: `indirect_calls_missing` says why.
     indirect_calls = True
     indirect_calls_missing = ""
+    #: Inline assembly (`call ... asm "..."`); where it is False, validation reports each function
+    #: holding some, and `inline_assembly_missing` says why.
+    inline_assembly = True
+    inline_assembly_missing = ""
     #: The math library calls go to ("libm", "libdevice", "OpenCL"); None when the target has none,
     #: so that only what `math_intrinsics` and `math_instructions` cover is available.
     math_library = None

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..llvm import (CALLING_CONVENTIONS, AggregateInst, Builder, ConstantInt, FunctionType, Instruction, Module, PHINode,
                      StructType, TargetData, VectorType)
 from ..errors import CompilationError
-from ..llvm import CallInst
+from ..llvm import CallInst, Function
 from .interface import MathLowering, MathOp, Target, shuffle_source_lane, unselectable_table, without_pass
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
@@ -93,6 +93,9 @@ class SPIRVTarget(Target):
     # The backend cannot legalize atomicrmw uinc_wrap/udec_wrap.
     atomic_loops = frozenset({"inc", "dec"})
     indirect_calls = False
+    inline_assembly = False
+    inline_assembly_missing = ("SPIR-V carries inline assembly only through the extension SPV_INTEL_inline_assembly, "
+                               "which gpuc does not enable (OpenCL drivers in general do not take it)")
     indirect_calls_missing = ("SPIR-V needs the extension SPV_INTEL_function_pointers for that, which gpuc's "
                               "spirv target does not enable")
     # The OpenCL extended instruction set: the backend turns the mangled OpenCL C builtin
@@ -279,7 +282,8 @@ def _recursive_function(module: Module) -> str | None:
         if fn.is_declaration:
             continue
         calls[fn.name] = {inst.callee.name for block in fn.blocks for inst in block.instructions
-                          if isinstance(inst, CallInst) and inst.callee is not None and not inst.callee.is_declaration}
+                          if isinstance(inst, CallInst) and isinstance(inst.callee, Function)
+                          and not inst.callee.is_declaration}
     state = {}
 
     def visit(name: str) -> str | None:

@@ -195,3 +195,35 @@ def test_validate_false_skips_validation(make_job):
 def test_code_llvm_unoptimized_skips_validation(make_job):
     out = gpuc.code_llvm(make_job(SEED_IR, target=gpuc.PTXTarget()), optimize=False)
     assert "call void @gpucompiler.mark" in out
+
+
+GARBAGE_ASM = """\
+define { double, double } @f(double %x) noinline {
+  %r = call double asm "garbage $0, $1", "=r,r"(double %x)
+  %s = insertvalue { double, double } undef, double %r, 0
+  ret { double, double } %s
+}
+
+define void @kernel(ptr %p) {
+  %v = load double, ptr %p
+  %r = call { double, double } @f(double %v)
+  %a = extractvalue { double, double } %r, 0
+  store double %a, ptr %p
+  ret void
+}
+"""
+
+
+# Inline assembly reached a SPIR-V check written for calls of functions: an internal error.
+@pytest.mark.parametrize("target, output, why", [
+    (gpuc.SPIRVTarget(), "obj", "SPV_INTEL_inline_assembly"),
+    (gpuc.NativeTarget(), "obj", "invalid instruction mnemonic 'garbage'"),
+    (gpuc.GCNTarget(), "obj", "invalid instruction"),
+], ids=["spirv", "native", "gcn"])
+def test_inline_assembly_a_target_cannot_take_is_a_validation_error(target, output, why, make_job):
+    with pytest.raises(gpuc.ValidationError) as info:
+        gpuc.compile(make_job(GARBAGE_ASM, target=target, kernel=True), output)
+    (issue,) = info.value.issues
+    assert (issue.kind, issue.function) == ("inline-assembly", "f")
+    assert '@f calls inline assembly (`%r = tail call double asm "garbage' in str(issue) and why in str(issue)
+    assert gpuc.compile(make_job(SEED_IR.replace("gpucompiler.mark", "other"), target=gpuc.NativeTarget()))

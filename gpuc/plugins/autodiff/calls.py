@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gpuc.llvm as llvm
 
-from . import mathrules, temporaries
+from . import mathrules, nested, temporaries
 from .kinds import carries_floats
 from .memory import allocates
 
@@ -37,6 +37,8 @@ def call(self, inst) -> None:
         _allocate(self, inst)
     elif self.heap is not None and name == self.heap[1] and callee.is_declaration:
         _free(self, inst)
+    elif nested.is_request(callee):
+        nested.tangent(self, inst)
     elif callee.is_declaration:
         _external(self, inst, callee)
     else:

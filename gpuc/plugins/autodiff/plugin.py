@@ -24,6 +24,7 @@ from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceL
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType
 
 from .cfg import cyclic_blocks, reverse_post_order, successors
+from . import nested
 from .kinds import carries_floats, locate
 from .reverse import Settings, adjoint_body, gradient_function, gradient_name
 from .tangent import tangent_function, tangent_name
@@ -42,8 +43,7 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
         calls = _marker_calls(module)
         if not calls:
             break
-        holding = {call.function.name for call in calls}
-        ready = [call for call in calls if _ready(call, calls, holding)]
+        ready = _ready(calls, _settings(state, concurrent=False).heap)
         if not ready:
             raise _cycle(calls)
         before = module.function_names()
@@ -74,16 +74,34 @@ def _marker_calls(module: Module) -> list[CallInst]:
     return calls
 
 
-def _ready(call: CallInst, calls: list[CallInst], holding: set[str]) -> bool:
-    """Whether nothing `call` differentiates still holds a marker call (inner requests go first)."""
-    if call.callee.name not in _ADJOINTS:
-        return not _reaches(call.args[0], holding)
-    kernel = call.function
-    if sum(1 for c in calls if c.function == kernel) > 1:
+def _ready(calls: list[CallInst], heap) -> list[CallInst]:
+    """The requests to resolve now: inner requests first, except that a reverse request in a function
+    another request differentiates waits for it when the rules of nested.py can differentiate it in
+    place (its own derivative then needs no tape of its gradient)."""
+    reach = {call: _reached([call.function] if call.callee.name in _ADJOINTS else [call.args[0]]) for call in calls}
+
+    def waits(call: CallInst) -> bool:
+        for other in calls:
+            if other is call:
+                continue
+            if other.function.name in reach[call] and not _defers(call, other, heap):
+                return True
+            if call.function.name in reach[other] and _defers(other, call, heap):
+                return True
         return False
-    callees = {op for inst in kernel.instructions() for op in inst.operands
-               if isinstance(op, Function) and op != call.callee}
-    return not any(_reaches(f, holding) for f in callees)
+
+    ready = [call for call in calls if not waits(call)]
+    if ready:
+        return ready
+    # Requests waiting on each other: strictly inner ones first (an adjoint request last in its kernel).
+    holding = {call.function.name for call in calls}
+    return [call for call in calls if not (reach[call] - {call.function.name}) & holding
+            and not (call.callee.name in _ADJOINTS and sum(1 for c in calls if c.function == call.function) > 1)]
+
+
+def _defers(request: CallInst, inner: CallInst, heap) -> bool:
+    reverse = request.callee.name in _ADJOINTS or request.callee.name.startswith(REVERSE)
+    return nested.defers(inner, reverse, heap)
 
 
 def _checked_adjoint(user, marker: Function) -> CallInst:
@@ -228,19 +246,17 @@ def _definition(state: CompileState, name: str) -> SourceLocation | None:
         return None
 
 
-def _reaches(fn: Function, holding: set[str]) -> bool:
-    """Whether `fn`, or a function it refers to (transitively), holds a marker call."""
-    seen, todo = set(), [fn]
+def _reached(roots: list[Function]) -> set[str]:
+    """The names of the defined functions in `roots` and of those they refer to, transitively."""
+    seen, todo = set(), list(roots)
     while todo:
         f = todo.pop()
         if f.name in seen or f.is_declaration:
             continue
         seen.add(f.name)
-        if f.name in holding:
-            return True
         for inst in f.instructions():
             todo += [op for op in inst.operands if isinstance(op, Function)]
-    return False
+    return seen
 
 
 def _cycle(calls: list[CallInst]) -> CompilationError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gpuc.llvm as llvm
 
-from . import masked, mathrules, memcopy, temporaries
+from . import masked, mathrules, memcopy, nested, temporaries
 from .kinds import carries_floats
 from .memory import private_pointers
 
@@ -295,6 +295,8 @@ def _call(r, inst):
         _math(r, inst, *math)
     elif not callee.is_declaration:
         _defined(r, inst, callee)
+    elif nested.is_request(callee):
+        nested.reverse(r, inst)
     elif name.startswith("llvm."):
         # An intrinsic computing no floats from floats (a conversion to integer, a test) has no
         # adjoint to pass on; one computing floats, or touching memory with a shadow, needs a rule.
@@ -411,6 +413,9 @@ def memory_effects(fn: llvm.Function, seen=None, heap=None) -> tuple[bool, bool]
                     writes = writes or masked.kind(callee) == "store"
             elif not callee.is_declaration:
                 r, w = memory_effects(callee, seen, heap)
+                reads, writes = reads or r, writes or w
+            elif nested.is_request(callee) and isinstance(inst.args[0], llvm.Function):
+                r, w = memory_effects(inst.args[0], seen, heap)  # a gradient touches what its function does
                 reads, writes = reads or r, writes or w
             elif not callee.name.startswith("llvm."):
                 reads = writes = True

@@ -1,0 +1,223 @@
+"""Nested derivatives inside kernels: every form, several in one kernel next to loops that need a tape,
+gives what the same call gives from Python, on one and two threads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import gpuc
+
+
+@gpuc.func
+def fixed_point(x):
+    t1 = math.cos(x)
+    t2 = t1
+    t3 = 1.0
+    it = 0
+    while abs(t3) > 1e-13 and it < 80:
+        t4 = 0.5 * math.cos(t2)
+        t3 = t4 - t2
+        t2 = t4
+        it = it + 1
+    return t2
+
+
+@gpuc.func
+def damped(x, y):
+    a = x
+    k = 0
+    while k < 3 + int(abs(y) * 4.0):
+        a = 0.7 * a + 0.3 * math.sin(a * y)
+        k += 1
+    return a * y + math.exp(-x * x)
+
+
+@gpuc.func
+def d_fixed_point(x):
+    return gpuc.derivative(fixed_point, x)
+
+
+@gpuc.func
+def d_damped(x, y):
+    return gpuc.derivative(damped, x, y)
+
+
+@gpuc.func
+def g_damped(x, y):
+    return gpuc.grad(damped, x, y)[1]
+
+
+@gpuc.func
+def vg_damped(x, y):
+    v, g = gpuc.value_and_grad(damped, x, y)
+    return v + 2.0 * g[0]
+
+
+@gpuc.func
+def jvp_damped(x, y):
+    return gpuc.jvp(damped, (x, y), (0.5, -1.25))[1]
+
+
+@gpuc.func
+def vjp_damped(x, y):
+    return gpuc.vjp(damped, (x, y), 1.5)[1][0]
+
+
+#: name -> (the call as Python makes it, the kernel making it with one or two loop gradients beside it)
+def _forms():
+    forms = {}
+
+    @gpuc.kernel
+    def grad_of_derivative(out, xs, ys):
+        i = gpuc.index()
+        g = gpuc.grad(fixed_point, xs[i])
+        out[i] = gpuc.grad(d_fixed_point, xs[i])[0] + 0.0 * g[0]
+
+    forms["grad_of_derivative"] = (lambda x, y: gpuc.grad(d_fixed_point, x)[0], grad_of_derivative)
+
+    @gpuc.kernel
+    def grad_two_args_of_derivative(out, xs, ys):
+        i = gpuc.index()
+        h = gpuc.grad(damped, xs[i], ys[i])
+        out[i] = gpuc.grad(d_damped, xs[i], ys[i])[1] + 0.0 * h[1]
+
+    forms["grad_two_args_of_derivative"] = (lambda x, y: gpuc.grad(d_damped, x, y)[1], grad_two_args_of_derivative)
+
+    @gpuc.kernel
+    def derivative_of_grad(out, xs, ys):
+        i = gpuc.index()
+        out[i] = gpuc.derivative(g_damped, xs[i], ys[i]) + 0.0 * gpuc.grad(fixed_point, ys[i])[0]
+
+    forms["derivative_of_grad"] = (lambda x, y: gpuc.derivative(g_damped, x, y), derivative_of_grad)
+
+    @gpuc.kernel
+    def jvp_of_value_and_grad(out, xs, ys):
+        i = gpuc.index()
+        out[i] = gpuc.jvp(vg_damped, (xs[i], ys[i]), (1.0, 0.25))[1]
+
+    forms["jvp_of_value_and_grad"] = (lambda x, y: gpuc.jvp(vg_damped, (x, y), (1.0, 0.25))[1],
+                                      jvp_of_value_and_grad)
+
+    @gpuc.kernel
+    def vjp_of_jvp(out, xs, ys):
+        i = gpuc.index()
+        out[i] = gpuc.vjp(jvp_damped, (xs[i], ys[i]), 0.75)[1][1] + 0.0 * gpuc.grad(damped, ys[i], xs[i])[0]
+
+    forms["vjp_of_jvp"] = (lambda x, y: gpuc.vjp(jvp_damped, (x, y), 0.75)[1][1], vjp_of_jvp)
+
+    @gpuc.kernel
+    def grad_of_vjp_twice(out, xs, ys):
+        i = gpuc.index()
+        a = gpuc.grad(vjp_damped, xs[i], ys[i])
+        b = gpuc.value_and_grad(d_damped, ys[i], xs[i])
+        out[i] = a[0] + 3.0 * b[1][0] + b[0]
+
+    forms["grad_of_vjp_twice"] = (
+        lambda x, y: gpuc.grad(vjp_damped, x, y)[0] + 3.0 * gpuc.grad(d_damped, y, x)[0] + gpuc.derivative(damped, y, x),
+        grad_of_vjp_twice)
+    return forms
+
+
+FORMS = _forms()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_kernel_gives_what_python_gives(name, threads):
+    python, kernel = FORMS[name]
+    xs = np.linspace(-2.0, 2.0, 16)
+    ys = np.linspace(0.3, 1.7, 16)[::-1].copy()
+    out = np.zeros(16)
+    kernel.launch(16, out, xs, ys, threads=threads)
+    want = np.array([python(float(x), float(y)) for x, y in zip(xs, ys)])
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
+
+
+@gpuc.func
+def pair(x, y):
+    a, b = x, y
+    for _ in range(2 + int(abs(x) * 3.0)):
+        a, b = 0.8 * a + 0.1 * math.cos(b), 0.6 * b + 0.2 * math.sin(a * y)
+    return a * b, a - b
+
+
+@gpuc.func
+def vjp_pair(x, y):
+    return gpuc.vjp(pair, (x, y), (0.5, -2.0))[1][1]
+
+
+@gpuc.func
+def hvp(x, y):
+    return gpuc.jvp(g_damped, (x, y), (0.3, 1.1))[1]
+
+
+def _difference(fn, x, y, axis, h=1e-5):
+    """Central difference of fn(x, y) along x (axis 0) or y (axis 1)."""
+    if axis == 0:
+        return (fn(x + h, y) - fn(x - h, y)) / (2 * h)
+    return (fn(x, y + h) - fn(x, y - h)) / (2 * h)
+
+
+POINTS = [(-1.3, 0.45), (0.2, 0.9), (0.75, 1.6), (1.9, 0.35)]
+
+
+# Derivatives over gradients that keep a tape (their loops run a value-dependent number of times)
+# were refused ("a pointer to a stack slot escapes into memory"): checked against differences of
+# the inner gradient, which reverse mode computes on its own.
+@pytest.mark.parametrize("x, y", POINTS)
+def test_derivatives_of_taped_gradients_against_differences(x, y):
+    inner = lambda a, b: gpuc.grad(damped, a, b)[1]  # noqa: E731
+    assert gpuc.derivative(g_damped, x, y) == pytest.approx(_difference(inner, x, y, 0), rel=1e-6, abs=1e-8)
+    want = 0.3 * _difference(inner, x, y, 0) + 1.1 * _difference(inner, x, y, 1)
+    assert gpuc.derivative(hvp, x, y) == pytest.approx(  # third order: the derivative of a Hessian-vector product
+        _difference(lambda a, b: 0.3 * _difference(inner, a, b, 0, 1e-4) + 1.1 * _difference(inner, a, b, 1, 1e-4),
+                    x, y, 0, 1e-4), rel=1e-4, abs=1e-6)
+    assert gpuc.jvp(g_damped, (x, y), (0.3, 1.1))[1] == pytest.approx(want, rel=1e-6, abs=1e-8)
+    by_vjp = lambda a, b: gpuc.vjp(pair, (a, b), (0.5, -2.0))[1][1]  # noqa: E731
+    got = gpuc.grad(vjp_pair, x, y)
+    assert got[0] == pytest.approx(_difference(by_vjp, x, y, 0), rel=1e-6, abs=1e-8)
+    assert got[1] == pytest.approx(_difference(by_vjp, x, y, 1), rel=1e-6, abs=1e-8)
+    value, grads = gpuc.value_and_grad(vg_damped, x, y)
+    assert value == pytest.approx(vg_damped_python(x, y), rel=1e-13)
+    assert grads[1] == pytest.approx(_difference(vg_damped_python, x, y, 1), rel=1e-6, abs=1e-8)
+
+
+def vg_damped_python(x, y):
+    v, g = gpuc.value_and_grad(damped, x, y)
+    return v + 2.0 * g[0]
+
+
+@gpuc.kernel
+def loss_of_slopes(xs, ys, loss):
+    i = gpuc.index()
+    gpuc.atomic_add(loss, 0, gpuc.grad(damped, xs[i], ys[i])[1] ** 2 + gpuc.grad(pair_sum, xs[i], ys[i])[0])
+
+
+@gpuc.func
+def pair_sum(x, y):
+    p = pair(x, y)
+    return p[0] + p[1]
+
+
+# The adjoint of a kernel whose items take gradients with tapes: reverse over reverse, in place.
+@pytest.mark.parametrize("threads", [1, 2])
+def test_adjoint_of_kernel_taking_taped_gradients(threads):
+    xs, ys = np.array([p[0] for p in POINTS]), np.array([p[1] for p in POINTS])
+    dxs, dys = np.zeros(4), np.zeros(4)
+    loss, seed = np.zeros(1), np.ones(1)
+    gpuc.adjoint(loss_of_slopes).launch(4, xs, dxs, ys, dys, loss, seed, threads=threads)
+
+    def total(a, b):
+        out = np.zeros(1)
+        loss_of_slopes[4](a, b, out)
+        return out[0]
+
+    h = 1e-5
+    for i in range(4):
+        e = np.zeros(4)
+        e[i] = h
+        assert dxs[i] == pytest.approx((total(xs + e, ys) - total(xs - e, ys)) / (2 * h), rel=1e-6, abs=1e-8)
+        assert dys[i] == pytest.approx((total(xs, ys + e) - total(xs, ys - e)) / (2 * h), rel=1e-6, abs=1e-8)

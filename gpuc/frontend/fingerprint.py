@@ -15,6 +15,7 @@ import types
 import numpy as np
 
 from ..errors import CompilationError
+from .reverse import AdjointRequest
 from .source import _NOT_FOUND, GpucFunction
 
 #: Modules whose attributes are gpuc's, Python's or NumPy's own (their versions are in the key or
@@ -119,6 +120,9 @@ def _value(value, work: list, depth: int = 0) -> str | None:
         return f"ndarray:{value.dtype.str}:{value.shape}:{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}"
     if isinstance(value, types.ModuleType):
         return f"module:{value.__name__}"
+    if isinstance(value, AdjointRequest):  # a generated adjoint kernel's one statement: its primal, walked
+        work.append(value.kernel)
+        return f"adjoint:{value.kernel.__module__}.{value.kernel.__qualname__}:{value.shadows}:{value.schedule}"
     module = getattr(value, "__module__", None) or ""
     qualname = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     if module.split(".")[0] in _LIBRARY_ROOTS and qualname is not None:

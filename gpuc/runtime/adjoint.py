@@ -8,7 +8,6 @@ whose one statement asks the frontend for the primal body and the plugin for its
 
 from __future__ import annotations
 
-import itertools
 import linecache
 import math
 import re
@@ -21,9 +20,6 @@ from ..frontend.source import Kernel, _NOT_FOUND
 from ..frontend.types import ArrayType, as_type
 from .cpu import index_space, launch_threads
 from .dispatch import _device_of, launcher_for, typeof
-
-_NUMBERS = itertools.count()
-
 
 class AdjointKernel(Kernel):
     """The adjoint of `primal` (a @gpuc.kernel): `gpuc.adjoint(k)[n](x, dx, y, dy, a)`.
@@ -45,7 +41,8 @@ class AdjointKernel(Kernel):
         self.__module__ = primal.__module__
         self._by_layout: dict = {}
         self._lock = threading.Lock()
-        self._params = [a.arg for a in primal.source_info.tree.args.args]
+        code = primal.py_func.__code__  # its names without parsing its source (a cached launch parses nothing)
+        self._params = list(code.co_varnames[:code.co_argcount])
 
     @property
     def source_info(self):
@@ -136,7 +133,9 @@ def _generate(adjoint: AdjointKernel, flags: tuple, schedule: str) -> Kernel:
             names.append(last)
     name = re.sub(r"\W", "_", f"{adjoint.primal.__name__}_adjoint")
     lines = [f"def {name}({', '.join(names)}):\n", f"    request({', '.join(names)})\n"]
-    filename = f"<gpuc.adjoint of {adjoint.primal.__qualname__}, #{next(_NUMBERS)}>"
+    # Named by what it is made from, the same in every process: the disk cache keys it by its source.
+    layout = "".join("s" if shadow else "p" for shadow in flags)
+    filename = f"<gpuc.adjoint of {adjoint.primal.__module__}.{adjoint.primal.__qualname__}, {layout}, {schedule}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     namespace = {"request": AdjointRequest(adjoint.primal, flags, schedule)}
     exec(compile("".join(lines), filename, "exec"), namespace)

@@ -7,7 +7,6 @@ compiled for the host once, through the normal driver and the CPU launcher, and 
 
 from __future__ import annotations
 
-import itertools
 import linecache
 import re
 import sys
@@ -26,7 +25,6 @@ from .dispatch import typeof
 
 _CACHE: dict = {}  # (kind, f, argument types) -> (kernel, the result's float leaves, the result type)
 _LOCK = threading.Lock()
-_NUMBERS = itertools.count()
 
 
 def derivative(f, x, *consts):
@@ -148,7 +146,8 @@ def _wrapper(kind: str, f, types: tuple, count: int):
     name = kind + "_of_" + re.sub(r"\W", "_", f.__name__)  # what traces and errors call the wrapper
     lines = [f"def {name}(out, {', '.join(params)}):\n", f"    r = {call}\n"]
     lines += [f"    out[{k}] = {leaf}\n" for k, leaf in enumerate(leaves)]
-    filename = f"<gpuc.{kind} of {f.__qualname__}, #{next(_NUMBERS)}>"
+    # Named by what it is made from, the same in every process: the disk cache keys it by its source.
+    filename = f"<gpuc.{kind} of {f.__module__}.{f.__qualname__}, {', '.join(t.mangled for t in types)}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     namespace = {"derivative": _frontend.derivative, "jvp": _frontend.jvp, "grad": _reverse_frontend.grad,
                  "value_and_grad": _reverse_frontend.value_and_grad, "vjp": _reverse_frontend.vjp, "f": f}

@@ -241,3 +241,26 @@ def test_storing_checks_the_folders_size_only_when_due(tmp_path, monkeypatch):
     os.utime(marker, (marker.stat().st_atime, marker.stat().st_mtime - cache.CHECK_EVERY - 1))
     cache.store(f"{10:064x}", {}, b"x")  # no process checked for a while: checked
     assert len(checks) == 3
+
+
+DERIVATIVES = """
+x = np.arange(8, dtype=np.float64)
+dx, y, dy = np.zeros(8), np.zeros(8), np.ones(8)
+gpuc.adjoint(saxpy)[8](2.0, x, dx, x, dx, y, dy)
+helpers_grad = gpuc.grad(helpers.axpy, 2.0, 3.0, 4.0)
+assert helpers_grad == (3.0, 2.0, {scale}), helpers_grad
+assert dx.tolist() == [2.0 + {scale}] * 8, dx
+"""
+
+
+# Adjoint kernels and the wrappers of gpuc.grad were generated under names numbered per process,
+# and the adjoint's request had no description: neither was found by the next process.
+def test_adjoints_and_derivative_wrappers_hit_in_a_fresh_process(project):
+    extra = "import helpers; exec(" + repr(DERIVATIVES.format(scale=1.0)) + ")"
+    first = project(dtype="float64", extra=extra)
+    assert first["misses"] == 3 and first["hits"] == 0  # saxpy, its adjoint (one thread), the grad wrapper
+    second = project(dtype="float64", extra=extra)
+    assert (second["hits"], second["misses"]) == (3, 0)
+    project.write(scale=2.0)  # the primal's callee changes: the adjoint and the gradient are compiled again
+    third = project(dtype="float64", extra="import helpers; exec(" + repr(DERIVATIVES.format(scale=2.0)) + ")")
+    assert third["misses"] == 3

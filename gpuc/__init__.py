@@ -22,6 +22,7 @@ from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
 from .runtime.adjoint import adjoint  # noqa: E402
+from .runtime.tape import Tape  # noqa: E402  - reverse mode over many launches (docs/autodiff.md)
 from .runtime.library import load_library  # noqa: E402  - libraries from `gpuc compile --emit lib` (docs/aot.md)
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
 ]
 __all__ += ["complex64", "complex128"]
 __all__ += ["float16", "int8", "int16", "uint8", "uint16"]
+__all__ += ["Tape"]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
 from .frontend.blocks import NUMBA_CUDA_SPELLINGS  # noqa: E402
@@ -62,7 +64,11 @@ _INSTEAD = {
                     "mode); nest them for higher orders"),
     **dict.fromkeys(("backward", "jacrev"),
                     "gpuc.vjp(f, primals, cotangent) pulls a cotangent back through a func; gpuc.adjoint(kernel) is "
-                    "the reverse sweep of a whole kernel"),
+                    "the reverse sweep of a whole kernel; gpuc.Tape records many launches and runs their adjoints "
+                    "backwards (tape.backward)"),
+    **dict.fromkeys(("tape", "GradientTape"),
+                    "with gpuc.Tape() as tape: records kernel launches; tape.backward(loss) runs their adjoints in "
+                    "reverse and tape.gradients[x] is the gradient of an input array x"),
 }
 _IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "
                "atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, atomic_dec, atomic_cas), "

@@ -10,6 +10,7 @@ wait for that compile); a warm launch is a dictionary lookup plus argument marsh
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import numpy as np
@@ -120,7 +121,16 @@ def launch(kernel, n, args, *, device: str | None = None, threads: int | None = 
     """Run `kernel` over the index space `n` with `args` (see the module doc); with `block`, in whole
     blocks of that size with `shared` bytes of dynamic shared memory each."""
     shared = _shared_bytes(shared)
+    record = recording.get()
+    if record is not None:  # a gpuc.Tape records this launch, then runs it
+        record(kernel, n, args, device=device, threads=threads, block=block, shared=shared)
+        return
     launcher_for(kernel, args, device, whole_blocks=block is not None)(n, args, threads, block=block, shared=shared)
+
+
+#: While a gpuc.Tape records in this context (gpuc/runtime/tape.py): the function that takes `launch`'s
+#: arguments and runs the launch in its place.
+recording: contextvars.ContextVar = contextvars.ContextVar("gpuc.runtime.dispatch.recording", default=None)
 
 
 def _shared_bytes(shared) -> int:

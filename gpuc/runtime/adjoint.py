@@ -19,7 +19,7 @@ from ..frontend.reverse import CONCURRENT, PARITY, SERIAL, AdjointRequest
 from ..frontend.source import Kernel, _NOT_FOUND
 from ..frontend.types import ArrayType, as_type
 from .cpu import index_space, launch_threads
-from .dispatch import _device_of, launcher_for, typeof
+from .dispatch import _device_of, launcher_for, recording, typeof
 
 class AdjointKernel(Kernel):
     """The adjoint of `primal` (a @gpuc.kernel): `gpuc.adjoint(k)[n](x, dx, y, dy, a)`.
@@ -35,6 +35,7 @@ class AdjointKernel(Kernel):
             raise TypeError(f"gpuc.adjoint takes a @gpuc.kernel, not {what}"
                             + ("; for funcs use gpuc.grad or gpuc.vjp" if callable(primal) else ""))
         self.primal = primal
+        self.adjoint_of = primal
         self.__name__ = f"{primal.__name__}_adjoint"
         self.__qualname__ = f"{primal.__qualname__}.adjoint"
         self.__doc__ = f"The adjoint kernel of {primal.__qualname__}."
@@ -60,6 +61,10 @@ class AdjointKernel(Kernel):
         if block is not None or shared:
             raise TypeError("adjoint kernels run without blocks: launch them without block= and shared= "
                             "(derivatives of kernels that use blocks are not supported yet)")
+        record = recording.get()
+        if record is not None:  # a gpuc.Tape refuses it (its backward launches adjoints), located
+            record(self, n, args, device=device, threads=threads, block=block, shared=shared)
+            return
         flags = self._layout([typeof(a, k) for k, a in enumerate(args)])
         for k, shadow in enumerate(flags):
             if shadow:

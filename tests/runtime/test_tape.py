@@ -434,6 +434,8 @@ def test_adjoint_launches_and_nested_tapes_are_refused():
     with gpuc.Tape() as tape:
         with pytest.raises(ValueError, match="not of the adjoint of copy_scaled: tape.backward launches the adjoints"):
             gpuc.adjoint(copy_scaled)[4](x, dx, y, dy)
+        with pytest.raises(ValueError, match="not of the adjoint of copy_scaled"):  # also on the threaded path
+            gpuc.adjoint(copy_scaled).launch(4, x, dx, y, dy, threads=2)
         with pytest.raises(RuntimeError, match="tapes do not nest"):
             with gpuc.Tape():
                 pass

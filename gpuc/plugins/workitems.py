@@ -17,7 +17,12 @@ Written against the public API only, like the context plugin that calls it (docs
    at block barriers. The items of a group must agree on the site they arrive at (items that
    returned count as arrived); when they do not, the launch stops with an error naming both
    sites.
-4. A dispatcher runs the groups region after region until every work item has returned.
+4. A dispatcher runs the groups region after region until every work item has returned. What a
+   synchronization call gives comes from the values the items arrived with: barrier counts and
+   votes are computed before the region after the call runs; a shuffle reads its source item's
+   value as the region runs, from a copy of the group's values made at the site where the region
+   stores that value again (a loop around the shuffle: an item going round would overwrite its
+   value before the items after it had read it).
 
 The function that results takes the block's context, %gpuc.BlockContext (gpuc/abi.py), and is
 what the CPU's blocks wrapper (gpuc/targets/cpu_launch.py) calls for each block.
@@ -32,7 +37,7 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
 from gpuc.errors import CompilationError
 from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
-                       Instruction, PHINode, TargetData)
+                       Instruction, PHINode, StoreInst, TargetData)
 
 #: Work items per warp on the CPU: the width of NVIDIA's warps, so that kernels written for them
 #: (ballots into 32 bits, `lane == 31` tests) give the same results.
@@ -599,6 +604,7 @@ class Dispatcher:
         b = self.b
         regions = [_Region(0, old_blocks[0], self.heads)] + [_Region(s.code, s.block, self.heads)
                                                              for s in self.sites]
+        self.asides = self._asides(regions)
         self.fail = self.block("block.diverged")
         self.finish = self.block("block.finish")
         round_head, group_head, group_body = self.block("round"), self.block("group"), self.block("group.body")
@@ -643,6 +649,8 @@ class Dispatcher:
                 b.position_at_end(prep)
                 if s.marker in _VOTES:
                     self.warp_vote(s)
+                elif s.code in self.asides:
+                    self.set_aside(s)
                 r.add_incoming(self.c32(s.code), b.block)
                 b.br(step)
         b.position_at_end(group_after)
@@ -689,6 +697,21 @@ class Dispatcher:
         else:
             b.br(round_head)
         self.finish_blocks()
+
+    def _asides(self, regions) -> dict:
+        """The shuffle sites whose region stores the shuffled value's slot (the value is defined in
+        it: a loop around the shuffle), by exit code, with that slot. An item running the region
+        would overwrite its value before the group's later items had read it, so the group's values
+        are set aside at the site (`set_aside`) and the shuffle reads them there."""
+        found = {}
+        for site, region in zip(self.sites, regions[1:]):
+            slot = _slot_of(site.call.args[0]) if site.marker.startswith(SHUFFLE_MARKER_PREFIX) else None
+            if slot is not None and slot in _stored_slots(region.blocks):
+                found[site.code] = slot
+        if found:
+            size = max(self.k.slots[slot][1] for slot in found.values())
+            self.aside = self.static_alloca(self.i8, "shuffle.aside", count=CPU_WARP_SIZE * size)
+        return found
 
     def diverging(self, code_a, code_b, item_a, item_b):
         """A block that records (once per launch) that work items `item_a` and `item_b` of this block
@@ -886,6 +909,28 @@ class Dispatcher:
         b.store(bits, self.vote_bits)
         b.store(mask, self.vote_mask)
 
+    def set_aside(self, site: Site) -> None:
+        """Copy the group's values of the shuffle at `site` (their slot, items lo..hi) aside."""
+        slot = self.asides[site.code]
+        size = self.k.slots[slot][1]
+        b = self.b
+        memcpy = self.k.module.get_or_insert_function("llvm.memcpy.p0.p0.i64", FunctionType.get(
+            self.k.llctx.void, [self.ptr, self.ptr, self.i64, self.i1]))
+        group_bytes = b.mul(b.sub(self.hi, self.lo), self.c64(size))
+        b.call(memcpy, [self.aside, self.slot_at(slot, self.lo), group_bytes, ConstantInt.get(self.i1, 0)])
+
+
+def _stored_slots(blocks) -> set:
+    """The slots of demoted values that `blocks` store (at the values' definitions)."""
+    found = set()
+    for block in blocks:
+        for inst in block.instructions:
+            address = inst.operands[1] if isinstance(inst, StoreInst) else None
+            if isinstance(address, CallInst) and address.callee is not None and \
+                    address.callee.name == "gpuc.wi.slot":
+                found.add(address.args[0].value)
+    return found
+
 
 def _slot_of(value) -> int | None:
     """The slot a demoted value is loaded from, or None."""
@@ -1031,11 +1076,12 @@ class _Copy:
             value = (bits if kind == "ballot" else b.icmp("ne", bits, d.c64(0)) if kind == "any"
                      else b.icmp("eq", bits, b.load(d.i64, d.vote_mask)))
         elif name.startswith(SHUFFLE_MARKER_PREFIX):
-            value = self.shuffle(name[len(SHUFFLE_MARKER_PREFIX):].split(".")[0], c.args[0], c.args[1])
+            value = self.shuffle(site, c.args[0], c.args[1])
         _replace(c, value)
 
-    def shuffle(self, kind: str, own, operand):
+    def shuffle(self, site: Site, own, operand):
         d, b = self.d, self.d.b
+        kind = site.marker[len(SHUFFLE_MARKER_PREFIX):].split(".")[0]
         wi = self.wi
         lane = b.sub(wi, d.lo)
         op = b.sext(operand, d.i64)
@@ -1049,7 +1095,11 @@ class _Copy:
         slot = _slot_of(own)
         if slot is None:
             return own
-        return b.load(own.type, d.slot_at(slot, b.select(live, safe, wi)))
+        source_item = b.select(live, safe, wi)
+        if site.code not in d.asides:
+            return b.load(own.type, d.slot_at(slot, source_item))
+        at = b.mul(b.sub(source_item, d.lo), d.c64(d.k.slots[slot][1]))
+        return b.load(own.type, b.gep(d.i8, d.aside, [at]))
 
 
 def _replace(call, value) -> None:

@@ -1,16 +1,28 @@
 """Random block kernels: work items exchange values through shared memory between barriers, count
-predicates over the block, shuffle within warps, in loops and in funcs; a NumPy reference runs the
-items of each block in lock-step.
+predicates over the block, shuffle and vote within warps, in loops and in funcs; a NumPy reference
+runs the items of each block in lock-step.
 
-`program(rng)` gives a `Program`: the kernel's source (a module with one `kernel(a, out)`) and
-`reference(a, n, block)`, what `out` holds after `kernel[n](a, out, block=block)`. Values are int64,
-wrapping as in kernels, so results compare exactly.
+`program(rng)` gives a `Program`: the kernel's source (a module with one `kernel(a, out, g)`) and
+`reference(a, block)`, what `out` holds after `kernel[nx, ny](a, out, g, block=block)`. Values are
+int64, wrapping as in kernels, so results compare exactly. `check(case_seed, stream, directory)` runs
+one program with two random blocks on 1 and 2 threads against it.
+
+    cd tests && ../.venv/bin/python -m support.blockgen --seed 7 --count 2000 [--phases warploop vote]
+
+runs a soak (`--out FILE` writes the findings there too): it prints each finding (what differed and
+the program) and a summary with the phases the programs chained.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import random
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +31,13 @@ import numpy as np
 #: Shared arrays are this large: block sizes go up to it.
 SIZE = 64
 WARP = 32
+#: The phases a program chains, each as likely as its repetitions make it.
+KINDS = ("exchange", "exchange", "count", "loop", "shuffle", "func", "any_all", "vote", "local", "grid",
+         "warploop", "warploop")
+#: The phases of programs about warp operations in loops, and what they meet on their way.
+WARP_KINDS = ("warploop", "warploop", "warploop", "shuffle", "vote", "exchange", "count")
+#: Block shapes a program runs with: partial warps, 2-D blocks whose warps span rows.
+BLOCKS = ((1, 1), (3, 1), (8, 1), (32, 1), (40, 1), (64, 1), (4, 4), (8, 5), (2, 16), (1, 7))
 
 
 @dataclass
@@ -116,11 +135,16 @@ def _value(e, env):
     return env[e]
 
 
-def program(rng: random.Random, seed: int = 0) -> Program:
+def program(rng: random.Random, seed: int = 0, kinds=KINDS) -> Program:
     p = Program(seed)
     for _ in range(rng.randint(1, 4)):
-        kind = rng.choice(["exchange", "exchange", "count", "loop", "shuffle", "func", "any_all", "vote",
-                           "local", "grid"])
+        kind = rng.choice(kinds)
+        if kind == "warploop":
+            params = _warploop(rng)
+            p.phases.append((kind, params))
+            if params[0] == "lane":
+                break  # lanes left its loop at different times: no warp may wait for them after it
+            continue
         if kind == "exchange":
             p.phases.append((kind, (_expr(rng, ["v", "t"]), _expr(rng, ["v", "u", "t"]), rng.randint(0, 5))))
         elif kind == "count":
@@ -182,6 +206,8 @@ def _lines(kind, params) -> list[str]:
     if kind == "grid":
         e, c = params
         return [f"g[gi] = {_text(e)}", "gpuc.grid_barrier()", f"v = v ^ g[(gi + {c}) % len(g)]", "gpuc.grid_barrier()"]
+    if kind == "warploop":
+        return _warploop_lines(params)
     name = params[0]
     return [f"v = {name}(s, t, v, bd)"]
 
@@ -224,6 +250,8 @@ def _run(kind, params, v, t, block, loc):
         e, k, m = params
         loc[:, k] = loc[:, k] + _value(e, {"v": v, "t": t}) * np.ones_like(v)
         return v ^ loc[:, m]
+    if kind == "warploop":
+        return _warploop_run(params, v, t, block)
     how, d = params
     lane = t % WARP
     base = t - lane
@@ -241,3 +269,255 @@ def load(p: Program, directory: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.kernel
+
+
+# -- warp operations in loops ------------------------------------------------------------------------
+#
+# A "warploop" phase: a loop of one to three statements, which carries `w` (a lane, distance or mask,
+# 0..63, so also past the warp) and `m` (a mask ballots are xored into) from one iteration to the next.
+# Statements: shuffles of every kind of `v`, `w`, `m` or a bool, with `w`, `r`, constants, `w ^ r`,
+# `m & 63` or `w - 32` as lane, distance or mask; ballots into `m`; votes; `w` stepped or shuffled
+# itself (pointer jumping); shared memory exchanged within the warp between two syncwarps; barrier
+# counts, in loops the whole block runs as often. The loop runs a constant number of times
+# ("const"), while any lane of the warp wants to ("vote", so warps of a block run it a different
+# number of times), or a number of times of each lane's own ("lane"): a lane that has left that loop
+# no longer takes part (no source, no vote), and since no warp operation may follow for such a warp,
+# the phase is a program's last. Most bodies hold one warp operation: then the values it reads are
+# defined again in the region that follows it on the CPU (the loop leads back to it without another
+# synchronization).
+
+_OPERANDS = ("w", "w", "r", "c", ("^", "w", "r"), ("&", "m", 63), ("-", "w", 32))
+_STATEMENTS = ("shfl", "shfl", "shfl", "shfl", "wshfl", "wshfl", "wstep", "ballot", "any", "all", "bshfl", "sync",
+               "count")
+_NAMES = ["v", "w", "m", "r", "t", "ln"]
+
+
+def _warploop(rng: random.Random) -> tuple:
+    def operand():
+        o = rng.choice(_OPERANDS)
+        return rng.randint(0, 40) if o == "c" else o
+
+    def predicate():
+        return (rng.choice(["gt", "mask"]), _expr(rng, _NAMES))
+
+    mode = rng.choice(["const", "vote", "lane"])
+
+    def statement():
+        allowed = _STATEMENTS if mode == "const" else _STATEMENTS[:-1]  # a barrier waits for the whole block
+        what, kind = rng.choice(allowed), rng.choice(["idx", "up", "down", "xor"])
+        if what == "shfl":
+            return (what, kind, rng.choice(["v", "v", "w", "m"]), operand(), rng.choice(["+", "^", "-"]))
+        if what == "wshfl":
+            return (what, kind, operand())
+        if what == "wstep":
+            return (what, rng.randint(1, 5), rng.randint(0, 40))
+        if what == "ballot":
+            return (what, predicate())
+        if what in ("any", "all", "count"):
+            return (what, predicate(), rng.randint(1, 9))
+        if what == "bshfl":
+            return (what, kind, operand(), predicate(), rng.randint(1, 9))
+        return (what, rng.randint(1, 31))
+
+    body = [statement() for _ in range(rng.choice([1, 1, 1, 1, 2, 3]))]
+    if not any(st[0] in ("wshfl", "wstep") for st in body):
+        body.insert(rng.randint(0, len(body)), ("wstep", rng.randint(1, 5), rng.randint(0, 40)))
+    # the trip count, lane and mask start from random expressions, mixed with t so that lanes differ
+    limit = ("+", _expr(rng, ["v", "t"]), "t")
+    w0, m0 = ("^", _expr(rng, ["v", "t"]), ("*", "t", rng.randint(0, 7))), ("^", _expr(rng, ["v", "t"]), "t")
+    return (mode, rng.randint(1, 4), limit, w0, m0, tuple(body), rng.randint(1, 9))
+
+
+def _predicate_text(pred) -> str:
+    how, e = pred
+    return f"({_text(e)} > 0)" if how == "gt" else f"(((m >> ln) & 1) == ({_text(e)} & 1))"
+
+
+def _statement_lines(st) -> list[str]:
+    what = st[0]
+    if what == "shfl":
+        _, kind, src, o, op = st
+        return [f"v = v {op} gpuc.shfl_{kind}({src}, {_text(o)})"]
+    if what == "wshfl":
+        return [f"w = gpuc.shfl_{st[1]}(w, {_text(st[2])})"]
+    if what == "wstep":
+        return [f"w = (w * {st[1]} + r + {st[2]}) & 63"]
+    if what == "ballot":
+        return [f"m = m ^ gpuc.int64(gpuc.ballot({_predicate_text(st[1])}) & 0x7fffffffffffffff)"]
+    if what in ("any", "all"):
+        return [f"v = v + ({st[2]} if gpuc.vote_{what}({_predicate_text(st[1])}) else 0)"]
+    if what == "count":
+        return [f"v = v + {st[2]} * gpuc.barrier_count({_predicate_text(st[1])})"]
+    if what == "bshfl":
+        _, kind, o, pred, k = st
+        return [f"v = v + ({k} if gpuc.shfl_{kind}({_predicate_text(pred)}, {_text(o)}) else 0)"]
+    c = st[1]
+    return ["gpuc.syncwarp()", f"p = t - ln + (ln ^ {c})", "v = v ^ s[p if p < bd else t]", "gpuc.syncwarp()",
+            "s[t] = v"]
+
+
+def _warploop_lines(params) -> list[str]:
+    mode, count, lim, w0, m0, body, k = params
+    lines = ["ln = gpuc.lane_index()", f"w = {_text(w0)} & 63", f"m = {_text(m0)}"]
+    if any(st[0] == "sync" for st in body):
+        lines.append("s[t] = v")
+    if mode == "const":
+        lines.append(f"for r in range({count}):")
+    elif mode == "lane":
+        lines += [f"lim = {_text(lim)} & 3", "for r in range(lim):"]
+    else:
+        lines += [f"lim = {_text(lim)} & 3", "r = 0", "while gpuc.vote_any(r < lim):"]
+    inner = [line for st in body for line in _statement_lines(st)] + (["r = r + 1"] if mode == "vote" else [])
+    return lines + ["    " + line for line in inner] + [f"v = v ^ (w * {k} + m)"]
+
+
+class _Warps:
+    """The warps of a block of `block` items (t = 0..block-1): each item's lane, the first item of its
+    warp and its warp's width."""
+
+    def __init__(self, t, block: int) -> None:
+        self.t = t
+        self.lane = t % WARP
+        self.base = t - self.lane
+        self.width = np.minimum(WARP, block - self.base)
+
+    def shuffle(self, values, kind: str, operand, active):
+        """Each item's shuffle of `values`: its own value where the source lane is outside its warp or
+        not `active`."""
+        source = {"idx": operand % WARP, "up": self.lane - operand, "down": self.lane + operand,
+                  "xor": self.lane ^ operand}[kind]
+        inside = (source >= 0) & (source < self.width)
+        item = np.where(inside, self.base + source, self.t)
+        return np.where(inside & active[item], values[item], values)
+
+    def ballot(self, pred, active):
+        """Each item's ballot of `pred` over the active lanes of its warp."""
+        bits = np.where(pred & active, np.int64(1) << self.lane, np.int64(0))
+        out = np.zeros_like(bits)
+        for base in np.unique(self.base):
+            out[self.base == base] = np.bitwise_or.reduce(bits[self.base == base])
+        return out
+
+
+def _warploop_run(params, v, t, block: int):
+    mode, count, lim, w0, m0, body, k = params
+    warps, ones = _Warps(t, block), np.ones_like(v)
+    state = {"v": v, "w": (_value(w0, {"v": v, "t": t}) * ones) & 63, "m": _value(m0, {"v": v, "t": t}) * ones,
+             "s": v.copy()}
+    limit = (_value(lim, {"v": v, "t": t}) * ones) & 3
+    r = 0
+    while True:
+        if mode == "const":
+            active = np.full(len(v), r < count)
+        elif mode == "lane":
+            active = limit > r
+        else:  # the warp's vote in the loop's test, over all its lanes
+            active = warps.ballot(r < limit, np.ones(len(v), bool)) != 0
+        if not active.any():
+            break
+        for st in body:
+            _statement_run(st, state, warps, active, r)
+        r += 1
+    return state["v"] ^ (state["w"] * k + state["m"])
+
+
+def _statement_run(st, state, warps: _Warps, active, r: int) -> None:
+    """One statement of a warploop's body for the `active` items of a block (in place on `state`)."""
+    v, w, m = state["v"], state["w"], state["m"]
+    env = {"v": v, "w": w, "m": m, "r": np.int64(r), "t": warps.t, "ln": warps.lane}
+    ones = np.ones_like(v)
+
+    def pred(p):
+        how, e = p
+        x = _value(e, env) * ones
+        return x > 0 if how == "gt" else ((m >> warps.lane) & 1) == (x & 1)
+
+    what = st[0]
+    if what == "shfl":
+        _, kind, src, o, op = st
+        got = warps.shuffle(env[src], kind, _value(o, env) * ones, active)
+        state["v"] = np.where(active, _value((op, "v", "x"), {"v": v, "x": got}), v)
+    elif what == "wshfl":
+        state["w"] = np.where(active, warps.shuffle(w, st[1], _value(st[2], env) * ones, active), w)
+    elif what == "wstep":
+        state["w"] = np.where(active, (w * st[1] + r + st[2]) & 63, w)
+    elif what == "ballot":
+        state["m"] = np.where(active, m ^ warps.ballot(pred(st[1]), active), m)
+    elif what == "any":
+        state["v"] = np.where(active & (warps.ballot(pred(st[1]), active) != 0), v + st[2], v)
+    elif what == "all":
+        state["v"] = np.where(active & (warps.ballot(~pred(st[1]), active) == 0), v + st[2], v)
+    elif what == "count":  # in "const" loops only: every item of the block is active
+        state["v"] = v + st[2] * np.int64(np.count_nonzero(pred(st[1])))
+    elif what == "bshfl":
+        _, kind, o, p, k = st
+        state["v"] = np.where(active & warps.shuffle(pred(p), kind, _value(o, env) * ones, active), v + k, v)
+    else:
+        partner = warps.lane ^ st[1]
+        s = state["s"]
+        u = s[np.where(partner < warps.width, warps.base + partner, warps.t)]
+        state["v"] = np.where(active, v ^ u, v)
+        state["s"] = np.where(active, state["v"], s)
+
+
+# -- running programs --------------------------------------------------------------------------------
+
+def cases(count: int, seed: int) -> list[tuple[int, int]]:
+    """`count` (program seed, random stream) pairs of the soak `seed`."""
+    rng = random.Random(seed)
+    return [(seed * 100003 + k, rng.getrandbits(32)) for k in range(count)]
+
+
+def check(case_seed: int, stream: int, directory: Path, kinds=KINDS) -> str | None:
+    """Run program `case_seed` with two random block shapes and sizes (its stream `stream`) on 1 and 2
+    threads: None when `out` equals the reference each time, else what differed and the program."""
+    rng = random.Random(stream)
+    p = program(rng, case_seed, kinds)
+    kernel = load(p, directory)
+    for _ in range(2):
+        block = rng.choice(BLOCKS)
+        nx, ny = rng.randint(1, 2 * block[0] + 5), rng.randint(1, 2 * block[1] + 2)
+        a = np.array([[rng.randint(-1000, 1000) for _ in range(nx)] for _ in range(ny)], dtype=np.int64)
+        want = p.reference(a, block)
+        grid = -(-nx // block[0]) * -(-ny // block[1]) * block[0] * block[1]
+        for threads in (1, 2):
+            out = np.zeros((ny, nx), np.int64)
+            kernel[nx, ny](a, out, np.zeros(grid, np.int64), block=block, threads=threads)
+            if not np.array_equal(out, want):
+                bad = np.argwhere(out != want)[0]
+                return (f"block={block} n={(nx, ny)} threads={threads}: out[{tuple(bad)}] = {out[tuple(bad)]}, "
+                        f"the lock-step reference says {want[tuple(bad)]}\n--- program (seed {case_seed}) ---\n"
+                        f"{p.source}")
+    return None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--phases", nargs="*", choices=sorted(set(KINDS)), help="only these phase kinds")
+    parser.add_argument("--out", type=Path, help="write every finding here")
+    ns = parser.parse_args(argv)
+    kinds = tuple(ns.phases) if ns.phases else KINDS
+    t0, findings, phases = time.monotonic(), [], Counter()
+    with tempfile.TemporaryDirectory() as directory:
+        for k, (case_seed, stream) in enumerate(cases(ns.count, ns.seed)):
+            phases.update(kind for kind, _ in program(random.Random(stream), case_seed, kinds).phases)
+            try:
+                message = check(case_seed, stream, Path(directory), kinds)
+            except Exception:  # a compile or launch error is a finding of its program too
+                message = f"program seed {case_seed} (stream {stream}):\n{traceback.format_exc()}"
+            if message:
+                findings.append(message)
+                print(message, flush=True)
+            if (k + 1) % 100 == 0:
+                print(f"{k + 1} programs, {len(findings)} findings, {time.monotonic() - t0:.0f} s", flush=True)
+    if ns.out:
+        ns.out.write_text("\n\n".join(findings))
+    print(f"{ns.count} programs ({4 * ns.count} launches), {len(findings)} findings in {time.monotonic() - t0:.0f} s; "
+          "phases: " + ", ".join(f"{kind} {n}" for kind, n in phases.most_common()))
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

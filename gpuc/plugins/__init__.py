@@ -13,10 +13,11 @@ CONTEXT = register_plugin("gpuc.ctx", early_callback=context.resolve, markers=co
 DEFERRED = register_plugin(deferred.MARKER, early_callback=deferred.resolve, priority=deferred.PRIORITY,
                            builtin=True)
 
-#: Forward-mode automatic differentiation (markers gpuc.autodiff.fwd.*): tangent functions built from
-#: optimized IR at the optimized point, inner requests first (docs/autodiff.md).
+#: Automatic differentiation (markers gpuc.autodiff.fwd.* and .rev.*): tangent and gradient functions
+#: built from optimized IR at the optimized point, inner requests first (docs/autodiff.md); adjoints of
+#: kernels that use blocks at the early point, before the context plugin lowers the block model.
 AUTODIFF = register_plugin("gpuc.autodiff", pipeline_callback=autodiff.resolve, markers=autodiff.MARKERS,
-                           builtin=True)
+                           early_callback=autodiff.resolve_blocks, priority=autodiff.PRIORITY, builtin=True)
 
 #: Stencils on the CPU (marker gpuc.cpu.split_clamps, declared by the CPU launch entry): its loop over
 #: index 0 runs the range where neighbour clamps return their input without them, at the simplified point.

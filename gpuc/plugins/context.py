@@ -235,12 +235,11 @@ def _lower_block_kernel(job, module: Module, entry: Function, calls: list[Contex
             sited = next((c for c in calls if c.site and c.marker in BLOCK_MARKERS), None)
             using = f"gpuc.{sited.marker[len('gpuc.ctx.'):]} here" if sited else "barriers, shared memory, thread " \
                 "indices or warp operations"
-            message = (f"@{entry.name} uses blocks ({using}) and differentiates code: on the CPU, derivatives in "
-                       "kernels that use blocks and adjoints of such kernels are not supported yet")
+            message = (f"@{entry.name} uses blocks ({using}) and differentiates code: on the CPU, derivatives "
+                       "taken inside kernels that use blocks are not supported yet")
             raise CompilationError(_at(sited, message) if sited else message,
-                                   hint="differentiate funcs in a kernel without blocks; for an adjoint, write what "
-                                        "the block computes together without blocks (a sum as gpuc.atomic_add into "
-                                        "the output, a neighbour's value read from the global array)")
+                                   hint="take the derivative in a kernel without blocks (gpuc.adjoint of a kernel "
+                                        "with blocks works: write the block's computation in the primal kernel)")
     calls = _inline_into_kernel(job, module, entry, calls)
     stray = [c for c in calls if c.call.function != entry]
     if stray:

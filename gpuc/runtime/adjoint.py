@@ -15,18 +15,11 @@ import threading
 
 import numpy as np
 
-from ..errors import CompilationError
 from ..frontend.reverse import CONCURRENT, PARITY, SERIAL, AdjointRequest
 from ..frontend.source import Kernel, _NOT_FOUND
 from ..frontend.types import ArrayType, as_type
 from .cpu import index_space, launch_threads
 from .dispatch import _device_of, launcher_for, recording, typeof
-
-#: What to write instead of the adjoint of a kernel that uses blocks.
-BLOCKS_HINT = ("write what the block computes together without blocks to differentiate it: a sum as "
-               "gpuc.atomic_add into the output, a neighbour's value read from the global array (gpuc.adjoint "
-               "differentiates those, with atomics only where work items collide)")
-
 
 class AdjointKernel(Kernel):
     """The adjoint of `primal` (a @gpuc.kernel): `gpuc.adjoint(k)[n](x, dx, y, dy, a)`.
@@ -65,11 +58,6 @@ class AdjointKernel(Kernel):
 
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
                shared: int = 0) -> None:
-        if block is not None or shared:
-            info = self.primal.source_info
-            raise CompilationError(f"the adjoint of {self.primal.__qualname__} is launched with block= or shared=: "
-                                   "adjoints of kernels that use blocks (shared memory, barriers, warp operations) "
-                                   "are not supported yet", info.location(info.tree), hint=BLOCKS_HINT)
         record = recording.get()
         if record is not None:  # a gpuc.Tape refuses it (its backward launches adjoints), located
             record(self, n, args, device=device, threads=threads, block=block, shared=shared)
@@ -79,11 +67,14 @@ class AdjointKernel(Kernel):
             if shadow:
                 _check_shadow(args[k - 1], args[k], k)
         device = device or _device_of(args)
+        blocks = {"block": block, "shared": shared} if block is not None or shared else {}
         if device != "cpu":
-            self._kernel(flags, CONCURRENT).launch(n, *args, device=device, threads=threads)
+            self._kernel(flags, CONCURRENT).launch(n, *args, device=device, threads=threads, **blocks)
         elif launch_threads(math.prod(index_space(n)), threads) == 1:
             # Work items run one after another: adds into shadows they share need no atomics.
-            self._kernel(flags, SERIAL).launch(n, *args, device=device, threads=threads)
+            self._kernel(flags, SERIAL).launch(n, *args, device=device, threads=threads, **blocks)
+        elif blocks:  # blocks run at once, each on a thread of its own
+            self._kernel(flags, CONCURRENT).launch(n, *args, device=device, threads=threads, **blocks)
         else:
             # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
             # arrays any item may touch anywhere (a gather's) need atomic adds.

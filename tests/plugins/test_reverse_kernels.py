@@ -414,26 +414,3 @@ def test_pointer_chosen_between_an_array_and_a_local():
         CHECK: atomicrmw fadd
     """)
 
-
-@gpuc.kernel
-def shared_sums(a, out):
-    s = gpuc.shared.array(8, gpuc.float64)
-    t = gpuc.thread_index(0)
-    s[t] = a[gpuc.index(0)]
-    gpuc.barrier()
-    if t == 0:
-        out[gpuc.block_index(0)] = s[0] + s[7]
-
-
-# Adjoints of kernels using blocks are refused at the primal's definition or at the block construct,
-# saying what to write instead (they were a TypeError and an unlocated error).
-def test_adjoints_of_block_kernels_are_located_refusals():
-    a, da, out, dout = np.ones(16), np.zeros(16), np.zeros(2), np.ones(2)
-    with pytest.raises(gpuc.CompilationError, match="launched with block= or shared=") as info:
-        gpuc.adjoint(shared_sums).launch(16, a, da, out, dout, block=8)
-    assert info.value.location.line == shared_sums.py_func.__code__.co_firstlineno + 1
-    assert "gpuc.atomic_add" in str(info.value)
-    with pytest.raises(gpuc.CompilationError, match=r"test_reverse_kernels.py:\d+:\d+: .* uses blocks \(gpuc\.barrier "
-                                                     r"here\) and differentiates code") as info:
-        gpuc.adjoint(shared_sums).launch(16, a, da, out, dout)
-    assert "gpuc.atomic_add" in str(info.value)

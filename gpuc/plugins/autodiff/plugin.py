@@ -21,10 +21,10 @@ from gpuc.abi import (ADJOINT_MARKER, FORWARD_MARKER_PREFIX, PARITY_ADJOINT_MARK
                       SERIAL_ADJOINT_MARKER)
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
-from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType
+from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType, run_passes
 
 from .cfg import cyclic_blocks, reverse_post_order, successors
-from . import nested
+from . import blocks, nested
 from .kinds import carries_floats, locate
 from .reverse import Settings, adjoint_body, gradient_function, gradient_name
 from .tangent import tangent_function, tangent_name
@@ -34,6 +34,9 @@ REVERSE = REVERSE_MARKER_PREFIX
 #: The plugin claims every function named with either prefix: one marker per call shape.
 MARKERS = (PREFIX + "*", REVERSE + "*")
 _ADJOINTS = (ADJOINT_MARKER, SERIAL_ADJOINT_MARKER, PARITY_ADJOINT_MARKER)
+#: Above the context plugin's (0), below deferred compilation's: at the early point, adjoints of
+#: kernels that use blocks are built once pointers are resolved and before the block model is lowered.
+PRIORITY = 50
 
 
 def resolve(state: CompileState, marker: Function, module: Module) -> bool:
@@ -61,6 +64,48 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
             fn.erase()
             changed = True
     return changed
+
+
+def resolve_blocks(state: CompileState, marker: Function, module: Module) -> bool:
+    """The early callback: adjoint requests of kernels that use blocks, turned into their adjoints
+    before the context plugin lowers the block model for the target (blocks.py). Every other
+    request waits for the `optimized` point."""
+    changed = False
+    for call in [c for c in _marker_calls(module) if c.callee.name in _ADJOINTS]:
+        kernel = call.function
+        if not _inline_callees(state, module, kernel) or not (blocks.uses_blocks(kernel) or state.config.whole_blocks):
+            continue
+        others = [c for c in _marker_calls(module) if c != call and c.function == kernel]
+        if others:
+            raise CompilationError("derivatives taken inside a kernel that uses blocks cannot be differentiated "
+                                   "again by its adjoint yet", _definition(state, kernel.name),
+                                   hint="compute the inner derivative in a kernel of its own, or without blocks")
+        blocks.prepare(module, kernel)
+        state.optimize([kernel])
+        made = module.function_names()
+        callers = _adjoint(state, module, call)
+        state.optimize([module.functions[n] for n in sorted((module.function_names() - made) | callers)
+                        if n in module.functions])
+        changed = True
+    for fn in [f for f in module.functions if f.name in _ADJOINTS]:
+        if fn.is_declaration and not fn.uses:
+            fn.erase()
+    return changed
+
+
+def _inline_callees(state: CompileState, module: Module, kernel: Function) -> bool:
+    """Inline into `kernel` every function it calls (transitively) that uses the block model, so that
+    its barriers and shared memory are the kernel's own; whether nothing that does is left a call."""
+    for _ in range(4):
+        called = _reached([kernel]) - {kernel.name}
+        using = [module.functions[n] for n in called if blocks.uses_blocks(module.functions[n])]
+        if not using:
+            return True
+        for fn in using:
+            fn.attributes.remove("noinline")
+            fn.attributes.add("alwaysinline")
+        run_passes(module, "always-inline", state.target_machine)
+    return False
 
 
 def _marker_calls(module: Module) -> list[CallInst]:

@@ -30,7 +30,7 @@ import gpuc.llvm as llvm
 from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT
 from gpuc.errors import CompilationError
 
-from . import access, masked, tape, temporaries
+from . import access, blocks, masked, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error
 from .memory import allocates
@@ -187,6 +187,7 @@ class _Reverse(Copier):
         self.shadow_params = shadows
         self.current = None
         self.tape_state = None
+        self.shared_shadows: list = []  # the shadows of the shared arrays fn uses (blocks.py)
 
     # -- analysis ------------------------------------------------------------------------------
     def _analyse(self) -> None:
@@ -211,7 +212,7 @@ class _Reverse(Copier):
                     if inst in shadowed or not _is_pointer(inst.type):
                         continue
                     op = inst.opcode_name
-                    if op == "alloca" or inst in self.temporaries:
+                    if op == "alloca" or inst in self.temporaries or blocks.is_shared(inst):
                         shadowed.add(inst)
                         changed = True
                     elif op in _DERIVED and any(v in shadowed for v in _pointer_sources(inst)):
@@ -392,7 +393,9 @@ class _Reverse(Copier):
         else:
             self._check_memory(inst)
             new = self.vmap[inst] = self.clone(inst)
-            if inst in self.shadowed and op in ("getelementptr", "addrspacecast", "bitcast", "select"):
+            if inst in self.shadowed and blocks.is_shared(inst):
+                self.shadows[inst] = blocks.shared_shadow(self, inst, new)
+            elif inst in self.shadowed and op in ("getelementptr", "addrspacecast", "bitcast", "select"):
                 sources = _pointer_sources(inst)
                 if not all(s in self.shadowed for s in sources):
                     raise self.error(inst, "a pointer chosen between shadowed memory and other memory")
@@ -640,6 +643,8 @@ class _Reverse(Copier):
     def _finish(self) -> None:
         b = self.b
         b.position_at_end(self.alloca_block)
+        if self.shared_shadows:
+            blocks.zero_shared_shadows(self, b, blocks.site_of(self.fn))
         b.br(self.bmap[self.order[0]])
         b.position_at_end(self.done)
         if self.tape_state is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gpuc.llvm as llvm
 
-from . import masked, mathrules, memcopy, nested, temporaries
+from . import blocks, masked, mathrules, memcopy, nested, temporaries
 from .kinds import carries_floats
 from .memory import private_pointers
 
@@ -297,6 +297,8 @@ def _call(r, inst):
         _defined(r, inst, callee)
     elif nested.is_request(callee):
         nested.reverse(r, inst)
+    elif blocks.is_marker(callee):
+        blocks.reverse(r, inst)
     elif name.startswith("llvm."):
         # An intrinsic computing no floats from floats (a conversion to integer, a test) has no
         # adjoint to pass on; one computing floats, or touching memory with a shadow, needs a rule.

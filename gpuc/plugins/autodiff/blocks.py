@@ -1,0 +1,227 @@
+"""Adjoints of kernels that use blocks: shared memory, barriers and warp operations, reversed before
+the context plugin lowers them for the target (docs/autodiff.md, "Adjoints of kernels with blocks").
+
+The adjoint request of such a kernel is resolved at the `early` point, ahead of the context plugin,
+on the kernel as every work item runs it (its callees inlined, optimized once): the block-model
+markers are still calls, and the reverse sweep gives each its reverse (Enzyme's rules for GPU code):
+
+- a barrier (or barrier_count/all/any) is a barrier again where its reverse runs, so that every
+  item's adds into a shadow of shared memory happen before another item reads that shadow; syncwarp
+  and fences likewise; a grid barrier is refused;
+- each `gpuc.shared.array` gets a shadow array in shared memory, zeroed by the block's items at the
+  start of the adjoint (then a barrier); pointers into it are shadowed like array parameters;
+- a shuffle moves the cotangent back to the lane the value came from: the adjoint of `shfl_xor(v, m)`
+  is `shfl_xor(a, m)`; of `shfl_down(v, d)` an `shfl_up` of it, and the other way round, with the
+  lanes whose read fell outside the warp keeping their own; of `shfl_idx` (and of any shuffle whose
+  operand is not a constant) a loop over the warp's lanes, each lane adding what the lanes that read
+  it got;
+- votes, ballots and the geometry carry no derivative.
+
+The result is a kernel with blocks like any other: the CPU runs it in work-item loops, the GPUs
+natively.
+"""
+
+from __future__ import annotations
+
+import gpuc.llvm as llvm
+from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKER, BLOCK_MARKERS,
+                      DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, GEOMETRY_MARKERS, GRID_BARRIER_MARKER, INDEX_MARKER, LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_MARKER,
+                      MAX_EXTENT, SHUFFLE_MARKER_PREFIX, SYNCWARP_MARKER, THREAD_INDEX_MARKER, WARP_SIZE_MARKER)
+
+_BARRIERS = (BARRIER_MARKER, *BARRIER_PREDICATE_MARKERS.values())
+_FENCES = tuple(FENCE_MARKERS.values())
+_GEOMETRY = frozenset(GEOMETRY_MARKERS + (SHARED_MARKER,))
+_PURE = frozenset(GEOMETRY_MARKERS + (INDEX_MARKER, NDRANGE_MARKER))
+
+
+def uses_blocks(fn: llvm.Function) -> bool:
+    """Whether `fn` (its callees inlined) calls a marker of the block model."""
+    return any(isinstance(inst, llvm.CallInst) and isinstance(inst.callee, llvm.Function)
+               and inst.callee.name in BLOCK_MARKERS for inst in fn.instructions())
+
+
+def prepare(module: llvm.Module, kernel: llvm.Function) -> None:
+    """Make `kernel`'s block-model markers safe and clear to optimize before the context plugin lowers
+    them: the synchronization markers `convergent` (never a call that some work items reach and others
+    not: a barrier duplicated into both arms of a branch), the geometry and index markers pure, with
+    their values known to lie in [0, MAX_EXTENT) (Python's wrap-around of negative indices folds away,
+    so the adjoint sees `x[i]` as the work item's own element)."""
+    ctx = module.context
+    assume = module.get_or_insert_function("llvm.assume", llvm.FunctionType.get(ctx.void, [ctx.i1]))
+    with llvm.Builder(ctx) as b:
+        for inst in list(kernel.instructions()):
+            if isinstance(inst, llvm.CallInst) and isinstance(inst.callee, llvm.Function) \
+                    and inst.callee.name in _PURE and str(inst.type) == "i64":
+                b.position_after(inst)
+                b.call(assume, [b.icmp("ult", inst, llvm.ConstantInt.get(ctx.i64, MAX_EXTENT))])
+    for fn in module.functions:
+        if not fn.is_declaration:
+            continue
+        if fn.name in BLOCK_MARKERS and fn.name not in _GEOMETRY:
+            fn.attributes.add("convergent")
+        elif fn.name in _PURE:  # one value per work item: repeated calls are one (the adjoint's indices)
+            for attribute in ("nounwind", "willreturn", "speculatable"):
+                fn.attributes.add(attribute)
+            fn.attributes.add("memory", 0)  # memory(none)
+
+
+def is_shared(inst) -> bool:
+    """Whether `inst` is `gpuc.ctx.shared(@array)`: a pointer into the block's shared memory."""
+    return (isinstance(inst, llvm.CallInst) and isinstance(inst.callee, llvm.Function)
+            and inst.callee.name == SHARED_MARKER)
+
+
+def is_marker(callee) -> bool:
+    return isinstance(callee, llvm.Function) and callee.is_declaration and callee.name.startswith("gpuc.ctx.")
+
+
+# -- the forward part: shadows of shared arrays ----------------------------------------------------
+
+def shared_shadow(r, inst, new) -> llvm.Value:
+    """The shadow of shared array `inst` (fn's `gpuc.ctx.shared(@a)`, cloned as `new`): the same
+    marker of `@a.shadow`, a shared array of the same type, zeroed at the adjoint's start."""
+    array = inst.args[0]
+    if not isinstance(array, llvm.GlobalVariable) or array.name == DYNAMIC_SHARED_GLOBAL:
+        raise r.error(inst, "the shadow of gpuc.shared.dynamic memory is not supported in adjoints yet",
+                      "use gpuc.shared.array(shape, dtype) with a constant shape")
+    module = r.module
+    name = f"{array.name}.shadow"
+    shadow = module.globals.get(name)
+    if shadow is None:
+        shadow = module.add_global(array.value_type, name, array.type.address_space)
+        shadow.initializer = llvm.Constant.undef(array.value_type)
+        shadow.linkage = "internal"
+        shadow.alignment = array.alignment
+        r.shared_shadows.append(shadow)
+    return r.b.call(new.callee, [shadow])
+
+
+def zero_shared_shadows(r, b: llvm.Builder, site) -> None:
+    """At the adjoint's start (`b` at the end of its first block): the block's items zero every
+    shared shadow together, one byte in turn each, then wait at a barrier. Leaves `b` in a new block."""
+    module, ctx = r.module, r.ctx
+    i32, i64 = ctx.i32, ctx.i64
+    geometry = llvm.FunctionType.get(i64, [i32])
+    thread = module.get_or_insert_function(THREAD_INDEX_MARKER, geometry)
+    dim = module.get_or_insert_function(BLOCK_DIM_MARKER, geometry)
+    t = [b.call(thread, [llvm.ConstantInt.get(i32, d)]) for d in range(3)]
+    n = [b.call(dim, [llvm.ConstantInt.get(i32, d)]) for d in range(3)]
+    linear = b.add(t[0], b.mul(n[0], b.add(t[1], b.mul(n[1], t[2]))))
+    step = b.mul(n[0], b.mul(n[1], n[2]))
+    gfn = r.gfn
+    with llvm.TargetData.from_layout(module.data_layout) as td:
+        for shadow in r.shared_shadows:
+            size = llvm.ConstantInt.get(i64, td.size_of(shadow.value_type))
+            base = b.call(module.functions[SHARED_MARKER], [shadow])
+            before = b.block
+            loop, done = gfn.append_block("shadow.zero"), gfn.append_block("shadow.zeroed")
+            b.cond_br(b.icmp("ult", linear, size), loop, done)
+            b.position_at_end(loop)
+            k = b.phi(i64, [(linear, before)])
+            b.store(llvm.ConstantInt.get(ctx.i8, 0), b.gep(ctx.i8, base, [k]))
+            following = b.add(k, step)
+            k.add_incoming(following, loop)
+            b.cond_br(b.icmp("ult", following, size), loop, done)
+            b.position_at_end(done)
+    b.call(_declare(module, BARRIER_MARKER, ctx.void, [ctx.ptr()]), [site])
+
+
+def site_of(fn: llvm.Function):
+    """A source site to name at the barriers the adjoint adds: one of fn's synchronization calls'."""
+    for inst in fn.instructions():
+        if isinstance(inst, llvm.CallInst) and isinstance(inst.callee, llvm.Function) and inst.args \
+                and inst.callee.name.startswith("gpuc.ctx.") and str(inst.args[-1].type) == "ptr":
+            return inst.args[-1]
+    return llvm.Constant.null(fn.parent.context.ptr())
+
+
+# -- the reverse part ----------------------------------------------------------------------------
+
+def reverse(r, inst) -> None:
+    """The reverse of a block-model marker call `inst` in reverse transformer `r`."""
+    name = inst.callee.name
+    if name in _BARRIERS:
+        _declared_call(r, BARRIER_MARKER, [r.primal(inst.args[-1])])
+    elif name == SYNCWARP_MARKER or name in _FENCES:
+        r.b.call(inst.callee, [r.primal(a) for a in inst.args])
+    elif name == GRID_BARRIER_MARKER:
+        raise r.error(inst, "the adjoint of a kernel with a grid barrier is not supported",
+                      "split the kernel in two launches where the grid synchronizes, and differentiate each")
+    elif name.startswith(SHUFFLE_MARKER_PREFIX) and inst in r.varied:
+        _shuffle(r, inst)
+
+
+def _declared_call(r, name: str, args):
+    ctx = r.ctx
+    return r.b.call(_declare(r.module, name, ctx.void, [a.type for a in args]), args)
+
+
+def _declare(module, name, result, params):
+    return module.get_or_insert_function(name, llvm.FunctionType.get(result, params))
+
+
+def _shuffle(r, inst) -> None:
+    a = r.take(inst)
+    if a is None:
+        return
+    b, module, ctx = r.b, r.module, r.ctx
+    i32, i64 = ctx.i32, ctx.i64
+    kind = inst.callee.name[len(SHUFFLE_MARKER_PREFIX):].split(".")[0]
+    value, operand, site = inst.args
+    operand, site = r.primal(operand), r.primal(site)
+
+    def shuffle(k, v, op):
+        suffix = {ctx.float: "float", ctx.double: "double", i32: "i32", i64: "i64"}[v.type]
+        marker = module.get_or_insert_function(f"{SHUFFLE_MARKER_PREFIX}{k}.{suffix}",
+                                               llvm.FunctionType.get(v.type, [v.type, i32, site.type]))
+        return b.call(marker, [v, op, site])
+
+    lane = b.trunc(b.call(_declare(module, LANE_INDEX_MARKER, i64, [i32]), [llvm.ConstantInt.get(i32, 0)]), i32)
+    zero = llvm.Constant.null(a.type)
+    if kind == "xor" and isinstance(operand, llvm.ConstantInt):
+        r.accumulate(value, shuffle("xor", a, operand))
+        return
+    if kind in ("up", "down") and isinstance(operand, llvm.ConstantInt):
+        back = "up" if kind == "down" else "down"
+        d = operand
+        # what the lanes that read this one got: for down, lane u - d (when u >= d); for up, lane u + d
+        # (when it exists: its own index comes back from a shuffle of lane indices otherwise)
+        got = shuffle(back, a, d)
+        if kind == "down":
+            reader = b.icmp("uge", lane, d)
+        else:
+            reader = b.icmp("ne", shuffle("down", lane, d), lane)
+        # a lane whose own read fell outside the warp got its own value
+        kept = b.icmp("eq", shuffle(kind, lane, d), lane)
+        share = b.fadd(b.select(reader, got, zero), b.select(kept, a, zero))
+        r.accumulate(value, share)
+        return
+    _scatter(r, inst, a, value, kind, operand, lane, shuffle)
+
+
+def _scatter(r, inst, a, value, kind, operand, lane, shuffle) -> None:
+    """The adjoint of a shuffle reading from any lane: for each lane k of the warp in turn, every lane
+    adds k's cotangent where k read it."""
+    b, module, ctx = r.b, r.module, r.ctx
+    i32, i64 = ctx.i32, ctx.i64
+    source = shuffle(kind, lane, operand)  # the lane each lane read (its own where it fell outside)
+    width = b.trunc(b.call(_declare(module, WARP_SIZE_MARKER, i64, [i32]), [llvm.ConstantInt.get(i32, 0)]), i32)
+    gfn = r.gfn
+    before = b.block
+    loop, done = gfn.append_block("unshuffle"), gfn.append_block("unshuffled")
+    b.br(loop)
+    b.position_at_end(loop)
+    k = b.phi(i32, [(llvm.ConstantInt.get(i32, 0), before)])
+    total = b.phi(a.type, [(llvm.Constant.null(a.type), before)])
+    from_k = shuffle("idx", source, k)
+    got = shuffle("idx", a, k)
+    # lane k exists (in a partial warp, a read past the block's last item gives the reader's own value)
+    exists = b.icmp("eq", shuffle("idx", lane, k), k)
+    read_here = b.and_(exists, b.icmp("eq", from_k, lane))
+    total_next = b.fadd(total, b.select(read_here, got, llvm.Constant.null(a.type)))
+    k_next = b.add(k, llvm.ConstantInt.get(i32, 1))
+    k.add_incoming(k_next, loop)
+    total.add_incoming(total_next, loop)
+    b.cond_br(b.icmp("ult", k_next, width), loop, done)
+    b.position_at_end(done)
+    r.accumulate(value, total_next)

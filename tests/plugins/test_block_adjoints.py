@@ -1,0 +1,105 @@
+"""Adjoints of kernels that use blocks: shared memory, barriers, warp shuffles and votes, atomics into
+shared and global memory, on the CPU (1 and 2 threads, partial blocks and warps) against central
+finite differences, and compiled for PTX, GCN and SPIR-V."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, finite_differences, gathered, halo_stencil,
+                                    matmul, prefix_sum, shared_atomics, warp_sum)
+
+import gpuc
+
+RNG = np.random.default_rng(0)
+U = lambda *shape: RNG.uniform(-1.0, 1.0, shape)  # noqa: E731
+
+# name -> (kernel, arrays, launch size, block)
+CASES = {
+    "block_sums": (block_sums, [U(250), np.zeros(4)], 256, TPB),
+    "tiled_matmul": (matmul, [U(40, 24), U(24, 36), np.zeros((40, 36))], (48, 48), (TILE, TILE)),
+    "halo_stencil": (halo_stencil, [U(100), np.zeros(100)], 128, BS),
+    "warp_shuffle_sum": (warp_sum, [U(96), np.zeros(3)], 96, 96),
+    "warp_shuffle_sum_partial_warp": (warp_sum, [U(96), np.zeros(3)], 72, 72),
+    "butterfly": (butterfly, [U(64), np.zeros(64)], 64, 64),
+    "butterfly_partial_warps": (butterfly, [U(64), np.zeros(64)], 50, 25),
+    "gathered_shuffles": (gathered, [U(64), np.array([6], np.int64), np.zeros(64)], 45, 45),
+    "prefix_sum": (prefix_sum, [U(128), np.zeros(128)], 128, TPB),
+    "shared_atomics_and_votes": (shared_atomics, [U(48), U(3), np.zeros(1)], 48, 16),
+}
+
+
+# Adjoints of kernels with blocks were refused; the reverse of a barrier is a barrier, shared arrays
+# have zeroed shadows and shuffles send cotangents back to the lanes they came from.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_adjoint_matches_finite_differences(name, threads):
+    kernel, arrays, n, block = CASES[name]
+    assert finite_differences(kernel, arrays, n, block, threads=threads) < 1e-6
+
+
+def test_seed_consumed_and_primal_effects():
+    a = np.linspace(-1.0, 1.0, 256)
+    da, out, dout = np.zeros(256), np.zeros(4), np.arange(1.0, 5.0)
+    gpuc.adjoint(block_sums).launch(256, a, da, out, dout, block=TPB)
+    np.testing.assert_allclose(out, [(a[k * TPB:(k + 1) * TPB] ** 2).sum() for k in range(4)], rtol=1e-13)
+    np.testing.assert_array_equal(dout, 0.0)
+    np.testing.assert_allclose(da, 2 * a * np.repeat(np.arange(1.0, 5.0), TPB), rtol=1e-14)
+
+
+A1, A2 = gpuc.Array[gpuc.float64, 1, "C"], gpuc.Array[gpuc.float64, 2, "C"]
+I1 = gpuc.Array[gpuc.int64, 1, "C"]
+TYPES = {"block_sums": (A1,) * 4, "tiled_matmul": (A2,) * 6, "halo_stencil": (A1,) * 4,
+         "warp_shuffle_sum": (A1,) * 4, "butterfly": (A1,) * 4, "gathered_shuffles": (A1, A1, I1, A1, A1),
+         "prefix_sum": (A1,) * 4, "shared_atomics_and_votes": (A1,) * 6}
+
+
+def _compile(name, target, output):
+    kernel = CASES[name][0]
+    job = gpuc.CompilerJob((gpuc.adjoint(kernel), TYPES[name]),
+                           gpuc.CompilerConfig(target, kernel=True, whole_blocks=True))
+    return gpuc.compile(job, output).output
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_adjoint_compiles_for_ptx(name, ptxas):
+    ptxas(_compile(name, gpuc.PTXTarget(cap="sm_90"), "asm"))
+
+
+# GCN and SPIR-V have no allocator for the tape of the matmul's loop over tiles; SPIR-V has no float
+# atomics for the adds of a shadow several work items share.
+NO_TAPE = {"tiled_matmul"}
+SPIRV_ATOMICS = {"block_sums", "halo_stencil", "prefix_sum", "shared_atomics_and_votes"}
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_adjoint_compiles_for_gcn(name):
+    if name in NO_TAPE:
+        with pytest.raises(gpuc.CompilationError, match="kept on a tape"):
+            _compile(name, gpuc.GCNTarget(), "obj")
+        return
+    assert _compile(name, gpuc.GCNTarget(), "obj")
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_adjoint_compiles_for_spirv(name, spirv_val):
+    if name in NO_TAPE or name in SPIRV_ATOMICS:
+        with pytest.raises(gpuc.CompilationError, match="kept on a tape|atomic float adds|SPV_EXT_shader_atomic_float_add"):
+            _compile(name, gpuc.SPIRVTarget(), "obj")
+        return
+    spirv_val(_compile(name, gpuc.SPIRVTarget(), "obj"))
+
+
+@gpuc.kernel
+def grid_synced(x, y):
+    i = gpuc.index(0)
+    y[i] = x[i] * x[i]
+    gpuc.grid_barrier()
+    x[i] = y[(i + 1) % len(y)]
+
+
+def test_grid_barrier_is_a_located_refusal():
+    x, y = np.ones(8), np.zeros(8)
+    with pytest.raises(gpuc.CompilationError, match="grid barrier is not supported") as info:
+        gpuc.adjoint(grid_synced).launch(8, x, np.zeros(8), y, np.zeros(8), block=4)
+    assert "test_block_adjoints.py" in str(info.value) and "split the kernel in two launches" in str(info.value)

@@ -4,6 +4,8 @@
    whose adjoint accumulates into neighbours, a per-element loop with a run-time trip count read
    from an int32 array), the kernel `gpuc.adjoint(k)` against `k` itself, on the CPU with one
    thread and with all threads, over 1M and 10M elements (target: adjoint <= 2x primal).
+   And two float64 kernels with blocks: the README's shared-memory tree reduction and a matmul with
+   16x16 tiles in shared memory, `gpuc.adjoint(k).launch(..., block=)` against `k` (target: <= 3x).
 2. The same kernels on Warp's CPU device (`warp-lang`, optional): forward and backward time
    (backward = putting the seed in place + the adjoint launch, `tape.backward(grads={y: seed})` for
    Warp; target: gpuc's backward <= 0.5x Warp's); the gradients of both against a float64
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 import _common  # noqa: F401 - puts the repository on sys.path
-from _common import ROOT, banner, machine_facts, median, ms, spread, table, timed, write_json
+from _common import ROOT, banner, machine_facts, median, ms, paired_rounds, spread, table, timed, write_json
 
 import gpuc
 from bench_autodiff import (loop, loop_derivative, loop_primal, mix, mix_derivative, mix_primal, poly,  # noqa: E402
@@ -71,6 +73,64 @@ def dynamic_loop(x, nsteps, y):
     for _ in range(n):
         acc = acc * 0.5 + math.sin(acc)
     y[i] = acc
+
+
+TPB, TILE = 256, 16
+
+
+@gpuc.kernel
+def block_sums(a, out):
+    s = gpuc.shared.array(TPB, gpuc.float64)   # the README's tree reduction, of squares
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    s[t] = a[i] * a[i] if i < len(a) else 0.0
+    gpuc.barrier()
+    stride = TPB // 2
+    while stride > 0:
+        if t < stride:
+            s[t] += s[t + stride]
+        gpuc.barrier()
+        stride //= 2
+    if t == 0:
+        out[gpuc.block_index(0)] = s[0]
+
+
+@gpuc.kernel
+def tiled_matmul(a, b, c):
+    sa = gpuc.shared.array((TILE, TILE), gpuc.float64)
+    sb = gpuc.shared.array((TILE, TILE), gpuc.float64)
+    tx, ty = gpuc.thread_index(0), gpuc.thread_index(1)
+    col, row = gpuc.index(0), gpuc.index(1)
+    n = a.shape[1]
+    acc = 0.0
+    for k0 in range(0, n, TILE):
+        sa[ty, tx] = a[row, k0 + tx]
+        sb[ty, tx] = b[k0 + ty, col]
+        gpuc.barrier()
+        for k in range(TILE):
+            acc += sa[ty, k] * sb[k, tx]
+        gpuc.barrier()
+    c[row, col] = acc
+
+
+def run_block_kernels(reps: int, threads: list[int], quick: bool) -> list[list[str]]:
+    """Adjoint against primal of the two kernels with blocks, float64, on the CPU: table rows."""
+    rng = np.random.default_rng(0)
+    n, m = (1 << 20, 128) if quick else (1 << 22, 256)
+    a, out = rng.uniform(-1, 1, n), np.zeros(n // TPB)
+    x, y, z = rng.uniform(-1, 1, (m, m)), rng.uniform(-1, 1, (m, m)), np.zeros((m, m))
+    rows = []
+    for t in threads:
+        for name, primal, adjoint, size, block in (
+                ("block reduction", lambda: block_sums.launch(n, a, out, block=TPB, threads=t),
+                 lambda: gpuc.adjoint(block_sums).launch(n, a, np.zeros(n), out, np.ones(n // TPB), block=TPB,
+                                                         threads=t), f"{n:,}", TPB),
+                ("tiled matmul", lambda: tiled_matmul.launch((m, m), x, y, z, block=(TILE, TILE), threads=t),
+                 lambda: gpuc.adjoint(tiled_matmul).launch((m, m), x, np.zeros((m, m)), y, np.zeros((m, m)), z,
+                                                           np.ones((m, m)), block=(TILE, TILE), threads=t),
+                 f"{m}x{m}", f"{TILE}x{TILE}")):
+            p, d = paired_rounds([primal, adjoint], reps)
+            rows.append([name, size, str(block), str(t), ms(median(p)), ms(median(d)), f"{median(d) / median(p):.2f}x"])
+    return rows
 
 
 def warp_kernels():
@@ -516,6 +576,11 @@ def main() -> None:
                                  f"{fmt_noise(s.get(p, []))} / {fmt_noise(s.get(d, []))}"])
         print(table(["kernel", "n", "threads", "primal ms", "adjoint ms", "adjoint/primal", "noise"], rows,
                     title=f"\nadjoint vs primal kernel on the CPU, float32 (median of {reps}; target <= 2x)"))
+    if HAVE_REVERSE:
+        print(table(["kernel", "size", "block", "threads", "primal ms", "adjoint ms", "adjoint/primal"],
+                    run_block_kernels(reps, threads, args.quick),
+                    title=f"\nadjoints of kernels with blocks vs their primal on the CPU, float64 (median of {reps}; "
+                          "target <= 3x)"))
     if wk is not None:
         rows = []
         for name, results in kernels.items():

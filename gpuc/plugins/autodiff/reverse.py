@@ -540,19 +540,34 @@ class _Reverse(Copier):
             align = inst.alignment if inst.opcode_name == "load" else None  # as the primal's, not the vector's
             b.store(b.fadd(b.load(ty, s, align=align), contribution), s, align=align)
             return
-        if not self.settings.float_atomics:
-            raise self.error(inst, f"the adjoint adds into an array that several work items read, with atomic "
-                                   f"float adds, which {self.settings.target_name} lacks: "
-                                   f"{self.settings.float_atomics_missing}",
-                             "read only each work item's own element (a[gpuc.index()]) of arrays with shadows, or "
-                             "compile the adjoint for the CPU, PTX or GCN")
+        add = self._atomic_fadd if self.settings.float_atomics else self._compare_exchange_fadd
         if isinstance(ty, llvm.VectorType):
             lane_ty = ty.element_type
             for k in range(ty.count):
                 lane = b.extract_element(contribution, llvm.ConstantInt.get(self.ctx.i32, k))
-                b.atomic_rmw("fadd", b.gep(lane_ty, s, [llvm.ConstantInt.get(self.ctx.i64, k)]), lane)
+                add(b.gep(lane_ty, s, [llvm.ConstantInt.get(self.ctx.i64, k)]), lane)
         else:
-            b.atomic_rmw("fadd", s, contribution)
+            add(s, contribution)
+
+    def _atomic_fadd(self, pointer, value) -> None:
+        self.b.atomic_rmw("fadd", pointer, value)
+
+    def _compare_exchange_fadd(self, pointer, value) -> None:
+        """`*pointer += value` atomically on a target without float atomics: a compare-and-swap loop on
+        the float's bits (integer compare-and-swap is everywhere)."""
+        b, ctx = self.b, self.ctx
+        bits = ctx.int_type({ctx.float: 32, ctx.double: 64, ctx.half: 16}[value.type])
+        before = b.block
+        first = b.load(bits, pointer)
+        loop, done = self.gfn.append_block("cas.add"), self.gfn.append_block("cas.added")
+        b.br(loop)
+        b.position_at_end(loop)
+        seen = b.phi(bits, [(first, before)])
+        total = b.bitcast(b.fadd(b.bitcast(seen, value.type), value), bits)
+        pair = b.cmpxchg(pointer, seen, total, success="monotonic")
+        seen.add_incoming(b.extract_value(pair, 0), loop)
+        b.cond_br(b.extract_value(pair, 1), done, loop)
+        b.position_at_end(done)
 
     # -- the reverse part -------------------------------------------------------------------------
     def _reverse(self) -> None:

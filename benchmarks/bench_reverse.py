@@ -4,8 +4,8 @@
    whose adjoint accumulates into neighbours, a per-element loop with a run-time trip count read
    from an int32 array), the kernel `gpuc.adjoint(k)` against `k` itself, on the CPU with one
    thread and with all threads, over 1M and 10M elements (target: adjoint <= 2x primal).
-   And two float64 kernels with blocks: the README's shared-memory tree reduction and a matmul with
-   16x16 tiles in shared memory, `gpuc.adjoint(k).launch(..., block=)` against `k` (target: <= 3x).
+   And two float32 kernels with blocks from bench_blocks.py: the README's shared-memory tree reduction
+   and a matmul with 16x16 tiles in shared memory, `gpuc.adjoint(k).launch(..., block=)` against `k` (target: <= 3x).
 2. The same kernels on Warp's CPU device (`warp-lang`, optional): forward and backward time
    (backward = putting the seed in place + the adjoint launch, `tape.backward(grads={y: seed})` for
    Warp; target: gpuc's backward <= 0.5x Warp's); the gradients of both against a float64
@@ -43,6 +43,7 @@ import _common  # noqa: F401 - puts the repository on sys.path
 from _common import ROOT, banner, machine_facts, median, ms, paired_rounds, spread, table, timed, write_json
 
 import gpuc
+from bench_blocks import TILE, TPB, matmul_tiled, sum_tree  # noqa: E402
 from bench_autodiff import (loop, loop_derivative, loop_primal, mix, mix_derivative, mix_primal, poly,  # noqa: E402
                             poly_derivative, poly_primal)
 
@@ -75,58 +76,23 @@ def dynamic_loop(x, nsteps, y):
     y[i] = acc
 
 
-TPB, TILE = 256, 16
-
-
-@gpuc.kernel
-def block_sums(a, out):
-    s = gpuc.shared.array(TPB, gpuc.float64)   # the README's tree reduction, of squares
-    t, i = gpuc.thread_index(0), gpuc.index(0)
-    s[t] = a[i] * a[i] if i < len(a) else 0.0
-    gpuc.barrier()
-    stride = TPB // 2
-    while stride > 0:
-        if t < stride:
-            s[t] += s[t + stride]
-        gpuc.barrier()
-        stride //= 2
-    if t == 0:
-        out[gpuc.block_index(0)] = s[0]
-
-
-@gpuc.kernel
-def tiled_matmul(a, b, c):
-    sa = gpuc.shared.array((TILE, TILE), gpuc.float64)
-    sb = gpuc.shared.array((TILE, TILE), gpuc.float64)
-    tx, ty = gpuc.thread_index(0), gpuc.thread_index(1)
-    col, row = gpuc.index(0), gpuc.index(1)
-    n = a.shape[1]
-    acc = 0.0
-    for k0 in range(0, n, TILE):
-        sa[ty, tx] = a[row, k0 + tx]
-        sb[ty, tx] = b[k0 + ty, col]
-        gpuc.barrier()
-        for k in range(TILE):
-            acc += sa[ty, k] * sb[k, tx]
-        gpuc.barrier()
-    c[row, col] = acc
-
-
 def run_block_kernels(reps: int, threads: list[int], quick: bool) -> list[list[str]]:
-    """Adjoint against primal of the two kernels with blocks, float64, on the CPU: table rows."""
+    """Adjoint against primal of bench_blocks.py's tree reduction and tiled matmul, float32, on the CPU:
+    table rows."""
     rng = np.random.default_rng(0)
     n, m = (1 << 20, 128) if quick else (1 << 22, 256)
-    a, out = rng.uniform(-1, 1, n), np.zeros(n // TPB)
-    x, y, z = rng.uniform(-1, 1, (m, m)), rng.uniform(-1, 1, (m, m)), np.zeros((m, m))
+    a, out = rng.uniform(-1, 1, n).astype(np.float32), np.zeros(n // TPB, np.float32)
+    x, y = (rng.uniform(-1, 1, (m, m)).astype(np.float32) for _ in range(2))
+    z = np.zeros((m, m), np.float32)
     rows = []
     for t in threads:
         for name, primal, adjoint, size, block in (
-                ("block reduction", lambda: block_sums.launch(n, a, out, block=TPB, threads=t),
-                 lambda: gpuc.adjoint(block_sums).launch(n, a, np.zeros(n), out, np.ones(n // TPB), block=TPB,
-                                                         threads=t), f"{n:,}", TPB),
-                ("tiled matmul", lambda: tiled_matmul.launch((m, m), x, y, z, block=(TILE, TILE), threads=t),
-                 lambda: gpuc.adjoint(tiled_matmul).launch((m, m), x, np.zeros((m, m)), y, np.zeros((m, m)), z,
-                                                           np.ones((m, m)), block=(TILE, TILE), threads=t),
+                ("block reduction", lambda: sum_tree.launch(n, a, out, block=TPB, threads=t),
+                 lambda: gpuc.adjoint(sum_tree).launch(n, a, np.zeros_like(a), out, np.ones_like(out), block=TPB,
+                                                       threads=t), f"{n:,}", TPB),
+                ("tiled matmul", lambda: matmul_tiled.launch((m, m), x, y, z, block=(TILE, TILE), threads=t),
+                 lambda: gpuc.adjoint(matmul_tiled).launch((m, m), x, np.zeros_like(x), y, np.zeros_like(y), z,
+                                                           np.ones_like(z), block=(TILE, TILE), threads=t),
                  f"{m}x{m}", f"{TILE}x{TILE}")):
             p, d = paired_rounds([primal, adjoint], reps)
             rows.append([name, size, str(block), str(t), ms(median(p)), ms(median(d)), f"{median(d) / median(p):.2f}x"])
@@ -579,7 +545,7 @@ def main() -> None:
     if HAVE_REVERSE:
         print(table(["kernel", "size", "block", "threads", "primal ms", "adjoint ms", "adjoint/primal"],
                     run_block_kernels(reps, threads, args.quick),
-                    title=f"\nadjoints of kernels with blocks vs their primal on the CPU, float64 (median of {reps}; "
+                    title=f"\nadjoints of kernels with blocks vs their primal on the CPU, float32 (median of {reps}; "
                           "target <= 3x)"))
     if wk is not None:
         rows = []

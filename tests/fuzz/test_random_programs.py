@@ -548,6 +548,93 @@ def test_derivative_checker_runs_the_trip_count(tmp_path):
     assert finding is not None and finding.kind == "mismatch"
 
 
+# -- nested derivatives (support.nested_derivatives): hyper-dual numbers are the reference -------
+
+def test_hyper_duals_give_second_derivatives():
+    from support.derivatives import Dual, dual_math
+    from support.nested_derivatives import Hyper
+    # f(x, y) = sin(x·y) / (x² + 2), x moving in ε1 and y in ε2: ab is ∂²f/∂x∂y
+    x0, y0 = 0.7, -1.3
+    x, y = Hyper(x0, 1.0, 0.0, 0.0, x0, 1.0, 0.0, 0.0), Hyper(y0, 0.0, 1.0, 0.0, -y0, 0.0, 1.0, 0.0)
+    h = (x * y).math("sin") / (x * x + Hyper.const(2.0))
+    s, c, u = math.sin(x0 * y0), math.cos(x0 * y0), x0 * x0 + 2.0
+    assert abs(h.a - (y0 * c / u - 2 * x0 * s / u ** 2)) < 1e-15 and abs(h.b - x0 * c / u) < 1e-15
+    assert abs(h.ab - ((c - x0 * y0 * s) / u - 2 * x0 * x0 * c / u ** 2)) < 1e-15
+    assert all(m >= abs(v) for v, m in ((h.v, h.vm), (h.a, h.am), (h.b, h.bm), (h.ab, h.abm)))
+    # each function's second derivative against central differences of its first (Dual's rules)
+    for name in ("sin", "cos", "exp", "tanh", "sqrt", "log"):
+        v, e = 0.7, 1e-5
+        second = Hyper(v, 1.0, 1.0, 0.0, v, 1.0, 1.0, 0.0).math(name).ab
+        slope = [dual_math(name, Dual(w, 1.0, 1.0, w)).d for w in (v - e, v + e)]
+        assert abs(second - (slope[1] - slope[0]) / (2 * e)) < 1e-8 * max(1.0, abs(second)), name
+    # tanh's slope is computed as 1 - tanh², whose terms cancel: float32 makes it 0 at 12, where it is 1.5e-10
+    big = Hyper(12.0, 1.0, 1.0, 0.0, 12.0, 1.0, 1.0, 0.0).math("tanh")
+    assert big.am >= 1.0 and big.abm >= 1.0
+
+
+def test_nested_derivatives_extend_the_programs(monkeypatch):
+    from support import derivatives, nested_derivatives
+    cases = [derivatives.generate(CI_SEED, k) for k in range(CI_DERIVATIVES)]
+    nested = [c for c in cases if c.nested is not None]
+    assert 0.1 * len(cases) < len(nested) < 0.35 * len(cases)
+    # drawn from a stream of their own: without them, each program is the one the seed gave before
+    monkeypatch.setattr(nested_derivatives, "NESTED", 0.0)
+    for c in nested[:10]:
+        assert c.nested.prefix == derivatives.generate(CI_SEED, c.index).source + "\n\n"
+        assert c.source.startswith(c.nested.prefix)
+    outers = [o for c in nested for o in c.nested.outers]
+    pairs = {(o.form, i.form) for o in outers if o.target for i in o.target.inners}
+    assert pairs == {(o, i) for o in nested_derivatives.FORMS for i in nested_derivatives.FORMS}  # every form over every
+    text = "".join(c.source[len(c.nested.prefix):] for c in nested)
+    for construct in ("def h2(", "int(q)", "gpuc.jvp(fq, ", "gpuc.vjp(fq, ", "float(n)", "gpuc.float32(n)",
+                      "es[2]), (ts[0]", "gr1 = gpuc.grad(f, x[0]", "= gpuc.vjp(h", "(ws[0], ws[1]))", "return (",
+                      "def nested_host("):
+        assert construct in text, construct
+    assert any(o.target is None and c.npos is not None for c in nested for o in c.nested.outers)  # a tape beside
+    assert any(h.nret == 2 for c in nested for h in c.nested.hs)
+    assert {c.dtype for c in nested} == {np.float32, np.float64} and any(c.npos is not None for c in nested)
+
+
+def test_nested_checker_finds_wrong_values(tmp_path):
+    from support import derivatives
+    def case():
+        return next(c for c in (derivatives.generate(CI_SEED, k) for k in range(60))
+                    if c.nested and c.dtype is np.float64 and c.npos is None and len(c.nested.rows[0]) > 1
+                    and any(abs(v) > 0.1 for o in c.nested.outers for v, _ in o.want[1]))
+    assert derivatives.check(case(), tmp_path) is None
+    # against the reference, on the second work item
+    c = case()
+    outer, k = next((o, k) for o in c.nested.outers for k, (v, _) in enumerate(o.want[1]) if abs(v) > 0.1)
+    value, magnitude = outer.want[1][k]
+    outer.want[1][k] = (value * (1 + 1e-6), magnitude)
+    finding = derivatives.check(c, tmp_path)
+    assert finding is not None and "nested out[1, " in finding.detail and "expected" in finding.detail
+    # against the same calls made from Python
+    c = case()
+    kernel, host = c.source.split("def nested_host(")
+    c.source = kernel + "def nested_host(" + host.replace("    o[0] = ", "    o[0] = (1 + 1e-9) * ", 1)
+    finding = derivatives.check(c, tmp_path)
+    assert finding is not None and "from Python" in finding.detail
+
+
+def test_known_tape_error_names_the_h_left_out():  # goes with known_tape_error, when that is deleted
+    from gpuc.errors import CompilationError
+    from support.nested_derivatives import known_tape_error
+    at = "cannot differentiate h1.f64.i64.f64 at `store ptr %tape.first.i, ptr %tape.i, align 8`: "
+    for message in ("a pointer to a stack slot escapes into memory",
+                    "a pointer to memory that has a shadow is stored into memory"):
+        assert known_tape_error(CompilationError(at + message)) == "h1"
+    assert known_tape_error(CompilationError(at + "something else")) is None
+    assert known_tape_error(RuntimeError(at + "a pointer to a stack slot escapes into memory")) is None
+    other = "cannot differentiate h1.f64 at `store ptr %t, ptr %p, align 8`: "
+    assert known_tape_error(CompilationError(other + "a pointer to a stack slot escapes into memory")) is None
+    # the gradient h calls, differentiated for h
+    inner = CompilationError("cannot differentiate f.f64.i64.A1f64C.gradient.10000 at `store ptr %tape.first, "
+                             "ptr %tape, align 8`: a pointer to a stack slot escapes into memory")
+    assert known_tape_error(inner) is None
+    assert known_tape_error(inner.with_note("while differentiating @h2.f64.i64.A1f64C, asked for here")) == "h2"
+
+
 def test_random_derivatives():
     from support import derivatives
     if "derivatives" in PENDING:

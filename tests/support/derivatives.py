@@ -37,6 +37,11 @@ vjp's cotangent[i] the cotangent-weighted sum over f's results. gpuc's forward r
 kernel: grad[i] must equal the derivative or the unit jvp in the same direction, value_and_grad's
 value f's value, vjp's cotangent the cotangent-weighted sum of the unit jvps (`Case.relations`).
 
+Nested derivatives (support.nested_derivatives, from a random stream of their own, so that a program
+without them is the one the seed gave before): a fifth of the programs are followed by funcs h calling
+derivative forms of f and a kernel `nested` applying derivative forms to them, checked against the
+same calls made from Python and against hyper-dual numbers.
+
 The compiled derivative may sum its terms in another order (and float32 code rounds every step), so
 results are compared with a relative tolerance against the magnitude of the terms (`Dual.m`, the
 derivative computed with every term's absolute value): RTOL64 = 1e-9 for float64, RTOL32 = 1e-4 for
@@ -49,12 +54,14 @@ compared with each other get the tolerance of the reference value they should bo
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import math
 import random
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +69,7 @@ import numpy as np
 
 RTOL64, RTOL32 = 1e-9, 1e-4
 MARGIN = 1e-3  # relative distance of a branch test from its tie below which a program is undefined
+NUM = "__number__"  # env's key for the number type expressions evaluate on: Dual, or support.nested_derivatives.Hyper
 
 
 class Undefined(Exception):
@@ -98,6 +106,11 @@ class Dual:
     def chain(self, value, slope):
         return Dual(value, slope * self.d, abs(slope) * self.m + abs(self.d) * (abs(slope) + 1) * self.vm,
                     abs(value) + abs(slope) * self.vm)
+
+
+def const(env, value):
+    """A constant of the number type env evaluates on."""
+    return env.get(NUM, Dual).const(value)
 
 
 def dual_math(name, a: Dual) -> Dual:
@@ -137,7 +150,7 @@ class Var(Expr):
 class Lit(Expr):
     value: float
     def src(self): return repr(self.value)
-    def ev(self, env): return Dual.const(self.value)
+    def ev(self, env): return const(env, self.value)
 
 
 @dataclass
@@ -156,7 +169,7 @@ class Elem(Expr):
     """arr[i]: an element of f's array constant (strong, of the program's float type)."""
     i: int
     def src(self): return f"arr[{self.i}]"
-    def ev(self, env): return Dual.const(env["arr"][self.i])
+    def ev(self, env): return const(env, env["arr"][self.i])
 
 
 @dataclass
@@ -167,7 +180,7 @@ class SafeDen(Expr):
     def src(self): return f"({self.e.src()} * {self.e.src()} + {self.k!r})"
     def ev(self, env):
         e = self.e.ev(env)
-        return e * e + Dual.const(self.k)
+        return e * e + const(env, self.k)
 
 
 @dataclass
@@ -179,7 +192,7 @@ class Math(Expr):
         a = self.e.ev(env)
         if self.name == "exp" and abs(a.v) > 30:
             raise Undefined("exp of a large argument")
-        return dual_math(self.name, a)
+        return dual_math(self.name, a) if isinstance(a, Dual) else a.math(self.name)
 
 
 @dataclass
@@ -188,7 +201,7 @@ class Conv(Expr):
     var: str
     fn: str
     def src(self): return f"{self.fn}({self.var})"
-    def ev(self, env): return Dual.const(float(env[self.var]))
+    def ev(self, env): return const(env, float(env[self.var]))
 
 
 @dataclass
@@ -277,6 +290,7 @@ class Func:
 
     def ev(self, args):
         env = dict(zip(self.params, args))
+        env[NUM] = next((type(a) for a in args if hasattr(type(a), "const")), Dual)
         def run(stmts):  # None when the statements end, else ("ret", value), ("break",) or ("continue",)
             for s in stmts:
                 if s[0] == "let":
@@ -299,7 +313,7 @@ class Func:
                         body = s[3]
                     else:
                         _, a, op, c, i, bound, body = s
-                        def steps(a=a, op=op, c=Dual.const(c), i=i, bound=bound):
+                        def steps(a=a, op=op, c=const(env, c), i=i, bound=bound):
                             while compare(env[a], op, c) and env[i] < bound:
                                 yield
                     for _ in steps():
@@ -310,7 +324,7 @@ class Func:
                             break
                 elif s[0] == "when":
                     c = s[1]
-                    if compare(c[1].ev(env), c[2], Dual.const(c[3])) if c[0] == "f" else int_value(c[1], env):
+                    if compare(c[1].ev(env), c[2], const(env, c[3])) if c[0] == "f" else int_value(c[1], env):
                         r = run(s[2])
                         if r is not None:
                             return r
@@ -582,6 +596,7 @@ class Case:
     host_expected: list = field(default_factory=list)  # [(value, magnitude)] for host_results(), flattened
     n: int | None = None                            # f's trip count (an int parameter), with loops
     npos: int | None = None                         # n's position among f's parameters
+    nested: object = None                           # support.nested_derivatives.Nested, or None
 
 
 COTANGENTS = (1.0, -0.5, 2.0, 0.75, -1.5, 0.25)
@@ -592,6 +607,7 @@ LOOP_TRIES = 4
 
 
 def generate(seed: int, index: int, attempts: int = 100) -> Case:
+    from . import nested_derivatives  # which builds on this module
     for attempt in range(attempts):
         rng = random.Random(f"derivatives-{seed}-{index}-{attempt}")
         g = Gen(rng)
@@ -626,8 +642,14 @@ def generate(seed: int, index: int, attempts: int = 100) -> Case:
         host_expected = _host_expected(cols, nout, g.arr, ws, npos is not None) if host else []
         source = ("import math\n\nimport gpuc\n\n\n" + "".join(h.src() + "\n\n" for h in g.funcs)
                   + f.src() + "\n\n" + kernel)
+        # nested derivatives come from a random stream of their own, so the program above is the one the
+        # seed always gave; with them, it is that program followed by funcs h and a kernel `nested`
+        base = nested_derivatives.Base(f, nparams, nout, g.arr, dtype, n, npos, cs, tangents, ws)
+        nested = nested_derivatives.draw(seed, index, base, g.funcs, xs, source + "\n\n")
+        if nested is not None:
+            source += "\n\n" + nested.src()
         return Case(seed, index, source, dtype, xs, tangents, cs, expected, labels, relations, ws[:nout], nout,
-                    g.arr, host, host_expected, n, npos)
+                    g.arr, host, host_expected, n, npos, nested)
     raise RuntimeError(f"no defined derivative program for seed {seed} index {index}")
 
 
@@ -805,16 +827,23 @@ class Finding:
 
     def describe(self) -> str:
         c = self.case
+        rows = f"xr = {c.nested.rows} (the nested kernel's primals), ws = {c.nested.base.ws}\n" if c.nested else ""
         return (f"== derivatives seed {c.seed} program {c.index}: {self.kind} ==\n{c.source}\n"
-                f"xs = {c.xs} ts = {c.tangents} cs = {c.cs} ws = {c.ws} ({np.dtype(c.dtype).name})\n{self.detail}\n")
+                f"xs = {c.xs} ts = {c.tangents} cs = {c.cs} ws = {c.ws} ({np.dtype(c.dtype).name})\n{rows}"
+                f"{self.detail}\n")
+
+
+def load_source(source: str, path: Path):
+    """The module of a program's source, written to path and imported."""
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"gpuc_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def check(case: Case, workdir: Path) -> Finding | None:
-    path = workdir / f"deriv_{case.seed}_{case.index}.py"
-    path.write_text(case.source)
-    spec = importlib.util.spec_from_file_location(f"gpuc_deriv_{case.seed}_{case.index}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_source(case.source, workdir / f"deriv_{case.seed}_{case.index}.py")
     out = np.zeros(len(case.expected), case.dtype)
     xs = np.array(case.xs, case.dtype)
     ts = np.array(case.tangents, case.dtype)
@@ -852,16 +881,27 @@ def check(case: Case, workdir: Path) -> Finding | None:
             bad.append(f"from Python, result {k}: got {value!r}, expected {want!r} (tolerance {tol:.3g})")
     if len(host) != len(case.host_expected):
         bad.append(f"from Python: {len(host)} results, expected {len(case.host_expected)}")
+    if case.nested is not None:
+        from . import nested_derivatives
+        try:
+            bad += nested_derivatives.check(case, module, workdir)
+        except Exception as exc:  # noqa: BLE001
+            return Finding(case, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
     return Finding(case, "mismatch", "\n".join(bad)) if bad else None
 
 
-def run(seed: int, count: int, start: int = 0) -> tuple[list[Finding], int]:
+def run(seed: int, count: int, start: int = 0, tally: Counter | None = None) -> tuple[list[Finding], int]:
+    """The findings of programs start.. of the seed; `tally` counts the nested derivatives checked."""
+    from . import nested_derivatives
     findings = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(start, start + count):
-            finding = check(generate(seed, index), Path(tmp))
+            case = generate(seed, index)
+            finding = check(case, Path(tmp))
             if finding:
                 findings.append(finding)
+            if tally is not None and case.nested is not None:
+                nested_derivatives.tally(case.nested, tally)
     return findings, count
 
 
@@ -870,14 +910,22 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--nested", type=float, default=None,
+                        help="the share of programs given nested derivatives (a soak of them: 1)")
     ns = parser.parse_args(argv)
+    if ns.nested is not None:
+        from . import nested_derivatives
+        nested_derivatives.NESTED = ns.nested
     t0 = time.monotonic()
-    findings, n = run(ns.seed, ns.count, ns.start)
+    tally = Counter()
+    findings, n = run(ns.seed, ns.count, ns.start, tally)
     for f in findings:
         print(f.describe())
+    for key, k in sorted(tally.items()):
+        print(f"{k:5d}  {key}")
     print(f"derivatives: {n} programs, {len(findings)} findings in {time.monotonic() - t0:.0f} s")
     return 1 if findings else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # as the package's module, whose classes support.nested_derivatives shares
+    sys.exit(importlib.import_module(__spec__.name).main())

@@ -115,6 +115,8 @@ class _Gen:
         self.rng, self.p = rng, p
         # without "updown": shfl_up/down only at a lane-dependent distance (the loop over the warp)
         self.kinds = ["idx", "xor"] if "updown" in pending else ["idx", "up", "down", "xor"]
+        # without "count": a plain barrier before each barrier_count/all/any
+        self.count_barrier = "count" in pending
 
     def expr(self, names, depth=None) -> str:
         rng = self.rng
@@ -209,6 +211,8 @@ class _Gen:
         steers may hold barriers."""
         rng = self.rng
         pre, text = self.predicate(d)
+        if self.count_barrier:
+            pre = [(d, "gpuc.barrier()", False)] + pre
         how = rng.choice(["count", "count", "all", "any"])
         if how == "count":
             lines = pre + [(d, f"c = gpuc.barrier_count({text})", False)]
@@ -451,6 +455,7 @@ def check(case_seed: int, stream: int, workdir: Path, pending=()) -> dict:
     import gpuc
     p, runs, probe_kernel = generate(case_seed, stream, workdir, pending=pending)
     answer = {"findings": [], "rough": [], "kinds": p.kinds, "worst": 0.0}
+    run = runs[0]
     try:
         kernel = load(p.source(), workdir / f"blockadj_{case_seed}.py")
         adjoint = gpuc.adjoint(kernel)
@@ -473,7 +478,7 @@ def check(case_seed: int, stream: int, workdir: Path, pending=()) -> dict:
                 break
     except Exception as exc:  # noqa: BLE001 -- every error on a defined program is a finding
         detail = f"{type(exc).__name__}: {exc}"[:3000] + "\n" + traceback.format_exc()[-1500:]
-        answer["findings"].append(("exception", "", detail, math.inf, script(p, runs[0])))
+        answer["findings"].append(("exception", "", f"block={run.block} n={run.n}: {detail}", math.inf, script(p, run)))
     return answer
 
 
@@ -481,7 +486,8 @@ def check(case_seed: int, stream: int, workdir: Path, pending=()) -> dict:
 
 def script(p: Program, run: Launch) -> str:
     """A self-contained script: the kernel, its arguments and seeds, the adjoint launch on 1 and 2 threads
-    and the gradient by central differences of the kernel, printing the worst disagreement."""
+    and the gradient by central differences of the kernel, printing each entry where they differ by more than
+    1e-6 of the larger of 1 and the difference."""
     lines = [p.source().rstrip(), "", "", "import numpy as np", "",
              f"n, block = {run.n!r}, {run.block!r}"]
     for name, a in run.arrays.items():
@@ -573,7 +579,7 @@ class Report:
 def run(seed: int, count: int, workdir: Path | None = None, timeout: float = 300.0, progress=None,
         pending=()) -> Report:
     """Programs of soak `seed` checked in a worker process; `pending`: constructs left out ("updown": shfl_up
-    and shfl_down at constant distances)."""
+    and shfl_down at constant distances; "count": barrier_count/all/any in kernels without a plain barrier)."""
     report = Report()
     with tempfile.TemporaryDirectory(prefix="gpuc_blockadj_") as tmp:
         with Worker(Path(workdir or tmp), timeout) as worker:
@@ -611,7 +617,8 @@ def main(argv=None) -> int:
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a program may take")
     parser.add_argument("--out", type=Path, help="write every finding here too")
-    parser.add_argument("--without", nargs="*", default=[], choices=["updown"], help="leave out these constructs")
+    parser.add_argument("--without", nargs="*", default=[], choices=["updown", "count"],
+                        help="leave out these constructs (PENDING in tests/fuzz/test_random_block_adjoints.py)")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # a worker process (`serve`)
     ns = parser.parse_args(argv)
     if ns.serve:

@@ -12,11 +12,25 @@ from .pipeline import build_pipeline
 from .plugins import claimed_by, find_marker
 from .source import CompiledFunction, as_source
 from .trace import CompilationRecord, SegmentRecord
+from ..targets.interface import without_pass
 
 _ACTIVE: dict[int, "CompileState"] = {}  # context handle -> the state of the compile using it, while it runs
 _ACTIVE_LOCK = threading.Lock()
 # CompileState.scratch keys of what compile_into derives once per compile.
 _CONFIGS, _MARKERS, _UNPROVIDED = "gpuc.compile_into.configs", "gpuc.plugin_markers", "gpuc.libraries.unprovided"
+
+
+#: Interprocedural passes that rewrite a function for its callers of the moment: fold an argument
+#: every present call passes alike (ipsccp), drop a result or argument they leave unused
+#: (deadargelim), change the calling convention (globalopt). Left out of `CompileState.optimize`:
+#: a plugin that finds a function again by name and calls it from new code needs it as it was made.
+CALLER_SPECIFIC = ("ipsccp", "globalopt", "deadargelim", "called-value-propagation")
+
+
+def _without_caller_specific(text: str) -> str:
+    for name in CALLER_SPECIFIC:
+        text = without_pass(text, name)
+    return text
 
 
 class CompileState:
@@ -143,17 +157,19 @@ class CompileState:
         `optimize` pass segments at the compile's opt level, as the pipeline does before the
         `optimized` point: for code a plugin makes there, which the rest of the pipeline would
         leave unoptimized. Other functions are kept as they are meanwhile (not optimized again,
-        not inlined into the new code); the pipeline may delete functions nothing uses any more."""
+        not inlined into the new code); the pipeline may delete functions nothing uses any more.
+        A function keeps its interface (CALLER_SPECIFIC passes are left out): a plugin may call it
+        again from code it makes later."""
         chosen = None if functions is None else {f.name for f in functions}
-        steps = [s for s in build_pipeline(self.target, self.config.opt_level).steps
+        steps = [(s.name, _without_caller_specific(s.text)) for s in build_pipeline(self.target, self.config.opt_level).steps
                  if s.kind == "passes" and s.name in ("simplify", "optimize")]
         frozen = {} if chosen is None else self._freeze(chosen)
         start = time.perf_counter()
         try:
-            for step in steps:
-                if step.name == "optimize":  # as the pipeline does before its optimize segment
+            for name, text in steps:
+                if name == "optimize":  # as the pipeline does before its optimize segment
                     self.target.annotate_for_vectorizer(self.job, self.module)
-                run_passes(self.module, step.text, self.target_machine, verify=not self.config.verify_plugins)
+                run_passes(self.module, text, self.target_machine, verify=not self.config.verify_plugins)
         finally:
             self._thaw(frozen)
         self.trace.segments.append(SegmentRecord(f"optimize@{self.point or 'libraries'}", time.perf_counter() - start))

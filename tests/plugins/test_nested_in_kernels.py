@@ -221,3 +221,44 @@ def test_adjoint_of_kernel_taking_taped_gradients(threads):
         e[i] = h
         assert dxs[i] == pytest.approx((total(xs + e, ys) - total(xs - e, ys)) / (2 * h), rel=1e-6, abs=1e-8)
         assert dys[i] == pytest.approx((total(xs, ys + e) - total(xs, ys - e)) / (2 * h), rel=1e-6, abs=1e-8)
+
+
+@gpuc.func
+def two_results(x, y):
+    t = y * 2.0 - math.cos(x)
+    if x > y:
+        return t * t, math.sin(y - t)
+    u = math.tanh(x * y / (x * x + 0.5))
+    return y * -1.25 * x / (u * u + 2.0), u * y + math.exp(math.sin(u * 0.5))
+
+
+@gpuc.func
+def vjp_swapped(x, y):
+    return gpuc.vjp(two_results, (y, x), (0.25, 1.0))[1][0]
+
+
+@gpuc.func
+def jvp_and_vjp(x, y):
+    t = gpuc.jvp(two_results, (x, math.sin(y)), (-2.0, -2.0))[1]
+    c = gpuc.vjp(two_results, (x, y), (1.0, 1.0))[1]
+    return (t[1] * t[1] - c[0]) * y * y
+
+
+@gpuc.kernel
+def three_requests(out, xs, ys, ws):
+    i = gpuc.index()
+    out[i, 0] = gpuc.derivative(vjp_swapped, xs[i], ys[i])
+    out[i, 1] = gpuc.vjp(two_results, (xs[i], ys[i]), (ws[0], ws[1]))[1][0]
+    out[i, 2] = gpuc.value_and_grad(jvp_and_vjp, xs[i], ys[i])[1][0]
+
+
+# Several requests on one func in a kernel: a derived function optimized for its first callers (an
+# unused result dropped, an argument folded) was found again by name by the next request: a
+# PluginError or a crash. Optimizing what a plugin made keeps every function's interface.
+def test_several_requests_on_one_func_in_a_kernel():
+    xs, ys, ws = np.array([-0.95, -1.86, 0.4]), np.array([0.21, 0.97, 1.3]), np.array([0.25, -1.5])
+    out = np.zeros((3, 3))
+    three_requests.launch(3, out, xs, ys, ws, threads=1)
+    want = [[gpuc.derivative(vjp_swapped, x, y), gpuc.vjp(two_results, (x, y), (0.25, -1.5))[1][0],
+             gpuc.value_and_grad(jvp_and_vjp, x, y)[1][0]] for x, y in zip(xs, ys)]
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)

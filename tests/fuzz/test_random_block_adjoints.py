@@ -21,11 +21,8 @@ from support import blockgen_adjoints as bga
 
 CI_SEED, CI_COUNT = 2029, 8
 TESTS = Path(__file__).resolve().parents[1]
-# Left out of the CI sample while gpuc cannot handle them (soaks include everything): shfl_up/shfl_down at
-# a constant distance, and barrier_count/all/any in a kernel without a plain barrier, followed by a branch
-# that items outside the arrays skip, stop the adjoint launch with "work items ... arrived at different
-# barriers" (the reverse's shuffles and barrier are moved into the branch).
-PENDING = ("updown", "count")
+# Left out of the CI sample while gpuc cannot handle them (soaks include everything): none at present.
+PENDING = ()
 
 
 def test_random_block_adjoints(tmp_path):

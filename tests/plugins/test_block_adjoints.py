@@ -103,3 +103,31 @@ def test_grid_barrier_is_a_located_refusal():
     with pytest.raises(gpuc.CompilationError, match="grid barrier is not supported") as info:
         gpuc.adjoint(grid_synced).launch(8, x, np.zeros(8), y, np.zeros(8), block=4)
     assert "test_block_adjoints.py" in str(info.value) and "split the kernel in two launches" in str(info.value)
+
+
+@gpuc.kernel
+def shuffled_inside(x, y):
+    i = gpuc.index(0)
+    inside = i < len(y)
+    v = x[i] if inside else 0.25
+    u = gpuc.shfl_down(v * v, 8)
+    if inside:
+        y[i] = u
+
+
+@gpuc.kernel
+def voted_inside(x, y):
+    i = gpuc.index(0)
+    inside = i < len(y)
+    v = x[i] if inside else 0.25
+    if gpuc.barrier_any(v > 0.0):
+        v = 2.0 * v
+    if inside:
+        y[i] = v * v
+
+
+# The reverse sweep's own shuffles and barriers were declared without `convergent` and moved into a
+# branch that items outside the arrays skip: "work items ... arrived at different barriers".
+@pytest.mark.parametrize("kernel, n", [(shuffled_inside, 40), (voted_inside, 32)], ids=["shfl_down", "barrier_any"])
+def test_reverse_synchronization_stays_where_every_item_reaches_it(kernel, n):
+    assert finite_differences(kernel, [U(15), np.zeros(15)], n, n) < 1e-6

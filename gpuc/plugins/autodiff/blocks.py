@@ -157,7 +157,12 @@ def _declared_call(r, name: str, args):
 
 
 def _declare(module, name, result, params):
-    return module.get_or_insert_function(name, llvm.FunctionType.get(result, params))
+    """The marker `name`, declared as the frontend does, with `convergent` where it synchronizes: the
+    reverse sweep's own barriers and shuffles must not move into branches some items skip."""
+    fn = module.get_or_insert_function(name, llvm.FunctionType.get(result, params))
+    if name in BLOCK_MARKERS and name not in _GEOMETRY:
+        fn.attributes.add("convergent")
+    return fn
 
 
 def _shuffle(r, inst) -> None:
@@ -172,9 +177,8 @@ def _shuffle(r, inst) -> None:
 
     def shuffle(k, v, op):
         suffix = {ctx.float: "float", ctx.double: "double", i32: "i32", i64: "i64"}[v.type]
-        marker = module.get_or_insert_function(f"{SHUFFLE_MARKER_PREFIX}{k}.{suffix}",
-                                               llvm.FunctionType.get(v.type, [v.type, i32, site.type]))
-        return b.call(marker, [v, op, site])
+        return b.call(_declare(module, f"{SHUFFLE_MARKER_PREFIX}{k}.{suffix}", v.type, [v.type, i32, site.type]),
+                      [v, op, site])
 
     lane = b.trunc(b.call(_declare(module, LANE_INDEX_MARKER, i64, [i32]), [llvm.ConstantInt.get(i32, 0)]), i32)
     zero = llvm.Constant.null(a.type)

@@ -9,7 +9,6 @@ results are recorded in tests/README.md.
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -211,13 +210,8 @@ def test_random_adjoints(tmp_path):
     assert not report.findings, "\n".join(f.describe() for f in report.findings[:3])
 
 
-def test_soak(request, tmp_path):
-    count = request.config.getoption("--soak", default=None) or int(os.environ.get("GPUC_SOAK", "0"))
-    if not count:
-        pytest.skip("a soak runs with --soak N or GPUC_SOAK=N")
-    seed = (request.config.getoption("--soak-seed", default=None) or int(os.environ.get("GPUC_SOAK_SEED", "0"))
-            or random.randrange(1, 1 << 30))
-    print(f"soak seed {seed}")
+def test_soak(soak, tmp_path):
+    count, seed = soak
     report = adjoints.run(seed, max(1, count // 4), workdir=tmp_path)
     print(report.summary())
     assert not report.findings, "\n".join(f.describe() for f in report.findings[:5])

@@ -9,7 +9,6 @@ CI runs a fixed sample in a worker process; `pytest tests/fuzz --soak N` runs N 
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -75,13 +74,8 @@ def test_reproducer_script_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_soak_random_block_adjoints(request, tmp_path):
-    count = request.config.getoption("--soak", default=None) or int(os.environ.get("GPUC_SOAK", "0"))
-    if not count:
-        pytest.skip("a soak runs with --soak N or GPUC_SOAK=N")
-    seed = (request.config.getoption("--soak-seed", default=None) or int(os.environ.get("GPUC_SOAK_SEED", "0"))
-            or random.randrange(1, 1 << 30))
-    print(f"soak seed {seed}")
+def test_soak_random_block_adjoints(soak, tmp_path):
+    count, seed = soak
     report = bga.run(seed, max(1, count // 10), workdir=tmp_path)
     print(report.summary())
     assert not report.findings, "\n".join(bga.describe(f) for f in report.findings[:3])

@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import random
 import re
 import signal
 import warnings
@@ -468,13 +467,8 @@ def test_random_programs():
     _check(fuzz.run_programs(CI_SEED, CI_COUNT, workers=2, timeout=60, features=CI_FEATURES))
 
 
-def test_soak(request):
-    count = request.config.getoption("--soak", default=None) or int(os.environ.get("GPUC_SOAK", "0"))
-    if not count:
-        pytest.skip("a soak runs with --soak N or GPUC_SOAK=N")
-    seed = (request.config.getoption("--soak-seed", default=None) or int(os.environ.get("GPUC_SOAK_SEED", "0"))
-            or random.randrange(1, 1 << 30))
-    print(f"soak seed {seed}")
+def test_soak(soak):
+    count, seed = soak
     _check(fuzz.run_programs(seed, count, workers=os.cpu_count() or 2, timeout=120, features=progen.FEATURES))
 
 

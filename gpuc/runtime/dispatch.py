@@ -3,7 +3,8 @@
 `kernel[n](*args)` and `kernel.launch(n, *args, device=..., threads=...)` come here. The types of
 the arguments pick the specialization (NumPy arrays -> Array[dtype, ndim], Python int -> int64,
 float -> float64, bool -> bool, NumPy scalars -> their dtype); the device is "cuda" when an
-argument lives on a GPU (`__cuda_array_interface__`), else "cpu". Each (types, device) pair is
+argument lives on a GPU (`__cuda_array_interface__`), "opencl" when one is an OpenCL device array
+(gpuc/runtime/opencl.py), else the default device: "cpu", or what `default_device` says. Each (types, device) pair is
 compiled once per kernel, also when several threads launch a fresh kernel at once (the others
 wait for that compile); a warm launch is a dictionary lookup plus argument marshalling.
 """
@@ -11,6 +12,7 @@ wait for that compile); a warm launch is a dictionary lookup plus argument marsh
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 
 import numpy as np
@@ -18,11 +20,11 @@ import numpy as np
 from ..abi import EntryABI, KernelSignature, c_strides, written_params
 from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
 from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
-from ..targets import NativeTarget, PTXTarget
+from ..targets import NativeTarget, PTXTarget, SPIRVTarget
 from ..frontend.types import COMPLEX, ComplexType, complex128
 from . import cpu
 
-DEVICES = ("cpu", "cuda")
+DEVICES = ("cpu", "cuda", "opencl")
 _LLVM_SCALAR = {"bool": "i1", "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
                 "float32": "float", "float64": "double", "int8": "i8", "uint8": "i8", "int16": "i16",
                 "uint16": "i16", "float16": "half"}
@@ -53,6 +55,10 @@ def typeof(value, position: int = 0) -> GType:
     if kind is tuple:
         return _tuple_type(value, position)
     interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is None and _opencl_array(value):
+        dtype, shape, strides = np.dtype(value.dtype), tuple(value.shape), getattr(value, "strides", None)
+        contiguous = strides is None or tuple(strides) == c_strides(shape, dtype.itemsize)
+        return _array_type(dtype, len(shape), position, contiguous)
     if interface is not None:
         dtype, shape, strides = np.dtype(interface["typestr"]), interface["shape"], interface.get("strides")
         contiguous = strides is None or tuple(strides) == c_strides(shape, dtype.itemsize)
@@ -109,11 +115,41 @@ def _scalar_spec(t, exact: bool = False) -> tuple:
     return ("scalar", t.name if exact else _LLVM_SCALAR[t.name])
 
 
+def _opencl_array(value) -> bool:
+    opencl = sys.modules.get("gpuc.runtime.opencl")  # only arrays made after pyopencl is loaded can be OpenCL's
+    return opencl is not None and opencl.is_device_array(value)
+
+
 def _device_of(args) -> str:
     for arg in args:
-        if type(arg) is not np.ndarray and hasattr(arg, "__cuda_array_interface__"):
-            return "cuda"
-    return "cpu"
+        if type(arg) is not np.ndarray:
+            if hasattr(arg, "__cuda_array_interface__"):
+                return "cuda"
+            if _opencl_array(arg):
+                return "opencl"
+    return default_device.get()
+
+
+#: The device launches on host arrays run on when no `device=` is given: "cpu" unless changed in a
+#: context (`with using_device("opencl"): ...`, as the tests run every kernel on every device).
+default_device: contextvars.ContextVar = contextvars.ContextVar("gpuc.runtime.dispatch.default_device",
+                                                                 default="cpu")
+
+
+class using_device:
+    """`with using_device(name):` launches without `device=` on host arrays run on `name` in this context."""
+
+    def __init__(self, device: str) -> None:
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+        self.device, self._token = device, None
+
+    def __enter__(self):
+        self._token = default_device.set(self.device)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        default_device.reset(self._token)
 
 
 def launch(kernel, n, args, *, device: str | None = None, threads: int | None = None, block=None,
@@ -226,6 +262,33 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
     return launch
 
 
-_COMPILERS = {"cpu": _cpu_launcher, "cuda": _cuda_launcher}
+def _opencl_launcher(kernel, types, whole_blocks: bool = False):
+    from . import opencl
 
-__all__ = ["DEVICES", "launch", "signature_spec", "typeof", "as_type"]
+    s = opencl.session()  # a clear error, before compiling, when there is no device
+    job = CompilerJob((kernel, types), CompilerConfig(SPIRVTarget(), kernel=True, whole_blocks=whole_blocks))
+    key = cache.key(job, "opencl")
+    hit = cache.load(key)
+    if hit is not None:
+        header, spirv = hit
+        entry = EntryABI.from_record(header["abi"])
+    else:
+        with compile_module(job) as built:
+            fn = built.module.functions[built.entry]
+            entry = EntryABI.of(fn, written_params(built.module, fn))
+            spirv = built.emit("obj")
+        cache.store(key, {"abi": entry.record()}, spirv)
+    opencl.check_device(s.info, spirv, kernel)
+    program = opencl.build(spirv, entry.name)
+    run = opencl.OpenCLLauncher(program, entry, KernelSignature(signature_spec(types), entry.launch),
+                                whole_blocks=whole_blocks)
+
+    def launch(n, args, threads, block=None, shared=0):
+        run.launch(n, args, block=block, shared=shared)  # the device schedules its work items: threads= is moot
+    launch.opencl = run
+    return launch
+
+
+_COMPILERS = {"cpu": _cpu_launcher, "cuda": _cuda_launcher, "opencl": _opencl_launcher}
+
+__all__ = ["DEVICES", "default_device", "launch", "signature_spec", "typeof", "as_type", "using_device"]

@@ -105,3 +105,50 @@ def spirv_val(tmp_path):
         proc = subprocess.run([exe, str(path)], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, f"spirv-val rejected the module:\n{proc.stdout}{proc.stderr}"
     return run
+
+
+# -- every kernel on every device ------------------------------------------------------------------
+#
+# A test module (or test) marked `pytest.mark.devices("cpu", "opencl")` runs once per device: launches
+# on host arrays without `device=` go to that device (gpuc.runtime.dispatch.using_device), so the same
+# kernels and the same assertions run natively and through OpenCL. `pytest.mark.not_on("opencl", why)`
+# skips one device's run of a test, naming what that device lacks or what the test checks of another.
+# Without an OpenCL device the OpenCL runs skip saying what to install, except in CI (CI=true), where
+# the Intel OpenCL CPU runtime is installed and a missing device fails them.
+
+DEVICES = ("cpu", "opencl")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "devices(*names): run the test once per device (launches on host arrays "
+                                       "go to it); names from " + ", ".join(DEVICES))
+    config.addinivalue_line("markers", "not_on(device, reason): skip the test's run on `device`, saying why")
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker("devices")
+    if marker is None:
+        return
+    params = []
+    for name in marker.args or DEVICES:
+        reasons = [m.args[1] for m in metafunc.definition.iter_markers("not_on") if m.args[0] == name]
+        marks = [pytest.mark.skip(reason=f"not on {name}: {reasons[0]}")] if reasons else []
+        params.append(pytest.param(name, marks=marks, id=name))
+    metafunc.parametrize("gpuc_device", params, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def gpuc_device(request):
+    """The device this run of the test launches on ("cpu" for tests not marked `devices`)."""
+    from gpuc.runtime.dispatch import using_device
+
+    device = getattr(request, "param", "cpu")
+    if device == "opencl":
+        from gpuc.runtime import opencl
+        reason = opencl.unavailable_reason()
+        if reason is not None:
+            if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+                pytest.fail(f"CI runs every kernel on the Intel OpenCL CPU device, and there is none: {reason}")
+            pytest.skip(reason)
+    with using_device(device):
+        yield device

@@ -5,12 +5,12 @@
 # Environment:
 #   GPUC_PYTHON   interpreter for the venv (default: python3.11, python3.12, python3.13, python3)
 #   GPUC_VENV     venv directory (default: .venv in the repository root)
-#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda,dask; add anchors for Warp and JAX)
+#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda,dask,opencl; add anchors for Warp and JAX)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${GPUC_VENV:-$ROOT/.venv}
-EXTRAS=${GPUC_EXTRAS:-test,ptx,bench,cuda,dask}
+EXTRAS=${GPUC_EXTRAS:-test,ptx,bench,cuda,dask,opencl}
 LOCK=$ROOT/requirements-lock.txt
 APT_PACKAGES=(libllvm22 llvm-22 libclc-22 spirv-tools)
 
@@ -160,6 +160,8 @@ else
     say "libclc not found: GCN math functions will not compile (install libclc-22, or set GPUC_LIBCLC)"
 fi
 command -v spirv-val >/dev/null 2>&1 && say "spirv-val: $(command -v spirv-val)"
+opencl=$(cd "$ROOT" && "$VPY" -c 'import gpuc.opencl as o; print(o.device_info() if o.available() else "none: " + o.unavailable_reason())' 2>/dev/null) || true
+[[ -n $opencl ]] && say "OpenCL:    $opencl"
 
 llvm=$(cd "$ROOT" && "$VPY" -c 'import gpuc.llvm as l; print(".".join(map(str, l.version())))' 2>&1) ||
     die "gpuc cannot load libLLVM 22:

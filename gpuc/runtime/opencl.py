@@ -25,6 +25,7 @@ import operator
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -432,7 +433,9 @@ def _build(s: Session, spirv: bytes, digest: str, name: str):
     hit = cache.load(key)
     if hit is not None:
         try:
-            return cl.Program(s.context, [s.device], [hit[1]]).build()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                return cl.Program(s.context, [s.device], [hit[1]]).build()
         except cl.Error:
             pass  # a binary the driver no longer takes: build from the SPIR-V
     what = f"the SPIR-V of {name!r}" if name else "the SPIR-V program"
@@ -440,7 +443,6 @@ def _build(s: Session, spirv: bytes, digest: str, name: str):
         program = cl.Program(s.context, spirv)
     except cl.Error as exc:
         raise OpenCLError(f"{s.info.name} does not take {what}: {exc}") from None
-    import warnings
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cl.CompilerWarning)  # the build log of a success: not the user's

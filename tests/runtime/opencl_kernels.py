@@ -1,0 +1,37 @@
+"""Kernels the OpenCL runtime tests launch (kernels are compiled from real files)."""
+
+import gpuc
+
+
+@gpuc.kernel
+def saxpy(a, x, y):
+    i = gpuc.index()
+    y[i] = a * x[i] + y[i]
+
+
+@gpuc.kernel
+def shift_add(src, dst):
+    i = gpuc.index()
+    dst[i] = dst[i] + src[i]
+
+
+@gpuc.kernel
+def fill_block_ids(out):
+    i = gpuc.index(0)
+    if i < len(out):
+        out[i] = gpuc.block_index(0) * 1000 + gpuc.thread_index(0)
+
+
+@gpuc.kernel
+def dynamic_reverse(x, out):
+    s = gpuc.shared.dynamic(gpuc.float32)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    n = gpuc.block_dim(0)
+    s[t] = x[i]
+    gpuc.barrier()
+    out[i] = s[n - 1 - t]
+
+
+@gpuc.kernel
+def nothing():
+    pass

@@ -175,10 +175,14 @@ def _check_shadow(primal, shadow, position: int) -> None:
 def _layout_of(array):
     if isinstance(array, np.ndarray):
         return (array.dtype.str, tuple(array.shape), tuple(s // array.itemsize for s in array.strides))
-    interface = array.__cuda_array_interface__
-    dtype = np.dtype(interface["typestr"])
-    shape = tuple(interface["shape"])
-    strides = interface.get("strides")
+    interface = getattr(array, "__cuda_array_interface__", None)
+    if interface is None:  # an OpenCL device array (gpuc/runtime/opencl.py): shape, dtype, strides in bytes
+        dtype, shape, strides = np.dtype(array.dtype), tuple(array.shape), getattr(array, "strides", None)
+        strides = tuple(strides) if strides is not None else None
+    else:
+        dtype = np.dtype(interface["typestr"])
+        shape = tuple(interface["shape"])
+        strides = interface.get("strides")
     if strides is None:
         from ..abi import c_strides
         strides = c_strides(shape, dtype.itemsize)

@@ -285,7 +285,7 @@ def _opencl_launcher(kernel, types, whole_blocks: bool = False):
 
     def launch(n, args, threads, block=None, shared=0):
         run.launch(n, args, block=block, shared=shared)  # the device schedules its work items: threads= is moot
-    launch.opencl = run
+    launch.opencl, launch.signature = run, run.signature  # the signature: which arrays it may write
     return launch
 
 

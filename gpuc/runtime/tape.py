@@ -42,10 +42,10 @@ class Launch:
     """One recorded launch: the kernel, its index space, arguments and options as given, the positions
     of the arrays it may write, and where the user's code made it (`file:line`)."""
 
-    __slots__ = ("kernel", "n", "args", "threads", "block", "shared", "written", "where", "_before")
+    __slots__ = ("kernel", "n", "args", "threads", "block", "shared", "written", "where", "_before", "device")
 
-    def __init__(self, kernel, n, args, threads, block, shared, written, where, before) -> None:
-        self.kernel, self.n, self.args = kernel, n, tuple(args)
+    def __init__(self, kernel, n, args, threads, block, shared, written, where, before, device="cpu") -> None:
+        self.kernel, self.n, self.args, self.device = kernel, n, tuple(args), device
         self.threads, self.block, self.shared = threads, block, shared
         self.written, self.where, self._before = written, where, before
 
@@ -121,15 +121,17 @@ class Tape:
                              f"{kernel.adjoint_of.__qualname__}: tape.backward launches the adjoints itself (launch "
                              "gpuc.adjoint(...) outside the tape's with block)")
         device = device or dispatch._device_of(args)
-        if device != "cpu" or any(type(a) is not np.ndarray and hasattr(a, "__cuda_array_interface__") for a in args):
-            raise ValueError(f"{where}: gpuc.Tape records launches on the CPU (NumPy arrays), but this launch of "
-                             f"{name} runs on {device!r}: launch it with NumPy arrays inside the tape, or write the "
-                             "reverse loop over gpuc.adjoint launches yourself")
+        if device not in ("cpu", "opencl") or any(type(a) is not np.ndarray and (hasattr(a, "__cuda_array_interface__")
+                                                                or dispatch._opencl_array(a)) for a in args):
+            raise ValueError(f"{where}: gpuc.Tape records launches on NumPy arrays (run on the CPU, or copied to an "
+                             f"OpenCL device), but this launch of {name} runs on {device!r} arrays: launch it with "
+                             "NumPy arrays inside the tape, or write the reverse loop over gpuc.adjoint launches "
+                             "yourself")
         launcher = dispatch.launcher_for(kernel, args, device, whole_blocks=block is not None)
         params = launcher.signature.params
         written = tuple(k for k, p in enumerate(params[:len(args)])
                         if isinstance(p, ArrayParam) and p.written and isinstance(args[k], np.ndarray))
-        launch = Launch(kernel, n, args, threads, block, shared, written, where, {})
+        launch = Launch(kernel, n, args, threads, block, shared, written, where, {}, device)
         self._check(launch)
         launch._before.update((k, _contents(args[k])) for k in written)
         launcher(n, args, threads, block=block, shared=shared)
@@ -213,7 +215,7 @@ class Tape:
                     if isinstance(arg, np.ndarray) and arg.dtype.kind == "f":
                         args.append(shadows.of(arg))
                 try:
-                    adjoint(launch.kernel).launch(launch.n, *args, device="cpu", threads=launch.threads,
+                    adjoint(launch.kernel).launch(launch.n, *args, device=launch.device, threads=launch.threads,
                                                   block=launch.block, shared=launch.shared)
                 except Exception as error:
                     error.add_note(f"in tape.backward, the adjoint of {launch.name} launched at {launch.where}")

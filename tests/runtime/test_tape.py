@@ -423,8 +423,8 @@ class _FakeDeviceArray:
 
 def test_gpu_arrays_are_refused_with_the_reason():
     with gpuc.Tape() as tape:
-        with pytest.raises(ValueError, match=r"test_tape.py:\d+: gpuc.Tape records launches on the CPU .* "
-                                             r"copy_scaled runs on 'cuda'"):
+        with pytest.raises(ValueError, match=r"test_tape.py:\d+: gpuc.Tape records launches on NumPy arrays .* "
+                                             r"copy_scaled runs on 'cuda' arrays"):
             copy_scaled[4](_FakeDeviceArray(4), np.zeros(4))
     assert tape.launches == ()
 

@@ -14,7 +14,7 @@ from typing import Iterator
 from . import capi
 from ._base import CONTEXT_KINDS, Handle, check_link, erase_addresses, module_scope
 from .capi import bare, in_flight, lib
-from .flags import fast_math_bits, fast_math_names
+from .flags import fast_math_bits, fast_math_names, gep_no_wrap_names
 from .types import Type
 
 
@@ -400,6 +400,24 @@ class ConstantExpr(Constant):
     @property
     def opcode(self) -> int:
         return lib.LLVMGetConstOpcode(self)
+
+    @property
+    def is_gep(self) -> bool:
+        return self.opcode == capi.LLVMGetElementPtr
+
+    @property
+    def source_element_type(self) -> Type:
+        """A `getelementptr` expression's source element type (as GetElementPtrInst's)."""
+        if not self.is_gep:
+            raise TypeError("source_element_type is a getelementptr expression's")
+        return Type.from_ref(lib.LLVMGetGEPSourceElementType(self), self._scope)
+
+    @property
+    def no_wrap(self) -> frozenset[str]:
+        """A `getelementptr` expression's flags among "inbounds", "nusw", "nuw"."""
+        if not self.is_gep:
+            raise TypeError("no_wrap is a getelementptr expression's")
+        return gep_no_wrap_names(lib.LLVMGEPGetNoWrapFlags(self))
 
 
 class InlineAsm(Value):

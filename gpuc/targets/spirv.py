@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..llvm import (CALLING_CONVENTIONS, AggregateInst, Builder, ConstantInt, FunctionType, Instruction, Module, PHINode,
                      StructType, TargetData, VectorType)
 from ..errors import CompilationError
-from ..llvm import CallInst, Function
+from ..llvm import CallInst, ConstantExpr, Function
 from .interface import MathLowering, MathOp, Target, shuffle_source_lane, unselectable_table, without_pass
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
@@ -199,6 +199,9 @@ class SPIRVTarget(Target):
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.
         _flatten_nested_extracts(module)
+        # The backend retypes a constant getelementptr by the instructions using it: a byte offset
+        # into a shared array that an atomic also uses became an offset in elements (8 times as far).
+        _materialize_constant_geps(module)
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):
@@ -216,6 +219,35 @@ class SPIRVTarget(Target):
 
     def __repr__(self) -> str:
         return "SPIRVTarget()"
+
+
+def _materialize_constant_geps(module: Module) -> None:
+    """Replace each constant `getelementptr` expression an instruction uses by a `getelementptr`
+    instruction before it (before the incoming block's terminator for a phi)."""
+    with Builder(module.context) as b:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            for inst in list(fn.instructions()):
+                for k, operand in enumerate(inst.operands):
+                    if isinstance(operand, ConstantExpr) and operand.is_gep:
+                        if isinstance(inst, PHINode):
+                            b.position_before(inst.incoming_blocks[k].terminator)
+                        else:
+                            b.position_before(inst)
+                        inst.operands[k] = _gep_instruction(b, operand)
+
+
+def _gep_instruction(b: Builder, expression: ConstantExpr):
+    base, *indices = expression.operands
+    if isinstance(base, ConstantExpr) and base.is_gep:
+        base = _gep_instruction(b, base)
+    # built on a stand-in base, which the builder cannot fold into a constant expression again
+    stand_in = b.freeze(base)
+    gep = b.gep(expression.source_element_type, stand_in, indices, no_wrap=expression.no_wrap)
+    gep.operands[0] = base
+    stand_in.erase()
+    return gep
 
 
 def _flatten_nested_extracts(module: Module) -> None:

@@ -90,6 +90,7 @@ def slopes(xs, out):
     out[i] = gpuc.derivative(x_sin_x, xs[i])
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_kernel_over_an_array_matches_elementwise():
     xs = np.linspace(-3.0, 3.0, 1001)
     out = np.zeros_like(xs)
@@ -112,6 +113,7 @@ def five_places(xs, out):
               + gpuc.derivative(x_sin_x, x * x) + gpuc.derivative(x_sin_x, 0.5))
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_five_requests_build_one_tangent():
     job = gpuc.CompilerJob((five_places, (Array[float64, 1], Array[float64, 1])),
                            gpuc.CompilerConfig(gpuc.NativeTarget()))

@@ -74,6 +74,7 @@ def reference_blur3(src):
     return padded[:-2] + 2.0 * padded[1:-1] + padded[2:]
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 17, 100, 1001])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_a_three_point_blur_equals_numpy_at_every_size(n, threads):
@@ -102,6 +103,7 @@ def python_wide(src, lo, hi):
     return out
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("n,lo,hi", [(1, 0, 0), (6, 0, 5), (6, 2, 3), (6, 3, 3), (9, 4, 2), (30, 5, 20),
                                      (30, 0, 29), (12, -0, 11), (40, 10, 10)])
 @pytest.mark.parametrize("threads", [1, 2])
@@ -128,6 +130,7 @@ def python_stencil2d(src):
     return out
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("shape", [(1, 1), (3, 1), (1, 4), (4, 5), (7, 13), (16, 33)])
 @pytest.mark.parametrize("threads", [1, 2, 5])
 def test_a_2d_stencil_equals_python_when_threads_split_rows(shape, threads):
@@ -138,6 +141,7 @@ def test_a_2d_stencil_equals_python_when_threads_split_rows(shape, threads):
     np.testing.assert_array_equal(out, python_stencil2d(src))
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("n,k", [(1, 1), (5, 1), (5, 7), (40, 3), (40, 0)])
 def test_a_loop_with_branches_equals_python(n, k):
     src = np.random.default_rng(n * 7 + k).random(n)
@@ -147,6 +151,7 @@ def test_a_loop_with_branches_equals_python(n, k):
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_a_limit_that_varies_with_the_index_is_left_alone():
     n = 50
     src = np.random.default_rng(3).random(n)
@@ -177,6 +182,7 @@ def test_without_the_plugin_the_marker_is_absent():
     assert SPLIT not in ir and "split.middle" not in ir
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_integer_clamps_of_int64_data():
     @gpuc.kernel
     def box(src, out):

@@ -66,6 +66,7 @@ def uses_twice(a, b):
     b[i] = TWICE(a[i]) + square(a[i])
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_plugin_compiles_a_func_into_the_module_and_the_kernel_runs(ptxas):
     with gpuc.plugin_scope():
         gpuc.register_plugin("test.twice", early_callback=compile_twice_plus)
@@ -154,6 +155,7 @@ def scaled(c):
     return times
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_same_qualname_different_function_gets_a_distinct_symbol():
     first, second = scaled(2.0), scaled(3.0)
 

@@ -18,6 +18,8 @@ from gpuc import Array, float64, int64
 
 F64 = Array[float64, 1]
 I64 = Array[int64, 1]
+# What OpenCL runs lack (a located error there).
+NO_POINTERS = "SPIR-V has no function pointers chosen at run time (SPV_INTEL_function_pointers)"
 ROOT = str(Path(gpuc.__file__).parent.parent)
 
 
@@ -51,6 +53,7 @@ def compile_for(fn, argtypes, target=None, output="llvm", **options) -> gpuc.Com
     return gpuc.compile(gpuc.CompilerJob((fn, argtypes), config), output)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_marker_in_frontend_ir_resolved_and_inlined_when_optimized(filecheck):
     filecheck(without_plugins(apply_f, (F64, F64)),
               "CHECK: call ptr @gpuc.lookup(ptr @f.f64)\nCHECK-DAG: declare ptr @gpuc.lookup(ptr)\n"
@@ -119,6 +122,7 @@ def chain(a, b):
     b[i] = gpuc.deferred(f1, a[i])(a[i])
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_chain_of_depth_eight_compiles_each_once_and_computes():
     result = compile_for(chain, (F64, F64))
     symbols = [c.symbol for c in result.trace.compilations]
@@ -162,6 +166,7 @@ def cycles(a, even, fact):
     fact[i] = gpuc.deferred(factorial, a[i])(a[i])
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_cycle_and_recursion_through_pointers():
     a = np.arange(12, dtype=np.int64)
     even, fact = np.zeros_like(a), np.zeros_like(a)
@@ -191,6 +196,7 @@ def twenty_places(a, b):
             + gpuc.deferred(f, x)(x) + gpuc.deferred(f, x)(x) + gpuc.deferred(f, x)(x))
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_function_deferred_from_twenty_places_is_compiled_once():
     text = inspect.getsource(ten_from_a_callee.py_func) + inspect.getsource(twenty_places.py_func)
     assert text.count("gpuc.deferred(f,") == 20
@@ -269,6 +275,7 @@ def chosen_at_run_time(a, b, use_f):
     b[i] = p(x)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_pointer_passed_into_a_func_and_called_there(ptxas):
     a = np.linspace(-1.0, 1.0, 11)
     b = np.zeros_like(a)
@@ -277,6 +284,8 @@ def test_pointer_passed_into_a_func_and_called_there(ptxas):
     ptxas(compile_for(through_a_func, (F64, F64), gpuc.PTXTarget(), "asm").output)
 
 
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.not_on("opencl", NO_POINTERS)
 def test_pointer_chosen_at_run_time_matches_numpy(ptxas):
     rng = np.random.default_rng(7)
     a = rng.normal(size=1000)
@@ -410,6 +419,7 @@ def _chosen_pointer_to_index_reader(out, c):
     out[gpuc.index()] = p(2)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_constant_pointer_to_a_function_reading_the_index(ptxas):
     out = np.zeros(5, np.int64)
     _constant_pointer_to_index_reader[5](out)
@@ -421,6 +431,8 @@ def test_constant_pointer_to_a_function_reading_the_index(ptxas):
 
 # A pointer chosen at run time to a function reading gpuc.index() was refused on the CPU ("used
 # other than by a direct call"): pointers now pass the launch context.
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.not_on("opencl", NO_POINTERS)
 @pytest.mark.parametrize("c, want", [(True, [2, 3, 4, 5, 6]), (False, [4, 5, 6, 7, 8])])
 def test_pointer_chosen_at_run_time_to_a_function_reading_the_index(c, want, ptxas):
     out = np.zeros(5, np.int64)

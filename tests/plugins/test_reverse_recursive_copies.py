@@ -13,6 +13,9 @@ import gpuc.llvm as llvm
 from gpuc.plugins.autodiff.reverse_rules import memory_effects
 
 HEAP = ("malloc", "free")
+# What OpenCL runs lack: SPIR-V has no allocator for the tape of loops (a located error there).
+NO_HEAP = ("the reverse sweep keeps values of each iteration of a loop on a tape in memory allocated at run "
+           "time, and SPIR-V has no allocator")
 
 
 @gpuc.func
@@ -67,8 +70,11 @@ FUNCS = {"heap": (unrolled, unrolled_reference), "stack": (small, small_referenc
 POINTS = np.array([0.5, -1.25, 2.0])
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("name", list(FUNCS))
-def test_grad_of_a_recursive_func_copying_into_local_views(name):
+def test_grad_of_a_recursive_func_copying_into_local_views(name, gpuc_device):
+    if gpuc_device == "opencl" and name == "heap":
+        pytest.skip(f"not on opencl: {NO_HEAP}")
     f, reference = FUNCS[name]
 
     @gpuc.kernel
@@ -82,8 +88,11 @@ def test_grad_of_a_recursive_func_copying_into_local_views(name):
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("name", list(FUNCS))
-def test_adjoint_of_a_kernel_calling_a_recursive_func_copying_into_local_views(name):
+def test_adjoint_of_a_kernel_calling_a_recursive_func_copying_into_local_views(name, gpuc_device):
+    if gpuc_device == "opencl" and name == "heap":
+        pytest.skip(f"not on opencl: {NO_HEAP}")
     f, reference = FUNCS[name]
 
     @gpuc.kernel
@@ -116,6 +125,7 @@ def calls_a_writer(y, out):
     out[i] = shifts_its_argument(y, i, 3)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_a_recursive_func_writing_the_differentiated_array_is_still_refused():
     # Its gradient reruns it: writes into the caller's array would be made twice.
     y, gy = np.ones((2, 40)), np.zeros((2, 40))

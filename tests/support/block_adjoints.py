@@ -74,7 +74,7 @@ def warp_sum(x, out):
     v += gpuc.shfl_down(v, 2)
     v += gpuc.shfl_down(v, 1)
     if gpuc.lane_index() == 0:
-        out[i // 32] = v
+        out[i // gpuc.warp_size()] = v   # the sub-group's width on OpenCL: 4 to 64 lanes
 
 
 @gpuc.kernel

@@ -58,7 +58,11 @@ def typeof(value, position: int = 0) -> GType:
     if interface is None and _opencl_array(value):
         dtype, shape, strides = np.dtype(value.dtype), tuple(value.shape), getattr(value, "strides", None)
         contiguous = strides is None or tuple(strides) == c_strides(shape, dtype.itemsize)
-        return _array_type(dtype, len(shape), position, contiguous)
+        key = (dtype, len(shape), contiguous)  # one type object per key, as for NumPy arrays: cheap to hash
+        found = _ARRAY_TYPES.get(key)
+        if found is None:
+            found = _ARRAY_TYPES[key] = _array_type(dtype, len(shape), position, contiguous)
+        return found
     if interface is not None:
         dtype, shape, strides = np.dtype(interface["typestr"]), interface["shape"], interface.get("strides")
         contiguous = strides is None or tuple(strides) == c_strides(shape, dtype.itemsize)

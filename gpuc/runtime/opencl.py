@@ -353,7 +353,7 @@ def is_device_array(value) -> bool:
     return isinstance(buffer, cl.MemoryObjectHolder)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CLArray:
     """An argument's array as the launch sees it: a buffer, the first element's byte offset in it, shape,
     strides in elements, dtype. `host` is the NumPy array it was copied from (copied back when written)."""
@@ -365,6 +365,12 @@ class CLArray:
     dtype: np.dtype
     readonly: bool = False
     host: np.ndarray | None = None
+
+    def __init__(self, buffer, offset: int, shape: tuple, strides: tuple, dtype: np.dtype, readonly: bool = False,
+                 host: np.ndarray | None = None) -> None:
+        # every launch makes one per array argument: one dict update instead of a frozen __setattr__ per field
+        self.__dict__.update(buffer=buffer, offset=offset, shape=shape, strides=strides, dtype=dtype,
+                             readonly=readonly, host=host)
 
     @property
     def ptr(self) -> int:  # what abi's converters read for pointer parameters
@@ -389,16 +395,17 @@ def _device_view(obj, what: str, s: Session) -> CLArray:
     if not isinstance(buffer, cl.MemoryObjectHolder):
         raise TypeError(f"{what} has no OpenCL buffer")
     dtype = np.dtype(obj.dtype)
-    shape = tuple(int(x) for x in obj.shape)
+    shape = tuple(map(int, obj.shape))
     byte_strides = getattr(obj, "strides", None)
     if byte_strides is None:
         strides = c_strides(shape)
     else:
-        bad = [b for b in byte_strides if b % dtype.itemsize or b < 0]
-        if bad:
+        itemsize = dtype.itemsize
+        strides = tuple(b // itemsize for b in byte_strides)
+        if any(b % itemsize or b < 0 for b in byte_strides):
+            bad = [b for b in byte_strides if b % itemsize or b < 0]
             raise ValueError(f"{what} has byte stride {bad[0]}: OpenCL device arrays need non-negative strides "
-                             f"that are multiples of the item size {dtype.itemsize}; pass a copy")
-        strides = tuple(b // dtype.itemsize for b in byte_strides)
+                             f"that are multiples of the item size {itemsize}; pass a copy")
     return CLArray(buffer, int(getattr(obj, "offset", 0) or 0), shape, strides, dtype)
 
 
@@ -739,6 +746,8 @@ def _check_overlaps(values, slots, args) -> None:
 
 
 def _dims(value, what: str) -> tuple:
+    if type(value) is int and value >= 0:  # the common launch size: one dimension
+        return (value,)
     dims = value if isinstance(value, (tuple, list)) else (value,)
     try:
         dims = tuple(operator.index(d) for d in dims)

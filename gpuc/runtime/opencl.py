@@ -599,7 +599,7 @@ class OpenCLLauncher:
                  name: str = "") -> None:
         s = session()
         self.session, self.entry, self.whole_blocks = s, entry, whole_blocks
-        self.kernel = getattr(program, entry.name)
+        self.kernel = s.cl.Kernel(program, entry.name)  # its own kernel object: programs are shared by SPIR-V
         self.signature = signature
         self.slots, self.dynamic_shared = _plan(signature, entry)
         signature = KernelSignature([slot.param for slot in self.slots], entry.launch)
@@ -610,6 +610,18 @@ class OpenCLLauncher:
         self._lock = threading.Lock()  # a kernel object's arguments are set, then it is enqueued
         self.kernel.set_arg_types(_arg_types(self.slots, self.dynamic_shared, self.sizes))
         self._program = program
+        # the local memory of its shared arrays (asked before any local pointer argument is set)
+        self.static_shared = int(self.kernel.get_work_group_info(s.cl.kernel_work_group_info.LOCAL_MEM_SIZE,
+                                                                 s.device))
+
+    def sub_group_size(self, block) -> int:
+        """The size of the sub-groups the device runs this kernel in, in work-groups of `block` (an int or a
+        tuple): what gpuc.warp_size() reads there. The driver picks it per kernel (Intel's CPU runtime: 4 to
+        64 lanes, by the kernel's vector width)."""
+        cl = self.session.cl
+        return int(self.kernel.get_sub_group_info(self.session.device,
+                                                  cl.kernel_sub_group_info.MAX_SUB_GROUP_SIZE_FOR_NDRANGE,
+                                                  _dims(block, "the block size")))
 
     def _view(self, arg, what: str) -> CLArray:
         if type(arg) is np.ndarray:
@@ -630,6 +642,11 @@ class OpenCLLauncher:
         if self.dynamic_shared and shared > s.info.local_memory:
             raise DeviceLacksError(f"shared={shared} bytes of dynamic shared memory is more than {s.info.name}'s "
                                    f"local memory ({s.info.local_memory} bytes per work-group)")
+        if self.static_shared + (shared if self.dynamic_shared else 0) > s.info.local_memory:
+            dynamic = f" and shared={shared} bytes of dynamic shared memory" if self.dynamic_shared and shared else ""
+            raise DeviceLacksError(f"@{self.entry.name}'s shared arrays take {self.static_shared} bytes{dynamic}, more "
+                                   f"than {s.info.name}'s local memory ({s.info.local_memory} bytes per work-group); "
+                                   "make them smaller, or share less per block")
         _check_overlaps(values, self.slots, args)
         if 0 in n:
             return
@@ -766,9 +783,12 @@ def _geometry(n, block, whole_blocks: bool, info: DeviceInfo, launch: str) -> tu
             raise ValueError("a kernel compiled for whole blocks is launched with block=")
         return n, n, None
     block = _dims(block, "the block size")
-    if len(block) != len(n):
-        raise ValueError(f"the block {block} has {len(block)} dimension(s) but the launch size {n} has {len(n)}; "
+    rank = sum(1 for e in n[1:] if e != 1) + 1  # as the CPU runtime counts: sizes of 1 do not
+    if len(block) < rank:
+        raise ValueError(f"the block {block} has {len(block)} dimension(s) but the launch size {n} has {rank}; "
                          "give a block of the launch size's rank")
+    # a launch and a block of different ranks (a 2-D launch in 3-D blocks): both padded with 1s
+    n, block = (dims + (1,) * (max(len(n), len(block)) - len(dims)) for dims in (n, block))
     if 0 in block:
         raise ValueError(f"block {block} has an empty dimension")
     threads = int(np.prod(block))

@@ -35,3 +35,26 @@ def dynamic_reverse(x, out):
 @gpuc.kernel
 def nothing():
     pass
+
+
+@gpuc.kernel
+def big_shared(out):
+    s = gpuc.shared.array(1 << 20, gpuc.float64)  # 8 MiB: more than a CPU device's local memory
+    t = gpuc.thread_index(0)
+    s[t] = t
+    gpuc.barrier()
+    out[gpuc.index(0)] = s[gpuc.block_dim(0) - 1 - t]
+
+
+@gpuc.kernel
+def linear_ids(out):
+    x, y, z = gpuc.index(0), gpuc.index(1), gpuc.index(2)
+    if x < out.shape[2] and y < out.shape[1] and z < out.shape[0]:
+        out[z, y, x] = gpuc.thread_index(0) + 10 * gpuc.thread_index(1) + 100 * gpuc.thread_index(2)
+
+
+@gpuc.kernel
+def warp_sizes(out):
+    i = gpuc.index(0)
+    if i < len(out):
+        out[i] = gpuc.warp_size()

@@ -17,7 +17,8 @@ import pytest
 import gpuc
 from gpuc.runtime import opencl
 
-from opencl_kernels import dynamic_reverse, fill_block_ids, nothing, saxpy, shift_add
+from opencl_kernels import (big_shared, dynamic_reverse, fill_block_ids, linear_ids, nothing, saxpy, shift_add,
+                            warp_sizes)
 
 pytestmark = pytest.mark.skipif(not opencl.available() and os.environ.get("CI", "").lower() not in ("1", "true"),
                                 reason=str(opencl.unavailable_reason()))
@@ -177,7 +178,32 @@ def test_a_block_the_device_cannot_hold_is_refused():
     with pytest.raises(opencl.DeviceLacksError, match="larger than"):
         fill_block_ids[16](np.zeros(16, np.int64), block=info.max_work_group_size + 1, device="opencl")
     with pytest.raises(ValueError, match="give a block of the launch size's rank"):
-        fill_block_ids[16](np.zeros(16, np.int64), block=(4, 4), device="opencl")
+        fill_block_ids[16, 4](np.zeros(16, np.int64), block=4, device="opencl")
+
+
+def test_launch_and_block_of_different_ranks_are_padded_as_on_the_cpu():
+    # (8, 5, 1) in blocks of (4, 5) and (6, 3) in blocks of (2, 3, 1): sizes of 1 add no rank
+    for n, block in (((8, 5, 1), (4, 5)), ((6, 3), (2, 3, 1))):
+        dims = n + (1,) * (3 - len(n))
+        out = np.full(dims[::-1], -1, np.int64)
+        linear_ids[n](out, block=block, device="opencl")
+        z, y, x = np.indices(dims[::-1])
+        b = block + (1,) * (3 - len(block))
+        np.testing.assert_array_equal(out, x % b[0] + 10 * (y % b[1]) + 100 * (z % b[2]))
+
+
+def test_shared_arrays_beyond_the_local_memory_are_refused_by_name():
+    info = opencl.device_info()
+    with pytest.raises(opencl.DeviceLacksError, match=r"big_shared.*shared arrays take 8388608 bytes.*local memory"):
+        big_shared[64](np.zeros(64), block=32, device="opencl")
+    assert info.local_memory < 1 << 23
+
+
+def test_warp_size_is_the_sub_group_size_the_driver_reports():
+    out = np.zeros(100, np.int64)
+    warp_sizes[100](out, block=20, device="opencl")
+    run = gpuc.runtime.dispatch.launcher_for(warp_sizes, (out,), "opencl", whole_blocks=True).opencl
+    assert set(out.tolist()) == {run.sub_group_size(20)}
 
 
 def test_empty_launches_and_empty_kernels():

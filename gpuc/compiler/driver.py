@@ -334,10 +334,10 @@ def _finish(job, module: Module, entry_name: str, tm, launch_entry: str | None =
         issue = kernel_issue(entry)
         if issue is not None:  # validation was skipped (optimize=False or validate=False)
             raise ValidationError([issue], job)
-        target.mark_kernel(job, entry, module)
-    for fn in extras:
+        entry = target.mark_kernel(job, entry, module) or entry
+    for k, fn in enumerate(extras):
         fn.linkage = "external"
-        target.mark_kernel(job, fn, module)
+        extras[k] = target.mark_kernel(job, fn, module) or fn
     target.finish_module(job, module, tm)
     run_passes(module, "globaldce", tm, verify=not config.verify_plugins)
     return [entry.name, *(fn.name for fn in extras)]

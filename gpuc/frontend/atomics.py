@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..llvm import ConstantInt
+from ..targets.compare_exchange import compare_exchange_loop, rmw_update
 from .errors import UserError
 from .operations import CallPlan, Handler
 from .types import ArrayType, ScalarType, TupleType
@@ -210,7 +210,8 @@ class Atomic(Handler):
         if self.op == "cas":
             return _compare_exchange(lw, ptr, dtype, *values)
         if self.op in ("inc", "dec") and self.op in lw.target.atomic_loops:
-            return _wrap_loop(lw, ptr, dtype, self.op, values[0])
+            update = rmw_update(lw.program.module, self.spec.unsigned, values[0])
+            return compare_exchange_loop(lw.b, lw.fn, ptr, lw.ltype(dtype), update, name=f"atomic.{self.op}")
         op = self.spec.floating if dtype.is_float else self.spec.signed if dtype.signed else self.spec.unsigned
         if op is None:  # on the float's bits
             bits = lw.ctx.int_type(dtype.bits)
@@ -227,31 +228,6 @@ def _compare_exchange(lw, ptr, dtype: ScalarType, expected, new):
     pair = lw.b.cmpxchg(ptr, expected, new, success="monotonic", failure="monotonic")
     old = lw.b.extract_value(pair, 0)
     return lw.b.bitcast(old, lw.ltype(dtype)) if dtype.is_float else old
-
-
-def _wrap_loop(lw, ptr, dtype: ScalarType, op: str, bound):
-    """atomic_inc/atomic_dec as a cmpxchg loop, for backends that cannot select uinc_wrap/udec_wrap:
-    compute the new value from the one last seen until no other work item changed it meanwhile."""
-    b, ty = lw.b, lw.ltype(dtype)
-    zero, one = ConstantInt.get(ty, 0), ConstantInt.get(ty, 1)
-    first = b.load(ty, ptr, ordering="monotonic")
-    before = b.block
-    loop, done = lw.fn.append_block(f"atomic.{op}.loop"), lw.fn.append_block(f"atomic.{op}.done")
-    b.br(loop)
-    b.position_at_end(loop)
-    old = b.phi(ty, name=f"atomic.{op}.old")
-    if op == "inc":  # old >= bound ? 0 : old + 1
-        new = b.select(b.icmp("uge", old, bound), zero, b.add(old, one))
-    else:  # old == 0 or old > bound ? bound : old - 1
-        wraps = b.or_(b.icmp("eq", old, zero), b.icmp("ugt", old, bound))
-        new = b.select(wraps, bound, b.sub(old, one))
-    pair = b.cmpxchg(ptr, old, new, success="monotonic", failure="monotonic")
-    seen = b.extract_value(pair, 0)
-    b.cond_br(b.extract_value(pair, 1), done, loop)
-    old.add_incoming(first, before)
-    old.add_incoming(seen, loop)
-    b.position_at_end(done)
-    return old
 
 
 def atomic_calls() -> dict:

@@ -148,6 +148,28 @@ class Builder(Owner):
         lib.LLVMInsertIntoBuilderWithName(self, inst, (inst.name if name is None else name).encode())
         return inst
 
+    def split_before(self, inst: Instruction, name: str = "") -> BasicBlock:
+        """Move what precedes `inst` in its block (phis included) to a new block in front, which the
+        block's predecessors branch to instead; returns the new block, without a terminator yet, with
+        the builder at its end. Phis elsewhere naming the block stay right: it keeps its terminator."""
+        block = inst.parent
+        fn = block.parent
+        head = fn.append_block(name or f"{block.name}.head")
+        head.move_before(block)
+        for use in list(block.uses):
+            user = use.user
+            if isinstance(user, Instruction) and user.is_terminator:
+                for i, op in enumerate(user.operands):
+                    if op == block:
+                        user.operands[i] = head
+        self.position_at_end(head)
+        for before in list(block.instructions):
+            if before == inst:
+                break
+            before.remove()
+            self.insert(before)
+        return head
+
     # -- binary operations ---------------------------------------------------------------
     def binop(self, op: str, lhs: Value, rhs: Value, name: str = "", *, fast_math=None, **flags) -> Value:
         """`lhs <op> rhs` for any binary operation by its IR name ("add", "fmul", "xor", ...);

@@ -176,6 +176,16 @@ class _Scoped:
     def single_thread(self, on: bool) -> None:
         lib.LLVMSetAtomicSingleThread(self, int(bool(on)))
 
+    @property
+    def sync_scope_id(self) -> int:
+        """The context's number for the `syncscope("...")` (0 single thread, 1 the whole system), to copy
+        the scope to another atomic instruction."""
+        return lib.LLVMGetAtomicSyncScopeID(self)
+
+    @sync_scope_id.setter
+    def sync_scope_id(self, scope: int) -> None:
+        lib.LLVMSetAtomicSyncScopeID(self, scope)
+
 
 class _Access(_Scoped):
     """Volatility and alignment, common to memory accesses."""

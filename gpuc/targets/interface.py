@@ -386,10 +386,12 @@ class Target:
         (gpuc/targets/vector_math.py)."""
         return False
 
-    def mark_kernel(self, job, fn: Function, module: Module) -> None:
-        """finish: turn `fn` into a kernel entry point the target's way."""
+    def mark_kernel(self, job, fn: Function, module: Module) -> Function | None:
+        """finish: turn `fn` into a kernel entry point the target's way; returns the entry when it is a
+        new function of the same name (a target changing the parameters, e.g. SPIR-V's), else None."""
         if self.kernel_calling_convention:
             fn.calling_convention = self.kernel_calling_convention
+        return None
 
     def finish_module(self, job, module: Module, tm: TargetMachine) -> None:
         """finish: last target-specific rewrite before code generation."""

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..llvm import (CALLING_CONVENTIONS, AggregateInst, Builder, ConstantInt, FunctionType, Instruction, Module, PHINode,
-                     StructType, TargetData, VectorType)
+from ..llvm import (CALLING_CONVENTIONS, AggregateInst, AtomicCmpXchgInst, AtomicRMWInst, Builder, ConstantInt,
+                     FunctionType, Instruction, Module, PHINode, StructType, TargetData, VectorType)
 from ..errors import CompilationError
 from ..llvm import CallInst, ConstantExpr, Function
+from .aggregate_params import flatten_aggregate_params
+from .compare_exchange import bit_width, expand_atomic_rmw, expand_narrow_cmpxchg
 from .interface import MathLowering, MathOp, Target, shuffle_source_lane, unselectable_table, without_pass
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
@@ -36,6 +38,12 @@ _SHUFFLE_MANGLING = {"i32": "i", "i64": "l", "float": "f", "double": "d"}
 # the other targets' register reads are), or operations every work item of a group must reach.
 _PURE = (("memory", 0), ("nounwind", 0), ("willreturn", 0), ("nosync", 0))
 _COLLECTIVE = (("convergent", 0), ("nounwind", 0))
+# Atomics OpenCL devices need not have in one instruction, made compare-exchange loops (docs/targets.md,
+# "Atomics on SPIR-V"): float arithmetic (SPIR-V's SPV_EXT_shader_atomic_float_add/_min_max/_float16_add,
+# OpenCL's cl_ext_float_atomics), and every atomic on 8- and 16-bit elements (OpenCL has none), which
+# exchange the aligned 32-bit word holding the element.
+_FLOAT_RMW = frozenset({"fadd", "fsub", "fmin", "fmax", "fminimum", "fmaximum"})
+_WORD_BITS = 32
 
 
 def _builtin(builder, module: Module, name: str, result, args, attributes=_COLLECTIVE, label: str = ""):
@@ -81,15 +89,7 @@ class SPIRVTarget(Target):
     unselectable_intrinsics = _UNSELECTABLE
     stateful_codegen = True  # the backend's state from one emission breaks the next
     array_address_space = 1  # CrossWorkgroup
-    float_atomics = False
     can_trap = False
-    float_atomics_missing = ("needs the SPIR-V extension SPV_EXT_shader_atomic_float_add, which gpuc's "
-                             "spirv target does not enable")
-    # Float min/max need another extension (the backend aborts without it); exch and cas work on the
-    # float's bits, so they need none.
-    atomics_missing = {(op, dtype): "needs the SPIR-V extension SPV_EXT_shader_atomic_float_min_max, which "
-                                    "gpuc's spirv target does not enable"
-                       for op in ("min", "max") for dtype in ("float16", "float32", "float64")}
     # The backend cannot legalize atomicrmw uinc_wrap/udec_wrap.
     atomic_loops = frozenset({"inc", "dec"})
     indirect_calls = False
@@ -194,7 +194,15 @@ class SPIRVTarget(Target):
                                    hint="return the tuple's elements through an array, or write the recursion as "
                                         "a loop, for the spirv target") from exc
 
+    def mark_kernel(self, job, fn: Function, module: Module) -> Function | None:
+        # OpenCL drivers take no aggregate kernel arguments (Intel's compiler crashes on them): the
+        # entry takes their scalars (docs/kernel-abi.md, "SPIR-V entries").
+        super().mark_kernel(job, fn, module)
+        flat = flatten_aggregate_params(module, fn)
+        return None if flat == fn else flat
+
     def finish_module(self, job, module: Module, tm) -> None:
+        _expand_atomics(module)
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.
@@ -219,6 +227,20 @@ class SPIRVTarget(Target):
 
     def __repr__(self) -> str:
         return "SPIRVTarget()"
+
+
+def _expand_atomics(module: Module) -> None:
+    """Make compare-exchange loops of the atomics in `_FLOAT_RMW` and of those on elements narrower than
+    `_WORD_BITS` (docs/targets.md, "Atomics on SPIR-V")."""
+    with Builder(module.context) as b:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            for inst in [i for i in fn.instructions() if isinstance(i, (AtomicRMWInst, AtomicCmpXchgInst))]:
+                if isinstance(inst, AtomicCmpXchgInst):
+                    expand_narrow_cmpxchg(b, module, inst, _WORD_BITS)
+                elif inst.operation in _FLOAT_RMW or (bit_width(inst.type) or _WORD_BITS) < _WORD_BITS:
+                    expand_atomic_rmw(b, module, inst, _WORD_BITS)
 
 
 def _materialize_constant_geps(module: Module) -> None:

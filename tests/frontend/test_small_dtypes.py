@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -466,12 +467,26 @@ def _atomic_small_sub(acc, v):
     gpuc.atomic_sub(acc, 0, v[i])
 
 
+@dataclass(frozen=True, repr=False)
+class _NoFloatAtomics(gpuc.SPIRVTarget):
+    """SPIR-V as it was before float atomics became compare-exchange loops."""
+
+    float_atomics = False
+    float_atomics_missing = "needs the SPIR-V extension SPV_EXT_shader_atomic_float_add"
+
+
 def test_atomics_a_target_lacks_are_located_errors():
-    # SPIR-V has no float atomic add without an extension: the error names what works there
+    # a target without float atomic add: the error names what works there
     err = check(_atomic_small_sub, (gpuc.Array[gpuc.float16, 1], gpuc.Array[gpuc.float16, 1]),
                 "atomic_sub on float16 arrays needs the SPIR-V extension", "gpuc.atomic_sub(acc, 0, v[i])",
-                target=gpuc.SPIRVTarget())
+                target=_NoFloatAtomics())
     assert "int8" in err.hint and "float32" not in err.hint.split("works on")[1].split(";")[0]
+
+
+def test_float16_atomics_compile_for_spirv(spirv_val):
+    job = gpuc.CompilerJob((_atomic_small_sub, (gpuc.Array[gpuc.float16, 1], gpuc.Array[gpuc.float16, 1])),
+                           gpuc.CompilerConfig(gpuc.SPIRVTarget()))
+    spirv_val(gpuc.compile(job, "obj").output)
 
 
 @pytest.mark.parametrize("target", [gpuc.PTXTarget(), gpuc.GCNTarget(), gpuc.SPIRVTarget()], ids=str)

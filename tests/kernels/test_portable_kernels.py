@@ -118,10 +118,8 @@ def compile_for(c, target, kind):
 
 
 # Where docs/frontend.md says a construct is unsupported on a target: the documented error, then skip.
-DOCUMENTED = {
-    ("spirv", "atomic_sum"): "SPV_EXT_shader_atomic_float_add",
-    ("spirv", "atomic_sum_f32"): "SPV_EXT_shader_atomic_float_add",
-}
+# (SPIR-V's float atomics were: they are compare-exchange loops now.)
+DOCUMENTED: dict[tuple[str, str], str] = {}
 # Not documented, so bugs: strict xfails that flip once fixed.
 # (int64_loop was one: IndVarSimplify computed an int64 running sum in closed form in i65, which
 # the SPIR-V backend cannot express; SPIRVTarget now leaves that pass out.)
@@ -156,7 +154,7 @@ def test_gcn(c):
                                             if c.id in SPIRV_BUGS else []) for c in CASES])
 def test_spirv(c, spirv_val):
     if expect_documented_error("spirv", c):
-        pytest.skip("docs/frontend.md: float atomics need SPV_EXT_shader_atomic_float_add, which SPIR-V lacks here")
+        pytest.skip("docs/frontend.md documents this construct as unsupported on SPIR-V")
     spirv_val(compile_for(c, gpuc.SPIRVTarget(), "obj"))
 
 

@@ -575,9 +575,6 @@ def walk_strided(a, out):
 
 # -- the programs, with their inputs -------------------------------------------------------------
 
-SPIRV_NO_FLOAT_ATOMICS = "SPV_EXT_shader_atomic_float_add"
-
-
 def _f(dtype, *shape, seed=0, lo=-4.0, hi=4.0):
     return rng(seed).uniform(lo, hi, shape).astype(dtype)
 
@@ -668,8 +665,7 @@ _HIST_DATA = rng(7).integers(0, 1000, 50000)
 PROGRAMS += [
     Program("early_return", early_ret, 40, lambda: (np.arange(-5, 30, dtype=np.int32), np.zeros(35, np.int32))),
     Program("atomic_hist_50000_items", big_hist, 50000, lambda: (_HIST_DATA.copy(), np.zeros(37, np.int64))),
-    Program("atomic_hist_float_counts", big_hist_f, 50000, lambda: (_HIST_DATA.copy(), np.zeros(37)),
-            spirv_error=SPIRV_NO_FLOAT_ATOMICS),
+    Program("atomic_hist_float_counts", big_hist_f, 50000, lambda: (_HIST_DATA.copy(), np.zeros(37))),
     *[Program(f"divmod_shift_{np.dtype(t).name}", divmods, 8, lambda t=t: _divmod_inputs(t))
       for t in (np.int32, np.uint32, np.int64, np.uint64)],
     *[Program(f"specialize_{np.dtype(t).name}", specialize, 20,

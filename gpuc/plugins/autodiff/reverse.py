@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import gpuc.llvm as llvm
 from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT
 from gpuc.errors import CompilationError
+from gpuc.targets.compare_exchange import compare_exchange_loop
 
 from . import access, blocks, masked, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
@@ -555,19 +556,7 @@ class _Reverse(Copier):
     def _compare_exchange_fadd(self, pointer, value) -> None:
         """`*pointer += value` atomically on a target without float atomics: a compare-and-swap loop on
         the float's bits (integer compare-and-swap is everywhere)."""
-        b, ctx = self.b, self.ctx
-        bits = ctx.int_type({ctx.float: 32, ctx.double: 64, ctx.half: 16}[value.type])
-        before = b.block
-        first = b.load(bits, pointer)
-        loop, done = self.gfn.append_block("cas.add"), self.gfn.append_block("cas.added")
-        b.br(loop)
-        b.position_at_end(loop)
-        seen = b.phi(bits, [(first, before)])
-        total = b.bitcast(b.fadd(b.bitcast(seen, value.type), value), bits)
-        pair = b.cmpxchg(pointer, seen, total, success="monotonic")
-        seen.add_incoming(b.extract_value(pair, 0), loop)
-        b.cond_br(b.extract_value(pair, 1), done, loop)
-        b.position_at_end(done)
+        compare_exchange_loop(self.b, self.gfn, pointer, value.type, lambda b, old: b.fadd(old, value), name="cas.add")
 
     # -- the reverse part -------------------------------------------------------------------------
     def _reverse(self) -> None:

@@ -12,6 +12,8 @@ from gpuc import Array
 from support.located_errors import check
 
 TYPES = [np.int32, np.int64, np.uint32, np.uint64]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 def edges(dt) -> np.ndarray:
@@ -47,12 +49,13 @@ def in_func(x, p, c, f):
     p[i], c[i], f[i] = counts(x[i])
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("kernel", [in_kernel, in_func], ids=["kernel", "func"])
 @pytest.mark.parametrize("dt", TYPES, ids=lambda d: d.__name__)
 def test_edges_match_python(dt, kernel):
     x = edges(dt)
     p, c, f = np.zeros_like(x), np.zeros_like(x), np.zeros(len(x), np.uint32)
-    kernel.launch(len(x), x, p, c, f, device="cpu")
+    kernel.launch(len(x), x, p, c, f)
     bits = np.iinfo(dt).bits
     want = [python_counts(int(v), bits) for v in x]
     assert list(zip(p.tolist(), c.tolist(), f.tolist())) == want

@@ -9,6 +9,8 @@ import pytest
 import gpuc
 
 TYPES = [np.int32, np.int64, np.uint32, np.uint64]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 @gpuc.kernel
@@ -30,6 +32,7 @@ def _numpy(a, b):
         return [a // b, a % b, a << b, a >> b]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dt", TYPES, ids=lambda d: d.__name__)
 def test_edges_at_run_time_match_numpy(dt):
     for a in _edges(dt):
@@ -39,6 +42,7 @@ def test_edges_at_run_time_match_numpy(dt):
             assert list(out) == [dt(w) for w in _numpy(a, b)], (a, b)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dt", [np.int32, np.int64], ids=lambda d: d.__name__)
 def test_min_divided_by_minus_one_with_a_constant_divisor(dt):
     @gpuc.kernel
@@ -78,6 +82,7 @@ def _float_divmod(out, a, b):
     out[1] = a % b
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: d.__name__)
 def test_float_floor_division_and_remainder_at_the_edges_match_numpy(dt):
     tiny = np.finfo(dt).smallest_subnormal

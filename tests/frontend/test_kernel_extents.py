@@ -10,6 +10,9 @@ import pytest
 import gpuc
 from gpuc import Array, int64, uint8
 
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 
 @gpuc.kernel
 def clamped_neighbours(src, dst):
@@ -49,6 +52,7 @@ def test_funcs_do_not_assume():
     assert "llvm.assume" not in ir
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("n", [1, 2, 5, 33])
 def test_clamped_neighbours_equal_numpy(n):
     src = np.random.default_rng(n).integers(-50, 50, size=n).astype(np.int64)
@@ -58,6 +62,7 @@ def test_clamped_neighbours_equal_numpy(n):
     assert np.array_equal(dst, padded[:-2] + padded[1:-1] + padded[2:])
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("k", [0, 3, 7])
 def test_negative_indices_still_count_from_the_end(k):
     src = np.arange(10, 20, dtype=np.int64)

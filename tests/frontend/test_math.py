@@ -16,6 +16,8 @@ import gpuc
 from gpuc.frontend import mathlib
 
 ROOT = Path(__file__).resolve().parents[2]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 UNARY = ["sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
          "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "radians", "degrees", "erf", "erfc",
@@ -77,6 +79,7 @@ def check(name, dtype, got, want, args, exact):
     assert math.isclose(got, want, rel_tol=rel, abs_tol=8 * eps * eps), f"{where}: {got!r}, Python {want!r}"
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", UNARY)
 def test_unary_matches_python(name, dtype):
@@ -89,6 +92,7 @@ def test_unary_matches_python(name, dtype):
         check(name, dtype, float(got), want, (a,), name in EXACT or name == "hypot")  # hypot(x) is |x|
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", BINARY)
 def test_binary_matches_python(name, dtype):
@@ -100,6 +104,7 @@ def test_binary_matches_python(name, dtype):
         check(name, dtype, float(got), python(name, dtype, a, b), (a, b), name in EXACT)
 
 
+@ON_DEVICES
 def test_fmod_keeps_the_dividends_sign_and_is_exact():
     # math.fmod is C's fmod (sign of x), unlike %: exact even for huge quotients
     x = np.array([-7.0, 7.0, -1.0, 1e300, -1e300, 5e-324, 2.0**60 + 1.0, -0.0])
@@ -119,6 +124,7 @@ def rounding(out, x):
     out[2, i] = math.trunc(x[i])
 
 
+@ON_DEVICES
 def test_floor_ceil_trunc_return_int64():
     x = np.array([-2.5, -0.5, -0.0, 0.5, 2.5, 3.0, -3.0, 2.0**62 + 2048.0, -9.9e15])
     out = np.zeros((3, x.size), dtype=np.int64)
@@ -126,6 +132,7 @@ def test_floor_ceil_trunc_return_int64():
     assert out.tolist() == [[math.floor(v) for v in x], [math.ceil(v) for v in x], [math.trunc(v) for v in x]]
 
 
+@ON_DEVICES
 def test_floor_of_nan_and_infinity_saturates():
     # Python raises; gpuc documents a saturating conversion (NaN -> 0), never an undefined value
     x = np.array([math.nan, math.inf, -math.inf, 1e300, -1e300])
@@ -145,6 +152,7 @@ def of_integers(out, big, u, flags):
     flags[2] = math.isinf(big)
 
 
+@ON_DEVICES
 def test_rounding_and_classification_of_integers():
     out, flags = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.bool_)
     big = 2**62 + 1  # not representable as a float64: must not go through one
@@ -161,6 +169,7 @@ def classify(out, x):
     out[2, i] = math.isfinite(x[i])
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_classification(dtype):
     x = as_array(VALUES, dtype)
@@ -179,6 +188,7 @@ def mixed(out, u, x32, n):
     out[5] = math.hypot(x32, n, 12)
 
 
+@ON_DEVICES
 def test_mixed_argument_types():
     out = np.zeros(6)
     x32 = np.float32(0.7)
@@ -188,6 +198,7 @@ def test_mixed_argument_types():
     assert math.isclose(out[5], math.hypot(float(x32), 3, 12), rel_tol=1e-15)
 
 
+@ON_DEVICES
 def test_hypot_with_one_argument_is_the_absolute_value():
     x = np.array([-2.5, 0.0, -0.0, math.inf, -math.inf, math.nan])
     out = np.zeros_like(x)
@@ -366,6 +377,7 @@ def big_literals(out, x):
     out[2] = math.isfinite(2**63)
 
 
+@ON_DEVICES
 def test_literals_beyond_int64_are_used_as_floats():
     out = np.zeros(3)
     big_literals[1](out, 1.0)

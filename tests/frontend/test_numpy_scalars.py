@@ -26,6 +26,8 @@ def converter(np_type):
 FLOATS = [0.0, -0.0, 0.5, 0.99, 1.0, 2.5, 7.9, 100.25, 2.0**31 - 1.0, 65535.75, 3e9, 1e-300]
 SIGNED_FLOATS = FLOATS + [-0.5, -0.99, -1.0, -7.9, -2.0**31, -1e9]
 INTS = [0, 1, -1, 7, -7, 2**31 - 1, -2**31, 2**31, 2**32 - 1, 2**32 + 5, 2**62 + 3, -2**63, 2**63 - 1]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 def numpy_result(np_type, value, source):
@@ -34,6 +36,7 @@ def numpy_result(np_type, value, source):
         return np.array([source(value)]).astype(np_type)[0] if np_type is not np.bool_ else np.bool_(source(value))
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("source", [np.float64, np.float32, np.int64, np.int32, np.uint32, np.uint64, np.bool_])
 @pytest.mark.parametrize("np_type", SUPPORTED)
 def test_conversion_matches_numpy(np_type, source):
@@ -56,6 +59,7 @@ def test_conversion_matches_numpy(np_type, source):
         assert got == w and same_zero, f"{np_type.__name__}({source.__name__}({v})) gave {got!r}, NumPy {w!r}"
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("np_type", INTEGERS)
 def test_out_of_range_floats_saturate(np_type):
     # NumPy's result is platform-defined here; gpuc documents saturation (NaN -> 0), never an undefined value
@@ -67,6 +71,7 @@ def test_out_of_range_floats_saturate(np_type):
     assert out.tolist() == [0, info.max, low, info.max, low, info.max, max(-1, low)]
 
 
+@ON_DEVICES
 def test_same_as_gpuc_types_and_int():
     @gpuc.kernel
     def both(out, x):
@@ -90,6 +95,7 @@ def typed(out, x):
     out[3] = np.int32(7) * 2
 
 
+@ON_DEVICES
 def test_result_types_follow_numpy():
     out = np.zeros(4)
     typed[1](out, 10.0)

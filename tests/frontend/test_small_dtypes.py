@@ -20,6 +20,8 @@ from support.located_errors import check
 SMALL = [t.name for t in SMALL_SCALARS]
 ALL = [t.name for t in SCALARS if t.name != "bool"] + ["bool"]
 PAIRS = sorted({(a, b) for a in SMALL for b in ALL} | {(b, a) for a in SMALL for b in ALL})
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 def values(name: str) -> np.ndarray:
@@ -142,6 +144,7 @@ def _run(kernel, fn, ops, x, y, a, b, rtol: float = 0.0) -> None:
         _same(got, w, f"{name}({x}, {y})", a, b, rtol)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("x,y", PAIRS, ids=[f"{x}-{y}" for x, y in PAIRS])
 def test_arithmetic_matches_numpy(x, y):
     a, b = grid(x, y)
@@ -150,6 +153,7 @@ def test_arithmetic_matches_numpy(x, y):
     _run(_arith_kernel, _arith, ARITH, x, y, a, b)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("x,y", PAIRS, ids=[f"{x}-{y}" for x, y in PAIRS])
 def test_comparisons_and_min_max_match_numpy(x, y):
     a, b = grid(x, y)
@@ -160,12 +164,14 @@ INTEGER_PAIRS = [(x, y) for x, y in PAIRS if np.dtype(x).kind in "iu" and np.dty
                  and np.result_type(x, y).kind != "f"]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("x,y", INTEGER_PAIRS, ids=[f"{x}-{y}" for x, y in INTEGER_PAIRS])
 def test_bitwise_and_shifts_match_numpy(x, y):
     a, b = grid(x, y)
     _run(_bits_kernel, _bits, BITS, x, y, a, b)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("x,y", POWER_PAIRS, ids=[f"{x}-{y}" for x, y in POWER_PAIRS])
 def test_power_matches_numpy(x, y):
     a, b = grid(x, y)
@@ -187,6 +193,7 @@ def _to_half(out, x):
     out[i] = np.float16(x[i])
 
 
+@ON_DEVICES
 def test_float64_to_float16_rounds_once():
     # float64 values just past a float16 midpoint: rounding through float32 first would land on the midpoint
     # and round to even, the wrong way; NumPy (and gpuc) round once
@@ -271,6 +278,7 @@ def _literal_values(out_u, out_i, out_h, out_b, u, i, h):
     out_b[k] = u[k] < 300
 
 
+@ON_DEVICES
 def test_literal_values_match_numpy():
     u, i, h = values("uint8"), values("int8")[:8], values("float16")[:8]
     n = min(u.size, i.size, h.size)
@@ -321,6 +329,7 @@ def _convert_kernel(np_type):
     return convert
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("source", ALL)
 @pytest.mark.parametrize("target", SMALL)
 def test_conversions_to_small_dtypes_match_numpy(target, source):
@@ -335,6 +344,7 @@ def test_conversions_to_small_dtypes_match_numpy(target, source):
         _same(out, x.astype(target), f"{target}({source})", x, x)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("source", SMALL)
 @pytest.mark.parametrize("target", ALL)
 def test_conversions_from_small_dtypes_match_numpy(target, source):
@@ -361,6 +371,7 @@ def _invert(out, x):
     out[i] = ~x[i]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", SMALL)
 def test_unary_operations_match_numpy(t):
     x = values(t)
@@ -389,6 +400,7 @@ def _half_math(out, x):
     out[6, i] = math.tanh(x[i])
 
 
+@ON_DEVICES
 def test_float16_math_is_float32_rounded():
     # NumPy computes float16 math in float32 and rounds to float16: gpuc's results are the float32
     # functions' (gpuc's own float32 results) rounded once
@@ -413,6 +425,7 @@ def _scale(out, a, s):
     out[i] = a[i] * s
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", SMALL)
 def test_arrays_and_scalars_as_arguments(t):
     a = values(t)
@@ -444,6 +457,7 @@ def _atomic_rest(acc, old, v):
     old[2, i] = gpuc.atomic_cas(acc, 2, v[i], v[i])
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", SMALL)
 def test_atomics_on_small_dtypes(t):
     v = np.resize(values(t), 4000) if np.dtype(t).kind != "f" else np.resize(np.array([0.5, 1.0, 2.0], t), 1000)
@@ -508,6 +522,7 @@ def _bit_counts(p, c, f, x):
     p[i], c[i], f[i] = gpuc.popc(x[i]), gpuc.clz(x[i]), gpuc.ffs(x[i])
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", [n for n in SMALL if n != "float16"])
 def test_bit_counts_of_small_integers(t):
     # the counts of the type's own width (as gpuc.popc in Python computes them); ffs is a uint32
@@ -573,6 +588,7 @@ def _local_small(out, a):
     out[i] = _annotated(tmp[1], np.float16(0.5))
 
 
+@ON_DEVICES
 def test_annotations_and_local_arrays_take_numpy_dtypes():
     a = np.array([1, 10, 200], np.uint8)
     out = np.zeros(3, np.float16)

@@ -1,5 +1,5 @@
-"""gpuc.atomic_*: every operation on every element type it has, on the CPU with two threads racing for a few
-elements, against a sequential reference in plain Python; the PTX (ptxas), GCN and SPIR-V (spirv-val) they
+"""gpuc.atomic_*: every operation on every element type it has, on the CPU with two threads (and on the OpenCL
+device's work items) racing for a few elements, against a sequential reference in plain Python; the PTX (ptxas), GCN and SPIR-V (spirv-val) they
 compile to; and the located errors for what a type or a target does not have."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ N, ELEMENTS = 3000, 6           # work items racing for few elements
 BUSY = 3000                     # iterations of other work per item: a launch of ~15 ms, so both threads race
 INTS, FLOATS = ("int32", "int64", "uint32", "uint64"), ("float32", "float64")
 OPS = ("add", "sub", "min", "max", "exch", "and", "or", "xor", "inc", "dec", "cas")
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 def ops_of(dtype: str) -> tuple:
@@ -173,6 +175,7 @@ def check_states_chain(op: str, dtype: str, r: Race, old: np.ndarray, final: np.
         assert seen == made + Counter([bits(r.initial[e])]), (op, dtype, e)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dtype", INTS + FLOATS)
 def test_every_atomic_races_on_two_threads(dtype):
     rng = np.random.default_rng(2026)
@@ -181,7 +184,7 @@ def test_every_atomic_races_on_two_threads(dtype):
         r = race(op, dtype, rng)
         a1, a2 = r.initial.copy(), r.initial.reshape(2, 3).copy()
         old1, old2 = np.zeros_like(r.v), np.zeros_like(r.v)
-        k.launch(N, WHICH[op], a1, a2, r.v, r.w, old1, old2, np.zeros(BUSY), device="cpu", threads=2)
+        k.launch(N, WHICH[op], a1, a2, r.v, r.w, old1, old2, np.zeros(BUSY), threads=2)
         for old, final in ((old1, a1), (old2, a2.reshape(-1))):
             check_states_chain(op, dtype, r, old, final)
             if op == "cas":
@@ -218,10 +221,11 @@ def bump_slots(a, out):
     out[i] = gpuc.atomic_inc(a, 0, 9) + gpuc.atomic_dec(a, 1, 4)   # the old values, used in arithmetic
 
 
+@ON_DEVICES
 def test_inc_and_dec_wrap_like_numba():
     # inc: old >= bound ? 0 : old + 1; dec: (old == 0 or old > bound) ? bound : old - 1
     a, out = np.array([0, 0], np.uint32), np.zeros(25, np.uint32)
-    bump_slots.launch(25, a, out, device="cpu", threads=2)
+    bump_slots.launch(25, a, out, threads=2)
     assert list(a) == [25 % 10, (0 - 25) % 5]
     # which inc meets which dec depends on the order; the olds of each are 0..9, 0..9, 0..4 and 0, 4, 3, 2, 1, ...
     assert int(out.sum()) == sum(i % 10 for i in range(25)) + sum((-i) % 5 for i in range(25))

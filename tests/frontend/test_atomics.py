@@ -1,6 +1,7 @@
 """gpuc.atomic_*: every operation on every element type it has, on the CPU with two threads (and on the OpenCL
-device's work items) racing for a few elements, against a sequential reference in plain Python; the PTX (ptxas), GCN and SPIR-V (spirv-val) they
-compile to; and the located errors for what a type or a target does not have."""
+device's work items) racing for a few elements, against a sequential reference in plain Python; the PTX
+(ptxas), GCN and SPIR-V (spirv-val) they compile to; and the located errors for what a type or a target does
+not have."""
 
 from __future__ import annotations
 

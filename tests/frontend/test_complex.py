@@ -27,6 +27,8 @@ PARTS = [0.0, -0.0, 0.5, -1.5, 2.0, 3.25, 1e-310, 1e300, -1e300, math.inf, -math
 ORDINARY = [0.0, -0.0, 0.25, -0.75, 1.0, -1.0, 1.5, -2.5, 3.0, 0.1, 7.0, -12.5]
 VALUES = [complex(a, b) for a, b in itertools.product(PARTS, PARTS)]
 SMALL = [complex(a, b) for a, b in itertools.product(ORDINARY, ORDINARY)]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 def _ulp(x: float, bits: int) -> float:
@@ -123,6 +125,7 @@ def _pairs(values):
     return [(x, y) for x in values for y in values]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dtype", ["complex128", "complex64"])
 def test_arithmetic_matches_python_exactly(dtype):
     pairs = _pairs(VALUES[::3])
@@ -148,6 +151,7 @@ def test_arithmetic_matches_python_exactly(dtype):
             assert_exact(out[k, j], w, f"{x!r} op{j} {y!r}")
 
 
+@ON_DEVICES
 def test_division_by_zero_is_numpys_not_an_exception():
     a = np.array([1 + 1j, -2 + 0j, 0j, complex(math.nan, 1)])
     b = np.zeros(4, np.complex128)
@@ -172,6 +176,7 @@ def powers(out, a, b, n):
     out[i, 6] = 2 ** x
 
 
+@ON_DEVICES
 def test_powers_match_python():
     xs = [v for v in SMALL[::2] if v != 0] + [0j, 1e10 + 1e10j, 1e200 + 1e200j]  # the last: NaN parts, as Python
     exps = [2 + 0j, -1 + 0j, 0.5 + 0j, 1 + 2j, 100 + 0j, 101 + 0j, -7 + 0j, 0j]
@@ -223,6 +228,7 @@ def magnitude(out, a):
     out[i] = abs(a[i])
 
 
+@ON_DEVICES
 def test_abs_is_hypot_like_python():
     a = np.array(VALUES + [3e307 + 4e307j, 3e-310 + 4e-310j])
     out = np.zeros(len(a))
@@ -251,6 +257,7 @@ def equality(out, a, b):
     out[i, 4] = not a[i]
 
 
+@ON_DEVICES
 def test_equality_and_truth_match_python():
     pairs = _pairs([0j, -0.0 + 0j, 1.5 + 0j, complex(1.5, -0.0), 1j, complex(math.nan, 0), complex(0, math.inf)])
     a, b = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
@@ -330,6 +337,7 @@ def _cmath_reference(w: int, z: complex, base: complex):
     return cmath.log(z, base)
 
 
+@ON_DEVICES
 def test_cmath_functions_match_cmath():
     extra = [1 + 0j, -1 + 0j, 1 + 1e-200j, 0.999 + 0.01j, 1e-320 + 1e-320j, 1e308 + 1e308j, 700 + 1j, -710 + 2j,
              1.2 + 0.3j, 0.5 - 0.7j, 1e200 - 3j, 3 + 1e-17j]
@@ -410,6 +418,7 @@ def _numpy_reference(w, z):
             lambda z: np.power(z, 2.5) + np.multiply(z, 3) + (np.isnan(z) + np.isfinite(z))][w](z)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dtype", ["complex128", "complex64"])
 def test_numpy_functions_match_numpy(dtype):
     zs = SMALL[::3] + [1e-5 + 2j, 30 - 1j]
@@ -439,6 +448,7 @@ def literals(x, y):
     return b + c + d
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("x, y", [(1.5, -2.0), (-0.0, 0.0), (3, 4), (0.0, -0.0)])
 def test_literals_and_constructors_match_python(x, y):
     @gpuc.kernel
@@ -454,6 +464,7 @@ def complex_parts_signs(x, y):
     return complex(x, y)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("x, y", [(-0.0, -0.0), (0.0, -0.0), (-0.0, 0.0)])
 def test_complex_keeps_signed_zeros(x, y):
     @gpuc.kernel
@@ -497,6 +508,7 @@ def structured(out, a, scalars, z):
     out[6] += 1j
 
 
+@ON_DEVICES
 def test_arrays_funcs_tuples_loops_and_joins():
     a = np.array([1 + 2j, -0.5 + 0.25j, 3 - 1j, 0.125j], np.complex128)
     scalars = np.array([1.5, -2.0])
@@ -515,6 +527,7 @@ def strided(out, a):
     out[i] = a[i] * 2
 
 
+@ON_DEVICES
 def test_strided_and_complex64_arrays_and_scalar_arguments():
     a = (np.arange(12) + 1j * np.arange(12)).astype(np.complex64)[::3]
     out = np.zeros(4, np.complex64)
@@ -638,6 +651,7 @@ def test_derivatives_refuse_complex_arithmetic_located(kernel):
     assert "is differentiated here by" in str(err)
 
 
+@ON_DEVICES
 def test_derivatives_of_complex_free_code_still_work():
     out = np.zeros(1)
     differentiated_real[1](out, np.array([3.0]))
@@ -692,6 +706,7 @@ def test_gcn_compiles():
 # -- the Mandelbrot example ------------------------------------------------------------------------
 
 
+@ON_DEVICES
 def test_mandelbrot_example_matches_python():
     sys.path.insert(0, str(ROOT))
     try:
@@ -711,6 +726,7 @@ def adjoint_primal(x, y):
     y[i] = (z * z).real
 
 
+@ON_DEVICES
 def test_adjoint_refuses_complex_arithmetic_located():
     shadow = np.zeros(2)
     with pytest.raises(gpuc.CompilationError) as info:
@@ -741,6 +757,7 @@ def big_literal_parts(out, v):
     out[1] = abs(complex(18446744073709551615, 1))
 
 
+@ON_DEVICES
 def test_integer_literals_beyond_int64_become_complex_parts_directly():
     # found by the random programs: a literal argument of complex() was first made an int64
     out = np.zeros(2)
@@ -777,6 +794,7 @@ def local_product(out, a):
     out[0] = s[0] * s[1]
 
 
+@ON_DEVICES
 def test_iteration_views_shared_and_local_arrays_of_complex_numbers():
     a = np.array([1 + 1j, 2 - 1j, 0.5j, 3], np.complex64)
     out = np.zeros(4, np.complex64)
@@ -813,6 +831,7 @@ def globals_annotations_pointers(out, x):
     out[2] = p(x[1])
 
 
+@ON_DEVICES
 def test_globals_annotations_and_function_pointers():
     x = np.array([1 + 1j, 2j], np.complex64)
     out = np.zeros(3, np.complex128)

@@ -140,7 +140,7 @@ def _compile(args) -> int:
     plugins, target = _plugins_and_target(args)
     try:
         config = CompilerConfig(target, kernel=args.kernel, opt_level=args.O, optimize=not args.no_opt,
-                                validate=not args.no_opt, plugins=plugins)
+                                validate=not args.no_opt, plugins=plugins, snapshots=bool(args.explain))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     assemble = aot.assembles(target, args.emit)
@@ -161,6 +161,13 @@ def _finish(built: aot.Built, args, write: bool = True) -> None:
     if args.trace:
         for trace in built.traces:
             print(trace, file=sys.stderr)
+    if args.explain:
+        from .compiler.page import pipeline_page
+        try:
+            pipeline_page(built.traces, args.explain)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.explain}: {exc.strerror or exc}") from None
+        print(f"gpuc: wrote the pipeline page {args.explain}", file=sys.stderr)
 
 
 # -- Python kernels and funcs, ahead of time (docs/aot.md) ------------------------------------------
@@ -325,7 +332,8 @@ def _compile_python(args) -> int:
     exports = [_export(source, counts, modules) for source in args.sources]
     plugins, target = _plugins_and_target(args)
     try:
-        built = aot.build(exports, target, args.emit, opt_level=args.O, optimize=not args.no_opt, plugins=plugins)
+        built = aot.build(exports, target, args.emit, opt_level=args.O, optimize=not args.no_opt, plugins=plugins,
+                          snapshots=bool(args.explain))
         if args.emit == "lib":
             header = aot.link_library(built, args.output)
             print(f"gpuc: wrote {args.output} and {header}", file=sys.stderr)
@@ -397,6 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="load plugins: a Plugin, a list of them, or a factory (repeatable)")
     c.add_argument("-o", "--output", help="output file (default stdout)")
     c.add_argument("--trace", action="store_true", help="print the stage/plugin trace to stderr")
+    c.add_argument("--explain", metavar="PAGE.html", help="write a self-contained HTML page of the pipeline: "
+                   "segments and times, the plugins that fired at each callback point, the IR diff of every step "
+                   "and the assembly")
     c.set_defaults(run=_compile)
     sub.add_parser("targets", help="list the targets").set_defaults(run=_targets)
     sub.add_parser("version", help="print gpuc, LLVM and Python versions").set_defaults(run=_version)

@@ -13,6 +13,8 @@ VENV=${GPUC_VENV:-$ROOT/.venv}
 EXTRAS=${GPUC_EXTRAS:-test,ptx,bench,cuda,dask,opencl}
 LOCK=$ROOT/requirements-lock.txt
 APT_PACKAGES=(libllvm22 llvm-22 libclc-22 spirv-tools)
+# the tests load the pipeline page (gpuc/compiler/page.py) in a real headless browser
+[[ ,$EXTRAS, == *,test,* ]] && APT_PACKAGES+=(chromium)
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }

@@ -268,6 +268,8 @@ def _key(job, kind: str) -> str | None:
     if source is None:
         return None
     config = job.config
+    if config.snapshots:  # the IR of every step is what the caller asked for: compile it
+        return None
     target = config.target
     parts = [FORMAT, kind, source, gpuc_digest(), _llvm_version(), _numpy_version(), type(target).__qualname__,
              repr(target),

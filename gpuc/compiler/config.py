@@ -43,6 +43,8 @@ class CompilerConfig:
     which gpuc's own built-in plugins (context propagation) are added unless `builtin_plugins=False`.
     `whole_blocks`: the kernel is launched in whole blocks (`block=`): every work item of every block
     runs it, also those beyond the launch size (docs/frontend.md, "Blocks").
+    `snapshots`: the trace keeps the IR after every stage, pass segment and plugin callback
+    (`Trace.snapshots`, shown by `trace.html(path)`); such compiles bypass the disk cache.
     """
 
     target: object
@@ -56,11 +58,12 @@ class CompilerConfig:
     fixpoint_rounds: int = 16
     builtin_plugins: bool = True
     whole_blocks: bool = False
+    snapshots: bool = False
 
     def __init__(self, target, *, kernel: bool = False, name: str | None = None, opt_level: int = 2,
                  optimize: bool = True, validate: bool = True, verify_plugins: bool = True,
                  plugins=None, fixpoint_rounds: int = 16, builtin_plugins: bool = True,
-                 whole_blocks: bool = False) -> None:
+                 whole_blocks: bool = False, snapshots: bool = False) -> None:
         from ..targets.interface import Target
 
         if not isinstance(target, Target):
@@ -77,7 +80,7 @@ class CompilerConfig:
                             ("verify_plugins", bool(verify_plugins)),
                             ("plugins", _resolve_plugins(plugins, bool(builtin_plugins))),
                             ("fixpoint_rounds", fixpoint_rounds), ("builtin_plugins", bool(builtin_plugins)),
-                            ("whole_blocks", bool(whole_blocks))):
+                            ("whole_blocks", bool(whole_blocks)), ("snapshots", bool(snapshots))):
             object.__setattr__(self, attr, value)
 
     def replace(self, **changes) -> "CompilerConfig":

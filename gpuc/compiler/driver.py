@@ -62,7 +62,10 @@ class ModuleResult:
             raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, not {output!r}")
         with _guard(job), self.trace.stage("codegen"):
             tm = job.config.target.cached_target_machine(job.config.opt_level)
-            return _codegen(job, self.module, tm, output, contained=not generated_by_gpuc(job, self.trace))
+            data = _codegen(job, self.module, tm, output, contained=not generated_by_gpuc(job, self.trace))
+        if job.config.snapshots and output == "asm":
+            self.trace.assembly = data
+        return data
 
     def close(self) -> None:
         context = self.module.context
@@ -98,6 +101,8 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
         with _build(job, tm, machine_code=machine_code) as built:
             with built.trace.stage("codegen"):
                 data = _codegen(job, built.module, tm, output, contained=not generated_by_gpuc(job, built.trace))
+            if job.config.snapshots and output == "asm":
+                built.trace.assembly = data
             if key is not None:
                 built.trace.cache = "miss"
                 cache.store(key, {"trace": built.trace.record(), "entry": built.entry, "launch_entry": built.launch_entry,
@@ -164,7 +169,7 @@ class _guard:
 
 
 def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
-    config, trace = job.config, Trace()
+    config, trace = job.config, Trace(title=job.describe() if job.config.snapshots else None)
     context = Context()
     module = None
     state = CompileState(job, None, tm, trace, {}, context=context)
@@ -183,6 +188,8 @@ def _build(job: CompilerJob, tm, *, machine_code: bool) -> ModuleResult:
                     raise _validation_error(issues, job)
         with trace.stage("finish"):
             entries = _finish(job, module, entry, tm, launch_entry, state.extra_entries)
+        if config.snapshots:
+            trace.snapshot(module, "finish", "stage")
         return ModuleResult(module, entries[0], trace, job, launch_entry, compiled, entries)
     except BaseException:
         module = module if module is not None else state.module
@@ -199,8 +206,13 @@ def _generate(state: CompileState) -> str | None:
         module, compiled = job.source.irgen(job, state.context, tm)
         state.module, state.compiled = module, compiled
         target.prepare_module(job, module, tm)
+    if job.config.snapshots:
+        trace.snapshot(module, "irgen", "stage")
     with trace.stage("link"):
-        trace.libraries += target.link_libraries(job, module)
+        linked = target.link_libraries(job, module)
+        trace.libraries += linked
+    if job.config.snapshots and linked:
+        trace.snapshot(module, "link", "stage")
     return _run_plugins(state)
 
 
@@ -226,6 +238,8 @@ def _run_plugins(state: CompileState) -> str | None:
     config, module, trace = state.config, state.module, state.trace
     with trace.stage("finalize_module"):
         _finalize(state)
+    if config.snapshots and any(p.finalize_module is not None for p in config.plugins):
+        trace.snapshot(module, "finalize_module", "stage")
     if config.optimize:
         with trace.stage("optimize"):
             return _optimize(state)
@@ -279,11 +293,15 @@ def _optimize(state: CompileState) -> str | None:
     start = time.perf_counter()
     if job.config.target.annotate_for_vectorizer(job, module):
         trace.segments.append(SegmentRecord("vector_variants", time.perf_counter() - start))
+        if job.config.snapshots:
+            trace.snapshot(module, "vector_variants", "stage")
     run_pipeline(state, Pipeline(steps[mid:late]))
     if state.held_libraries is not None:
         start = time.perf_counter()
         if state.release_libraries():
             trace.segments.append(SegmentRecord("libraries", time.perf_counter() - start))
+            if job.config.snapshots:
+                trace.snapshot(module, "libraries", "stage")
     run_pipeline(state, Pipeline(steps[late:]))
     return launch_entry
 
@@ -307,6 +325,8 @@ def _add_launch_entry(job, module: Module, trace: Trace) -> str | None:
     if added is None:
         return None
     trace.segments.append(SegmentRecord("launch_entry", time.perf_counter() - start))
+    if job.config.snapshots:
+        trace.snapshot(module, "launch_entry", "stage")
     return added.name
 
 

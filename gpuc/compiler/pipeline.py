@@ -75,7 +75,10 @@ def run_pipeline(state, pipeline: Pipeline | None = None) -> None:
             if job.config.verify_plugins or not any(c.changed for c in trace.callbacks):
                 raise
             raise ValidationError([invalid_ir_issue(str(exc))], job) from None
-        trace.segments.append(SegmentRecord(step.name, time.perf_counter() - start))
+        seconds = time.perf_counter() - start
+        trace.segments.append(SegmentRecord(step.name, seconds))
+        if job.config.snapshots:
+            trace.snapshot(module, step.name, "segment", seconds=seconds)
 
 
 def run_point(state, point: str) -> None:
@@ -93,7 +96,10 @@ def run_point(state, point: str) -> None:
                 return
             start = time.perf_counter()
             run_passes(module, CLEANUP, tm, verify=not job.config.verify_plugins)
-            trace.segments.append(SegmentRecord(f"fixpoint@{point}", time.perf_counter() - start))
+            seconds = time.perf_counter() - start
+            trace.segments.append(SegmentRecord(f"fixpoint@{point}", seconds))
+            if job.config.snapshots:
+                trace.snapshot(module, f"fixpoint@{point}", "segment", seconds=seconds, point=point)
     finally:
         state.point = outer
     name, marker = changed_by[0]
@@ -153,8 +159,11 @@ def _invoke(state, plugin, point: str, marker: str, fn, round_no: int) -> bool:
     if not isinstance(changed, bool):
         raise PluginError(f"the callback returned {changed!r}; it must return True (module changed) or False",
                           plugin=plugin.name, marker=marker, point=point, job=job)
-    trace.callbacks.append(CallbackRecord(plugin.name, marker, point, round_no, changed,
-                                          time.perf_counter() - start))
+    seconds = time.perf_counter() - start
+    trace.callbacks.append(CallbackRecord(plugin.name, marker, point, round_no, changed, seconds))
+    if job.config.snapshots:
+        trace.snapshot(module, f"{plugin.name} @{marker}", "callback", seconds=seconds, plugin=plugin.name,
+                       marker=marker, point=point, changed=changed)
     entry = module.functions.get(job.source.entry_name)
     if entry is None or entry.is_declaration:
         raise PluginError(f"the callback deleted the entry function @{job.source.entry_name} (or its body)",

@@ -60,6 +60,23 @@ class TransformationRecord:
     details: tuple = ()
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The module's IR after one step of a compile made with `CompilerConfig(snapshots=True)`: a stage
+    ("irgen", "link", "finalize_module", "launch_entry", "finish"), a pass segment ("simplify",
+    "fixpoint@early", ...) or a plugin callback (`plugin`, `marker`, `point`, whether it `changed` the
+    module)."""
+
+    step: str
+    kind: str  # "stage", "segment" or "callback"
+    ir: str
+    seconds: float = 0.0
+    plugin: str | None = None
+    marker: str | None = None
+    point: str | None = None
+    changed: bool = True
+
+
 @dataclass
 class Trace:
     stages: list[StageRecord] = field(default_factory=list)
@@ -71,6 +88,25 @@ class Trace:
     #: Where the code came from: "hit" (the disk cache, gpuc/compiler/cache.py: no stage ran), "miss"
     #: (compiled and stored), None (compiled; not cacheable, or the cache is off).
     cache: str | None = None
+    #: With CompilerConfig(snapshots=True): the IR after every step, in order (the first is irgen's).
+    snapshots: list[Snapshot] = field(default_factory=list)
+    #: With snapshots: the target assembly, when the compile emitted it as text.
+    assembly: str | None = None
+    #: What was compiled (CompilerJob.describe()), for the pipeline page.
+    title: str | None = None
+
+    def snapshot(self, module, step: str, kind: str, **details) -> None:
+        """Keep the IR of `module` after `step` (the driver calls this only for snapshots=True)."""
+        self.snapshots.append(Snapshot(step, kind, str(module), **details))
+
+    def html(self, path=None) -> str:
+        """A self-contained HTML page of this compile (gpuc/compiler/page.py): the stages and segments with
+        their times, the callback points with the plugins that fired and the markers they consumed, the IR
+        before and after every step as per-function diffs (with CompilerConfig(snapshots=True)), and the
+        assembly. Written to `path` when given; returned."""
+        from .page import pipeline_page
+
+        return pipeline_page([self], path)
 
     @contextmanager
     def stage(self, name: str):
@@ -120,6 +156,8 @@ class Trace:
             if s.name == "link" and self.libraries:
                 lines.append(f"    | linked: {', '.join(self.libraries)}")
         lines.append(f"  {'total':<16} {self.total_seconds * 1e3:8.2f} ms")
+        lines.append({"hit": "disk cache: hit (the code came from gpuc's disk cache; no stage ran)",
+                      "miss": "disk cache: miss (compiled and stored)"}.get(self.cache, "disk cache: not used"))
         if self.callbacks:
             lines.append("callbacks (point, round, plugin, marker, changed)")
             lines += [f"  {c.point:<11} {c.round:>2}  {c.plugin} @{c.marker}  "

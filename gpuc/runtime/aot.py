@@ -85,7 +85,7 @@ class Built:
 
 
 def build(exports: list[Export], target, emit: str, *, opt_level: int = 2, optimize: bool = True,
-          plugins=None) -> Built:
+          plugins=None, snapshots: bool = False) -> Built:
     """Compile `exports` for `target` into one module and emit it (see the module doc). On the host
     every output is of the library's module ("lib" gives its object file; `link_library` links it)."""
     if emit not in EMITS:
@@ -106,7 +106,7 @@ def build(exports: list[Export], target, emit: str, *, opt_level: int = 2, optim
             # to the C entry (_add_c_entries).
             name = f"{export.symbol}.kernel" if library and export.function.is_kernel else export.symbol
             config = CompilerConfig(target, kernel=export.function.is_kernel, name=name, opt_level=opt_level,
-                                    optimize=optimize, validate=optimize,
+                                    optimize=optimize, validate=optimize, snapshots=snapshots,
                                     **({} if plugins is None else {"plugins": plugins}))
             results.append(compile_module(CompilerJob((export.function, export.types), config)))
         metadata = _describe(exports, results, target) if library else None

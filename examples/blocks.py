@@ -49,8 +49,10 @@ def warp_sum(v):
 
 @gpuc.kernel
 def block_sum(x, total):
-    """Each warp sums its values by shuffles, warp 0 sums the warps', one atomic add per block."""
-    partial = gpuc.shared.array(32, gpuc.float64)
+    """Each warp sums its values by shuffles, warp 0 sums the warps', one atomic add per block. Warps are
+    32 wide on the CPU and CUDA, but an OpenCL device picks its sub-group size per kernel (4 to 64 on
+    Intel's CPU device): a block may hold more warps than a warp has lanes."""
+    partial = gpuc.shared.array(TPB, gpuc.float64)  # one per warp, for any warp size
     i, t = gpuc.index(0), gpuc.thread_index(0)
     lane, warp = gpuc.lane_index(), t // gpuc.warp_size()
     v = warp_sum(x[i] if i < len(x) else 0.0)
@@ -59,7 +61,11 @@ def block_sum(x, total):
     gpuc.barrier()
     if warp == 0:
         warps = (gpuc.block_dim(0) + gpuc.warp_size() - 1) // gpuc.warp_size()
-        v = warp_sum(partial[lane] if lane < warps else 0.0)
+        v, w = 0.0, lane
+        while w < warps:  # each lane first adds the partials of warps lane, lane + warp_size, ...
+            v += partial[w]
+            w += gpuc.warp_size()
+        v = warp_sum(v)
         if lane == 0:
             gpuc.atomic_add(total, 0, v)
 
@@ -83,6 +89,19 @@ def main() -> int:
     total = np.zeros(1)
     block_sum[x.size](x, total, block=TPB)
     ok &= _report(f"sum = {total[0]:.6f} (NumPy {x.sum():.6f})", np.isclose(total[0], x.sum()))
+
+    section("the same kernels through OpenCL (SPIR-V on the first OpenCL device that takes it)")
+    import gpuc.opencl
+    if gpuc.opencl.available():
+        print(f"  device: {gpuc.opencl.device_info().name} ({gpuc.opencl.device_info().platform})")
+        c2 = np.zeros_like(c)
+        matmul[250, 300](a, b, c2, block=(TILE, TILE), device="opencl")
+        ok &= _report("matmul against the CPU's", np.allclose(c2, c, rtol=1e-5, atol=1e-5))
+        total2 = np.zeros(1)
+        block_sum[x.size](x, total2, block=TPB, device="opencl")
+        ok &= _report(f"sum = {total2[0]:.6f} (the CPU's {total[0]:.6f})", np.isclose(total2[0], total[0]))
+    else:
+        print(f"  skipped: {gpuc.opencl.unavailable_reason()}")
 
     section("work items of a block that reach different barriers: an error naming both")
 

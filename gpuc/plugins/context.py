@@ -359,6 +359,11 @@ def _lower_work_item_registers(job, module: Module, calls: list[ContextCall]) ->
                 value = fn.args[len(fn.args) - (5 if c.marker == SHARED_MARKER else 4)]
             else:
                 value = _lower_block_marker(target, builder, module, c)
+            read = c.marker == INDEX or c.marker in GEOMETRY_MARKERS
+            if read and str(value.type) == "i64" and not value.is_constant:
+                # as on the CPU: an index the target reads from a register or a built-in (SPIR-V's
+                # get_global_id) is not known to be small, and Python's negative-index wraparound stays
+                _assume_in_range(builder, module, value)
             _replace(c.call, value)
         if guarded:
             # Every dimension, not only those the kernel reads: a kernel indexing only dim 0 but

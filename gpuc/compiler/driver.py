@@ -34,6 +34,8 @@ class CompileResult:
     #: The final symbol of every entry point: `entry` first, then those plugins added
     #: (`CompileState.add_entry`, e.g. kernels deferred with `gpuc.deferred(k, ..., kernel=True)`).
     entries: list[str] = field(default_factory=list, compare=False)
+    #: The final LLVM IR, when asked for next to another output (`kernel.inspect`).
+    llvm: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.entries:

@@ -54,7 +54,7 @@ def reduce(fn: GpucFunction):
     if path is not None:
         return _lookup, path
     kind = "kernel" if isinstance(fn, Kernel) else "func"
-    return _by_value(py_func, kind)
+    return _by_value(py_func, kind, tuple(getattr(fn, "options", {}).items()))
 
 
 # -- pickling -------------------------------------------------------------------------------------------------
@@ -73,13 +73,14 @@ class _Recipe:
     lines: tuple[str, ...]
     freevars: tuple[str, ...]
     flags: int  # the __future__ features the text was compiled with
+    options: tuple = ()  # the decorator's options, as (name, value) pairs
 
     @property
     def title(self) -> str:
         return f"{self.kind} {self.module}.{self.qualname}"
 
 
-def _by_value(py_func: types.FunctionType, kind: str):
+def _by_value(py_func: types.FunctionType, kind: str, options: tuple = ()):
     code = py_func.__code__
     title = f"{kind} {py_func.__module__}.{py_func.__qualname__}"
     if py_func.__name__ == "<lambda>":
@@ -91,7 +92,7 @@ def _by_value(py_func: types.FunctionType, kind: str):
         raise pickle.PicklingError(f"cannot pickle {title} by value: its source is not available ({exc}); "
                                    "define it in a file or a notebook cell, or in an importable module") from None
     recipe = _Recipe(kind, py_func.__name__, py_func.__qualname__, py_func.__module__, code.co_filename, first_line,
-                     tuple(lines), code.co_freevars, code.co_flags & _FUTURE_FLAGS)
+                     tuple(lines), code.co_freevars, code.co_flags & _FUTURE_FLAGS, options)
     try:
         definition = _definition(recipe)
     except (SyntaxError, ValueError) as exc:
@@ -265,7 +266,7 @@ def _rebuild(recipe: _Recipe):
     function = types.FunctionType(code, namespace, recipe.name, None, closure)
     function.__qualname__ = recipe.qualname
     wrapper = _WRAPPERS.get(recipe.kind)
-    return wrapper(function) if wrapper is not None else function
+    return wrapper(function, dict(recipe.options)) if wrapper is not None else function
 
 
 def _fill(obj, state: tuple) -> None:

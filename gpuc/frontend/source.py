@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CompilationError, SourceLocation
 from .types import GType, as_type, mangle
+from .typespec import parse_types, signature_type
 
 _NOT_FOUND = object()
 
@@ -58,12 +59,14 @@ class GpucFunction:
 
     is_kernel = False
 
-    def __init__(self, pyfunc) -> None:
+    def __init__(self, pyfunc, options=None) -> None:
         if not inspect.isfunction(pyfunc):
             raise TypeError(f"@gpuc.{'kernel' if self.is_kernel else 'func'} decorates a Python function, "
                             f"not {type(pyfunc).__name__}")
         functools.update_wrapper(self, pyfunc)
         self.py_func = pyfunc
+        #: The decorator's options (`@gpuc.kernel(opt_level=3, vector_math=False)`): how launches compile it.
+        self.options = check_options(options or {}, "kernel" if self.is_kernel else "func")
         self._info = None
         self._info_lock = threading.Lock()
 
@@ -133,6 +136,7 @@ class Kernel(GpucFunction):
     is_kernel = True
     #: Set by gpuc.runtime at import (the runtime sits below the frontend in the layering).
     launcher = None
+    inspector = None
 
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
                shared: int = 0) -> None:
@@ -144,6 +148,15 @@ class Kernel(GpucFunction):
 
     def __getitem__(self, n):
         return _Bound(self, n)
+
+    def inspect(self, *args, device: str | None = None, block=None, shared: int = 0, threads: int | None = None):
+        """The CompileResult of exactly what `kernel[n](*args, device=..., block=...)` runs: the same job
+        (types from `args`, the device they pick, the decorator's options, whole blocks with `block`),
+        with `output` the target's assembly, `llvm` the final LLVM IR and `trace` the compile's. Nothing
+        runs; `n`, `shared` and `threads` do not change the code."""
+        if Kernel.inspector is None:
+            raise RuntimeError("no kernel inspector is installed; import gpuc (or gpuc.runtime) first")
+        return Kernel.inspector(self, args, device=device, whole_blocks=block is not None)
 
 
 class _Bound:
@@ -166,11 +179,35 @@ def func(pyfunc=None):
     return Func(pyfunc)
 
 
-def kernel(pyfunc=None):
-    """Decorator: a kernel entry point (returns nothing), compiled per argument-type signature."""
+def kernel(pyfunc=None, **options):
+    """Decorator: a kernel entry point (returns nothing), compiled per argument-type signature.
+    `@gpuc.kernel(opt_level=3, vector_math=False)`: options for every launch's compile (KERNEL_OPTIONS)."""
+    check_options(options, "kernel")
     if pyfunc is None:
-        return kernel
-    return Kernel(pyfunc)
+        return functools.partial(kernel, **options) if options else kernel
+    return Kernel(pyfunc, options)
+
+
+#: The options @gpuc.kernel takes, and what each is.
+KERNEL_OPTIONS = {
+    "opt_level": "the optimization level of its launches' compiles, 0 to 3 (default 2)",
+    "vector_math": "on the CPU, whether loops call libmvec's vector math (default True; docs/targets.md)",
+}
+
+
+def check_options(options: dict, kind: str) -> dict:
+    """The decorator options, checked: a TypeError or ValueError names the option and what it takes."""
+    allowed = KERNEL_OPTIONS if kind == "kernel" else {}
+    for name, value in options.items():
+        if name not in allowed:
+            takes = f"it takes {', '.join(f'{k} ({v})' for k, v in allowed.items())}" if allowed else \
+                "it takes none (options such as opt_level belong to the kernel that calls it)"
+            raise TypeError(f"@gpuc.{kind} has no option {name!r}: {takes}")
+        if name == "opt_level" and (type(value) is not int or value not in (0, 1, 2, 3)):
+            raise ValueError(f"@gpuc.kernel(opt_level=...) is 0, 1, 2 or 3, not {value!r}")
+        if name == "vector_math" and not isinstance(value, bool):
+            raise ValueError(f"@gpuc.kernel(vector_math=...) is True or False, not {value!r}")
+    return dict(sorted(options.items()))
 
 
 @dataclass(frozen=True)
@@ -187,8 +224,12 @@ class FunctionSource:
     def __post_init__(self) -> None:
         if not isinstance(self.function, GpucFunction):
             raise TypeError(f"compile a @gpuc.func or @gpuc.kernel, not {self.function!r}; decorate it first")
-        sig = self.signature if isinstance(self.signature, (tuple, list)) else (self.signature,)
-        object.__setattr__(self, "signature", tuple(as_type(t) for t in sig))
+        sig = self.signature
+        if isinstance(sig, str):  # "f64[::1], f64" as `gpuc compile --types` takes it
+            sig = parse_types(sig)
+        elif not isinstance(sig, (tuple, list)):
+            sig = (sig,)
+        object.__setattr__(self, "signature", tuple(signature_type(t) for t in sig))
         object.__setattr__(self, "_symbol", symbol_name(self.function, self.signature))
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .types import COMPLEX, SCALARS, ArrayType, ComplexType, GType, ScalarType
+from .types import COMPLEX, SCALARS, ArrayType, ComplexType, GType, ScalarType, TupleType, as_type
 
 
 def _short(t: ScalarType | ComplexType) -> str:
@@ -137,3 +137,34 @@ def format_type(t: GType) -> str:
             dims[-1] = "::1"
         return f"{format_type(t.dtype)}[{', '.join(dims)}]"
     return _short(t) if isinstance(t, (ScalarType, ComplexType)) else str(t)
+
+
+def signature_type(item) -> GType:
+    """One type of a signature given to `code_llvm(fn, ...)`, a CompilerJob or `compile_into`: a gpuc type or
+    what `as_type` takes, a type as text ("f64[::1]"), or an example argument as a launch would pass it (a
+    NumPy array: its dtype, rank and, as a launch decides, "C" when it is C-contiguous; a number; a NumPy
+    scalar; a tuple of these)."""
+    if isinstance(item, str):
+        types = parse_types(item)
+        if len(types) != 1:
+            raise TypeError(f"{item!r} names {len(types)} types where one was expected")
+        return types[0]
+    if isinstance(item, GType) or isinstance(item, type):
+        return as_type(item)
+    import numpy as np
+
+    if isinstance(item, np.ndarray):
+        if not 1 <= item.ndim <= 3:
+            raise TypeError(f"kernels take arrays of 1 to 3 dimensions, not {item.ndim}")
+        element = as_type(item.dtype)
+        return ArrayType(element, item.ndim, "C" if item.flags.c_contiguous else "A")
+    if isinstance(item, np.generic):
+        return as_type(item.dtype)
+    if isinstance(item, (bool, int, float, complex)):
+        return as_type(type(item))
+    if isinstance(item, tuple):
+        try:
+            return as_type(item)  # a tuple of types
+        except TypeError:
+            return TupleType(tuple(signature_type(e) for e in item))
+    return as_type(item)

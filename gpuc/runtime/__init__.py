@@ -9,6 +9,7 @@ from . import dispatch
 from .cpu import CPULauncher, JITModule, default_threads, index_space, launch, load
 
 _FrontendKernel.launcher = dispatch.launch
+_FrontendKernel.inspector = dispatch.inspect
 
 __all__ = ["CPULauncher", "JITModule", "KernelSignature", "default_threads", "dispatch", "index_space", "launch",
            "load"]

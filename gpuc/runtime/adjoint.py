@@ -36,6 +36,7 @@ class AdjointKernel(Kernel):
                             + ("; for funcs use gpuc.grad or gpuc.vjp" if callable(primal) else ""))
         self.primal = primal
         self.adjoint_of = primal
+        self.options = primal.options
         self.__name__ = f"{primal.__name__}_adjoint"
         self.__qualname__ = f"{primal.__qualname__}.adjoint"
         self.__doc__ = f"The adjoint kernel of {primal.__qualname__}."
@@ -144,7 +145,7 @@ def _generate(adjoint: AdjointKernel, flags: tuple, schedule: str) -> Kernel:
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     namespace = {"request": AdjointRequest(adjoint.primal, flags, schedule)}
     exec(compile("".join(lines), filename, "exec"), namespace)
-    generated = Kernel(namespace[name])
+    generated = Kernel(namespace[name], adjoint.primal.options)  # compiled as the primal is (opt_level, ...)
     generated.__qualname__ = adjoint.__qualname__
     generated.adjoint_of = adjoint.primal  # errors in its reverse sweep point at the primal kernel
     return generated

@@ -231,8 +231,39 @@ def _launchers_of(kernel) -> _Launchers:
         return kernel.__dict__.setdefault("_gpuc_launchers", _Launchers())
 
 
+def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> CompilerJob:
+    """The CompilerJob a launch of `kernel` on arguments of `types` compiles on `device` (with `whole_blocks`:
+    the variant launched with `block=`), with the kernel's decorator options (`@gpuc.kernel(opt_level=3)`)."""
+    options = getattr(kernel, "options", None) or {}
+    if device == "cpu":
+        target = NativeTarget(vector_math=options.get("vector_math", True))
+    elif device == "cuda":
+        from . import cuda
+        target = PTXTarget(cap=cuda.device_info().cap)
+    elif device == "opencl":
+        target = SPIRVTarget()
+    else:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+    return CompilerJob((kernel, tuple(types)), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks,
+                                                              opt_level=options.get("opt_level", 2)))
+
+
+def inspect(kernel, args, *, device: str | None = None, whole_blocks: bool = False):
+    """`kernel.inspect(*args, ...)`: the CompileResult of what that launch runs (gpuc/frontend/source.py)."""
+    from ..compiler import CompileResult
+
+    types = tuple(typeof(a, i) for i, a in enumerate(args))
+    device = _device_of(args) if device is None else device
+    job = launch_job(kernel, types, device, whole_blocks)
+    with compile_module(job) as built:
+        llvm = str(built.module)
+        assembly = built.emit("asm")
+        return CompileResult(assembly, built.entry, built.trace, job, built.launch_entry, built.compiled,
+                             built.entries, llvm=llvm)
+
+
 def _cpu_launcher(kernel, types, whole_blocks: bool = False):
-    job = CompilerJob((kernel, types), CompilerConfig(NativeTarget(), kernel=True, whole_blocks=whole_blocks))
+    job = launch_job(kernel, types, "cpu", whole_blocks)
     module = cpu.JITModule(job, signature=KernelSignature(signature_spec(types)))
     return module.launcher()
 
@@ -240,8 +271,7 @@ def _cpu_launcher(kernel, types, whole_blocks: bool = False):
 def _cuda_launcher(kernel, types, whole_blocks: bool = False):
     from . import cuda
 
-    target = PTXTarget(cap=cuda.device_info().cap)
-    job = CompilerJob((kernel, types), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks))
+    job = launch_job(kernel, types, "cuda", whole_blocks)
     key = cache.key(job, "cuda")
     hit = cache.load(key)
     if hit is not None:
@@ -270,7 +300,7 @@ def _opencl_launcher(kernel, types, whole_blocks: bool = False):
     from . import opencl
 
     s = opencl.session()  # a clear error, before compiling, when there is no device
-    job = CompilerJob((kernel, types), CompilerConfig(SPIRVTarget(), kernel=True, whole_blocks=whole_blocks))
+    job = launch_job(kernel, types, "opencl", whole_blocks)
     key = cache.key(job, "opencl")
     hit = cache.load(key)
     if hit is not None:

@@ -10,7 +10,8 @@ from ..errors import CompilationError
 from ..llvm import CallInst, ConstantExpr, Function
 from .aggregate_params import flatten_aggregate_params
 from .compare_exchange import bit_width, expand_atomic_rmw, expand_narrow_cmpxchg
-from .interface import MathLowering, MathOp, Target, shuffle_source_lane, unselectable_table, without_pass
+from .interface import (MathLowering, MathOp, Target, shuffle_source_lane, split_intrinsic, unselectable_table,
+                        without_pass)
 
 # Intrinsics the SPIR-V backend cannot translate (it has little bfloat support).
 _UNSELECTABLE = unselectable_table({
@@ -109,6 +110,11 @@ class SPIRVTarget(Target):
         # OpenCL built-ins reach the backend as mangled declarations and become OpExtInst/builtins.
         return name.startswith(("llvm.", "_Z", "__spirv_"))
 
+    def intrinsic_issue(self, name: str, approximate: bool = False) -> str | None:
+        if _ldexp_builtin(name) is not None:
+            return None  # finish_module calls OpenCL's ldexp instead
+        return super().intrinsic_issue(name, approximate)
+
     def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
         # OpenCL C's mangled name, e.g. _Z5atan2dd
         return MathLowering("call", f"_Z{len(op.c_name)}{op.c_name}" + ("f" if bits == 32 else "d") * op.params)
@@ -202,6 +208,7 @@ class SPIRVTarget(Target):
         return None if flat == fn else flat
 
     def finish_module(self, job, module: Module, tm) -> None:
+        _ldexp_as_builtin(module)
         _expand_atomics(module)
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
@@ -227,6 +234,32 @@ class SPIRVTarget(Target):
 
     def __repr__(self) -> str:
         return "SPIRVTarget()"
+
+
+# OpenCL's ldexp(gentype x, int k) of the extended instruction set, for the intrinsic the backend cannot lower
+# and instcombine makes of exp2(sitofp k) and pow(2.0, sitofp k), that is, of 2.0 ** k for a small integer k.
+_LDEXP = {("f32", "i32"): "_Z5ldexpfi", ("f64", "i32"): "_Z5ldexpdi"}
+
+
+def _ldexp_builtin(name: str) -> str | None:
+    """OpenCL's mangled ldexp for the intrinsic `name` (llvm.ldexp.f64.i32), or None."""
+    if not name.startswith("llvm.ldexp."):
+        return None
+    base, suffixes = split_intrinsic(name)
+    return _LDEXP.get(suffixes) if base == "ldexp" else None
+
+
+def _ldexp_as_builtin(module: Module) -> None:
+    """Replace each call of llvm.ldexp that OpenCL's ldexp computes by a call of that built-in."""
+    with Builder(module.context) as b:
+        for fn in list(module.functions):
+            symbol = _ldexp_builtin(fn.name) if fn.is_declaration else None
+            if symbol is None:
+                continue
+            for call in [u for u in fn.users if isinstance(u, CallInst) and u.callee == fn]:
+                b.position_before(call)
+                call.replace_all_uses_with(_builtin(b, module, symbol, call.type, call.args, _PURE))
+                call.erase()
 
 
 def _expand_atomics(module: Module) -> None:

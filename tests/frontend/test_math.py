@@ -382,3 +382,36 @@ def test_literals_beyond_int64_are_used_as_floats():
     out = np.zeros(3)
     big_literals[1](out, 1.0)
     assert out.tolist() == [math.atan2(1.0, 18446744073709551615), math.hypot(1.0, 2**63), 1.0]
+
+
+# LLVM's instcombine makes exp2(sitofp k) and pow(2.0, sitofp k) an llvm.ldexp, which the SPIR-V backend cannot
+# lower: 2.0 ** k of an int32 k was a ValidationError there; SPIR-V now calls OpenCL's ldexp.
+@gpuc.kernel
+def powers_of_two(out, out32, k, k16):
+    i = gpuc.index()
+    out[0, i] = 2.0 ** k[i]
+    out[1, i] = math.pow(2.0, k[i])
+    out[2, i] = np.exp2(k[i])
+    out32[i] = np.exp2(k16[i])  # float32, as in NumPy
+
+
+POWERS = [-1100, -1075, -1074, -1023, -149, -127, -3, 0, 1, 5, 127, 128, 1023, 1024, 2000]
+
+
+@ON_DEVICES
+def test_powers_of_two_of_integers_are_exact():
+    k = np.array(POWERS, np.int32)
+    k16 = np.array(POWERS, np.int64).clip(-2**15, 2**15 - 1).astype(np.int16)
+    out, out32 = np.zeros((3, k.size)), np.zeros(k.size, np.float32)
+    powers_of_two[k.size](out, out32, k, k16)
+    with np.errstate(over="ignore"):
+        assert (out == np.exp2(k.astype(np.float64))).all()  # subnormals, overflow to inf, 0 below them
+        assert (out32 == np.exp2(k16)).all()
+
+
+def test_spirv_computes_powers_of_two_with_ldexp(spirv_val):
+    types = (gpuc.Array[gpuc.float64, 2], gpuc.Array[gpuc.float32, 1], gpuc.Array[gpuc.int32, 1],
+             gpuc.Array[gpuc.int16, 1])
+    job = gpuc.CompilerJob((powers_of_two, types), gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True))
+    assert " ldexp " in gpuc.compile(job, "asm").output  # an OpExtInst of the OpenCL extended instruction set
+    spirv_val(gpuc.compile(job, "obj").output)

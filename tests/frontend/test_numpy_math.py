@@ -22,6 +22,8 @@ from support.located_errors import check
 from support.native import native
 
 ROOT = Path(__file__).resolve().parents[2]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 TYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "int64", "uint32", "uint64", "float16", "float32",
          "float64"]
 NP = {t: np.dtype(t).type for t in TYPES}
@@ -142,6 +144,7 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("numpy_math")
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", TYPES)
 def test_unary_functions_match_numpy(folder, t):
     x = values(t)
@@ -154,6 +157,7 @@ def test_unary_functions_match_numpy(folder, t):
             assert same(name, g, want, (a,)), f"np.{name}({a!r}) as {t}: gpuc {g!r}, NumPy {want!r}"
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", TYPES)
 def test_binary_functions_match_numpy(folder, t):
     # one kernel per pair of types, on each pair of their values
@@ -214,6 +218,7 @@ def clipped(out, x, lo, hi):
     out[3, i] = np.where(x[i], lo[i], hi[i])
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", ["float32", "float64", "int32", "uint64", "bool"])
 def test_clip_and_where_values_match_numpy(t):
     # signed zeros, NaN in any place, bounds in the wrong order

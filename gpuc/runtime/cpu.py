@@ -345,6 +345,9 @@ MIN_ITEMS_PER_THREAD = 4096
 #: interrupted launch stops at the next chunk boundary.
 CHUNKS_PER_THREAD = 8
 MIN_ITEMS_PER_CHUNK = 4096  # a chunk costs a couple of microseconds: as much as ~10k cheap items
+#: A launch on one thread runs in at most this many chunks, one after another, so that Ctrl-C stops it
+#: between two of them.
+SERIAL_CHUNKS = 64
 
 
 def launch_threads(total: int, threads: int | None = None) -> int:
@@ -372,7 +375,17 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     if total == 0:
         return
     if threads == 1:
-        fn(argv, 0, total, sizes)
+        # In order, as one call would run them, but in chunks: Ctrl-C stops the launch between two
+        # (Python raises KeyboardInterrupt only when a call into compiled code returns).
+        chunks = min(SERIAL_CHUNKS, total // MIN_ITEMS_PER_CHUNK)
+        if chunks <= 1:
+            fn(argv, 0, total, sizes)
+            return
+        begin = 0
+        for k in range(1, chunks + 1):
+            end = total * k // chunks
+            fn(argv, begin, end, sizes)
+            begin = end
         return
     chunks = max(threads, min(threads * CHUNKS_PER_THREAD, total // MIN_ITEMS_PER_CHUNK))
     bounds = [total * k // chunks for k in range(chunks + 1)]
@@ -430,8 +443,10 @@ def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *
     bounds = [blocks * k // chunks for k in range(chunks + 1)]
     try:
         while True:
-            if threads == 1:
-                fn(argv, 0, blocks, launch)
+            if threads == 1:  # in order, in chunks between which Ctrl-C stops the launch
+                serial = max(1, min(SERIAL_CHUNKS, blocks * items // MIN_ITEMS_PER_CHUNK, blocks))
+                for k in range(serial):
+                    fn(argv, blocks * k // serial, blocks * (k + 1) // serial, launch)
             else:
                 run_chunks(fn, argv, bounds, launch, helpers=threads - 1)
             if record[0]:

@@ -243,3 +243,20 @@ def test_a_launcher_of_a_closed_module_refuses_to_run():
     module.close()
     with pytest.raises(ValueError, match="was closed"):
         launcher(2, (out,))
+
+
+@pytest.mark.parametrize("how", ["items", "blocks"])
+def test_ctrl_c_stops_a_one_thread_launch_between_chunks(how):
+    """A long launch on one thread runs in chunks; Ctrl-C raises KeyboardInterrupt at the next chunk boundary,
+    and the next launch works."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("interrupt_kernels.py")
+    proc = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("interrupted after"), proc.stdout
+    assert float(lines[0].split()[2]) < 20  # the whole launch takes about a minute
+    assert lines[1] == "next launch True"

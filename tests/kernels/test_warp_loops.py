@@ -1,7 +1,8 @@
-"""Warp operations inside loops on the CPU against a lock-step NumPy model of the warps: every shuffle
-kind, ballots, votes and syncwarp, in loops of the same trip count for the whole warp and of one per
-lane (a lane that leaves the loop returns, and is no longer a source nor a voter), with loop-carried
-lanes, deltas, masks and ballots, over blocks of whole and partial warps.
+"""Warp operations inside loops on the CPU and through OpenCL against a lock-step NumPy model of the warps:
+every shuffle kind, ballots, votes and syncwarp, in loops of the same trip count for the whole warp and
+of one per lane (a lane that leaves the loop returns, and is no longer a source nor a voter), with
+loop-carried lanes, deltas, masks and ballots, over blocks of whole and partial warps. The model's warps
+are as wide as the device's (32 lanes on the CPU, the sub-group the OpenCL driver picked for the kernel).
 
 Each launch covers three blocks with a few surplus items (they run the kernel too); every array has
 one element per item of the grid, so nothing reads out of bounds.
@@ -17,6 +18,10 @@ import pytest
 
 import gpuc
 
+from support.devices import DEVICE_LANES, warp_of
+
+pytestmark = pytest.mark.devices("cpu", "opencl")
+
 WARP = 32  # gpuc.warp_size() on the CPU
 BLOCKS = (32, 40, 100)  # one whole warp; a whole and a partial one; three whole and a partial one
 KINDS = ("idx", "up", "down", "xor")
@@ -30,13 +35,17 @@ def rng(request):
 class Warps:
     """The work items of `blocks` blocks of `block` items, in grid order, as warps see them."""
 
-    def __init__(self, block: int, blocks: int = 3) -> None:
-        self.items = block * blocks
+    def __init__(self, block: int, blocks: int = 3, warp: int = WARP) -> None:
+        self.items, self.block = block * blocks, block
+        self.set_warp(warp)
+
+    def set_warp(self, warp: int) -> None:
+        self.warp = warp
         i = np.arange(self.items)
-        q = i % block
-        self.lane = q % WARP
+        q = i % self.block
+        self.lane = q % warp
         self.base = i - self.lane  # the first item of each item's warp
-        self.width = np.minimum(WARP, block - (q - self.lane))  # the items of each item's warp
+        self.width = np.minimum(warp, self.block - (q - self.lane))  # the items of each item's warp
 
     def shuffle(self, values, source, active):
         """What each item's shuffle from lane `source` gives when `active` items take part: the source's
@@ -48,7 +57,7 @@ class Warps:
 
     def source(self, kind: str, operand):
         operand = np.asarray(operand, np.int64)
-        return {"idx": operand % WARP, "up": self.lane - operand, "down": self.lane + operand,
+        return {"idx": operand % self.warp, "up": self.lane - operand, "down": self.lane + operand,
                 "xor": self.lane ^ operand}[kind]
 
     def ballot(self, pred, active):
@@ -60,7 +69,9 @@ class Warps:
             out[mine] = np.bitwise_or.reduce(bits[mine])
         return out
 
-    def launch(self, kernel, *args, block: int, threads: int = 1) -> None:
+    def launch(self, kernel, *args, block, threads: int = 1) -> None:
+        """Launch `kernel`, the model's warps then as wide as the device's for it."""
+        self.set_warp(warp_of(kernel, args, block))
         kernel.launch(self.items - 3, *args, block=block, threads=threads)
 
 
@@ -164,7 +175,7 @@ def warp_loops(f, x, g, nxt, dist, out, fout, gout):
 @pytest.mark.parametrize("block", BLOCKS)
 def test_warp_algorithms_as_loops(block, rng):
     warps = Warps(block)
-    n, lane = warps.items, warps.lane
+    n = warps.items
     everyone = np.ones(n, bool)
     f = rng.integers(-50, 50, n).astype(np.float64)
     x = rng.integers(-50, 50, n).astype(np.int32)
@@ -173,6 +184,7 @@ def test_warp_algorithms_as_loops(block, rng):
     dist = rng.integers(0, 5, n)
     out, fout, gout = np.zeros((n, 5), np.int64), np.zeros(n), np.zeros(n, np.float32)
     warps.launch(warp_loops, f, x, g, nxt, dist, out, fout, gout, block=block)
+    lane = warps.lane
     total, m = f.copy(), 1
     while m < 32:
         total = total + warps.shuffle(total, lane ^ m, everyone)
@@ -186,9 +198,9 @@ def test_warp_algorithms_as_loops(block, rng):
         red = red + warps.shuffle(red, lane + d, everyone)
         d //= 2
     succ, rank = nxt.copy(), dist.copy()
-    for _ in range(5):
-        rank = rank + warps.shuffle(rank, succ, everyone)
-        succ = warps.shuffle(succ, succ, everyone)
+    for _ in range(5):  # shfl_idx takes its lane modulo the warp size
+        rank = rank + warps.shuffle(rank, succ % warps.warp, everyone)
+        succ = warps.shuffle(succ, succ % warps.warp, everyone)
     odd = lane % 2 == 1
     for k in range(4):
         odd = warps.shuffle(odd, lane ^ (1 << k), everyone) != (lane == k)
@@ -223,11 +235,12 @@ def votes_in_a_loop(v, trips, out):
 @pytest.mark.parametrize("block", BLOCKS)
 def test_votes_in_a_loop(block, divergent, rng):
     warps = Warps(block)
-    n, lane = warps.items, warps.lane
+    n = warps.items
     v = rng.integers(-1000, 1000, n)
     trips = trip_counts(rng, n, divergent)
     out = np.zeros((n, 2), np.int64)
     warps.launch(votes_in_a_loop, v, trips, out, block=block, threads=2)
+    lane = warps.lane
     t, mask = v.copy(), np.zeros(n, np.int64)
     for k in range(trips.max(initial=0)):
         active = trips > k
@@ -261,11 +274,12 @@ def vote_controlled_loop(v, trips, out):
 @pytest.mark.parametrize("block", BLOCKS)
 def test_vote_controlled_loop(block, rng):
     warps = Warps(block)
-    n, lane = warps.items, warps.lane
+    n = warps.items
     v = rng.integers(-1000, 1000, n)
     trips = rng.integers(0, 6, n)
     out = np.zeros(n, np.int64)
     warps.launch(vote_controlled_loop, v, trips, out, block=block)
+    lane = warps.lane
     everyone = np.ones(n, bool)
     longest = np.zeros(n, np.int64)
     for base in np.unique(warps.base):
@@ -289,8 +303,9 @@ def syncwarp_loop(v, trips, out):
     k = 0
     while k < trips[i]:
         gpuc.syncwarp()
-        p = q - lane + (lane ^ (1 + k % 31))
-        u = s[p] if p < gpuc.block_dim(0) else t
+        partner = lane ^ (1 + k % (gpuc.warp_size() - 1))
+        p = q - lane + partner
+        u = s[p] if p < gpuc.block_dim(0) and partner < gpuc.warp_size() else t
         gpuc.syncwarp()
         t = t * 3 + u
         s[q] = t
@@ -303,15 +318,16 @@ def syncwarp_loop(v, trips, out):
 @pytest.mark.parametrize("block", BLOCKS)
 def test_syncwarp_in_a_loop(block, divergent, rng):
     warps = Warps(block)
-    n, lane = warps.items, warps.lane
+    n = warps.items
     v = rng.integers(-1000, 1000, n)
     trips = trip_counts(rng, n, divergent)
     out = np.zeros(n, np.int64)
     warps.launch(syncwarp_loop, v, trips, out, block=block)
+    lane = warps.lane
     t, s = v.copy(), v.copy()
     for k in range(trips.max(initial=0)):
         active = trips > k
-        partner = lane ^ (1 + k % 31)
+        partner = lane ^ (1 + k % (warps.warp - 1))
         u = np.where(partner < warps.width, s[np.minimum(warps.base + partner, n - 1)], t)
         t = np.where(active, t * 3 + u, t)
         s = t.copy()
@@ -332,11 +348,14 @@ def butterfly_2d(v, out):
 
 
 # An xor butterfly over 8x5 blocks: warps of 32 and 8 lanes, x fastest; masks past the 8 give a lane its own.
-def test_butterfly_in_2d_blocks(rng):
+def test_butterfly_in_2d_blocks(rng, gpuc_device):
     v = rng.integers(-1000, 1000, (10, 16))
     out = np.zeros_like(v)
     butterfly_2d.launch((16, 10), v, out, block=(8, 5), threads=2)
-    warps, want = Warps(40, 1), np.zeros_like(v)
+    warp = warp_of(butterfly_2d, (v, out), (8, 5))
+    if gpuc_device == "opencl" and 8 % warp:
+        pytest.skip(f"rows of 8 lanes in sub-groups of {warp}: {DEVICE_LANES}")
+    warps, want = Warps(40, 1, warp), np.zeros_like(v)
     for by in range(2):
         for bx in range(2):
             t = v[by * 5:(by + 1) * 5, bx * 8:(bx + 1) * 8].ravel()  # linear index, x fastest

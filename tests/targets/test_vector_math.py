@@ -15,6 +15,9 @@ from gpuc.runtime import cpu
 from gpuc.runtime.dispatch import KernelSignature, signature_spec, typeof
 from gpuc.targets import vector_math
 
+from support.ulp import samples as _samples, ulp_distance
+
+
 def isa_of(target) -> str | None:
     """The letter of the libmvec ISA ("e", "d", "b") `target` calls, None when it calls none."""
     return target.vector_variants.get("sin", ("",))[0][4:5] or None
@@ -157,45 +160,6 @@ def test_one_result_per_argument_wherever_the_call_is(filecheck):
 
 
 # -- accuracy against glibc's scalar libm -----------------------------------------------------------------
-
-def _specials(dtype) -> np.ndarray:
-    info = np.finfo(dtype)
-    values = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, info.smallest_subnormal, -info.smallest_subnormal,
-              info.smallest_normal, info.max, -info.max, 1.0, -1.0, 0.5, -0.5, 2.0, math.pi, -math.pi, math.pi / 2,
-              1e22, -1e22, 1e300 if dtype == np.float64 else 1e30, 710.0, -745.0, 88.7, -103.0, 1e-310, 3e-39]
-    return np.array(values, dtype=np.float64).astype(dtype)
-
-
-def _samples(dtype, count: int, seed: int) -> np.ndarray:
-    """Random values over every binade (denormals included) of both signs, uniform values in [-10, 10]
-    and the special values, repeated so each lands in vector lanes and in the scalar tail."""
-    rng = np.random.default_rng(seed)
-    info = np.finfo(dtype)
-    low, high = math.log2(info.smallest_subnormal), math.log2(info.max)
-    spread = np.exp2(rng.uniform(low, high, count)) * rng.choice([-1.0, 1.0], count)
-    near = rng.uniform(-10.0, 10.0, count)
-    unit = rng.uniform(-1.0, 1.0, count)
-    specials = np.tile(_specials(dtype), 8)
-    values = np.concatenate([spread, near, unit]).astype(dtype)
-    return np.concatenate([values, specials, specials[:7]])  # an odd length: a scalar tail
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The number of representable values from a to b, of one dtype (0 for two NaNs, the maximum for one)."""
-    bits = 8 * a.itemsize
-    signed, unsigned = (np.int64, np.uint64) if bits == 64 else (np.int32, np.uint32)
-    top = np.uint64(1) << np.uint64(bits - 1)
-
-    def ordered(x):  # the bit patterns on one line in the order of the values (-0.0 and 0.0 meet)
-        raw = x.view(signed)
-        magnitude = (raw.view(unsigned) & unsigned(int(top) - 1)).astype(np.uint64)
-        return np.where(raw < 0, top - magnitude, top + magnitude)
-
-    oa, ob = ordered(a), ordered(b)
-    distance = np.where(oa >= ob, oa - ob, ob - oa)
-    nan_a, nan_b = np.isnan(a), np.isnan(b)
-    return np.where(nan_a & nan_b, np.uint64(0), np.where(nan_a | nan_b, np.iinfo(np.uint64).max, distance))
-
 
 def test_ulp_distance():
     for dtype in (np.float64, np.float32):

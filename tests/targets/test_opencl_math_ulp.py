@@ -29,8 +29,8 @@ LIBM = gpuc.NativeTarget(vector_math=False)
 
 #: The bound in ulp on the distance from the CPU's libm (docs/targets.md, "OpenCL runtime").
 ULP_BOUND = {"float32": 4, "float64": 4}
-#: Wider bounds: near gamma's poles glibc's tgamma is the one off (5 ulp; the device's is the nearer to the
-#: exact value there).
+#: Wider bounds: near gamma's poles libm's tgamma is 5 ulp from the device's (whose float32 result there is
+#: libm's float64 result rounded, and whose float64 result is CPython's math.gamma's).
 WIDER = {"gamma": 8}
 #: Functions whose results are exact (correctly rounded, or exact by definition) on every target: 0 ulp.
 EXACT = {"sqrt", "fabs", "copysign", "fmod", "fma", "radians", "degrees"}

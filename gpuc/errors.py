@@ -3,6 +3,8 @@ internal bugs. Every layer raises these; this module imports nothing from gpuc."
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
 import sys
 from dataclasses import dataclass
@@ -140,6 +142,28 @@ def _llvm_version() -> str:
         return ".".join(map(str, capi.version())) if capi is not None else "not loaded"
     except Exception:  # noqa: BLE001 - reporting must not fail
         return "unknown"
+
+
+def full_tracebacks() -> bool:
+    """Whether errors keep gpuc's own frames: GPUC_FULL_TRACEBACK=1 (for debugging gpuc itself)."""
+    return os.environ.get("GPUC_FULL_TRACEBACK", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def user_facing(fn):
+    """Decorator for the entry points users call (launches, compiles, derivatives from Python): a
+    CompilationError, a located mistake in the user's code, reaches the caller without the frames inside
+    gpuc that led to it (its message says where the mistake is), as Numba trims its tracebacks.
+    GPUC_FULL_TRACEBACK=1 keeps them."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except CompilationError as exc:
+            if full_tracebacks():
+                raise
+            # the same exception, raised from here: its cause stays, gpuc's frames go
+            raise exc.with_traceback(None)
+    return wrapper
 
 
 class KernelError(RuntimeError):

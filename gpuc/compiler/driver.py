@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from ..llvm import Context, LLVMError, Module, run_passes
 from .config import CompilerConfig, CompilerJob
 from .depth import run_deep
-from ..errors import CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError, ValidationError
+from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError, ValidationError,
+                      user_facing)
 from . import cache
 from .plugins import find_marker
 from .pipeline import Pipeline, build_pipeline, call_plugin, early_only_pipeline, invalid_ir_issue, run_pipeline
@@ -81,6 +82,7 @@ class ModuleResult:
         self.close()
 
 
+@user_facing
 def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
     """Compile `job` to "llvm" (IR text), "bc" (bitcode), "asm" or "obj" (bytes; SPIR-V binary)."""
     if output not in OUTPUTS:
@@ -113,6 +115,7 @@ def compile(job: CompilerJob, output: str = "llvm") -> CompileResult:
                                  built.entries)
 
 
+@user_facing
 def compile_module(job: CompilerJob) -> ModuleResult:
     """Run every stage but codegen; the caller owns the returned module (e.g. to hand it to a JIT).
 
@@ -123,6 +126,7 @@ def compile_module(job: CompilerJob) -> ModuleResult:
         return _build(job, job.config.target.cached_target_machine(job.config.opt_level), machine_code=True)
 
 
+@user_facing
 def code_llvm(job, argtypes=None, *, target=None, optimize: bool = True) -> str:
     """The LLVM IR `job` compiles to; `optimize=False` skips optimization and validation.
 
@@ -133,6 +137,7 @@ def code_llvm(job, argtypes=None, *, target=None, optimize: bool = True) -> str:
     return compile(CompilerJob(job.source, config), "llvm").output
 
 
+@user_facing
 def code_native(job, argtypes=None, *, target=None) -> str:
     """The target assembly (x86, PTX, GCN or SPIR-V text) `job` (or `fn` for `argtypes`) compiles to."""
     return compile(_as_job(job, argtypes, target), "asm").output

@@ -11,9 +11,9 @@ import textwrap
 import threading
 from dataclasses import dataclass, field
 
-from ..errors import CompilationError, SourceLocation
+from ..errors import CompilationError, SourceLocation, user_facing
 from .types import GType, as_type, mangle
-from .typespec import parse_types, signature_type
+from .typespec import parse_text, signature_type
 
 _NOT_FOUND = object()
 
@@ -138,6 +138,7 @@ class Kernel(GpucFunction):
     launcher = None
     inspector = None
 
+    @user_facing
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
                shared: int = 0) -> None:
         """Run over the index space `n`; with `block` (an int or a tuple of n's rank), in whole blocks
@@ -149,6 +150,7 @@ class Kernel(GpucFunction):
     def __getitem__(self, n):
         return _Bound(self, n)
 
+    @user_facing
     def inspect(self, *args, device: str | None = None, block=None, shared: int = 0, threads: int | None = None):
         """The CompileResult of exactly what `kernel[n](*args, device=..., block=...)` runs: the same job
         (types from `args`, the device they pick, the decorator's options, whole blocks with `block`),
@@ -167,6 +169,7 @@ class _Bound:
     def __init__(self, kernel: Kernel, n) -> None:
         self.kernel, self.n = kernel, n
 
+    @user_facing
     def __call__(self, *args, device: str | None = None, threads: int | None = None, block=None,
                  shared: int = 0) -> None:
         self.kernel.launch(self.n, *args, device=device, threads=threads, block=block, shared=shared)
@@ -226,7 +229,7 @@ class FunctionSource:
             raise TypeError(f"compile a @gpuc.func or @gpuc.kernel, not {self.function!r}; decorate it first")
         sig = self.signature
         if isinstance(sig, str):  # "f64[::1], f64" as `gpuc compile --types` takes it
-            sig = parse_types(sig)
+            sig = parse_text(sig)
         elif not isinstance(sig, (tuple, list)):
             sig = (sig,)
         object.__setattr__(self, "signature", tuple(signature_type(t) for t in sig))

@@ -145,7 +145,7 @@ def signature_type(item) -> GType:
     NumPy array: its dtype, rank and, as a launch decides, "C" when it is C-contiguous; a number; a NumPy
     scalar; a tuple of these)."""
     if isinstance(item, str):
-        types = parse_types(item)
+        types = parse_text(item)
         if len(types) != 1:
             raise TypeError(f"{item!r} names {len(types)} types where one was expected")
         return types[0]
@@ -168,3 +168,12 @@ def signature_type(item) -> GType:
         except TypeError:
             return TupleType(tuple(signature_type(e) for e in item))
     return as_type(item)
+
+
+def parse_text(text: str) -> list[GType]:
+    """`parse_types` for a signature given in Python: a mistake is a TypeError saying what is accepted."""
+    try:
+        return parse_types(text)
+    except TypeSpecError as exc:
+        raise TypeError(f"{text!r} is not a gpuc type: {exc.message} (at offset {exc.start}); write {ACCEPTED}") \
+            from None

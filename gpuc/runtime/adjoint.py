@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from ..errors import user_facing
 from ..frontend.reverse import CONCURRENT, PARITY, SERIAL, AdjointRequest
 from ..frontend.source import Kernel, _NOT_FOUND
 from ..frontend.types import ArrayType, as_type
@@ -57,6 +58,7 @@ class AdjointKernel(Kernel):
     def resolve(self, name: str):
         return _NOT_FOUND
 
+    @user_facing
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
                shared: int = 0) -> None:
         record = recording.get()

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from ..errors import CompilationError, SourceLocation
+from ..errors import CompilationError, SourceLocation, user_facing
 from ..frontend import autodiff as _frontend
 from ..frontend import reverse as _reverse_frontend
 from ..frontend.inference import Typing
@@ -27,6 +27,7 @@ _CACHE: dict = {}  # (kind, f, argument types) -> (kernel, the result's float le
 _LOCK = threading.Lock()
 
 
+@user_facing
 def derivative(f, x, *consts):
     _check_function(f, "derivative", 1 + len(consts))
     if isinstance(x, tuple):
@@ -36,6 +37,7 @@ def derivative(f, x, *consts):
     return _run("derivative", f, args, len(args))
 
 
+@user_facing
 def jvp(f, primals, tangents):
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
         raise _error("gpuc.jvp(f, primals, tangents) takes the primals and the tangents as tuples",
@@ -49,14 +51,17 @@ def jvp(f, primals, tangents):
     return _run("jvp", f, primals + tangents, len(primals))
 
 
+@user_facing
 def grad(f, *args):
     return _reverse("grad", f, args)
 
 
+@user_facing
 def value_and_grad(f, *args):
     return _reverse("value_and_grad", f, args)
 
 
+@user_facing
 def vjp(f, primals, cotangent):
     if not isinstance(primals, tuple):
         raise _error("gpuc.vjp(f, primals, cotangent) takes the primals as a tuple",

@@ -168,3 +168,4 @@ def test_the_page_loads_in_a_real_browser(tmp_path):
     shot = artifacts / "pipeline-page.png"
     proc = _browser(path.as_uri(), f"--screenshot={shot}", "--window-size=1280,1600")
     assert proc.returncode == 0 and shot.exists() and shot.stat().st_size > 10_000, proc.stderr[-2000:]
+

@@ -10,6 +10,7 @@ from ..errors import CompilationError
 from ..llvm import CallInst, ConstantExpr, Function
 from .aggregate_params import flatten_aggregate_params
 from .compare_exchange import bit_width, expand_atomic_rmw, expand_narrow_cmpxchg
+from .converged_barriers import converge_barriers, inline_collectives
 from .interface import (MathLowering, MathOp, Target, shuffle_source_lane, split_intrinsic, unselectable_table,
                         without_pass)
 
@@ -210,6 +211,13 @@ class SPIRVTarget(Target):
     def finish_module(self, job, module: Module, tm) -> None:
         _ldexp_as_builtin(module)
         _expand_atomics(module)
+        # OpenCL leaves a barrier undefined unless every work item of the group reaches it: work items that
+        # returned take part in the barriers the others still reach (gpuc/targets/converged_barriers.py).
+        kernels = [fn for fn in module.functions
+                   if not fn.is_declaration and fn.calling_convention == self.kernel_calling_convention]
+        inline_collectives(module, kernels)
+        for fn in kernels:
+            converge_barriers(module, fn, barrier_attributes=(_WORKGROUP, _WORKGROUP, _ALL_MEMORY), builtin=_builtin)
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.

@@ -25,6 +25,8 @@ import gpuc
 import gpuc.opencl
 from gpuc.runtime import dispatch
 
+from support.devices import DEVICE_LANES, warp_of
+
 BLOCKS = (1, 32, 128, 256)
 THREADS = (1, 2)
 MAX_BLOCK = 256
@@ -52,17 +54,6 @@ def launch_params(blocks=BLOCKS):
     return [pytest.param(b, t, id=f"block{b}-threads{t}") for b in blocks for t in THREADS]
 
 
-#: Why a multi-dimensional block's lanes are not checked on OpenCL where its x-extent is not whole warps.
-DEVICE_LANES = ("OpenCL leaves the mapping of work items to sub-groups to the device: Intel's CPU runtime forms "
-                "them along x, a row at a time, not from consecutive linear indices as CUDA's warps")
-
-
-def warp_of(kernel, args, block) -> int:
-    """gpuc.warp_size() in `kernel`'s launches on `args` in blocks of `block` on the test's device: 32 on the
-    CPU; on OpenCL the size of the sub-groups the driver runs the kernel in (it picks one per kernel)."""
-    run = dispatch.launcher_for(kernel, args, whole_blocks=True)
-    opencl = getattr(run, "opencl", None)
-    return WARP if opencl is None else opencl.sub_group_size(block)
 
 
 # -- tiled matrix multiplication (2-D blocks, two shared tiles) ------------------------------------
@@ -747,6 +738,120 @@ def test_returning_before_a_barrier_is_fine(block, threads, rng):
     np.testing.assert_array_equal(out, want)
 
 
+@gpuc.kernel
+def exchange_after_returns(alive, out, votes):
+    s = gpuc.shared.array(MAX_BLOCK, gpuc.int64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    s[t] = -1
+    gpuc.barrier()
+    if alive[i] == 0:
+        return
+    s[t] = i + 1
+    count = gpuc.barrier_count(i % 3 == 0)
+    out[i] = s[(t + 1) % gpuc.block_dim(0)]
+    votes[i, 0], votes[i, 1], votes[i, 2] = count, gpuc.barrier_all(i % 2 == 0), gpuc.barrier_any(i % 5 == 0)
+
+
+# Who returns, per block: a block's first or last items, whole warps of 8 or 16, a block smaller than a warp.
+RETURN_PATTERNS = [(4, "1100"), (4, "0111"), (12, "111111111100"), (12, "011111110111"), (16, "1" * 8 + "0" * 8),
+                   (20, "0" * 16 + "1111"), (20, "1" * 16 + "0000"), (64, "1" * 32 + "0" * 32), (40, "11110" * 8)]
+
+
+@pytest.mark.parametrize("block, pattern", [pytest.param(b, p, id=f"block{b}-{p}") for b, p in RETURN_PATTERNS])
+def test_work_items_that_returned_count_as_arrived(block, pattern):
+    # OpenCL leaves a barrier that some work items of the group never reach undefined (Intel's CPU runtime
+    # followed the group's last item: the others' stores after the barrier were lost, or items that had
+    # returned ran on); gpuc's SPIR-V has them arrive at the barriers the others still reach
+    alive = np.array([int(c) for c in pattern] * 3, np.int32)
+    n = len(alive)
+    out, votes = np.zeros(n, np.int64), np.full((n, 3), -1, np.int64)
+    exchange_after_returns.launch(n, alive, out, votes, block=block)
+    i = np.arange(n)
+    neighbour = i - i % block + (i % block + 1) % block
+    np.testing.assert_array_equal(out, np.where(alive == 1, np.where(alive[neighbour] == 1, neighbour + 1, -1), 0))
+    live = per_block(alive, block) == 1
+    items = per_block(i, block)
+    want = np.stack([(live & (items % 3 == 0)).sum(axis=1), ~(live & (items % 2 != 0)).any(axis=1),
+                     (live & (items % 5 == 0)).any(axis=1)], axis=1).repeat(block, axis=0)
+    want[alive == 0] = -1
+    np.testing.assert_array_equal(votes, want)
+
+
+@gpuc.func
+def rotate_sum(s, t, x):
+    acc = x
+    for k in range(1, 13):
+        s[t] = acc
+        gpuc.barrier()
+        acc += s[(t + k) % gpuc.block_dim(0)] * (k % 3) + math.sqrt(gpuc.float64(k))
+        gpuc.barrier()
+    return acc
+
+
+@gpuc.kernel
+def rotations(a, alive, out):
+    s = gpuc.shared.array(MAX_BLOCK, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    s[t] = 0.0
+    gpuc.barrier()
+    if alive[i] == 0:
+        return
+    v = rotate_sum(s, t, a[i])
+    w = rotate_sum(s, t, v * 0.5)
+    out[i] = rotate_sum(s, t, w - 1.0) + rotate_sum(s, t, w + 1.0)
+
+
+def rotations_reference(a, alive, block: int):
+    def rotate(acc, live):
+        for k in range(1, 13):
+            s = np.where(live, acc, s_prev[0])
+            s_prev[0] = s
+            acc = acc + s[(np.arange(block) + k) % block] * (k % 3) + math.sqrt(k)
+        return acc
+
+    out = np.zeros(len(a))
+    for b in range(len(a) // block):
+        part, live = a[b * block:(b + 1) * block], alive[b * block:(b + 1) * block] == 1
+        s_prev = [np.zeros(block)]
+        w = rotate(rotate(part, live) * 0.5, live)
+        out[b * block:(b + 1) * block] = np.where(live, rotate(w - 1.0, live) + rotate(w + 1.0, live), 0.0)
+    return out
+
+
+@pytest.mark.parametrize("block, pattern", [(4, "1100"), (20, "0" * 16 + "1111"), (40, "11110" * 8)])
+def test_returned_work_items_arrive_at_barriers_in_funcs(block, pattern, rng):
+    # funcs with barriers that the optimizer leaves as calls are inlined into SPIR-V kernels first
+    alive = np.array([int(c) for c in pattern] * 3, np.int32)
+    a = rng.integers(-8, 8, len(alive)).astype(np.float64)
+    out = np.zeros(len(alive))
+    rotations.launch(len(alive), a, alive, out, block=block)
+    np.testing.assert_allclose(out, rotations_reference(a, alive, block), rtol=1e-12)
+
+
+@gpuc.kernel
+def leave_in_rounds(stop, out):
+    i = gpuc.index(0)
+    total = 0
+    r = 0
+    while True:
+        if r == stop[i]:
+            out[i] = total
+            return
+        total += gpuc.barrier_count(True)
+        r += 1
+
+
+@pytest.mark.parametrize("block", [5, 16, 24])
+def test_work_items_leave_a_loop_of_barriers_in_different_rounds(block, rng):
+    stop = rng.integers(0, 6, 4 * block)
+    out = np.full(len(stop), -1, np.int64)
+    leave_in_rounds.launch(len(stop), stop, out, block=block)
+    rounds = per_block(stop, block)
+    live = np.stack([(rounds > r).sum(axis=1) for r in range(6)], axis=1)  # items still there in each round
+    want = [live[k // block, :stop[k]].sum() for k in range(len(stop))]
+    np.testing.assert_array_equal(out, want)
+
+
 # -- grid barriers: the CPU runs them in phases ---------------------------------------------------------
 
 #: SPIR-V's compile error for them is test_compiles_for_spirv's (DOCUMENTED).
@@ -1040,6 +1145,8 @@ ACCEPTANCE = {
     "shared_atomics": lambda: (shared_atomic("max", "uint32"), (np.zeros(2, np.uint32),) * 3
                                + (np.zeros((4, 2), np.uint32), np.zeros(2, np.uint32))),
     "grid_jacobi": lambda: (jacobi, (f64(4), f64(4), 3)),
+    "returns_before_barriers": lambda: (exchange_after_returns, (np.zeros(4, np.int32), i64(4), i64(4, 3))),
+    "leave_in_rounds": lambda: (leave_in_rounds, (i64(4), i64(4))),
 }
 # docs/frontend.md, "Blocks": grid barriers only on CUDA (and the CPU): located compile errors elsewhere.
 DOCUMENTED = {("spirv", "grid_jacobi"): "gpuc.grid_barrier()", ("gcn", "grid_jacobi"): "gpuc.grid_barrier()"}
@@ -1123,6 +1230,27 @@ def test_scratch_memory_beyond_malloc_is_a_memory_error_and_the_next_launch_work
         dynamic_length.launch(4, out, block=4, shared=1 << 39)
     dynamic_length.launch(4, out, block=4, shared=800)
     assert out.tolist() == [100.0] * 4
+
+
+@COMPILES_ONLY
+@pytest.mark.parametrize("name, form", [("returns_before_barriers", "chain"), ("barrier_predicates", "chain"),
+                                        ("leave_in_rounds", "rounds"), ("tiled_matmul", None),
+                                        ("tree_reduction", None), ("scan_blelloch", None), ("warp_reduce", None)])
+def test_spirv_barriers_that_returned_work_items_arrive_at(name, form, spirv_val):
+    # Where work items of a group may return (or leave a loop) while others reach a barrier
+    # (gpuc/targets/converged_barriers.py): those that returned jump from barrier to barrier, taking part
+    # with predicates that change nothing (a chain), or, where barriers lie in loops, every barrier is one
+    # that every work item reaches each round, with a reduction of who is still running. Kernels whose
+    # barriers the whole group reaches alike (loops and conditions the same for the whole group) keep theirs.
+    kernel, args = ACCEPTANCE[name]()
+    types = tuple(dispatch.typeof(a, i) for i, a in enumerate(args))
+    config = gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True, whole_blocks=True)
+    ir = gpuc.compile(gpuc.CompilerJob((kernel, types), config), "llvm").output
+    found = "rounds" if "@_Z21work_group_reduce_addl" in ir else "chain" if "%gpuc.done" in ir else None
+    assert found == form, ir
+    if form == "rounds":
+        assert ir.count("call spir_func void @__spirv_ControlBarrier(i32 2") == 1, ir
+    spirv_val(compile_block_kernel(name, gpuc.SPIRVTarget(), "obj"))
 
 
 @COMPILES_ONLY

@@ -339,7 +339,8 @@ def copy_to_host(a) -> np.ndarray:
 def is_device_array(value) -> bool:
     """Whether `value` is an array in OpenCL memory: a pyopencl Array, or an object carrying a pyopencl
     Buffer as `base_data` or `data` with `shape` and `dtype`."""
-    if type(value) is np.ndarray or not hasattr(value, "shape") or not hasattr(value, "dtype"):
+    if type(value) is np.ndarray or isinstance(value, np.generic) or not hasattr(value, "shape") \
+            or not hasattr(value, "dtype"):  # a NumPy scalar has both (and a .data that is no buffer)
         return False
     cl = sys.modules.get("pyopencl")
     if cl is None:
@@ -381,6 +382,10 @@ class CLArray:
         return is_c_contiguous(self.shape, self.strides)
 
 
+#: Device arrays' byte strides and item size -> their strides in elements (only strides that are valid).
+_ELEMENT_STRIDES: dict = {}
+
+
 def _device_view(obj, what: str, s: Session) -> CLArray:
     cl = s.cl
     buffer = getattr(obj, "base_data", None)
@@ -401,11 +406,15 @@ def _device_view(obj, what: str, s: Session) -> CLArray:
         strides = c_strides(shape)
     else:
         itemsize = dtype.itemsize
-        strides = tuple(b // itemsize for b in byte_strides)
-        if any(b % itemsize or b < 0 for b in byte_strides):
-            bad = [b for b in byte_strides if b % itemsize or b < 0]
-            raise ValueError(f"{what} has byte stride {bad[0]}: OpenCL device arrays need non-negative strides "
-                             f"that are multiples of the item size {itemsize}; pass a copy")
+        strides = _ELEMENT_STRIDES.get((byte_strides, itemsize)) if type(byte_strides) is tuple else None
+        if strides is None:
+            strides = tuple(b // itemsize for b in byte_strides)
+            if any(b % itemsize or b < 0 for b in byte_strides):
+                bad = [b for b in byte_strides if b % itemsize or b < 0]
+                raise ValueError(f"{what} has byte stride {bad[0]}: OpenCL device arrays need non-negative strides "
+                                 f"that are multiples of the item size {itemsize}; pass a copy")
+            if type(byte_strides) is tuple and len(_ELEMENT_STRIDES) < 4096:
+                _ELEMENT_STRIDES[(byte_strides, itemsize)] = strides
     return CLArray(buffer, int(getattr(obj, "offset", 0) or 0), shape, strides, dtype)
 
 

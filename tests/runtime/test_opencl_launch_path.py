@@ -64,3 +64,23 @@ def test_device_views_read_strides_and_refuse_bad_ones():
     for bad in ((6,), (-4,)):
         with pytest.raises(ValueError, match=f"argument 0 has byte stride {bad[0]}: .* multiples of the item size 4"):
             opencl._device_view(_Strided(base, bad), "argument 0", opencl.session())
+
+
+def test_remembered_strides_are_per_item_size_and_never_bad_ones():
+    # element strides are remembered by (byte strides, item size): a bad stride is refused every time
+    base = opencl.zeros(8, np.float32)
+    s = opencl.session()
+    for _ in range(2):
+        assert opencl._device_view(_Strided(base, (8,)), "argument 0", s).strides == (2,)
+        with pytest.raises(ValueError, match="byte stride 6"):
+            opencl._device_view(_Strided(base, (6,)), "argument 0", s)
+    wide = opencl.zeros(8, np.float64)
+    assert opencl._device_view(_Strided(wide, (8,)), "argument 0", s).strides == (1,)
+    with pytest.raises(ValueError, match="byte stride 12: .* multiples of the item size 8"):
+        opencl._device_view(_Strided(wide, (12,)), "argument 0", s)
+    assert opencl._device_view(_Strided(base, [12]), "argument 0", s).strides == (3,)  # a list: not remembered
+
+
+def test_numpy_scalars_are_not_device_arrays():
+    assert not opencl.is_device_array(np.float32(1.0)) and not opencl.is_device_array(np.int64(3))
+    assert opencl.is_device_array(opencl.zeros(2, np.float32))

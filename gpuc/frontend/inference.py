@@ -135,6 +135,8 @@ class TypedFunction:
     return_type: GType | None = None
     done: bool = False
     provisional_used: GType | None = None
+    #: What recursive calls return while this function is typed again (its first typing's return type).
+    assumed: GType | None = None
 
     @property
     def info(self):
@@ -153,12 +155,35 @@ class Typing:
         typed = self.functions.get(key)
         if typed is not None:
             return typed
-        typed = self.functions[key] = TypedFunction(function, signature, symbol_name(function, signature))
-        try:
-            Typer(self, typed).run()
-        except UserError as exc:
-            raise located(exc, typed.info) from None
-        return typed
+        assumed, before = None, set(self.functions)
+        for attempt in range(_RETYPINGS + 1):
+            for stale in [k for k in self.functions if k not in before]:  # typed under the wrong assumption
+                del self.functions[stale]
+            typed = self.functions[key] = TypedFunction(function, signature, symbol_name(function, signature))
+            typed.assumed = assumed
+            try:
+                Typer(self, typed).run()
+            except _Retype as retype:
+                if attempt == _RETYPINGS:
+                    raise located(retype.error, typed.info) from None
+                assumed = retype.returns  # as Numba does: type it again with its recursive calls returning that
+                continue
+            except UserError as exc:
+                raise located(exc, typed.info) from None
+            return typed
+        raise AssertionError("unreachable")
+
+
+#: How often a recursive function is typed again when its recursive calls assumed another return type.
+_RETYPINGS = 3
+
+
+class _Retype(Exception):
+    """A recursive function's calls assumed a return type its returns do not have: type it again."""
+
+    def __init__(self, returns: GType, error: UserError) -> None:
+        super().__init__(str(error))
+        self.returns, self.error = returns, error
 
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -289,8 +314,9 @@ class Typer(LocatingVisitor):
                             f"{typed.return_type} elsewhere)", hint="add a return statement at the end",
                             node=fn.body[-1])
         if typed.provisional_used is not None and typed.provisional_used != typed.return_type:
-            raise UserError(f"the recursive calls of {fn.name} assumed it returns {typed.provisional_used}, but it "
-                            f"returns {typed.return_type}", hint="annotate the return type", node=fn)
+            raise _Retype(typed.return_type, UserError(
+                f"the recursive calls of {fn.name} assumed it returns {typed.provisional_used}, but it returns "
+                f"{typed.return_type}", hint="annotate the return type", node=fn))
         typed.done = True
 
     def _check_signature(self, fn: ast.FunctionDef) -> None:
@@ -420,6 +446,13 @@ class Typer(LocatingVisitor):
                 self.visit(stmt)
             except _Unbound:
                 self.stopped = True  # the statement is typed again once the loop's header settles
+            except UserError:
+                if not self.unsettled:
+                    raise
+                # In a loop round before its header settled, a variable may still have its entry's type
+                # (uint32 before `v = v * 0.5` makes it float64): the statement is typed again in the
+                # rounds after, and its error, if it stays one, is raised from the strict round.
+                self.stopped = True
 
     def expr(self, node: ast.expr) -> GType:
         t = self.visit(node)
@@ -959,7 +992,8 @@ class Typer(LocatingVisitor):
         callee = self.session.function(target, signature)
         if callee.done:
             return callee, callee.return_type
-        result = Typer(self.session, callee)._resolve_returns(final=False)
+        result = callee.assumed if callee.assumed is not None else Typer(self.session, callee)._resolve_returns(
+            final=False)
         if result is None:
             raise UserError(f"cannot infer what the recursive call of {target.__qualname__} returns: no return "
                             "statement precedes it", hint="annotate the return type (def f(n) -> int:) or "

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from .. import errors as _errors
 from ..errors import CompilationError, SourceLocation, user_facing
 from ..frontend import autodiff as _frontend
 from ..frontend import reverse as _reverse_frontend
@@ -211,7 +212,7 @@ def _error(message: str, hint: str | None) -> CompilationError:
     """An error located at the Python line that called gpuc.derivative / gpuc.jvp."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename in (__file__, _frontend.__file__,
-                                                            _reverse_frontend.__file__):
+                                                            _reverse_frontend.__file__, _errors.__file__):
         frame = frame.f_back
     location = SourceLocation(frame.f_code.co_filename, frame.f_lineno, 1) if frame is not None else None
     return CompilationError(message, location, hint)

@@ -19,6 +19,8 @@ RANGES = {boolean: (0, 1), int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1
           uint64: (0, 2**64 - 1)}
 EDGES = [-2**63, -2**31 - 1, -2**31, -1, 0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1]
 OPS = [operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 def compile_error(fn, argtypes, match):
@@ -235,6 +237,7 @@ def test_expressions_of_literals_are_folded_with_pythons_values():
     assert [type(v) for v in got[:2]] == [int, int]
 
 
+@ON_DEVICES
 def test_complex_literal_expressions_have_pythons_complex_value():
     # a negative base to a fractional power is complex in Python: the expression is a complex literal
     @gpuc.func
@@ -253,6 +256,7 @@ def test_complex_literal_expressions_have_pythons_complex_value():
 
 # -- the reproducers, as kernels over arrays ---------------------------------------------------------
 
+@ON_DEVICES
 def test_unsigned_kernel_reproducers():
     @gpuc.kernel
     def k(out, u):
@@ -265,6 +269,7 @@ def test_unsigned_kernel_reproducers():
     assert out.tolist() == [True, True, False]
 
 
+@ON_DEVICES
 def test_float_kernel_reproducers():
     @gpuc.kernel
     def k(out, x):
@@ -311,6 +316,7 @@ def _literal_conditions(out, c):
         out[4] = 9 + c
 
 
+@ON_DEVICES
 def test_literal_conditions_use_pythons_truth():
     out = np.zeros(5, np.int64)
     _literal_conditions[1](out, 1)
@@ -328,6 +334,7 @@ def _huge_counts(out):
     out[4] = 2.0 ** -300 * 1e90
 
 
+@ON_DEVICES
 def test_literal_shifts_and_powers_with_huge_counts_fold_when_small():
     out = np.zeros(5)
     _huge_counts[1](out)
@@ -364,6 +371,7 @@ def _recursive_literals(counts, powers):
     powers[0] = _doubling(4)
 
 
+@ON_DEVICES
 def test_recursive_function_returning_literals_takes_its_annotation():
     counts, powers = np.zeros(1, np.uint32), np.zeros(1, np.float32)
     _recursive_literals[1](counts, powers)

@@ -107,6 +107,13 @@ class SPIRVTarget(Target):
     def triple(self) -> str:
         return "spirv64-unknown-unknown"
 
+    def prepare_module(self, job, module: Module, tm) -> None:
+        super().prepare_module(job, module, tm)
+        _declare_math_pure(module)
+
+    def annotate_for_vectorizer(self, job, module: Module) -> bool:
+        return _declare_math_pure(module) > 0  # also the math of code plugins compiled in
+
     def allows_external(self, name: str) -> bool:
         # OpenCL built-ins reach the backend as mangled declarations and become OpExtInst/builtins.
         return name.startswith(("llvm.", "_Z", "__spirv_"))
@@ -282,6 +289,23 @@ def _expand_atomics(module: Module) -> None:
                     expand_narrow_cmpxchg(b, module, inst, _WORD_BITS)
                 elif inst.operation in _FLOAT_RMW or (bit_width(inst.type) or _WORD_BITS) < _WORD_BITS:
                     expand_atomic_rmw(b, module, inst, _WORD_BITS)
+
+
+def _declare_math_pure(module: Module) -> int:
+    """Declare the OpenCL math built-ins the module calls (math_library_call's: floats in, the same float
+    out) free of memory effects, as they are; returns how many were not yet. LLVM then computes a call
+    whose value only the code after a loop reads after the loop, once: left in the loop, any such call
+    crashed Intel's OpenCL compiler (its ADCE pass, SIGSEGV; OpenCL C source crashes it the same way)."""
+    count = 0
+    for fn in module.functions:
+        if not (fn.is_declaration and fn.name.startswith("_Z")) or "memory" in fn.attributes:
+            continue
+        kinds = {str(fn.return_type)} | {str(a.type) for a in fn.args}
+        if len(kinds) == 1 and kinds <= {"half", "float", "double"}:
+            for attribute, value in _PURE:
+                fn.attributes.add(attribute, value)
+            count += 1
+    return count
 
 
 def _materialize_constant_geps(module: Module) -> None:

@@ -178,7 +178,7 @@ def _address_taken_any(module: Module) -> list[Function]:
 
 def _dispatch(builder: Builder, fn: Function, call: CallInst, candidates) -> None:
     """`call` (through a pointer) becomes: `if p == @f1: r = f1(...) elif ...: else: r = p(...)`."""
-    head = _split_before(builder, fn, call)
+    head = builder.split_before(call)
     body = call.parent
     pointer, args = call.callee, call.args
     results = []
@@ -208,22 +208,3 @@ def _dispatch(builder: Builder, fn: Function, call: CallInst, candidates) -> Non
             phi.add_incoming(value, block)
 
 
-def _split_before(builder: Builder, fn: Function, inst: Instruction):
-    """Move what precedes `inst` in its block (phis included) to a new block in front, which the
-    block's predecessors branch to instead; returns the new block, which has no terminator yet."""
-    block = inst.parent
-    head = fn.append_block(f"{block.name}.head")
-    head.move_before(block)
-    for use in list(block.uses):
-        user = use.user
-        if isinstance(user, Instruction) and user.is_terminator:
-            for i, op in enumerate(user.operands):
-                if op == block:
-                    user.operands[i] = head
-    builder.position_at_end(head)
-    for before in list(block.instructions):
-        if before == inst:
-            break
-        before.remove()
-        builder.insert(before)
-    return head

@@ -114,20 +114,7 @@ class BlockKernel:
         block = inst.parent
         if block.instructions.first == inst and block != self.fn.entry_block:
             return
-        head = self.fn.append_block(f"{block.name}.head")
-        head.move_before(block)
-        for use in list(block.uses):
-            user = use.user
-            if isinstance(user, Instruction) and user.is_terminator:
-                for i, op in enumerate(user.operands):
-                    if op == block:
-                        user.operands[i] = head
-        self.b.position_at_end(head)
-        for before in list(block.instructions):
-            if before == inst:
-                break
-            before.remove()
-            self.b.insert(before)
+        self.b.split_before(inst)
         self.b.br(block)
 
     # -- 2: demotion ---------------------------------------------------------------------------

@@ -21,7 +21,6 @@ at it, before pyopencl is first imported.
 from __future__ import annotations
 
 import hashlib
-import operator
 import os
 import sys
 import threading
@@ -33,6 +32,7 @@ import numpy as np
 
 from ..abi import (DYNAMIC_SHARED_PARAMS, LAUNCH_NONE, LAUNCH_SIZES, ArrayParam, EntryABI, KernelSignature,
                    TupleParam, c_strides, flat_values, is_c_contiguous)
+from .cuda_params import _dims  # launch and block sizes, read as the CUDA runtime reads them
 
 INSTALL_HINT = ("install an OpenCL driver that takes SPIR-V and pyopencl: `pip install 'gpuc[opencl]'` brings "
                 "pyopencl and Intel's OpenCL CPU runtime (intel-opencl-rt, intel-cmplr-lib-rt)")
@@ -769,19 +769,6 @@ def _check_overlaps(values, slots, args) -> None:
                                  f"{'argument ' + str(a if wx else b)}: an OpenCL launch copies NumPy arrays to "
                                  "the device one by one, so the copies would not see each other's writes; pass "
                                  "arrays that do not overlap, or device arrays (gpuc.opencl.to_device)")
-
-
-def _dims(value, what: str) -> tuple:
-    if type(value) is int and value >= 0:  # the common launch size: one dimension
-        return (value,)
-    dims = value if isinstance(value, (tuple, list)) else (value,)
-    try:
-        dims = tuple(operator.index(d) for d in dims)
-    except TypeError:
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not {value!r}") from None
-    if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
-        raise ValueError(f"{what} must be an int or a tuple of 1 to 3 non-negative ints, not {value!r}")
-    return dims
 
 
 def _geometry(n, block, whole_blocks: bool, info: DeviceInfo, launch: str) -> tuple:

@@ -3,11 +3,13 @@ predicates over the block, shuffle and vote within warps, in loops and in funcs;
 runs the items of each block in lock-step.
 
 `program(rng)` gives a `Program`: the kernel's source (a module with one `kernel(a, out, g)`) and
-`reference(a, block)`, what `out` holds after `kernel[nx, ny](a, out, g, block=block)`. Values are
-int64, wrapping as in kernels, so results compare exactly. `check(case_seed, stream, directory)` runs
-one program with two random blocks on 1 and 2 threads against it.
+`reference(a, block, warp)`, what `out` holds after `kernel[nx, ny](a, out, g, block=block)` with warps
+of `warp` lanes. Values are int64, wrapping as in kernels, so results compare exactly.
+`check(case_seed, stream, directory)` runs one program with two random blocks on 1 and 2 threads
+against it; `check(..., device="opencl")` runs it through OpenCL, where the warp is the sub-group the
+device's compiler chose for the kernel (4 to 64 lanes) and grid barriers are a located error.
 
-    cd tests && ../.venv/bin/python -m support.blockgen --seed 7 --count 2000 [--phases warploop vote]
+    cd tests && ../.venv/bin/python -m support.blockgen --seed 7 --count 2000 [--phases warploop vote] [--device opencl]
 
 runs a soak (`--out FILE` writes the findings there too): it prints each finding (what differed and
 the program) and a summary with the phases the programs chained.
@@ -71,9 +73,9 @@ def kernel(a, out, g):
     def grid_barriers(self) -> bool:
         return any(kind == "grid" for kind, _ in self.phases)
 
-    def reference(self, a: np.ndarray, block: tuple) -> np.ndarray:
-        """`out` after kernel[(nx, ny)](a, out, g, block=block), a of shape (ny, nx): every block's
-        items in lock-step, and the whole grid in lock-step across grid barriers."""
+    def reference(self, a: np.ndarray, block: tuple, warp: int = WARP) -> np.ndarray:
+        """`out` after kernel[(nx, ny)](a, out, g, block=block), a of shape (ny, nx), with warps of `warp`
+        lanes: every block's items in lock-step, and the whole grid in lock-step across grid barriers."""
         ny, nx = a.shape
         bx, by = block
         gx, gy = -(-nx // bx), -(-ny // by)
@@ -94,7 +96,7 @@ def kernel(a, out, g):
                     gi = np.arange(total, dtype=np.int64)
                     vs = [v ^ g[(gi[k * size:(k + 1) * size] + c) % total] for k, v in enumerate(vs)]
                     continue
-                vs = [_run(kind, params, v, t, size, loc) for v, loc in zip(vs, locs)]
+                vs = [_run(kind, params, v, t, size, loc, warp) for v, loc in zip(vs, locs)]
         out = np.zeros((ny, nx), np.int64)
         for x, y, v in zip(xs, ys, vs):
             inside = (x < nx) & (y < ny)
@@ -212,7 +214,7 @@ def _lines(kind, params) -> list[str]:
     return [f"v = {name}(s, t, v, bd)"]
 
 
-def _run(kind, params, v, t, block, loc):
+def _run(kind, params, v, t, block, loc, warp=WARP):
     if kind in ("exchange", "func"):
         e1, e2, c = params if kind == "exchange" else params[1:]
         s = _value(e1, {"v": v, "t": t}) * np.ones_like(v)
@@ -234,10 +236,10 @@ def _run(kind, params, v, t, block, loc):
     if kind == "vote":
         how, e = params
         p = _value(e, {"v": v, "t": t}) * np.ones_like(v) > 0
-        lane, warp = t % WARP, t // WARP
+        lane, which = t % warp, t // warp
         result = np.zeros_like(v)
-        for w in np.unique(warp):
-            mine = warp == w
+        for w in np.unique(which):
+            mine = which == w
             if how == "ballot":
                 bits = int(sum(1 << int(k) for k in lane[mine & p]))
                 result[mine] = np.int64(bits & 0x7fffffffffffffff)
@@ -251,12 +253,12 @@ def _run(kind, params, v, t, block, loc):
         loc[:, k] = loc[:, k] + _value(e, {"v": v, "t": t}) * np.ones_like(v)
         return v ^ loc[:, m]
     if kind == "warploop":
-        return _warploop_run(params, v, t, block)
+        return _warploop_run(params, v, t, block, warp)
     how, d = params
-    lane = t % WARP
+    lane = t % warp
     base = t - lane
-    src = {"up": lane - d, "down": lane + d, "xor": lane ^ d, "idx": np.full_like(lane, d % WARP)}[how]
-    ok = (src >= 0) & (src < WARP) & (base + src < block)
+    src = {"up": lane - d, "down": lane + d, "xor": lane ^ d, "idx": np.full_like(lane, d % warp)}[how]
+    ok = (src >= 0) & (src < warp) & (base + src < block)
     other = v[np.where(ok, base + src, t)]
     return v + other
 
@@ -352,8 +354,9 @@ def _statement_lines(st) -> list[str]:
         _, kind, o, pred, k = st
         return [f"v = v + ({k} if gpuc.shfl_{kind}({_predicate_text(pred)}, {_text(o)}) else 0)"]
     c = st[1]
-    return ["gpuc.syncwarp()", f"p = t - ln + (ln ^ {c})", "v = v ^ s[p if p < bd else t]", "gpuc.syncwarp()",
-            "s[t] = v"]
+    # the partner's slot, if it is in the warp (warps narrower than 32 lanes on OpenCL), else the item's own
+    return ["gpuc.syncwarp()", f"p = t - ln + (ln ^ {c})",
+            f"v = v ^ s[p if p < bd and (ln ^ {c}) < gpuc.warp_size() else t]", "gpuc.syncwarp()", "s[t] = v"]
 
 
 def _warploop_lines(params) -> list[str]:
@@ -372,19 +375,19 @@ def _warploop_lines(params) -> list[str]:
 
 
 class _Warps:
-    """The warps of a block of `block` items (t = 0..block-1): each item's lane, the first item of its
-    warp and its warp's width."""
+    """The warps of `warp` lanes of a block of `block` items (t = 0..block-1): each item's lane, the first
+    item of its warp and its warp's width."""
 
-    def __init__(self, t, block: int) -> None:
-        self.t = t
-        self.lane = t % WARP
+    def __init__(self, t, block: int, warp: int = WARP) -> None:
+        self.t, self.warp = t, warp
+        self.lane = t % warp
         self.base = t - self.lane
-        self.width = np.minimum(WARP, block - self.base)
+        self.width = np.minimum(warp, block - self.base)
 
     def shuffle(self, values, kind: str, operand, active):
         """Each item's shuffle of `values`: its own value where the source lane is outside its warp or
         not `active`."""
-        source = {"idx": operand % WARP, "up": self.lane - operand, "down": self.lane + operand,
+        source = {"idx": operand % self.warp, "up": self.lane - operand, "down": self.lane + operand,
                   "xor": self.lane ^ operand}[kind]
         inside = (source >= 0) & (source < self.width)
         item = np.where(inside, self.base + source, self.t)
@@ -399,9 +402,9 @@ class _Warps:
         return out
 
 
-def _warploop_run(params, v, t, block: int):
+def _warploop_run(params, v, t, block: int, warp: int = WARP):
     mode, count, lim, w0, m0, body, k = params
-    warps, ones = _Warps(t, block), np.ones_like(v)
+    warps, ones = _Warps(t, block, warp), np.ones_like(v)
     state = {"v": v, "w": (_value(w0, {"v": v, "t": t}) * ones) & 63, "m": _value(m0, {"v": v, "t": t}) * ones,
              "s": v.copy()}
     limit = (_value(lim, {"v": v, "t": t}) * ones) & 3
@@ -468,9 +471,18 @@ def cases(count: int, seed: int) -> list[tuple[int, int]]:
     return [(seed * 100003 + k, rng.getrandbits(32)) for k in range(count)]
 
 
-def check(case_seed: int, stream: int, directory: Path, kinds=KINDS) -> str | None:
+#: What a device says of a grid barrier, which it cannot run (docs/targets.md, grid_barrier_missing).
+NO_GRID_BARRIER = {"opencl": "gpuc.grid_barrier() needs every work-group of the launch running at once"}
+
+
+def check(case_seed: int, stream: int, directory: Path, kinds=KINDS, device: str = "cpu",
+          tally: Counter | None = None) -> str | None:
     """Run program `case_seed` with two random block shapes and sizes (its stream `stream`) on 1 and 2
-    threads: None when `out` equals the reference each time, else what differed and the program."""
+    threads (once on a device that schedules its own work items): None when `out` equals the reference
+    each time, or the launch of a program with grid barriers is the device's located refusal of them,
+    else what differed and the program. `tally` counts the launches checked, refused and left unchecked
+    because the device maps items to warps its own way (device_maps_warps)."""
+    tally = Counter() if tally is None else tally
     rng = random.Random(stream)
     p = program(rng, case_seed, kinds)
     kernel = load(p, directory)
@@ -478,17 +490,59 @@ def check(case_seed: int, stream: int, directory: Path, kinds=KINDS) -> str | No
         block = rng.choice(BLOCKS)
         nx, ny = rng.randint(1, 2 * block[0] + 5), rng.randint(1, 2 * block[1] + 2)
         a = np.array([[rng.randint(-1000, 1000) for _ in range(nx)] for _ in range(ny)], dtype=np.int64)
-        want = p.reference(a, block)
         grid = -(-nx // block[0]) * -(-ny // block[1]) * block[0] * block[1]
-        for threads in (1, 2):
+        for threads in (1, 2) if device == "cpu" else (1,):
             out = np.zeros((ny, nx), np.int64)
-            kernel[nx, ny](a, out, np.zeros(grid, np.int64), block=block, threads=threads)
+            args = (a, out, np.zeros(grid, np.int64))
+            if p.grid_barriers and device in NO_GRID_BARRIER:
+                tally["grid barriers refused"] += 1
+                return _refused_grid_barrier(kernel, (nx, ny), args, block, device, p)
+            kernel.launch((nx, ny), *args, block=block, threads=threads, device=device)
+            warp = warp_width(kernel, args, block, device)
+            if device_maps_warps(p, block, warp, device):
+                tally["warps the device maps its own way"] += 1
+                continue
+            tally["checked"] += 1
+            want = p.reference(a, block, warp)
             if not np.array_equal(out, want):
                 bad = np.argwhere(out != want)[0]
-                return (f"block={block} n={(nx, ny)} threads={threads}: out[{tuple(bad)}] = {out[tuple(bad)]}, "
-                        f"the lock-step reference says {want[tuple(bad)]}\n--- program (seed {case_seed}) ---\n"
-                        f"{p.source}")
+                return (f"block={block} n={(nx, ny)} threads={threads} device={device}: out[{tuple(bad)}] = "
+                        f"{out[tuple(bad)]}, the lock-step reference says {want[tuple(bad)]}\n--- program (seed "
+                        f"{case_seed}) ---\n{p.source}")
     return None
+
+
+def warp_width(kernel, args, block, device: str) -> int:
+    """The lanes of a warp of `kernel` launched with `block` on `device`: 32 on the CPU; on OpenCL the
+    sub-group size the driver's compiler chose for the kernel (what gpuc.warp_size() reads there)."""
+    if device == "cpu":
+        return WARP
+    from gpuc.runtime import dispatch
+    return dispatch.launcher_for(kernel, args, device, whole_blocks=True).opencl.sub_group_size(block)
+
+
+#: Phases whose values depend on which items share a warp.
+WARP_PHASES = frozenset({"shuffle", "vote", "warploop"})
+DEVICE_LANES = ("OpenCL leaves the mapping of work items to sub-groups to the device: Intel's CPU runtime forms them "
+                "along x, a row at a time, not from consecutive linear indices as gpuc's warps on the CPU")
+
+
+def device_maps_warps(p: Program, block, warp: int, device: str) -> bool:
+    """Whether `p`'s results in blocks of `block` depend on a mapping of items to warps that is the device's
+    own (DEVICE_LANES): warp operations in a 2-D block whose rows are not whole sub-groups of `warp` lanes."""
+    return (device != "cpu" and block[1] > 1 and block[0] % warp != 0
+            and any(kind in WARP_PHASES for kind, _ in p.phases))
+
+
+def _refused_grid_barrier(kernel, n, args, block, device: str, p: Program) -> str | None:
+    import gpuc
+    try:
+        kernel.launch(n, *args, block=block, device=device)
+    except gpuc.CompilationError as exc:
+        if NO_GRID_BARRIER[device] in str(exc) and f"gpuc_blocks_{p.seed}.py:" in str(exc):  # located
+            return None
+        return f"device={device}: a grid barrier was refused with {exc}\n--- program (seed {p.seed}) ---\n{p.source}"
+    return f"device={device}: a kernel with grid barriers ran\n--- program (seed {p.seed}) ---\n{p.source}"
 
 
 def main(argv=None) -> int:
@@ -497,14 +551,15 @@ def main(argv=None) -> int:
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--phases", nargs="*", choices=sorted(set(KINDS)), help="only these phase kinds")
     parser.add_argument("--out", type=Path, help="write every finding here")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "opencl"), help="launch the kernels here")
     ns = parser.parse_args(argv)
     kinds = tuple(ns.phases) if ns.phases else KINDS
-    t0, findings, phases = time.monotonic(), [], Counter()
+    t0, findings, phases, tally = time.monotonic(), [], Counter(), Counter()
     with tempfile.TemporaryDirectory() as directory:
         for k, (case_seed, stream) in enumerate(cases(ns.count, ns.seed)):
             phases.update(kind for kind, _ in program(random.Random(stream), case_seed, kinds).phases)
             try:
-                message = check(case_seed, stream, Path(directory), kinds)
+                message = check(case_seed, stream, Path(directory), kinds, ns.device, tally)
             except Exception:  # a compile or launch error is a finding of its program too
                 message = f"program seed {case_seed} (stream {stream}):\n{traceback.format_exc()}"
             if message:
@@ -514,7 +569,8 @@ def main(argv=None) -> int:
                 print(f"{k + 1} programs, {len(findings)} findings, {time.monotonic() - t0:.0f} s", flush=True)
     if ns.out:
         ns.out.write_text("\n\n".join(findings))
-    print(f"{ns.count} programs ({4 * ns.count} launches), {len(findings)} findings in {time.monotonic() - t0:.0f} s; "
+    print(f"{ns.count} programs on {ns.device}, {len(findings)} findings in {time.monotonic() - t0:.0f} s; launches: "
+          + ", ".join(f"{what} {n}" for what, n in tally.most_common()) + "; "
           "phases: " + ", ".join(f"{kind} {n}" for kind, n in phases.most_common()))
     return 1 if findings else 0
 

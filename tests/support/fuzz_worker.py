@@ -1,6 +1,8 @@
-"""Runs generated programs through gpuc on the CPU, in its own process (spawned by support.fuzz).
+"""Runs generated programs through gpuc on a device, in its own process (spawned by support.fuzz).
 
-    python -m support.fuzz_worker BATCH.pkl OUTDIR
+    python -m support.fuzz_worker BATCH.pkl OUTDIR [DEVICE]
+
+DEVICE is where the kernels are launched: "cpu" (the default) or "opencl".
 
 BATCH.pkl holds [(name, source, launches)]. For each program it prints `BEGIN name` before and
 `END name` after (flushed), so the parent can tell which program hung or crashed the process,
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 
-def run_program(name: str, source: str, launches, workdir: Path):
+def run_program(name: str, source: str, launches, workdir: Path, device: str = "cpu"):
     import gpuc
     from support.launches import build_args
 
@@ -34,7 +36,7 @@ def run_program(name: str, source: str, launches, workdir: Path):
         args, _ = build_args(specs)
         try:
             # a stencil launch (support.stencils.GridLaunch) carries its grid and thread count
-            module.kernel.launch(getattr(specs, "grid", 1), *args, device="cpu", threads=getattr(specs, "threads", 1))
+            module.kernel.launch(getattr(specs, "grid", 1), *args, device=device, threads=getattr(specs, "threads", 1))
         except gpuc.InternalCompilerError as exc:
             results.append(("internal", _message(exc)))
         except gpuc.CompilationError as exc:
@@ -53,10 +55,11 @@ def _message(exc: BaseException) -> str:
 
 def main(argv) -> int:
     batch_path, outdir = Path(argv[1]), Path(argv[2])
+    device = argv[3] if len(argv) > 3 else "cpu"
     programs = pickle.loads(batch_path.read_bytes())
     for name, source, launches in programs:
         print(f"BEGIN {name}", flush=True)
-        results = run_program(name, source, launches, outdir)
+        results = run_program(name, source, launches, outdir, device)
         (outdir / f"{name}.pkl").write_bytes(pickle.dumps(results))
         print(f"END {name}", flush=True)
     return 0

@@ -241,7 +241,9 @@ def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> Compil
         from . import cuda
         target = PTXTarget(cap=cuda.device_info().cap)
     elif device == "opencl":
-        target = SPIRVTarget()
+        from . import opencl
+        # Intel's CPU runtime reorders float reductions in loops (gpuc/targets/ordered_reductions.py)
+        target = SPIRVTarget(ordered_reductions=opencl.device_info().kind == "cpu")
     else:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
     return CompilerJob((kernel, tuple(types)), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks,

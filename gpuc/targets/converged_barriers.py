@@ -35,6 +35,7 @@ Values live across the rewritten edges go through the stack (LLVM's reg2mem) and
 from __future__ import annotations
 
 from ..llvm import Builder, CallInst, ConstantInt, Function, Instruction, Module, run_passes
+from .cfg import dominators, immediate_post_dominators, on_cycle
 
 # What the target's barrier hook emits: a work-group control barrier, then for barrier_count/all/any a
 # work-group function of the predicate (an i32), which is also a collective every work item must reach.
@@ -122,7 +123,7 @@ def _chain(b: Builder, module: Module, kernel: Function, sites: list[Site]) -> N
         following = blocks[k + 1] if k + 1 < len(blocks) else leave
         b.cond_br(b.load(i1, done, "gpuc.done"), following, rest)
     every = list(kernel.blocks)
-    dom = _dominators(every, {block: block.successors for block in every})
+    dom = dominators(every, {block: block.successors for block in every})
     for block in every:
         term = block.terminator
         if block != leave and term is not None and term.opcode_name == "ret":
@@ -193,45 +194,14 @@ def _chain_order(kernel: Function, sites: list[Site]) -> list[Site] | None:
     each reached only through the one before it (it dominates the next); else None."""
     blocks = list(kernel.blocks)
     succs = {block: block.successors for block in blocks}
-    if any(_on_cycle(site.first.parent, succs) for site in sites):
+    if any(on_cycle(site.first.parent, succs) for site in sites):
         return None
-    dom = _dominators(blocks, succs)
+    dom = dominators(blocks, succs)
     order = sorted(sites, key=lambda site: len(dom[site.first.parent]))
     for before, after in zip(order, order[1:]):
         if before.first.parent not in dom[after.first.parent] or before.first.parent == after.first.parent:
             return None
     return order
-
-
-def _dominators(blocks, succs) -> dict:
-    """Each block's dominators (itself included), for blocks reachable from the entry."""
-    preds = {block: [] for block in blocks}
-    for block in blocks:
-        for s in succs[block]:
-            preds[s].append(block)
-    entry, everything = blocks[0], set(blocks)
-    dom = {block: ({block} if block == entry else set(everything)) for block in blocks}
-    changed = True
-    while changed:
-        changed = False
-        for block in blocks[1:]:
-            incoming = [dom[p] for p in preds[block]]
-            new = {block} | (set.intersection(*incoming) if incoming else set())
-            if new != dom[block]:
-                dom[block], changed = new, True
-    return dom
-
-
-def _on_cycle(start, succs) -> bool:
-    seen, stack = set(), list(succs[start])
-    while stack:
-        block = stack.pop()
-        if block == start:
-            return True
-        if block not in seen:
-            seen.add(block)
-            stack.extend(succs[block])
-    return False
 
 
 def inline_collectives(module: Module, kernels) -> None:
@@ -366,7 +336,7 @@ def _divergent_regions(kernel: Function) -> list[set]:
     """The regions (sets of blocks) of the kernel's divergent branches (see above)."""
     blocks = list(kernel.blocks)
     succs = {block: block.successors for block in blocks}
-    ipdom = _immediate_post_dominators(blocks, succs)
+    ipdom = immediate_post_dominators(blocks, succs)
     divergent: set = set()
     regions: dict = {}
     changed = True
@@ -445,30 +415,6 @@ def _region(branch, succs, post) -> set:
         seen.add(block)
         stack.extend(succs[block])
     return seen
-
-
-def _immediate_post_dominators(blocks, succs) -> dict:
-    """Each block's immediate post-dominator (absent for blocks whose paths reach different exits first)."""
-    everything = set(blocks)
-    pdom = {block: ({block} if not succs[block] else set(everything)) for block in blocks}
-    changed = True
-    while changed:
-        changed = False
-        for block in reversed(blocks):
-            if not succs[block]:
-                continue
-            new = {block} | set.intersection(*(pdom[s] for s in succs[block]))
-            if new != pdom[block]:
-                pdom[block], changed = new, True
-    out = {}
-    for block in blocks:
-        strict = pdom[block] - {block}
-        # the immediate one: post-dominated by all the others
-        for candidate in strict:
-            if all(other in pdom[candidate] for other in strict):
-                out[block] = candidate
-                break
-    return out
 
 
 def _needs_rounds(kernel: Function, sites: list[Site]) -> bool:

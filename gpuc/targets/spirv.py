@@ -11,6 +11,7 @@ from ..llvm import CallInst, ConstantExpr, Function
 from .aggregate_params import flatten_aggregate_params
 from .compare_exchange import bit_width, expand_atomic_rmw, expand_narrow_cmpxchg
 from .converged_barriers import converge_barriers, inline_collectives
+from .ordered_reductions import keep_reduction_order
 from .interface import (MathLowering, MathOp, Target, shuffle_source_lane, split_intrinsic, unselectable_table,
                         without_pass)
 
@@ -87,6 +88,10 @@ class SPIRVTarget(Target):
     llvm_target = "SPIRV"
     kernel_calling_convention = "spir_kernel"
     is_gpu = True
+    #: Float recurrences of loops (sums, products) through a volatile slot, so that a driver that reorders
+    #: float reductions (Intel's OpenCL CPU runtime) cannot: gpuc/targets/ordered_reductions.py. The
+    #: OpenCL runtime sets it for CPU devices.
+    ordered_reductions: bool = False
     intrinsic_namespaces = ("llvm.spv.",)
     unselectable_intrinsics = _UNSELECTABLE
     stateful_codegen = True  # the backend's state from one emission breaks the next
@@ -225,6 +230,8 @@ class SPIRVTarget(Target):
         inline_collectives(module, kernels)
         for fn in kernels:
             converge_barriers(module, fn, barrier_attributes=(_WORKGROUP, _WORKGROUP, _ALL_MEMORY), builtin=_builtin)
+        if self.ordered_reductions:
+            keep_reduction_order(module)
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.
@@ -248,7 +255,7 @@ class SPIRVTarget(Target):
         return {name: without_pass(text, "indvars") for name, text in segments.items()}
 
     def __repr__(self) -> str:
-        return "SPIRVTarget()"
+        return "SPIRVTarget(ordered_reductions=True)" if self.ordered_reductions else "SPIRVTarget()"
 
 
 # OpenCL's ldexp(gentype x, int k) of the extended instruction set, for the intrinsic the backend cannot lower

@@ -58,3 +58,12 @@ def warp_sizes(out):
     i = gpuc.index(0)
     if i < len(out):
         out[i] = gpuc.warp_size()
+
+
+@gpuc.kernel
+def row_sums(a, out):
+    r = gpuc.index(0)
+    acc = gpuc.float32(0.0)
+    for j in range(a.shape[1]):
+        acc += a[r, j] * a[r, j]
+    out[r] = acc

@@ -17,8 +17,8 @@ import pytest
 import gpuc
 from gpuc.runtime import opencl
 
-from opencl_kernels import (big_shared, dynamic_reverse, fill_block_ids, linear_ids, nothing, saxpy, shift_add,
-                            warp_sizes)
+from opencl_kernels import (big_shared, dynamic_reverse, fill_block_ids, linear_ids, nothing, row_sums, saxpy,
+                            shift_add, warp_sizes)
 
 pytestmark = pytest.mark.skipif(not opencl.available() and os.environ.get("CI", "").lower() not in ("1", "true"),
                                 reason=str(opencl.unavailable_reason()))
@@ -250,3 +250,27 @@ def test_the_device_binary_is_cached_on_disk(monkeypatch):
     saxpy[4](2.0, x, y, device=dispatch.DEVICES[2])
     np.testing.assert_array_equal(y, 2 * x + 1)
     assert built_from_il == []
+
+
+def test_float_sums_in_loops_keep_their_order_in_every_work_item():
+    # Intel's CPU runtime vectorized the loop itself for the work items left over from whole vectors (4 of
+    # each work-group of 100 here), adding 8 partial sums: those rows differed in the last bits
+    a = np.random.default_rng(3).standard_normal((4100, 300)).astype(np.float32)
+    out = np.zeros(len(a), np.float32)
+    row_sums[len(a)](a, out, device="opencl")
+    want = np.zeros(len(a), np.float32)
+    for j in range(a.shape[1]):
+        want = want + a[:, j] * a[:, j]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_ordered_reductions_pass_float_recurrences_through_a_volatile_slot():
+    types = (gpuc.Array[gpuc.float32, 2], gpuc.Array[gpuc.float32, 1])
+
+    def spirv(target):
+        job = gpuc.CompilerJob((row_sums, types), gpuc.CompilerConfig(target, kernel=True))
+        return gpuc.compile(job, "asm").output
+
+    assert "Volatile" in spirv(gpuc.SPIRVTarget(ordered_reductions=True))
+    assert "Volatile" not in spirv(gpuc.SPIRVTarget())
+    assert repr(gpuc.SPIRVTarget(ordered_reductions=True)) == "SPIRVTarget(ordered_reductions=True)"

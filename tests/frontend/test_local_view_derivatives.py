@@ -12,6 +12,8 @@ import pytest
 import gpuc
 
 DATA = np.array([1.5, -2.0, 0.75, 3.0])
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 @gpuc.func
@@ -129,8 +131,12 @@ def kernels(f):
     return forward, reverse, values
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("name", list(CASES))
-def test_forward_and_reverse_derivatives_of_local_view_copies(name):
+def test_forward_and_reverse_derivatives_of_local_view_copies(name, gpuc_device):
+    if name == "through_the_heap" and gpuc_device == "opencl":
+        pytest.skip("not on opencl: its overlapping copy of 320 bytes needs a heap temporary, and SPIR-V has no "
+                    "allocator (the copy writes nothing there, docs/frontend.md, Views)")
     f, reference = CASES[name]
     forward, reverse, values = kernels(f)
     n = len(POINTS)

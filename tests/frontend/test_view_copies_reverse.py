@@ -10,6 +10,11 @@ import pytest
 import gpuc
 from gpuc import Array, float32, float64, int64
 
+# Every test launches kernels, natively and through OpenCL.
+pytestmark = [pytest.mark.devices("cpu", "opencl"),
+              pytest.mark.not_on("opencl", "the adjoints keep loop values on a tape in memory allocated at run time, "
+                                           "and SPIR-V has no allocator (a located error there)")]
+
 A2, A2f = Array[float64, 2], Array[float32, 2]
 
 

@@ -1,4 +1,5 @@
-"""Differential tests: the kernels of support.kernel_cases run emulated and through gpuc on the CPU; results agree."""
+"""Differential tests: the kernels of support.kernel_cases run emulated and through gpuc on the CPU and through
+OpenCL; results agree."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import gpuc
 from support.emulate import emulate
 from support.kernel_cases import CASES, KernelCase, saxpy
 
+pytestmark = pytest.mark.devices("cpu", "opencl")
+
 PARAMS = [pytest.param(c, id=c.id) for c in CASES]
 
 
+@pytest.mark.devices("cpu")  # launches nothing
 def test_enough_kernels():
     assert len(CASES) >= 25
     assert len({c.id for c in CASES}) == len(CASES)
@@ -33,7 +37,7 @@ def assert_same(got, want, rtol: float, how: str | None, path: str) -> None:
 def run_both(c: KernelCase, **launch) -> None:
     want, got = c.make(), c.make()
     emulate(c.kernel, c.n, *want)
-    c.kernel.launch(c.n, *got, device="cpu", **launch)
+    c.kernel.launch(c.n, *got, **launch)
     checked = 0
     for k, (g, w) in enumerate(zip(got, want)):
         if isinstance(w, np.ndarray):
@@ -50,6 +54,7 @@ def test_same_results(c, threads):
     run_both(c, threads=threads)
 
 
+@pytest.mark.devices("cpu")  # launches nothing
 def test_emulation_writes_what_the_kernel_writes():
     # guards the emulation itself: saxpy done by hand
     a, x, y = saxpy_args = CASES[0].make()
@@ -59,6 +64,7 @@ def test_emulation_writes_what_the_kernel_writes():
     np.testing.assert_allclose(y, want, rtol=1e-6)
 
 
+@pytest.mark.not_on("opencl", "checks the CPU runtime's thread count (GPUC_NUM_THREADS)")
 @pytest.mark.parametrize("name", ["saxpy", "atomic_sum", "atomic_tickets"])
 def test_default_threads_from_environment(name, monkeypatch):
     # Without threads=, small launches run on one thread: 3 x 4096 items make GPUC_NUM_THREADS=3 split them.

@@ -140,6 +140,7 @@ def test_float32_sum_is_close_to_numpys_pairwise_sum():
     assert abs(got - exact) <= abs(want - exact) + np.finfo(np.float32).eps * exact
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_methods_in_kernels_on_shared_and_local_arrays():
     @gpuc.kernel
     def k(a, out):

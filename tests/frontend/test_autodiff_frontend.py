@@ -18,6 +18,8 @@ from gpuc.llvm import Context
 from gpuc.runtime import derivatives
 
 F64_1 = Array[float64, 1]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 def frontend_ir(fn, argtypes) -> str:
@@ -364,6 +366,7 @@ def slopes(out, xs, c):
     out[i] = gpuc.derivative(horner, xs[i], c) + gpuc.jvp(both, (xs[i], 2.0), (0.0, 1.0))[1][1]
 
 
+@ON_DEVICES
 def test_derivative_in_a_kernel_over_an_array():
     xs = np.linspace(-2.0, 3.0, 101)
     out = np.zeros_like(xs)
@@ -390,6 +393,7 @@ def exp_slopes(out, xs):
     out[i] = gpuc.derivative(scaled_exp, xs[i], 3.0) + jvp_of_variables(xs[i], 1.0)
 
 
+@ON_DEVICES
 def test_tuple_variables_as_primals_and_tangents():
     xs = np.array([-1.0, 0.5, 2.0])
     out = np.zeros_like(xs)
@@ -408,6 +412,7 @@ def second_slopes(out, xs):
     out[i] = gpuc.derivative(jvp_sin2, xs[i]) + gpuc.derivative(mix, xs[i])
 
 
+@ON_DEVICES
 def test_derivative_of_a_jvp_in_float32_and_float64():
     for dtype, rtol in ((np.float64, 1e-12), (np.float32, 1e-5)):
         xs = np.linspace(0.25, 2.5, 19, dtype=dtype)

@@ -79,6 +79,7 @@ def test_every_target_keeps_the_constant_in_its_global_memory(target):
         assert ".global .align 16 .b8 gpuc_$_global_array_$_" in output
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_a_kernel_reads_a_global_array():
     @gpuc.kernel
     def k(out):

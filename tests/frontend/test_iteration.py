@@ -374,6 +374,7 @@ CHECK: ret i64
 """)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_a_kernel_iterates_on_every_target():
     @gpuc.kernel
     def k(a, b, out, n):

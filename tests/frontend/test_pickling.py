@@ -23,6 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCALE = 1.5
 F64 = gpuc.float64  # named only in annotations below
 _LOCK = threading.Lock()  # a global no pickle can carry
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 MODULE = textwrap.dedent('''\
     import gpuc
@@ -197,6 +199,7 @@ def test_importable_objects_travel_by_reference(kernels_mod):
         assert b"def " not in blob and len(blob) < 200
 
 
+@ON_DEVICES
 def test_closures_of_an_importable_module_travel_by_value(kernels_mod):
     affine, mul = kernels_mod.make(4.0)
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
@@ -215,6 +218,7 @@ def test_closures_of_an_importable_module_travel_by_value(kernels_mod):
     assert np.allclose(out, want)
 
 
+@ON_DEVICES
 def test_by_value_kernel_with_closure_globals_and_callees(kernels_mod):
     factor, bias, width = 2.5, np.float64(0.25), 8
 
@@ -321,6 +325,7 @@ def test_what_cannot_travel_by_value_says_so():
 
 
 
+@ON_DEVICES
 def test_adjoint_kernels_travel_as_their_primal():
     @gpuc.kernel
     def primal(a):

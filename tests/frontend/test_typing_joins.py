@@ -212,6 +212,7 @@ def test_early_return_does_not_leak_into_the_other_path(t):
         same(shifted, (t, int64), 7, c)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_if_without_else_joining_two_types_unifies_them():
     # the then-branch's float64 used to leak into the other path, storing 0.0 where Python stores 7;
     # the paths' types now unify as Numba unifies them (tests/frontend/test_unification.py)

@@ -158,6 +158,7 @@ def stores_unified(out, flags, c):
     out[i] = v
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_a_kernel_storing_a_unified_variable():
     flags = np.arange(16, dtype=np.int64)
     out = np.zeros(16)

@@ -1,4 +1,5 @@
-"""Python kernels beyond the CPU: deep context intrinsics, markers, GPU targets, launch errors, the launch cache."""
+"""Python kernels beyond the CPU: deep context intrinsics, markers, GPU targets, launch errors, the launch cache.
+The tests that launch run on the CPU and through OpenCL (the devices mark)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from gpuc.runtime.cuda import CudaUnavailableError
 from support.compiler_ir import erase_unused_calls
 from support.emulate import emulate
 from support.kernel_cases import CASES
+
+pytestmark = pytest.mark.devices("cpu", "opencl")
+COMPILES_ONLY = pytest.mark.devices("cpu")  # launches nothing: one run
 
 # -- (a) gpuc.index() three calls below the kernel ----------------------------------------------
 
@@ -45,15 +49,16 @@ A2i64 = (gpuc.Array[gpuc.int64, 2],)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_index_three_calls_deep_on_the_cpu(threads):
+def test_index_three_calls_deep(threads):
     got = np.full((7, 9), -1, np.int64)
-    fill_linear.launch((9, 7), got, device="cpu", threads=threads)
+    fill_linear.launch((9, 7), got, threads=threads)
     np.testing.assert_array_equal(got, np.arange(63).reshape(7, 9) * 7)
     want = np.full((7, 9), -1, np.int64)
     emulate(fill_linear, (9, 7), want)
     np.testing.assert_array_equal(want, got)
 
 
+@COMPILES_ONLY
 def test_index_three_calls_deep_on_ptx(ptxas):
     ptx = gpuc.code_native(fill_linear, A2i64, target=gpuc.PTXTarget())
     for register in ("%tid.x", "%ctaid.x", "%ntid.x", "%tid.y", "%ctaid.y", "%ntid.y"):
@@ -77,6 +82,7 @@ def traced(x):
 A1f64 = (gpuc.Array[gpuc.float64, 1],)
 
 
+@COMPILES_ONLY
 def test_registered_plugin_erases_the_marker(isolated_plugins):
     gpuc.register_plugin("my.trace", pipeline_callback=erase_unused_calls)
     unoptimized = gpuc.code_llvm(traced, A1f64, optimize=False)
@@ -84,6 +90,7 @@ def test_registered_plugin_erases_the_marker(isolated_plugins):
     assert "my.trace" not in gpuc.code_llvm(traced, A1f64)
 
 
+@COMPILES_ONLY
 def test_plugin_in_the_config_erases_the_marker():
     plugin = gpuc.make_plugin("my.trace", pipeline_callback=erase_unused_calls)
     config = gpuc.CompilerConfig(gpuc.NativeTarget(), plugins=(*gpuc.registered_plugins(), plugin))
@@ -135,6 +142,7 @@ def expect_documented_error(target: str, c) -> bool:
     return True
 
 
+@COMPILES_ONLY
 @pytest.mark.parametrize("c", [pytest.param(c, id=c.id) for c in CASES])
 def test_ptx(c, ptxas):
     ptx = compile_for(c, gpuc.PTXTarget(), "asm")
@@ -142,6 +150,7 @@ def test_ptx(c, ptxas):
     ptxas(ptx)
 
 
+@COMPILES_ONLY
 @pytest.mark.parametrize("c", [pytest.param(c, id=c.id) for c in CASES])
 def test_gcn(c):
     if expect_documented_error("gcn", c):
@@ -150,6 +159,7 @@ def test_gcn(c):
     assert "s_endpgm" in asm
 
 
+@COMPILES_ONLY
 @pytest.mark.parametrize("c", [pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=SPIRV_BUGS[c.id])]
                                             if c.id in SPIRV_BUGS else []) for c in CASES])
 def test_spirv(c, spirv_val):
@@ -175,6 +185,7 @@ def test_wrong_argument_count_is_a_compilation_error():
         scale_into[4](f32(), f32())
 
 
+@COMPILES_ONLY
 def test_wrong_ndim_is_a_compilation_error():
     # x[i] of a 2-D x is a row (a view), which `*` does not take
     with pytest.raises(gpuc.CompilationError, match=r"operand of \* must be a number or bool, not Array\[float32, 1"):
@@ -198,28 +209,32 @@ def test_scalar_out_of_range():
         scale_into[4](np.arange(4), np.zeros(4, np.int64), 1 << 70)
 
 
-@pytest.mark.parametrize("n, error, message", [
-    (-1, ValueError, "must not be negative"),
-    ((4, -2), ValueError, "must not be negative"),
-    ((1, 2, 3, 4), ValueError, "1 to 3 dimensions, not 4"),
-    ((), ValueError, "1 to 3 dimensions, not 0"),
-    (2.5, TypeError, "cannot be interpreted as an integer"),
+# the CPU runtime's words, and the GPU runtimes' (CUDA's and OpenCL's launch sizes are read alike)
+@pytest.mark.parametrize("n, error, message, gpu_message", [
+    (-1, ValueError, "must not be negative", "a tuple of 1 to 3 non-negative ints, not -1"),
+    ((4, -2), ValueError, "must not be negative", "a tuple of 1 to 3 non-negative ints, not (4, -2)"),
+    ((1, 2, 3, 4), ValueError, "1 to 3 dimensions, not 4", "a tuple of 1 to 3 non-negative ints, not (1, 2, 3, 4)"),
+    ((), ValueError, "1 to 3 dimensions, not 0", "a tuple of 1 to 3 non-negative ints, not ()"),
+    (2.5, TypeError, "cannot be interpreted as an integer", "must be an int or a tuple of 1 to 3 ints, not 2.5"),
 ])
-def test_bad_index_space(n, error, message):
-    with pytest.raises(error, match=re.escape(message)):
+def test_bad_index_space(n, error, message, gpu_message, gpuc_device):
+    with pytest.raises(error, match=re.escape(message if gpuc_device == "cpu" else gpu_message)):
         scale_into[n](f32(), f32(), np.float32(2))
 
 
+@pytest.mark.not_on("opencl", "threads= is the CPU runtime's (OpenCL devices schedule their own work items)")
 def test_bad_thread_count():
     with pytest.raises(ValueError, match="threads must be at least 1"):
         scale_into.launch(4, f32(), f32(), np.float32(2), threads=0)
 
 
+@COMPILES_ONLY
 def test_bad_device_name():
-    with pytest.raises(ValueError, match="device must be one of cpu, cuda, not 'gpu'"):
+    with pytest.raises(ValueError, match="device must be one of cpu, cuda, opencl, not 'gpu'"):
         scale_into.launch(4, f32(), f32(), np.float32(2), device="gpu")
 
 
+@COMPILES_ONLY
 @pytest.mark.skipif(gpuc.cuda.available(), reason="this machine has a CUDA device")
 def test_cuda_without_a_gpu_is_a_clear_error():
     with pytest.raises(CudaUnavailableError, match="no CUDA device"):
@@ -237,15 +252,15 @@ def test_empty_index_space_runs_nothing():
 # -- (e) the dispatch cache: one compilation per (types, device) ---------------------------------
 
 @pytest.fixture
-def compiles(monkeypatch):
-    """The (kernel name, types) of every CPU launcher compiled while the test runs."""
+def compiles(monkeypatch, gpuc_device):
+    """The (kernel name, types) of every launcher compiled for the test's device while the test runs."""
     seen = []
-    real = dispatch._COMPILERS["cpu"]
+    real = dispatch._COMPILERS[gpuc_device]
 
-    def counting(kernel, types):
+    def counting(kernel, types, **options):
         seen.append((kernel.__name__, types))
-        return real(kernel, types)
-    monkeypatch.setitem(dispatch._COMPILERS, "cpu", counting)
+        return real(kernel, types, **options)
+    monkeypatch.setitem(dispatch._COMPILERS, gpuc_device, counting)
     return seen
 
 

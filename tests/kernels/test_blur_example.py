@@ -1,5 +1,5 @@
 """examples/blur.py: the uint8 box blur equals its NumPy reference (edges, saturation, odd shapes, strided
-images) and compiles for the GPU targets."""
+images) on the CPU and through OpenCL, and compiles for the GPU targets."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ import pytest
 import gpuc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+pytestmark = pytest.mark.devices("cpu", "opencl")
+ONE_RUN = pytest.mark.devices("cpu")  # launches nothing
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +57,7 @@ def test_strided_views(blur):
     assert np.array_equal(out, blur.reference(view, 2))
 
 
+@ONE_RUN
 def test_refuses_other_images(blur):
     with pytest.raises(ValueError, match="uint8 \\(H, W, 3\\) image"):
         blur.box_blur(np.zeros((4, 4, 3), np.float32))
@@ -62,12 +66,14 @@ def test_refuses_other_images(blur):
 TYPES = (gpuc.Array[gpuc.uint8, 3], gpuc.Array[gpuc.uint8, 3], gpuc.int32)
 
 
+@ONE_RUN
 def test_compiles_for_ptx(blur, ptxas):
     ptx = gpuc.code_native(blur.blur, TYPES, target=gpuc.PTXTarget(cap="sm_90"))
     assert "st.global.b8" in ptx or "st.global.u8" in ptx
     ptxas(ptx)
 
 
+@ONE_RUN
 def test_compiles_for_gcn_and_spirv(blur, spirv_val):
     assert "s_endpgm" in gpuc.code_native(blur.blur, TYPES, target=gpuc.GCNTarget())
     job = gpuc.CompilerJob((blur.blur, TYPES), gpuc.CompilerConfig(gpuc.SPIRVTarget()))

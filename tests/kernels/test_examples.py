@@ -1,4 +1,5 @@
-"""The example kernels (examples/kernels.py) run correctly on the CPU and their PTX passes ptxas."""
+"""The example kernels (examples/kernels.py) run correctly on the CPU and through OpenCL, and their PTX passes
+ptxas."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 import gpuc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+pytestmark = pytest.mark.devices("cpu", "opencl")
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +28,7 @@ def test_example_kernels_run(examples, isolated_plugins, capsys):
     assert "WRONG" not in capsys.readouterr().out
 
 
+@pytest.mark.devices("cpu")  # launches nothing
 @pytest.mark.parametrize("name, argtypes", [
     ("saxpy", (gpuc.float32,) + (gpuc.Array[gpuc.float32, 1],) * 3),
     ("total", (gpuc.Array[gpuc.float64, 1],) * 2),
@@ -38,6 +42,8 @@ def test_example_kernels_ptx(examples, name, argtypes, ptxas, isolated_plugins):
     ptxas(ptx)
 
 
+@pytest.mark.not_on("opencl", "the adjoint's loop keeps its values on a tape in memory allocated at run time, and "
+                               "SPIR-V has no allocator (the located error docs/autodiff.md names)")
 def test_fit_oscillator_recovers_parameters(capsys):
     # The reverse-mode worked example of docs/autodiff.md: gradient descent through an adjoint kernel.
     spec = importlib.util.spec_from_file_location("gpuc_example_fit", EXAMPLES / "fit_oscillator.py")
@@ -47,6 +53,7 @@ def test_fit_oscillator_recovers_parameters(capsys):
     assert "WRONG" not in capsys.readouterr().out
 
 
+@pytest.mark.devices("cpu")  # the example runs its kernels natively and through OpenCL itself
 def test_blocks_example_runs_and_compiles_for_every_gpu(capsys, ptxas):
     # examples/blocks.py (part four of the demo): tiled matmul and a warp-shuffle block sum on the CPU
     # against NumPy, the divergent-barrier error, and the same kernels for PTX, GCN and SPIR-V.

@@ -1,5 +1,5 @@
-"""Kernels from many threads at once: first compiles of one fresh kernel, launches that resize the
-worker pool, and JITs released as soon as their kernel is dropped."""
+"""Kernels from many threads at once: first compiles of one fresh kernel (on the CPU and through OpenCL),
+launches that resize the worker pool, and JITs released as soon as their kernel is dropped."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import threading
 import weakref
 
 import numpy as np
+import pytest
 
 import gpuc
 from gpuc.compiler import CompilerConfig, CompilerJob
 from gpuc.runtime import cpu
 from gpuc.targets import NativeTarget
+
+pytestmark = pytest.mark.devices("cpu", "opencl")
 
 THREADS = 8
 
@@ -46,15 +49,15 @@ def _fresh_kernel():
     return affine
 
 
-def test_first_launches_of_a_fresh_kernel_from_eight_threads():
+def test_first_launches_of_a_fresh_kernel_from_eight_threads(gpuc_device):
     # Racing first compiles typed one parse of the source and lowered another: a `ret void` kernel.
     x = np.arange(64, dtype=np.float64)
-    for _ in range(25):
+    for _ in range(25 if gpuc_device == "cpu" else 5):  # an OpenCL compile also builds the driver's program
         kernel = _fresh_kernel()
 
         def launch(t: int):
             out = np.full(64, -1.0)
-            kernel[64](out, x, float(t))
+            kernel[64](out, x, float(t), device=gpuc_device)  # new threads do not inherit using_device
             return out
 
         for t, got in enumerate(_on_threads(launch)):
@@ -63,6 +66,7 @@ def test_first_launches_of_a_fresh_kernel_from_eight_threads():
         assert len(kernel.__dict__["_gpuc_launchers"]) == 1  # one compile for the one specialization
 
 
+@pytest.mark.devices("cpu")  # compiles only
 def test_first_compiles_of_a_fresh_kernel_from_eight_threads_agree():
     array = gpuc.Array[gpuc.float64, 1]
     for _ in range(20):
@@ -74,6 +78,7 @@ def test_first_compiles_of_a_fresh_kernel_from_eight_threads_agree():
         assert "fmul" in texts[0]  # not an empty body
 
 
+@pytest.mark.not_on("opencl", "checks the CPU runtime's worker pool (threads=)")
 def test_launches_with_different_thread_counts_from_eight_threads():
     # The pool used to be replaced (and shut down) when a launch asked for more threads.
     kernel = _fresh_kernel()
@@ -91,6 +96,7 @@ def test_launches_with_different_thread_counts_from_eight_threads():
     assert _on_threads(launch) == ["ok"] * THREADS
 
 
+@pytest.mark.not_on("opencl", "checks the CPU runtime's JIT modules")
 def test_a_dropped_kernel_frees_its_jit_at_once(monkeypatch):
     # A reference cycle (module -> job -> kernel -> launchers -> module) kept every dropped kernel's
     # JIT alive until a full collection: ~14-23 KiB of RSS per kernel.

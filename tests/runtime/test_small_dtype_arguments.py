@@ -1,5 +1,6 @@
-"""Arguments of the small dtypes (int8, uint8, int16, uint16, float16): the CPU launcher's checks and argv slots,
-and CUDA's kernelParams (marshalling only: no GPU needed), against the PTX parameters gpuc declares."""
+"""Arguments of the small dtypes (int8, uint8, int16, uint16, float16): launches on the CPU and through OpenCL,
+the CPU launcher's checks and argv slots, and CUDA's kernelParams (marshalling only: no GPU needed), against the
+PTX parameters gpuc declares."""
 
 from __future__ import annotations
 
@@ -33,10 +34,31 @@ SPEC = [("array", np.float64, 1), ("scalar", np.int8), ("scalar", np.uint8), ("s
         ("scalar", np.uint16), ("scalar", np.float16)]
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_scalars_of_every_small_dtype_reach_the_kernel():
     out = np.zeros(3)
     _store[3](out, np.int8(-5), np.uint8(250), np.int16(-300), np.uint16(60000), np.float16(1.5))
     assert (out == -5 + 2500 - 30000 + 60_000_000 + 0.75).all()
+    _store[3](out, np.int8(-128), np.uint8(255), np.int16(32767), np.uint16(0), np.float16(65504.0))
+    assert (out == -128 + 2550 + 3276700 + 32752.0).all()
+
+
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.parametrize("t", SMALL)
+def test_arrays_of_a_small_dtype_reach_the_kernel(t):
+    @gpuc.kernel
+    def shift(dst, src):
+        i = gpuc.index()
+        dst[i] = src[i] + src[(i + 1) % len(src)]
+
+    src = np.arange(-3, 9).astype(t)
+    dst = np.zeros_like(src)
+    shift[len(src)](dst, src)
+    np.testing.assert_array_equal(dst, src + np.roll(src, -1))
+
+
+def test_scalars_through_the_cpu_launcher():
+    out = np.zeros(3)
     module = _module()
     launch(module, 3, (out, -128, 255, 32767, 0, 65504.0), signature=KernelSignature.from_spec(SPEC))
     assert (out == -128 + 2550 + 3276700 + 32752.0).all()

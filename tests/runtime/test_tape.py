@@ -4,6 +4,7 @@ arrays, adjoint launches, nested tapes), zero/reset, backward twice, threads, pa
 
 from __future__ import annotations
 
+import contextvars
 import importlib.util
 import sys
 import threading
@@ -15,6 +16,8 @@ import pytest
 import gpuc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+pytestmark = pytest.mark.devices("cpu", "opencl")
 
 
 @pytest.fixture(scope="module")
@@ -313,6 +316,7 @@ def test_recording_more_after_backward_keeps_the_gradients():
 # -- threads ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.not_on("opencl", "checks launches on the CPU runtime's threads (threads=)")
 def test_launches_on_two_threads_give_the_gradients_of_one(heat):
     u0 = heat.initial_profile(512)
     target = np.linspace(0.0, 0.5, 512)
@@ -344,7 +348,8 @@ def test_each_python_thread_records_its_own_launches():
         except BaseException as error:  # reported by the main thread
             errors.append(error)
 
-    threads = [threading.Thread(target=work, args=(name,)) for name in "ab"]
+    # each thread launches on the test's device (new threads do not inherit using_device: a context each)
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(work, name)) for name in "ab"]
     for t in threads:
         t.start()
     for t in threads:

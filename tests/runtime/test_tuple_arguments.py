@@ -1,5 +1,5 @@
-"""Tuples as kernel arguments: CPU launches against the interpreter, the argv slots of an IR kernel,
-and the CUDA parameter layout against the PTX that NVPTX emits (docs/kernel-abi.md, Tuples)."""
+"""Tuples as kernel arguments: launches on the CPU and through OpenCL against the interpreter, the argv slots of
+an IR kernel, and the CUDA parameter layout against the PTX that NVPTX emits (docs/kernel-abi.md, Tuples)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ CASES = [
 ]
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("body, value, dtype", CASES, ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)])
 def test_tuple_arguments_match_the_interpreter(body, value, dtype):
     kernel = _kernel_for(body)
@@ -86,6 +87,7 @@ def test_tuple_arguments_match_the_interpreter(body, value, dtype):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_each_tuple_type_is_its_own_specialization():
     kernel = _kernel_for(affine)
     out = np.zeros(4)

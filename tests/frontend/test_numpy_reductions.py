@@ -16,6 +16,8 @@ from support.located_errors import check
 
 FUNCTIONS = {"sum": np.sum, "prod": np.prod, "max": np.max, "amax": np.amax, "min": np.min, "amin": np.amin,
              "mean": np.mean}
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 
 @gpuc.kernel
@@ -53,9 +55,14 @@ def _data(dtype, shape, rng):
     return rng.integers(0, 5, shape).astype(dtype)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", [boolean, int8, int32, int64, uint32, uint64, float16, float32, float64], ids=str)
 @pytest.mark.parametrize("ndim", [1, 2, 3])
-def test_functions_are_numpys_and_the_methods(t, ndim):
+def test_functions_are_numpys_and_the_methods(t, ndim, gpuc_device):
+    if ndim > 1 and t.is_float and gpuc_device == "opencl":  # integer results do not depend on the order
+        pytest.skip("not on opencl: NumPy arguments reach an OpenCL kernel as C-contiguous copies, so a float "
+                    "reduction of a transposed or strided argument follows the copy's order (the CPU runtime passes "
+                    "the argument's own strides)")
     rng = np.random.default_rng(ndim)
     shape = {1: (300,), 2: (17, 23), 3: (5, 6, 7)}[ndim]
     out_dtype = "float64" if not t.is_float else t.name  # holds every result exactly
@@ -104,6 +111,7 @@ def test_result_types_are_numpys(fn, f, t):
     assert typed.return_type.name == f(np.ones((2, 2), t.name)).dtype.name
 
 
+@ON_DEVICES
 def test_functions_of_views_and_rows_in_kernels():
     @gpuc.kernel
     def rows(m, out):

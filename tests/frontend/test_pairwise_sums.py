@@ -11,6 +11,12 @@ import gpuc
 from gpuc import Array
 
 FLOATS = ["float16", "float32", "float64"]
+# The tests that launch kernels run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+# The order of a reduction of a view passed in is that of the memory the kernel gets.
+COPIED = pytest.mark.not_on("opencl", "NumPy arguments reach an OpenCL kernel as C-contiguous copies, so a reduction of "
+                                      "a transposed, reversed or strided argument follows the copy's order (the CPU "
+                                      "runtime passes the argument's own strides)")
 
 
 @gpuc.kernel
@@ -53,6 +59,7 @@ def _data(dtype, shape, rng, near_one=False):
     return (rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2, shape)).astype(dtype)
 
 
+@ON_DEVICES
 @pytest.mark.filterwarnings("ignore:invalid value encountered", "ignore:Mean of empty slice")
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_every_length_up_to_300(dtype):
@@ -63,6 +70,7 @@ def test_every_length_up_to_300(dtype):
             _check(v)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_large_arrays(dtype):
     rng = np.random.default_rng(2)
@@ -83,6 +91,8 @@ def _views(a, rng):
     yield a.transpose(rng.permutation(nd))[(slice(None, None, -1),) * nd]
 
 
+@ON_DEVICES
+@COPIED
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("ndim", [2, 3])
 def test_views_of_2d_and_3d_arrays(dtype, ndim):
@@ -95,6 +105,8 @@ def test_views_of_2d_and_3d_arrays(dtype, ndim):
             _check(v)
 
 
+@ON_DEVICES
+@COPIED
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_views_where_numpy_buffers_in_chunks(dtype):
     # over 8192 elements in axes that do not coalesce, NumPy sums buffers of up to 8192 elements
@@ -108,6 +120,8 @@ def test_views_where_numpy_buffers_in_chunks(dtype):
         _check(a.T[index[::-1]])
 
 
+@ON_DEVICES
+@COPIED
 @pytest.mark.filterwarnings("ignore:invalid value encountered", "ignore:Mean of empty slice")
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "uint64"])
 def test_means_of_integers_are_numpys_float64_pairwise_means(dtype):
@@ -123,6 +137,7 @@ def test_means_of_integers_are_numpys_float64_pairwise_means(dtype):
             assert _same(out[0], want), (v.dtype, v.shape, v.strides, out[0], want)
 
 
+@ON_DEVICES
 @pytest.mark.filterwarnings("ignore:invalid value encountered", "ignore:Mean of empty slice")
 def test_signed_zeros_infinities_and_nan():
     for dtype in FLOATS:

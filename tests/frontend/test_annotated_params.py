@@ -14,6 +14,9 @@ from gpuc import float32, float64, int32, int64, uint32, uint64
 
 from support.native import native
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 try:
     import numba
 except ImportError:  # pragma: no cover - numba is an optional anchor
@@ -59,6 +62,7 @@ NUMPY = {float32: np.float32, float64: np.float64, int32: np.int32, int64: np.in
          uint64: np.uint64}
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("fn, reference, argtypes, values", CASES,
                          ids=lambda v: getattr(getattr(v, "py_func", None), "__name__", None))
 def test_arguments_convert_to_the_annotated_types(fn, reference, argtypes, values):
@@ -71,6 +75,7 @@ def test_arguments_convert_to_the_annotated_types(fn, reference, argtypes, value
         assert np.asarray(got).astype(want.dtype).tobytes() == np.asarray(want).tobytes(), (a, b, got, want)
 
 
+@ON_DEVICES
 @pytest.mark.skipif(numba is None, reason="numba is an optional anchor")
 def test_numba_converts_to_a_declared_signature_the_same_way():
     declared = numba.njit("float64(float32, int32)")(scaled.py_func)
@@ -88,6 +93,7 @@ def literal_args():
     return scaled(0.1, 2) + widened(1, 7)
 
 
+@ON_DEVICES
 def test_literals_take_the_annotated_types():
     assert native(literal_args, ())() == np.float32(0.1) * np.int32(2) + 8.0
 
@@ -135,6 +141,7 @@ def widened_return(x: gpuc.int32) -> gpuc.float64:
     return x // 2
 
 
+@ON_DEVICES
 def test_a_number_return_annotation_converts_the_value_returned():
     from gpuc.frontend.inference import Typing
     assert Typing(gpuc.NativeTarget()).function(narrowed, (float64, int64)).return_type == float32

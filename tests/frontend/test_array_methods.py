@@ -13,6 +13,9 @@ from gpuc.frontend.inference import Typing
 from support.located_errors import check
 from support.native import native
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 DTYPES = [boolean, int32, int64, uint32, uint64, float32, float64]
 
 
@@ -75,6 +78,7 @@ def test_result_types_are_numpys(method, t):
     assert typed.return_type.name == want.name, (method, t, want)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("t", DTYPES, ids=str)
 @pytest.mark.parametrize("ndim", [1, 2, 3])
@@ -92,6 +96,7 @@ def test_values_are_numpys(method, t, ndim):
             _close(compiled(v), want, v, method)
 
 
+@ON_DEVICES
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
 @pytest.mark.parametrize("method", ["max", "min", "sum", "mean", "prod"])
 @pytest.mark.parametrize("t", [float32, float64], ids=str)
@@ -108,6 +113,7 @@ def test_nan_propagates(method, t):
     assert (np.isnan(got) and np.isnan(want)) or got == want
 
 
+@ON_DEVICES
 @pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
 @pytest.mark.parametrize("t", DTYPES, ids=str)
 def test_empty_arrays(t):
@@ -124,6 +130,7 @@ def test_empty_arrays(t):
     assert native(a_min, (Array[t, 1],))(a) == big
 
 
+@ON_DEVICES
 def test_integer_sums_wrap_like_numpy():
     a = np.array([2**62, 2**62, 2**62], np.int64)
     assert native(a_sum, (Array[int64, 1],))(a) == a.sum()
@@ -133,6 +140,7 @@ def test_integer_sums_wrap_like_numpy():
     assert native(a_prod, (Array[int32, 1],))(i) == i.prod()
 
 
+@ON_DEVICES
 def test_float32_sum_is_close_to_numpys_pairwise_sum():
     a = (np.random.default_rng(1).random(100_000) * 1000).astype(np.float32)
     got, want = native(a_sum, (Array[float32, 1],))(a), a.sum()
@@ -140,7 +148,7 @@ def test_float32_sum_is_close_to_numpys_pairwise_sum():
     assert abs(got - exact) <= abs(want - exact) + np.finfo(np.float32).eps * exact
 
 
-@pytest.mark.devices("cpu", "opencl")
+@ON_DEVICES
 def test_methods_in_kernels_on_shared_and_local_arrays():
     @gpuc.kernel
     def k(a, out):

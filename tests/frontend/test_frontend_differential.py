@@ -16,6 +16,7 @@ def test_enough_functions():
     assert len({fn for fn, *_ in CASES}) >= 40
 
 
+@pytest.mark.devices("cpu", "opencl")
 @pytest.mark.parametrize("fn, argtypes, args, rtol", PARAMS)
 def test_same_results(fn, argtypes, args, rtol):
     py_args = python_args(argtypes, args)

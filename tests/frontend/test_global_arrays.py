@@ -17,6 +17,9 @@ from gpuc import Array, float64, int64
 from support.located_errors import check
 from support.native import native
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 F32 = np.array([[1.5, 2.5, -3.5], [4.0, 5.25, 6.0]], dtype=np.float32)
 I64 = np.array([7, -2, 2**40, 0], dtype=np.int64)
 U32 = np.array([1, 2**32 - 1, 5], dtype=np.uint32)
@@ -45,6 +48,7 @@ def reads(i):
     return s
 
 
+@ON_DEVICES
 def test_global_arrays_read_like_numpy():
     fn = native(reads, (int64,))
     for i in range(3):
@@ -79,7 +83,7 @@ def test_every_target_keeps_the_constant_in_its_global_memory(target):
         assert ".global .align 16 .b8 gpuc_$_global_array_$_" in output
 
 
-@pytest.mark.devices("cpu", "opencl")
+@ON_DEVICES
 def test_a_kernel_reads_a_global_array():
     @gpuc.kernel
     def k(out):

@@ -12,6 +12,9 @@ from gpuc import Array, boolean, float32, float64, int32, int64, uint32, uint64
 from support.located_errors import check
 from support.native import assert_same, native, python_args
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 A1f64, A1f32, A1i32, A1b, A1u32 = (Array[float64, 1], Array[float32, 1], Array[int32, 1], Array[boolean, 1],
                                    Array[uint32, 1])
 F64 = np.array([1.5, -2.0, 3.25, 0.5, 7.0, -1.0])
@@ -303,6 +306,7 @@ def run_time_tuple_index(i):
     return t[i] + t[i % 3] + u[i][1] + u[2 - i % 3][0]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("fn, argtypes, args", [
     pytest.param(fn, types, a, id=f"{fn.__name__}-{k}") for fn, types, cases in CASES for k, a in enumerate(cases)])
 def test_same_results_as_python(fn, argtypes, args):
@@ -316,6 +320,7 @@ def test_same_results_as_python(fn, argtypes, args):
             assert_same(g, p)
 
 
+@ON_DEVICES
 def test_strided_and_reversed_views():
     fn = native(array_in_order, (A1f64,))
     for view in (F64[::2], F64[::-1], F64[1::3]):
@@ -337,6 +342,7 @@ def clamped(i):
     return t[i]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", [int64, int32, uint32, uint64, boolean], ids=str)
 def test_an_index_outside_the_tuple_reads_its_nearest_end(t):
     # Python raises IndexError; the docs define the read: past the end the last element, before -n the first
@@ -374,7 +380,7 @@ CHECK: ret i64
 """)
 
 
-@pytest.mark.devices("cpu", "opencl")
+@ON_DEVICES
 def test_a_kernel_iterates_on_every_target():
     @gpuc.kernel
     def k(a, b, out, n):
@@ -529,6 +535,7 @@ def over_a_global_array(a):
     return s
 
 
+@ON_DEVICES
 def test_a_global_array_is_iterated_as_a_constant():
     assert native(over_a_global_array, (A1f64,))(F64) == over_a_global_array(F64)
 

@@ -41,6 +41,7 @@ def exact(x, literal):
     return tuple(op(x, literal) for op in OPS) + tuple(op(literal, x) for op in OPS)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", INTEGERS, ids=str)
 def test_comparisons_with_literals_are_exact_for_integers(t):
     # u > -1 gave False for u = np.uint32(3): the literal was wrapped to the unsigned type
@@ -53,6 +54,7 @@ def test_comparisons_with_literals_are_exact_for_integers(t):
             assert fn(value) == exact(x, literal), (t, x, literal)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", [float32, float64], ids=str)
 def test_comparisons_of_floats_with_big_integers_convert_the_literal(t):
     # x < 2**63 was False: the literal became int64's -2**63 before converting; NumPy converts it to the float
@@ -72,6 +74,7 @@ def arithmetic(literal):
     return f
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", [float32, float64], ids=str)
 @pytest.mark.parametrize("literal", [2**63, 2**64 - 1, 2**63 + 2**11, 2**63 + 1, -2**63, 2**62 + 1],
                          ids=lambda v: f"{v:#x}")
@@ -85,6 +88,7 @@ def test_integers_beyond_int64_with_floats_become_that_float(t, literal):
         assert_same(fn(v), want)
 
 
+@ON_DEVICES
 def test_powers_of_floats_with_a_huge_exponent():
     @gpuc.func
     def f(x):
@@ -157,6 +161,7 @@ def test_storing_a_literal_outside_the_array_type_is_an_error(fn):
     compile_error(fn, (Array[uint32, 1],), "the literal -1 does not fit in uint32")
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", [int32, int64, uint32, uint64, float32, float64], ids=str)
 def test_literals_inside_the_range_take_the_other_type(t):
     @gpuc.func
@@ -170,6 +175,7 @@ def test_literals_inside_the_range_take_the_other_type(t):
                                                               x or 4, 3 if x > 0 else 0)))
 
 
+@ON_DEVICES
 def test_literals_where_they_fit_are_exact():
     @gpuc.func
     def f(a, b, c):
@@ -223,6 +229,7 @@ def test_a_big_index_is_an_error():
     compile_error(big_index, (Array[int64, 1],), "9223372036854775808 does not fit in int64")
 
 
+@ON_DEVICES
 def test_expressions_of_literals_are_folded_with_pythons_values():
     @gpuc.func
     def f(u, x):
@@ -286,6 +293,7 @@ def test_float_kernel_reproducers():
     np.testing.assert_array_equal(out, want)
 
 
+@ON_DEVICES
 def test_several_operands_meet_in_one_type_whatever_their_order():
     # `b and -2 and u` was float64 (the bool and the literal made an int64 first); NumPy's answer is uint32
     @gpuc.func

@@ -14,6 +14,9 @@ from gpuc import Array, float32, float64
 from support.located_errors import module_from_source
 from support.native import native
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 
 @gpuc.kernel
 def logs(out, x, base):
@@ -51,7 +54,7 @@ def test_log_with_a_base_is_cpythons_bit_for_bit_on_libm():
         assert row[2] == math.log(0.5, 2.5)
 
 
-@pytest.mark.devices("cpu", "opencl")
+@ON_DEVICES
 def test_log_with_a_base_within_the_vector_math_bounds_by_default():
     x, base = np.array([c[0] for c in CASES]), np.array([c[1] for c in CASES])
     out = np.zeros((len(CASES), 4))
@@ -61,6 +64,7 @@ def test_log_with_a_base_within_the_vector_math_bounds_by_default():
     assert (out[:, 2] == math.log(0.5, 2.5)).all()
 
 
+@ON_DEVICES
 def test_float32_arguments_compute_in_float32():
     f = native(log_f32, (float32, float32))
     got = f(np.float32(8.0), np.float32(2.0))

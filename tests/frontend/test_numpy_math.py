@@ -248,6 +248,7 @@ def with_literals(x32, u, i, x64):
             np.where(2**63, u, 1), np.round(x32, decimals=1), np.clip(i, -2**31, 2**31), np.maximum(True, u))
 
 
+@ON_DEVICES
 def test_literals_are_weak_as_in_numpy():
     args = (np.float32(0.7), np.uint32(5), np.int32(-7), 2.5)
     want = [np.asarray(v)[()] for v in with_literals(*args)]
@@ -260,6 +261,7 @@ def test_literals_are_weak_as_in_numpy():
         assert same(library.get(k, "exact"), w.dtype.type(g), w, (0, 0)), f"result {k}: gpuc {g!r}, NumPy {w!r}"
 
 
+@ON_DEVICES
 def test_round_is_numpys():
     # NumPy's formula in the value's own type: float32(2.675) * 100 is 267.5 in float32, which rounds to even
     @gpuc.func

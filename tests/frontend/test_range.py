@@ -11,6 +11,9 @@ from gpuc import boolean, int32, int64, uint32, uint64
 
 from support.native import NUMPY, native
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 INTEGERS = [int32, int64, uint32, uint64]
 RANGES = {int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1), uint32: (0, 2**32 - 1), uint64: (0, 2**64 - 1)}
 CAP = 200  # more iterations than any case below has
@@ -45,6 +48,7 @@ def walk(a, b, s):
     return n, total, last
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", INTEGERS, ids=str)
 def test_run_time_steps(t):
     lo, hi = RANGES[t]
@@ -76,6 +80,7 @@ def walk_with_step(step):
     return f
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", INTEGERS, ids=str)
 @pytest.mark.parametrize("step", [1, 2, 7, -1, -2, -7])
 def test_literal_steps_count_down_unsigned_types(t, step):
@@ -104,6 +109,7 @@ def walk_to(stop, step):
     return f
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", INTEGERS, ids=str)
 @pytest.mark.parametrize("step", [1, 3, -1, -3])
 def test_a_literal_stop_just_past_the_types_range(t, step):
@@ -119,6 +125,7 @@ def test_a_literal_stop_just_past_the_types_range(t, step):
             assert fn(typed(t, a)) == (len(values), values[-1] if values else a), (t, a, stop, step)
 
 
+@ON_DEVICES
 def test_a_literal_stop_behind_the_start_makes_the_loop_empty():
     # with an unsigned run-time step the loop counts up: a stop below the type's range only means no values
     @gpuc.func
@@ -141,6 +148,7 @@ def test_a_literal_stop_behind_the_start_makes_the_loop_empty():
     assert native(g, (int32,))(np.int32(7)) == 0
 
 
+@ON_DEVICES
 def test_the_reproducers():
     @gpuc.func
     def down(u):
@@ -170,6 +178,7 @@ def one_and_two_arguments(n, m):
     return t
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", INTEGERS + [boolean], ids=str)
 def test_one_and_two_arguments(t):
     fn = native(one_and_two_arguments, (t, t))
@@ -178,6 +187,7 @@ def test_one_and_two_arguments(t):
         assert fn(typed(t, n) if t is not boolean else bool(n), typed(t, m) if t is not boolean else bool(m)) == want
 
 
+@ON_DEVICES
 def test_the_loop_variable_keeps_its_value_when_the_loop_does_not_run():
     @gpuc.func
     def f(n):
@@ -190,12 +200,14 @@ def test_the_loop_variable_keeps_its_value_when_the_loop_does_not_run():
     assert [fn(n) for n in (0, 1, 4)] == [f(n) for n in (0, 1, 4)] == [5, 0, 3]
 
 
+@ON_DEVICES
 def test_a_zero_step_at_run_time_runs_nothing():
     # Python raises ValueError; gpuc documents that the loop does not run
     fn = native(walk, (int64, int64, int64))
     assert fn(0, 10, 0) == (0, 0, 0)
 
 
+@ON_DEVICES
 def test_mixed_types_without_a_common_integer_type_are_an_error():
     # range(a, b) with a int64 and b uint64 was an InternalCompilerError (the common type is float64)
     @gpuc.func

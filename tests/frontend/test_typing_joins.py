@@ -12,6 +12,9 @@ from gpuc import Array, boolean, float32, float64, int32, int64, uint32, uint64
 from support.joins import if_else_first_binding, if_no_else
 from support.native import assert_same, native, python_args
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 VALUES = {boolean: [True, False], int32: [3, -5, 2**31 - 1], int64: [3, -5, 0], uint32: [3, 2**32 - 1, 0],
           uint64: [3, 2**64 - 1], float32: [2.5, -0.0], float64: [2.5, -0.0, float("nan")]}
 TYPES = list(VALUES)
@@ -178,6 +181,7 @@ JOINS = [if_no_else, if_else_first_binding, elif_chain, then_rebinds_and_returns
          carried_through_nested_loops]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", TYPES, ids=str)
 @pytest.mark.parametrize("fn", JOINS, ids=lambda f: f.__name__)
 def test_every_join_keeps_each_paths_types(fn, t):
@@ -188,6 +192,7 @@ def test_every_join_keeps_each_paths_types(fn, t):
 
 # -- the reproducers ------------------------------------------------------------------------------
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", INTEGERS, ids=str)
 def test_early_return_does_not_leak_into_the_other_path(t):
     # `v = 7; if c > 0: v = 2.5; return 1` then `return v * 2` returned 0.0 for c=0, and `v << 1` was refused
@@ -212,7 +217,7 @@ def test_early_return_does_not_leak_into_the_other_path(t):
         same(shifted, (t, int64), 7, c)
 
 
-@pytest.mark.devices("cpu", "opencl")
+@ON_DEVICES
 def test_if_without_else_joining_two_types_unifies_them():
     # the then-branch's float64 used to leak into the other path, storing 0.0 where Python stores 7;
     # the paths' types now unify as Numba unifies them (tests/frontend/test_unification.py)
@@ -229,6 +234,7 @@ def test_if_without_else_joining_two_types_unifies_them():
         assert out[0] == (2.5 if c else 7.0)
 
 
+@ON_DEVICES
 def test_each_branch_starts_from_the_types_before_the_if():
     # the else-branch (and the code after an if without else) saw the then-branch's bindings
     @gpuc.func
@@ -246,6 +252,7 @@ def test_each_branch_starts_from_the_types_before_the_if():
         same(f, (int64, int64), 5, c)
 
 
+@ON_DEVICES
 def test_a_loop_carried_variable_assigned_later_in_the_body():
     # `if j > 0: t += v` then `v = 2.5` was refused as "used before it is assigned"; Python gives 5.0
     @gpuc.func
@@ -286,6 +293,7 @@ def test_a_variable_no_path_assigns_is_still_an_error():
         gpuc.code_llvm(g, (int64,))
 
 
+@ON_DEVICES
 def test_a_loop_header_joining_two_types_unifies_them():
     @gpuc.func
     def f(n):
@@ -348,6 +356,7 @@ def pick_tuple(xs, ys, c):
     return p[0][p[1]]
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("fn", [pick_conditional, pick_if, pick_in_loop, pick_tuple], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("layouts", [(C1, A1), (A1, C1), (C1, C1), (A1, A1)], ids=str)
 def test_contiguous_and_strided_arrays_join(fn, layouts):
@@ -398,6 +407,7 @@ def carried_around_two_loops(n):
     return t
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("fn", [settles_after_a_conflicted_round, returns_a_carried_value, carried_around_two_loops],
                          ids=lambda f: f.__name__)
 def test_loop_typing_keeps_only_the_settled_rounds_types(fn):
@@ -424,6 +434,7 @@ def test_an_array_bound_on_only_some_paths_is_an_error(body, tmp_path):
     assert "partial_array.py:" in str(info.value)
 
 
+@ON_DEVICES
 def test_an_array_bound_on_every_path_joins():
     @gpuc.func
     def f(xs, ys, c):
@@ -464,6 +475,7 @@ def pointer_assigned_on_every_branch(x, n):
     return t
 
 
+@ON_DEVICES
 def test_a_loop_carried_value_read_in_an_elif_before_a_pointer_call_assigns_it():
     for n in (0, 1, 4, 8):
         assert native(pointer_assigned_on_every_branch, (float64, int64))(3.0, n) == 1.5 * n
@@ -482,6 +494,7 @@ def read_before_a_later_binding_in_the_branch(p1):
     return s
 
 
+@ON_DEVICES
 def test_a_branch_that_reads_a_later_typed_variable_still_binds_what_follows():
     f = native(read_before_a_later_binding_in_the_branch, (int64,))
     assert f(1) == 10  # v8 is 0 before any path assigns it (docs/frontend.md), then 5 twice

@@ -15,9 +15,13 @@ import pytest
 import gpuc
 from gpuc import boolean, float32, float64, int32, int64, uint32, uint64
 from gpuc.frontend.inference import Typing
+from gpuc.runtime.dispatch import default_device
 
 from support.joins import if_else_first_binding, if_no_else
 from support.native import native
+
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 
 try:
     import numba
@@ -43,7 +47,7 @@ def check(fn, argtypes, args, want_type):
     with np.errstate(all="ignore"):
         want = NUMPY[want_type](fn.py_func(*py_args))
     assert np.asarray(got, NUMPY[want_type]).tobytes() == np.asarray(want).tobytes(), (got, want)
-    if numba is not None:
+    if numba is not None and default_device.get() == "cpu":  # Numba's side does not depend on gpuc's device
         jitted = numba.njit(fn.py_func)
         nb = jitted(*py_args)
         nb_type = str(jitted.nopython_signatures[-1].return_type)
@@ -82,6 +86,7 @@ def while_break(x, y, n):
     return v
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("fn", [if_no_else, if_else_first_binding, two_returns, loop_carried, while_break],
                          ids=lambda f: f.py_func.__name__)
 @pytest.mark.parametrize("a", TYPES, ids=str)
@@ -119,6 +124,7 @@ def literal_paths(c):
     return v * 2
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("fn, want_type", [(accumulate, float64), (count_flags, int64), (literal_paths, float64)],
                          ids=lambda v: getattr(getattr(v, "py_func", None), "__name__", str(v)))
 def test_loops_and_literals_unify_like_numba(fn, want_type):
@@ -143,6 +149,7 @@ def tuple_read(c):
     return a * 10 + b
 
 
+@ON_DEVICES
 def test_tuples_unify_element_by_element():
     for c in (0, 1):
         check(tuple_paths, (int32, int64), (np.int32(4), c), float64)
@@ -158,7 +165,7 @@ def stores_unified(out, flags, c):
     out[i] = v
 
 
-@pytest.mark.devices("cpu", "opencl")
+@ON_DEVICES
 def test_a_kernel_storing_a_unified_variable():
     flags = np.arange(16, dtype=np.int64)
     out = np.zeros(16)

@@ -73,6 +73,7 @@ BOUNDS = [-2**63, -100, -11, -10, -9, -3, -1, 0, 1, 2, 5, 9, 10, 11, 100, 2**63 
 STEPS = [-2**63, -100, -3, -2, -1, 1, 2, 3, 9, 10, 11, 2**63 - 1]
 
 
+@ON_DEVICES
 def test_slices_follow_python_bounds_everywhere():
     # every combination of start/stop/step, far out of range included: Python's slice.indices clipping
     fn = native(slice_full, (A1, int64, int64, int64))
@@ -86,6 +87,7 @@ def test_slices_follow_python_bounds_everywhere():
             assert_same(compiled(X, *a), f(X, *a))
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("t", [int32, uint32, uint64, boolean], ids=str)
 def test_slice_bounds_of_other_integer_types(t):
     fn = native(slice_full, (A1, t, t, int64))
@@ -118,6 +120,7 @@ def views_3d(t, i, j):
             + u.shape[0] * 100 + u.shape[1] + t[i:, j:, :2].size)
 
 
+@ON_DEVICES
 def test_literal_slices_and_views_of_every_rank():
     same(literal_slices, (A1,), X)
     same(literal_slices, (A1,), X[::-2].copy())
@@ -127,6 +130,7 @@ def test_literal_slices_and_views_of_every_rank():
         same(views_3d, (A3, int64, int64), T, i, j)
 
 
+@ON_DEVICES
 def test_views_of_strided_and_contiguous_arguments():
     # the launcher's "C" layout and a strided argument give the same views
     fn_c, fn_a = native(views_2d, (Array[float64, 2, "C"], int64, int64)), native(views_2d, (A2, int64, int64))
@@ -151,6 +155,7 @@ def rows_and_returns(m):
     return s + fold(tail(tail(m[:, 0], 1), 1))
 
 
+@ON_DEVICES
 def test_views_pass_to_funcs_return_and_iterate():
     same(rows_and_returns, (A2,), M)
     same(rows_and_returns, (A2,), np.zeros((0, 3)))
@@ -184,6 +189,7 @@ def copy_converts(out, x):
     out[::2] = True
 
 
+@ON_DEVICES
 def test_copies_into_views():
     same(copy_rows, (A2, A2, int64), np.zeros((4, 5)), M, 2)
     same(copy_rows, (A2, A2, int64), np.zeros((4, 5)), M, -1)
@@ -199,6 +205,7 @@ def mismatched(out, x, n):
     return out[0]
 
 
+@ON_DEVICES
 def test_a_copy_of_mismatched_shapes_writes_nothing():
     # NumPy raises ValueError before writing anything; gpuc's statement writes nothing (docs/frontend.md)
     fn = native(mismatched, (A1, A1, int64))
@@ -247,6 +254,7 @@ def overlapping_2d(m, kind):
         m[:, 0] = m[0, :4]
 
 
+@ON_DEVICES
 def test_overlapping_copies_read_as_if_through_a_temporary():
     for kind in range(8):
         same(overlapping, (A1, int64), X, kind)
@@ -278,6 +286,7 @@ def overlapping_2d_without_heap(m, kind):
     overlapping_2d(m, kind)
 
 
+@ON_DEVICES
 def test_shifted_overlapping_copies_need_no_temporary(monkeypatch, no_disk_cache):
     # what GCN and SPIR-V (no allocator) do: a shift of one layout is copied in an order that reads each
     # element before overwriting it, exactly as NumPy's temporary would give
@@ -300,6 +309,7 @@ def shape_of_views(a, lo, hi, step):
     return v.shape[0] * 1000 + v.size * 10 + v.ndim + len(v)
 
 
+@ON_DEVICES
 def test_shape_and_size_of_views():
     fn = native(shape_of_views, (A2, int64, int64, int64))
     for lo, hi, step in itertools.product([-5, 0, 1, 3], [-1, 2, 4, 9], [-2, -1, 1, 3]):
@@ -456,6 +466,7 @@ def zero_step_views(a, m, lo, step):
     return len(v) * 1000 + v.sum() + w.size * 10 + len(m[1, ::step])
 
 
+@ON_DEVICES
 def test_a_run_time_step_of_zero_makes_an_empty_view():
     # The docs: a step that is 0 at run time gives an empty view (Python raises ValueError); the length
     # must not be computed by dividing by the step (a division by zero traps on the CPU).

@@ -16,6 +16,9 @@ from gpuc.frontend.inference import Typing
 
 from support.native import native
 
+# The tests that launch kernels or run funcs (support.native) run natively and through OpenCL.
+ON_DEVICES = pytest.mark.devices("cpu", "opencl")
+
 
 @gpuc.func
 def scaled_exp(x):
@@ -50,6 +53,7 @@ def domain_error(x):
 NUMPY = {float32: np.float32, float64: np.float64, int32: np.int32, int64: np.int64, uint32: np.uint32}
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("fn", [scaled_exp, constants, builtins, integer_math, strong_numpy],
                          ids=lambda f: f.py_func.__name__)
 @pytest.mark.parametrize("t", [float32, float64, int32, uint32], ids=str)
@@ -63,6 +67,7 @@ def test_math_of_literals_is_weak_as_in_numpy(fn, t):
     assert np.asarray(got, want.dtype).tobytes() == np.asarray(want).tobytes(), (got, want)
 
 
+@ON_DEVICES
 def test_a_call_python_refuses_is_not_folded():
     assert Typing(gpuc.NativeTarget()).function(domain_error, (float32,)).return_type == float64
     assert math.isnan(native(domain_error, (float32,))(np.float32(1)))
@@ -86,6 +91,7 @@ def literal_max_index(i):
     return (max(0.5, 3), 2)[i]   # max(0.5, 3) is Python's int 3: both elements are int64
 
 
+@ON_DEVICES
 def test_a_folded_call_has_the_type_of_pythons_value():
     assert Typing(gpuc.NativeTarget()).function(literal_max_index, (int64,)).return_type == int64
     assert [native(literal_max_index, (int64,))(i) for i in (0, 1)] == [3, 2]

@@ -1,4 +1,5 @@
-"""Helpers for the frontend tests: run a @gpuc.func on the CPU through the JIT with the flattened array ABI."""
+"""Helpers for the frontend tests: run a @gpuc.func on the test's device, the CPU through the JIT with the
+flattened array ABI, or (in tests marked devices) an OpenCL device in one work item of a kernel calling it."""
 
 from __future__ import annotations
 
@@ -37,13 +38,20 @@ def _params(t) -> list:
 
 
 def native(fn, argtypes):
-    """A Python callable running `fn` compiled for `argtypes` on the CPU (numpy arrays pass by reference)."""
+    """A Python callable running `fn` compiled for `argtypes` (numpy arrays pass by reference) on the default
+    device: the CPU, or OpenCL in tests marked devices (gpuc.runtime.dispatch.using_device)."""
+    from gpuc.runtime.dispatch import default_device
+
     argtypes = tuple(gpuc.frontend.as_type(t) for t in argtypes)
-    key = (fn, argtypes)
+    device = default_device.get()
+    key = (fn, argtypes) if device == "cpu" else (fn, argtypes, device)
     if key in _loaded:
         return _loaded[key]
     from gpuc.frontend.inference import Typing
     restype = Typing(gpuc.NativeTarget()).function(fn, argtypes).return_type
+    if device != "cpu":
+        _loaded[key] = _in_a_kernel(fn, argtypes, restype, device)
+        return _loaded[key]
     if isinstance(restype, TupleType):
         # The C ABI returns most structs in memory, LLVM in registers: go through output arrays instead.
         _loaded[key] = _tuple_returning(fn, argtypes, restype)
@@ -143,3 +151,79 @@ def _tuple_returning(fn, argtypes, restype):
         inner(*args, *arrays)
         return tuple(a[0].item() for a in arrays)
     return call
+
+
+_KERNEL = """\
+import gpuc
+
+@gpuc.kernel
+def in_one_work_item({params}):
+{body}
+"""
+
+
+def _in_a_kernel(fn, argtypes, restype, device):
+    """`fn` called by a kernel launched over one work item on `device`; the result comes back through one-element
+    arrays (a tuple's elements one each). Compiled at once, so that a compile error is raised here, as on the CPU."""
+    import importlib.util
+    import tempfile
+
+    from gpuc.runtime.dispatch import launcher_for
+
+    none = restype is None or restype == gpuc.frontend.types.none
+    results = [] if none else list(restype.elements) if isinstance(restype, TupleType) else [restype]
+    if any(not isinstance(t, ScalarType) for t in results):
+        raise TypeError(f"{fn.__qualname__} returns {restype}: run on {device} are funcs returning scalars or "
+                        "tuples of scalars")
+    ins, outs = [f"a{k}" for k in range(len(argtypes))], [f"o{k}" for k in range(len(results))]
+    call = f"target({', '.join(ins)})"
+    if none:
+        body = f"    {call}"
+    elif isinstance(restype, TupleType):
+        body = f"    t = {call}\n" + "\n".join(f"    {o}[0] = t[{k}]" for k, o in enumerate(outs))
+    else:
+        body = f"    o0[0] = {call}"
+    dtypes = [np.dtype(t.name) for t in results]
+    with tempfile.TemporaryDirectory(prefix="gpuc_wrap_") as folder:
+        path = Path(folder) / f"kernel_{fn.__name__}.py"
+        path.write_text(_KERNEL.format(params=", ".join(ins + outs), body=body))
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        module.target = fn
+        spec.loader.exec_module(module)
+        kernel = module.in_one_work_item
+        kernel.source_info  # read while the file exists: later specializations reuse it
+    launcher_for(kernel, [_sample(t) for t in argtypes] + [np.zeros(1, d) for d in dtypes], device)
+
+    def call(*args):
+        values = [_typed(t, a) for t, a in zip(argtypes, args)]
+        arrays = [np.zeros(1, d) for d in dtypes]
+        kernel.launch(1, *values, *arrays, device=device)
+        if none:
+            return None
+        got = tuple(a[0].item() for a in arrays)
+        return got if isinstance(restype, TupleType) else got[0]
+    return call
+
+
+def _sample(t):
+    """A value of type `t` to compile a launch for (a C-contiguous array for an array type)."""
+    if isinstance(t, ArrayType):
+        return np.zeros((1,) * t.ndim, np.dtype(t.dtype.name))
+    if isinstance(t, TupleType):
+        return tuple(_sample(e) for e in t.elements)
+    return np.dtype(t.name).type(0)
+
+
+def _typed(t, value):
+    """`value` as a launch argument of type `t`: integers wrap into the type, as ctypes converts them on the CPU."""
+    if isinstance(t, ArrayType):
+        return value
+    if isinstance(t, TupleType):
+        return tuple(_typed(e, v) for e, v in zip(t.elements, value))
+    dtype = np.dtype(t.name)
+    if dtype.kind in "iu":
+        bits = 8 * dtype.itemsize
+        v = int(value) & ((1 << bits) - 1)
+        return dtype.type(v - (1 << bits) if dtype.kind == "i" and v >> (bits - 1) else v)
+    return dtype.type(value)

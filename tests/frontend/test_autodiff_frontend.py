@@ -302,17 +302,23 @@ def horner_slope(x):
     (weighted, (np.array([1.5]), 2), lambda x: 3.0 + 2 * x),
     (horner, (COEFFS,), horner_slope),
 ])
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "derivatives called from Python run on the CPU runtime")
 def test_python_level_derivatives_match_analytic(f, consts, slope):
     for x in (0.7, 1.3, 2.9):
         assert gpuc.derivative(f, x, *consts) == pytest.approx(slope(x), rel=1e-12)
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "derivatives called from Python run on the CPU runtime")
 def test_float32_derivative():
     got = gpuc.derivative(mix, np.float32(1.3))
     assert got == pytest.approx(gpuc.derivative(mix, 1.3), rel=1e-5)
     assert gpuc.derivative(cube, 2) == 14.0  # an int is the float64 it converts to
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "derivatives called from Python run on the CPU runtime")
 def test_python_level_jvp_with_two_arguments_and_tuples():
     value, tangent = gpuc.jvp(both, (2.0, 3.0), (1.0, 0.5))
     assert value == pytest.approx((6.0, math.sin(2.0) + 3.0), rel=1e-15)
@@ -323,6 +329,8 @@ def test_python_level_jvp_with_two_arguments_and_tuples():
     assert tangent == pytest.approx(2.0 * 3.0 + 10.0, rel=1e-15)
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "derivatives called from Python run on the CPU runtime")
 def test_python_level_calls_compile_once_per_signature():
     gpuc.derivative(rational, 1.0)
     size = len(derivatives._CACHE)
@@ -352,6 +360,8 @@ def sin2(x):
     return math.sin(2.0 * x) - x * x * x
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "derivatives called from Python run on the CPU runtime")
 def test_second_and_third_order_by_nesting():
     for x in (0.3, 1.7):
         assert gpuc.derivative(d_cube, x) == pytest.approx(6 * x, rel=1e-12)

@@ -205,6 +205,8 @@ def test_powers_match_python():
             assert abs(out[k, j] - want) <= 1e-14 * size * abs(want), (x, j, e, m, out[k, j], want)
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "checks the CPU's scalar libm bit for bit (a CPU launch without libmvec)")
 def test_powers_are_pythons_bit_for_bit_on_scalar_libm():
     xs = [v for v in SMALL[::3] if v != 0] + [1e10 + 1e10j, 1e200 + 1e200j, 0j]
     exps = [2.5 + 0j, 1 + 2j, 101 + 0j, -0.5 + 0j, 3 + 0j]
@@ -368,6 +370,8 @@ def launch_on_scalar_libm(kernel, n, *args):
     cpu.launch(module, n, list(args), 1)
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "checks the CPU's scalar libm bit for bit (a CPU launch without libmvec)")
 def test_cmath_functions_are_pythons_bit_for_bit_on_scalar_libm():
     # the same operations as cmathmodule.c on the same libm: identical results, special values included
     # (by default loops may call libmvec's vector functions instead, an ulp or two apart from libm's)

@@ -58,6 +58,9 @@ def test_min_divided_by_minus_one_with_a_constant_divisor(dt):
 
 
 # MIN // -1 once killed the process with SIGFPE (x86's idiv traps), found by the random-program generator.
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "checks that x86's trapping division (SIGFPE) does not stop the CPU runtime's "
+                              "process")
 def test_trapping_divisions_do_not_kill_the_process(tmp_path):
     import subprocess
     import sys

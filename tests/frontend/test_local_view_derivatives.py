@@ -151,6 +151,8 @@ def test_forward_and_reverse_derivatives_of_local_view_copies(name, gpuc_device)
     np.testing.assert_allclose(got_forward, got_reverse, rtol=1e-13)
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "derivatives called from Python run on the CPU runtime")
 def test_derivative_from_python_matches_the_hand_derived_one():
     # reversed_in_place with x = DATA: t = [4s + 3, 3s + 0.75, 2s - 2, s + 1.5] after the copy, so
     # f = (4s + 3)(3s + 0.75) + (s + 1.5)s and f' = 24s + 3 + 9 + 2s + 1.5 = 26s + 13.5.
@@ -173,6 +175,8 @@ def second_derivative(s):
     return gpuc.derivative(reversed_twice, s)
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "derivatives called from Python run on the CPU runtime")
 def test_second_derivative_through_local_view_copies():
     # t[0] = 4s, t[3] = s: f = 16 s**3, f'' = 96 s
     for s in POINTS:

@@ -44,6 +44,8 @@ def scalar_libm_launch(kernel, n, *args):
 CASES = [(3.7, 2.5), (100.0, 10.0), (0.3, 7.0), (1e-300, 3.0), (2.0 ** 60, 2.0), (5.0, 0.5), (0.7, 0.9)]
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "checks the CPU's scalar libm bit for bit (a CPU launch without libmvec)")
 def test_log_with_a_base_is_cpythons_bit_for_bit_on_libm():
     x, base = np.array([c[0] for c in CASES]), np.array([c[1] for c in CASES])
     out = np.zeros((len(CASES), 4))

@@ -544,6 +544,8 @@ def _half_round_trip(wide, narrow, h, f):
     narrow[i] = np.float16(f[i])
 
 
+@ON_DEVICES
+@pytest.mark.not_on("opencl", "checks the float16 conversions gpuc links for x86 CPUs without F16C")
 def test_float16_on_a_cpu_without_f16c():
     # x86 without F16C converts through __extendhfsf2/__truncsfhf2, which gpuc links (gpuc/targets/half_runtime.py):
     # every float16 value, and floats rounding to every float16 (ties, subnormals, overflow, NaN), as NumPy

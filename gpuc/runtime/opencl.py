@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..abi import (DYNAMIC_SHARED_PARAMS, LAUNCH_NONE, LAUNCH_SIZES, ArrayParam, EntryABI, KernelSignature,
-                   TupleParam, c_strides, flat_values, is_c_contiguous)
+from ..abi import (DYNAMIC_SHARED_PARAMS, LAUNCH_NONE, LAUNCH_SIZES, MAX_EXTENT, ArrayParam, EntryABI,
+                   KernelSignature, TupleParam, c_strides, flat_values, is_c_contiguous)
 from .cuda_params import _dims  # launch and block sizes, read as the CUDA runtime reads them
 
 INSTALL_HINT = ("install an OpenCL driver that takes SPIR-V and pyopencl: `pip install 'gpuc[opencl]'` brings "
@@ -777,6 +777,7 @@ def _geometry(n, block, whole_blocks: bool, info: DeviceInfo, launch: str) -> tu
     if block is None:
         if whole_blocks:
             raise ValueError("a kernel compiled for whole blocks is launched with block=")
+        _within_limits(n, n)
         return n, n, None
     block = _dims(block, "the block size")
     rank = sum(1 for e in n[1:] if e != 1) + 1  # as the CPU runtime counts: sizes of 1 do not
@@ -796,7 +797,21 @@ def _geometry(n, block, whole_blocks: bool, info: DeviceInfo, launch: str) -> tu
         raise ValueError(f"block {block} does not divide the launch size {n}, and this kernel has no launch-size "
                          "check, so the surplus work items would run it too")
     grid = tuple(-(-e // b) for e, b in zip(n, block))
-    return n, tuple(g * b for g, b in zip(grid, block)), block
+    global_size = tuple(g * b for g, b in zip(grid, block))
+    _within_limits(n, global_size)
+    return n, global_size, block
+
+
+def _within_limits(n: tuple, global_size: tuple) -> None:
+    """Refuse an index space of 2**62 work items or more, as every runtime does (gpuc/abi.py: MAX_EXTENT; the
+    kernels assume their indices below it, and Intel's CPU runtime crashed on such a launch)."""
+    total = 1
+    for extent in global_size:
+        total *= extent
+    if total >= MAX_EXTENT:
+        whole = "" if global_size == n else f" ({global_size} in whole blocks)"
+        raise ValueError(f"the launch size {n}{whole} has {total} work items; a launch may have fewer than 2**62 "
+                         "in all (the product of its sizes)")
 
 
 __all__ = ["CLArray", "DeviceInfo", "DeviceLacksError", "INSTALL_HINT", "OpenCLError", "OpenCLLauncher",

@@ -34,15 +34,25 @@ class Survived:
     stderr: str
 
 
+# Prepended where the test runs on another device (tests/conftest.py, the devices mark): the case's launches
+# without device= go there, as the test's own do.
+_ON_DEVICE = """
+from gpuc.runtime.dispatch import default_device as _default_device
+_default_device.set({device!r})
+"""
+
+
 @pytest.fixture
-def survive(tmp_path):
+def survive(tmp_path, gpuc_device):
     """`survive(code, timeout=120, env=None, next_job=True)` runs `code` in a fresh interpreter and
-    fails the test on a signal, a hang, or (with `next_job`) a process that cannot compile afterwards."""
+    fails the test on a signal, a hang, or (with `next_job`) a process that cannot compile afterwards.
+    Its launches without `device=` run on the test's device."""
 
     def run(code: str, *, timeout: float = 120, env: dict | None = None, next_job: bool = True,
             args: tuple[str, ...] = ()) -> Survived:
         script = tmp_path / "case.py"
-        script.write_text(textwrap.dedent(code) + (_NEXT_JOB if next_job else ""))
+        prefix = "" if gpuc_device == "cpu" else _ON_DEVICE.format(device=gpuc_device)
+        script.write_text(prefix + textwrap.dedent(code) + (_NEXT_JOB if next_job else ""))
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         try:
             proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,

@@ -1,11 +1,14 @@
 """Hostile launches: read-only arrays a kernel writes, index spaces whose size overflows, thread
 counts that resize the pool from many threads, Ctrl-C in the middle of a launch, many dropped
 kernels. Each once wrote where it must not, ran nothing, hung, crashed or leaked; each now runs in
-its own interpreter, which must survive with the documented error and launch the next kernel."""
+its own interpreter, which must survive with the documented error and launch the next kernel, on
+the CPU and through OpenCL."""
 
 from __future__ import annotations
 
 import pytest
+
+pytestmark = pytest.mark.devices("cpu", "opencl")
 
 KERNELS = """
 import numpy as np, gpuc
@@ -92,6 +95,7 @@ assert (out == 0).all()
     assert "fewer than 2**62" in done.stdout or "below 2**62" in done.stdout, done.stdout
 
 
+@pytest.mark.not_on("opencl", "checks the CPU runtime's worker pool (threads=)")
 def test_thread_counts_varying_from_eight_threads(survive):
     # Asking for more threads replaced the pool and shut the old one down under other launches:
     # "cannot schedule new futures after shutdown".
@@ -120,6 +124,7 @@ print("THREADS-OK")
     assert "THREADS-OK" in done.stdout
 
 
+@pytest.mark.not_on("opencl", "checks that Ctrl-C stops the CPU runtime's worker threads")
 def test_ctrl_c_stops_the_workers_before_the_exception_arrives(survive):
     # KeyboardInterrupt reached the caller while pool threads went on writing its arrays.
     done = survive("""

@@ -274,3 +274,12 @@ def test_ordered_reductions_pass_float_recurrences_through_a_volatile_slot():
     assert "Volatile" in spirv(gpuc.SPIRVTarget(ordered_reductions=True))
     assert "Volatile" not in spirv(gpuc.SPIRVTarget())
     assert repr(gpuc.SPIRVTarget(ordered_reductions=True)) == "SPIRVTarget(ordered_reductions=True)"
+
+
+def test_index_spaces_of_2_to_the_62_work_items_are_refused_before_the_driver():
+    # Intel's CPU runtime crashed (SIGSEGV) on a launch of 2**62 work items; gpuc's kernels assume fewer
+    y = np.zeros(4)
+    for n, block in (((2**62,), None), ((2**31, 2**31), None), ((2**62 - 1,), 2)):  # the last: in whole blocks
+        with pytest.raises(ValueError, match=r"fewer than 2\*\*62 in all"):
+            fill_block_ids[n](y, block=block, device="opencl")
+    assert (y == 0).all()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 # A module of `calls` funcs f0 .. f{calls-1}, each calling the previous one, and a kernel k whose
 # one statement adds `terms` copies of x to the chain's result: k stores x + calls + terms * x.
 MAKE_MODULE = '''
@@ -27,6 +29,7 @@ def case(body: str) -> str:
     return MAKE_MODULE + textwrap.dedent(body)
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_hundreds_of_nested_calls_compile_and_run(survive):
     # a chain of 60 funcs was an InternalCompilerError (RecursionError)
     result = survive(case("""
@@ -42,6 +45,7 @@ def test_hundreds_of_nested_calls_compile_and_run(survive):
     assert "CHAIN-OK" in result.stdout, result.stderr
 
 
+@pytest.mark.devices("cpu", "opencl")
 def test_thousands_of_terms_compile_and_run(survive):
     # an expression of 1,000 terms was an InternalCompilerError (RecursionError)
     result = survive(case("""

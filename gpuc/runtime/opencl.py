@@ -686,41 +686,70 @@ class OpenCLLauncher:
 
 
 def _host_view(a: np.ndarray) -> CLArray:
-    # copied to the device C-contiguous: those are the strides the kernel gets
-    return CLArray(None, 0, a.shape, c_strides(a.shape), a.dtype, readonly=not a.flags.writeable, host=a)
+    """A NumPy argument as the kernel sees it: with its own strides when it is copied as the memory from its
+    first element to its last (`_gapped`), else C-contiguous."""
+    span = _gapped(a)
+    strides = c_strides(a.shape) if span is None else span[0]
+    return CLArray(None, 0, a.shape, strides, a.dtype, readonly=not a.flags.writeable, host=a)
+
+
+#: A strided NumPy argument is copied with its gaps (keeping its strides, and with them what depends on them,
+#: such as the order of a pairwise sum) when that is at most this many times its own size.
+SPAN_FACTOR = 8
+
+
+def _gapped(a: np.ndarray) -> tuple | None:
+    """(element strides, elements from the first to the last) of a strided array copied with its gaps, or
+    None for one copied C-contiguous: a C-contiguous one, one with a negative stride (its first element is
+    not its lowest), a stride that is no multiple of the item size, or gaps too wide (SPAN_FACTOR)."""
+    item = a.itemsize
+    if a.flags.c_contiguous or a.size == 0 or any(st < 0 or st % item for st in a.strides):
+        return None
+    strides = tuple(st // item for st in a.strides)
+    elements = 1 + sum((n - 1) * st for n, st in zip(a.shape, strides))
+    return (strides, elements) if elements <= SPAN_FACTOR * a.size + 1024 else None
 
 
 class _Copies:
     """The device buffers of one launch's NumPy arguments: copied in, copied back if written, released.
-    The same array passed twice gets one buffer."""
+    The same array passed twice gets one buffer. A strided array is copied with its gaps where `_gapped` says
+    so, and only its own elements are written back (the gaps may be other arguments' elements)."""
 
     def __init__(self, s: Session) -> None:
         self.s = s
-        self.buffers: dict = {}  # _identity(host) -> (buffer, host, written)
+        self.buffers: dict = {}  # _identity(host) -> [buffer, host, written, elements of its span or None]
 
     def buffer_of(self, value: CLArray, written: bool):
         if value.host is None:
             return _sub_buffer(self.s, value)
-        cl, key = self.s.cl, _identity(value.host)
+        cl, host, key = self.s.cl, value.host, _identity(value.host)
         found = self.buffers.get(key)
         if found is None:
-            data = np.ascontiguousarray(value.host)
+            span = _gapped(host)
+            if span is None:
+                data = np.ascontiguousarray(host)
+            else:
+                data = np.lib.stride_tricks.as_strided(host, shape=(span[1],), strides=(host.itemsize,)).copy()
             if data.nbytes:
                 buffer = cl.Buffer(self.s.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)
             else:  # OpenCL has no empty buffers
                 buffer = cl.Buffer(self.s.context, cl.mem_flags.READ_WRITE, 1)
-            found = (buffer, value.host, False)
-        self.buffers[key] = (found[0], found[1], found[2] or written)
+            found = self.buffers[key] = [buffer, host, False, None if span is None else span[1]]
+        found[2] = found[2] or written
         return found[0]
 
     def finish(self, event) -> None:
         """Copy the written arrays back (waiting for the kernel); launches on device arrays only stay
         asynchronous."""
         cl = self.s.cl
-        for buffer, host, written in self.buffers.values():
+        for buffer, host, written, span in self.buffers.values():
             if not written or host.size == 0:
                 continue
-            if host.flags.c_contiguous:
+            if span is not None:
+                data = np.empty(span, host.dtype)
+                cl.enqueue_copy(self.s.queue, data, buffer, wait_for=[event])
+                host[...] = np.lib.stride_tricks.as_strided(data, shape=host.shape, strides=host.strides)
+            elif host.flags.c_contiguous:
                 cl.enqueue_copy(self.s.queue, host, buffer, wait_for=[event])
             else:
                 data = np.empty(host.shape, host.dtype)
@@ -728,7 +757,7 @@ class _Copies:
                 host[...] = data
 
     def release(self) -> None:
-        for buffer, _, _ in self.buffers.values():
+        for buffer, *_ in self.buffers.values():
             buffer.release()  # the driver keeps it until the kernels using it are done
         self.buffers = {}
 

@@ -67,3 +67,10 @@ def row_sums(a, out):
     for j in range(a.shape[1]):
         acc += a[r, j] * a[r, j]
     out[r] = acc
+
+
+@gpuc.kernel
+def write_two(a, b):
+    i = gpuc.index()
+    a[i] = i
+    b[i] = -i

@@ -283,3 +283,26 @@ def test_index_spaces_of_2_to_the_62_work_items_are_refused_before_the_driver():
         with pytest.raises(ValueError, match=r"fewer than 2\*\*62 in all"):
             fill_block_ids[n](y, block=block, device="opencl")
     assert (y == 0).all()
+
+
+def test_strided_views_keep_their_strides_and_only_their_elements_are_written():
+    base = np.zeros((6, 8))
+    view = base[:, 1::3]  # strided: copied with its gaps, so the kernel sees NumPy's strides
+    from gpuc.runtime.opencl import _host_view
+    assert _host_view(view).strides == (8, 3)
+    assert _host_view(base[::-1]).strides == (8, 1)  # reversed: copied C-contiguous
+    even, odd = np.zeros(20), np.zeros(20)
+    both = np.zeros(40)
+    shift_add[20](np.arange(20.0), both[0::2], device="opencl")
+    shift_add[20](np.arange(20.0) + 100, both[1::2], device="opencl")
+    even[:], odd[:] = both[0::2], both[1::2]
+    np.testing.assert_array_equal(even, np.arange(20.0))
+    np.testing.assert_array_equal(odd, np.arange(20.0) + 100)
+
+
+def test_two_written_views_interleaved_in_one_array():
+    from opencl_kernels import write_two
+    both = np.zeros(40)
+    write_two[20](both[0::2], both[1::2], device="opencl")  # each span holds the other's elements
+    np.testing.assert_array_equal(both[0::2], np.arange(20.0))
+    np.testing.assert_array_equal(both[1::2], -np.arange(20.0))

@@ -1,5 +1,7 @@
 """The block model in kernels: the classic shared-memory, barrier and warp algorithms against NumPy on the
-CPU, the semantics of every block intrinsic against Python references, and compiles for the GPU targets.
+CPU and through OpenCL, the semantics of every block intrinsic against Python references (warps as wide as
+the device's: 32 lanes on the CPU, the sub-group size the OpenCL driver picked for the kernel), and compiles
+for the GPU targets.
 
 Each acceptance kernel runs with blocks of 1, 32, 128 and 256 work items (where its algorithm allows)
 over an index space that is not a multiple of the block, on one and two threads. Shared arrays have

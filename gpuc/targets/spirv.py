@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..llvm import (CALLING_CONVENTIONS, AggregateInst, AtomicCmpXchgInst, AtomicRMWInst, Builder, ConstantInt,
                      FunctionType, Instruction, Module, PHINode, StructType, TargetData, VectorType)
 from ..errors import CompilationError
-from ..llvm import CallInst, ConstantExpr, Function
+from ..llvm import ArrayType, CallInst, Constant, ConstantExpr, Function
 from .aggregate_params import flatten_aggregate_params
 from .compare_exchange import bit_width, expand_atomic_rmw, expand_narrow_cmpxchg
 from .converged_barriers import converge_barriers, inline_collectives
@@ -232,6 +232,9 @@ class SPIRVTarget(Target):
             converge_barriers(module, fn, barrier_attributes=(_WORKGROUP, _WORKGROUP, _ALL_MEMORY), builtin=_builtin)
         if self.ordered_reductions:
             keep_reduction_order(module)
+        # The backend gives a phi of a struct (a func's tuple result, returned on two paths) the type of
+        # its first element: one phi per element instead.
+        _split_aggregate_phis(module)
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.
@@ -239,6 +242,8 @@ class SPIRVTarget(Target):
         # The backend retypes a constant getelementptr by the instructions using it: a byte offset
         # into a shared array that an atomic also uses became an offset in elements (8 times as far).
         _materialize_constant_geps(module)
+        # The backend converts a bool to a float through the integer 1, also for sitofp, where true is -1.
+        _widen_bools_to_float(module)
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):
@@ -313,6 +318,75 @@ def _declare_math_pure(module: Module) -> int:
                 fn.attributes.add(attribute, value)
             count += 1
     return count
+
+
+def _element_types(ty) -> list:
+    """The element types of a struct or array type, else []."""
+    if isinstance(ty, StructType):
+        return ty.elements
+    if isinstance(ty, ArrayType):
+        return [ty.element_type] * ty.count
+    return []
+
+
+def _split_aggregate_phis(module: Module) -> None:
+    """Replace each phi of a struct or array by one phi per element: a user `extractvalue %phi, k` reads
+    the k-th one, other users an aggregate built again after the block's phis."""
+    with Builder(module.context) as b:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            work = [i for i in fn.instructions() if isinstance(i, PHINode) and _element_types(i.type)]
+            while work:
+                phi = work.pop()
+                b.position_before(phi)
+                parts = [b.phi(t, name=f"{phi.name}.{k}" if phi.name else "")
+                         for k, t in enumerate(_element_types(phi.type))]
+                extracted = {}  # (block, value) -> its elements: a block's entries must agree
+                for value, source in phi.incoming:
+                    key = (source, value)
+                    if key not in extracted:
+                        b.position_before(source.terminator)
+                        extracted[key] = (parts if value == phi
+                                          else [b.extract_value(value, k) for k in range(len(parts))])
+                    for part, element in zip(parts, extracted[key]):
+                        part.add_incoming(element, source)
+                work += [p for p in parts if _element_types(p.type)]
+                for use in list(phi.uses):
+                    user = use.user
+                    if (isinstance(user, AggregateInst) and user.opcode_name == "extractvalue"
+                            and len(user.indices) == 1):
+                        user.replace_all_uses_with(parts[user.indices[0]])
+                        user.erase()
+                if phi.uses:
+                    b.position_before(next(i for i in phi.parent.instructions if not isinstance(i, PHINode)))
+                    whole = Constant.undef(phi.type)
+                    for k, part in enumerate(parts):
+                        whole = b.insert_value(whole, part, k)
+                    phi.replace_all_uses_with(whole)
+                phi.erase()
+
+
+def _widen_bools_to_float(module: Module) -> None:
+    """Make `sitofp i1 %b` (true is -1.0) `sitofp (sext %b to i32)`, and `uitofp i1` `uitofp (zext ...)`."""
+    i32 = module.context.i32
+    with Builder(module.context) as b:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            for inst in [i for i in fn.instructions() if i.opcode_name in ("sitofp", "uitofp")]:
+                ty = inst.operands[0].type
+                if isinstance(ty, VectorType):
+                    if str(ty.element_type) != "i1":
+                        continue
+                    wide = VectorType.get(i32, ty.count)
+                elif str(ty) == "i1":
+                    wide = i32
+                else:
+                    continue
+                b.position_before(inst)
+                extend = b.sext if inst.opcode_name == "sitofp" else b.zext
+                inst.operands[0] = extend(inst.operands[0], wide)
 
 
 def _materialize_constant_geps(module: Module) -> None:

@@ -1,8 +1,9 @@
 """SPIR-V and aggregates: a nested tuple kernel argument gives valid SPIR-V, and a recursive function
-returning a tuple that the SPIR-V backend cannot compile is a clear error, not an internal one."""
+returning a tuple compiles (valid SPIR-V) and computes through OpenCL as on the CPU."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import gpuc
@@ -37,9 +38,14 @@ def test_nested_tuple_arguments_give_valid_spirv(spirv_val):
     spirv_val(gpuc.compile(job, "obj").output)
 
 
-def test_recursion_is_a_clear_error_on_spirv_and_compiles_elsewhere():
+# The backend crashed on the phi of the tuple the two returns make (a clear error named the function);
+# SPIRVTarget.finish_module gives it one phi per element instead.
+@pytest.mark.devices("cpu", "opencl")
+def test_recursion_returning_a_tuple_compiles_everywhere(spirv_val):
     job = gpuc.CompilerJob((recursive, (F64,)), gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True))
-    with pytest.raises(gpuc.CompilationError, match=r"@fib_pair.* calls itself.*returns a tuple, which the SPIR-V"):
-        gpuc.compile(job, "obj")
+    spirv_val(gpuc.compile(job, "obj").output)
     for target in (gpuc.PTXTarget(), gpuc.NativeTarget()):
         gpuc.compile(gpuc.CompilerJob((recursive, (F64,)), gpuc.CompilerConfig(target, kernel=True)), "asm")
+    a = np.zeros(12)
+    recursive[12](a)
+    assert a.tolist() == [2, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233]

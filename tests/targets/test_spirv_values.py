@@ -1,0 +1,64 @@
+"""Values LLVM's SPIR-V backend translated wrong, which SPIRVTarget.finish_module rewrites first
+(gpuc/targets/spirv.py): phis of tuples, and bools converted to floats by sitofp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpuc
+
+F32 = gpuc.Array[gpuc.float32, 1, "C"]
+
+
+@gpuc.func
+def first_positive(p):
+    for v in p:
+        if v > 0:
+            return (v, True)
+    return (gpuc.float32(0), False)
+
+
+@gpuc.kernel
+def found_values(out, a):
+    v, found = first_positive(a)
+    out[gpuc.index()] = v if found else -1.0
+
+
+@gpuc.func
+def minus_one_if(p):
+    if p:
+        v = -1
+    else:
+        k = gpuc.uint64(0)
+    return np.int32(v if gpuc.index() == False else k)  # noqa: E712 - the bool compare is the case
+
+
+@gpuc.kernel
+def subtract(out, p):
+    out[1] -= minus_one_if(p)
+
+
+# The tuple a func returns on two paths is a phi of a struct after inlining: the backend crashed on one
+# (SIGSEGV) or gave it the type of its first element (spirv-val: "OpPhi's result type does not match").
+@pytest.mark.devices("cpu", "opencl")
+def test_tuple_returned_on_two_paths():
+    out = np.zeros(3, np.float32)
+    found_values[3](out, np.array([-1.0, -2.0, 3.5, 4.0], np.float32))
+    assert out.tolist() == [3.5] * 3
+    found_values[3](out, np.array([-1.0, -2.0], np.float32))
+    assert out.tolist() == [-1.0] * 3
+
+
+def test_no_phi_of_a_struct_reaches_the_backend(spirv_val):
+    job = gpuc.CompilerJob((found_values, (F32, F32)), gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True))
+    assert "phi {" not in gpuc.compile(job, "llvm").output
+    spirv_val(gpuc.compile(job, "obj").output)
+
+
+# `sitofp i1 true` is -1.0; the backend converted the bool through the integer 1 (out[1] became -1, not 1).
+@pytest.mark.devices("cpu", "opencl")
+def test_bool_converted_to_a_float_by_sitofp():
+    out = np.zeros(4, np.float32)
+    subtract[1](out, True)
+    assert out[1] == 1.0

@@ -406,8 +406,6 @@ def _grid(dims, block):
         raise TypeError(f"block= is an int or a tuple of ints, not {block!r}") from None
     if any(b < 1 for b in given):
         raise ValueError(f"block sizes must be positive: {block!r}")
-    if len(given) < rank:
-        raise ValueError(f"the block {block!r} has {len(given)} dimension(s) but the launch size has {rank}")
     block3 = given + (1,) * (3 - len(given))
     if math.prod(block3) > MAX_BLOCK_ITEMS:
         raise ValueError(f"the block {block!r} has {math.prod(block3)} work items; at most {MAX_BLOCK_ITEMS}")

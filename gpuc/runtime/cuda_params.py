@@ -170,13 +170,13 @@ def launch_config(n, block=None, exact: bool = False) -> LaunchConfig:
     if exact and block is None:
         block = _exact_block(n)
     block = DEFAULT_BLOCK[len(n)] if block is None else _dims(block, "the block size")
-    if exact and len(block) == len(n) and any(b and extent % b for extent, b in zip(n, block)):
-        raise ValueError(f"block {block} does not divide the launch size {n}, and this kernel has no launch-size "
-                         "check (it takes no %gpuc.n parameters), so the surplus threads would run it too")
-    if len(block) != len(n):
-        raise ValueError(f"the block {block} has {len(block)} dimension(s) but the launch size {n} has {len(n)}")
-    pad = (1,) * (3 - len(n))
-    n, block = n + pad, block + pad
+    # a block of another rank than the launch: both padded with 1s (numba-cuda's rule), as every runtime does
+    pad = (1,) * (3 - max(len(n), len(block)))
+    given, n, block = n, n + (1,) * (3 - len(n)), block + (1,) * (3 - len(block))
+    if exact and any(b and extent % b for extent, b in zip(n, block)):
+        raise ValueError(f"block {block[:3 - len(pad)]} does not divide the launch size {given}, and this kernel has "
+                         "no launch-size check (it takes no %gpuc.n parameters), so the surplus threads would run it "
+                         "too")
     if 0 in block or any(b > m for b, m in zip(block, _MAX_BLOCK)) or np.prod(block) > _MAX_THREADS:
         raise ValueError(f"block {block[:3 - len(pad)]} is not a valid CUDA block: each extent 1..{_MAX_BLOCK}, "
                          f"at most {_MAX_THREADS} threads in all")

@@ -809,10 +809,6 @@ def _geometry(n, block, whole_blocks: bool, info: DeviceInfo, launch: str) -> tu
         _within_limits(n, n)
         return n, n, None
     block = _dims(block, "the block size")
-    rank = sum(1 for e in n[1:] if e != 1) + 1  # as the CPU runtime counts: sizes of 1 do not
-    if len(block) < rank:
-        raise ValueError(f"the block {block} has {len(block)} dimension(s) but the launch size {n} has {rank}; "
-                         "give a block of the launch size's rank")
     # a launch and a block of different ranks (a 2-D launch in 3-D blocks): both padded with 1s
     n, block = (dims + (1,) * (max(len(n), len(block)) - len(dims)) for dims in (n, block))
     if 0 in block:

@@ -260,3 +260,19 @@ def test_ctrl_c_stops_a_one_thread_launch_between_chunks(how):
     assert lines[0].startswith("interrupted after"), proc.stdout
     assert float(lines[0].split()[2]) < 20  # the whole launch takes about a minute
     assert lines[1] == "next launch True"
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl"])
+def test_a_block_of_another_rank_than_the_launch_is_padded_with_ones(device):
+    """k[(16, 2)](..., block=4) runs blocks of (4, 1) and k[16](..., block=(4, 2)) blocks of (4, 2), on every
+    device (numba-cuda's rule; docs/frontend.md, Blocks)."""
+    from opencl_kernels import fill_block_ids
+    if device == "opencl":
+        from gpuc.runtime import opencl
+        if not opencl.available():
+            pytest.skip(opencl.unavailable_reason())
+    i = np.arange(16)
+    for n, block in (((16, 2), 4), (16, (4, 2))):
+        out = np.zeros(16, np.int64)
+        fill_block_ids[n](out, block=block, device=device)
+        np.testing.assert_array_equal(out, (i // 4) * 1000 + i % 4)

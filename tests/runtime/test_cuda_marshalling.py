@@ -186,12 +186,17 @@ def test_empty_launch():
     (1.5, None, TypeError, "an int or a tuple"),
     (100, 2048, ValueError, "not a valid CUDA block"),
     ((100, 100), (64, 64), ValueError, "at most 1024 threads"),
-    ((100, 100), 64, ValueError, "1 dimension"),
     ((10, 2**20), None, ValueError, "beyond CUDA's limit"),
 ])
 def test_bad_launch_sizes(n, block, error, message):
     with pytest.raises(error, match=message):
         launch_config(n, block)
+
+
+def test_a_block_of_another_rank_is_padded_with_ones():
+    assert launch_config((100, 100), 64).block == (64, 1, 1)
+    assert launch_config((100, 100), 64).grid == (2, 100, 1)
+    assert launch_config(8, (4, 2)).grid == (2, 1, 1)
 
 
 # -- no device --------------------------------------------------------------------------------

@@ -177,8 +177,6 @@ def test_a_block_the_device_cannot_hold_is_refused():
     info = opencl.device_info()
     with pytest.raises(opencl.DeviceLacksError, match="larger than"):
         fill_block_ids[16](np.zeros(16, np.int64), block=info.max_work_group_size + 1, device="opencl")
-    with pytest.raises(ValueError, match="give a block of the launch size's rank"):
-        fill_block_ids[16, 4](np.zeros(16, np.int64), block=4, device="opencl")
 
 
 def test_launch_and_block_of_different_ranks_are_padded_as_on_the_cpu():

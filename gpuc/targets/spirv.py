@@ -244,6 +244,9 @@ class SPIRVTarget(Target):
         _materialize_constant_geps(module)
         # The backend converts a bool to a float through the integer 1, also for sitofp, where true is -1.
         _widen_bools_to_float(module)
+        # The backend cannot legalize a bitcast to a vector of bools (a bit of a ballot, as instcombine
+        # reads it): shifts and masks of the integer instead.
+        _bits_without_bool_vectors(module)
 
     def unsupported_type(self, type_text: str) -> str | None:
         if type_text in ("x86_fp80", "fp128", "ppc_fp128"):
@@ -365,6 +368,42 @@ def _split_aggregate_phis(module: Module) -> None:
                         whole = b.insert_value(whole, part, k)
                     phi.replace_all_uses_with(whole)
                 phi.erase()
+
+
+def _bits_without_bool_vectors(module: Module) -> None:
+    """Replace `extractelement (bitcast %x to <n x i1>), %k` by bit k of %x (an integer or a vector of
+    integers: its element k / width, shifted right by k % width, truncated)."""
+    with Builder(module.context) as b:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            for cast in [i for i in fn.instructions() if i.opcode_name == "bitcast"]:
+                ty = cast.type
+                if not (isinstance(ty, VectorType) and str(ty.element_type) == "i1"):
+                    continue
+                source = cast.operands[0]
+                vector = isinstance(source.type, VectorType)
+                word = source.type.element_type if vector else source.type
+                width = word.width
+                for use in list(cast.uses):
+                    user = use.user
+                    if user.opcode_name != "extractelement":
+                        continue
+                    b.position_before(user)
+                    k = user.operands[1]
+                    if vector:
+                        at = b.udiv(k, ConstantInt.get(k.type, width))
+                        value = b.extract_element(source, at)
+                        shift = b.urem(k, ConstantInt.get(k.type, width))
+                    else:
+                        value, shift = source, k
+                    if shift.type.width != width:
+                        shift = (b.zext if shift.type.width < width else b.trunc)(shift, word)
+                    bit = b.trunc(b.lshr(value, shift), module.context.i1)
+                    user.replace_all_uses_with(bit)
+                    user.erase()
+                if not cast.uses:
+                    cast.erase()
 
 
 def _widen_bools_to_float(module: Module) -> None:

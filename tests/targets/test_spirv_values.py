@@ -1,5 +1,6 @@
-"""Values LLVM's SPIR-V backend translated wrong, which SPIRVTarget.finish_module rewrites first
-(gpuc/targets/spirv.py): phis of tuples, and bools converted to floats by sitofp."""
+"""Values LLVM's SPIR-V backend translated wrong or could not translate, which SPIRVTarget.finish_module
+rewrites first (gpuc/targets/spirv.py): phis of tuples, bools converted to floats by sitofp, and bits of a
+ballot read through a vector of bools."""
 
 from __future__ import annotations
 
@@ -62,3 +63,19 @@ def test_bool_converted_to_a_float_by_sitofp():
     out = np.zeros(4, np.float32)
     subtract[1](out, True)
     assert out[1] == 1.0
+
+
+@gpuc.kernel
+def from_lane_zero(out, v):
+    i = gpuc.index()
+    out[i] = gpuc.shfl_idx(v[i], 0)
+
+
+# Whether lane 0 is there to read, bit 0 of the ballot of true, became `bitcast <4 x i32> to <128 x i1>`
+# under instcombine, which the backend could not legalize (LLVM ERROR, an internal compiler error).
+@pytest.mark.devices("cpu", "opencl")
+def test_shuffle_from_a_constant_lane():
+    v = np.arange(12, dtype=np.int64) * 10
+    out = np.zeros(12, np.int64)
+    from_lane_zero.launch(12, out, v, block=4)  # a block of 4 lies in one warp on every device
+    assert out.tolist() == [0] * 4 + [40] * 4 + [80] * 4

@@ -167,6 +167,12 @@ class Typer(IterableTyping, NumpyTyping):
             except _Unknown:
                 if not self.tolerant:
                     raise
+            except Expected:
+                # gpuc types a loop's body again until its header settles: an error in a round before that
+                # (a variable with its entry's type only) is skipped like an unknown read, and raised by
+                # the final round if it stays one (docs/frontend.md, loop headers)
+                if not self.tolerant:
+                    raise
         return env
 
     def s_Pass(self, s, env):

@@ -8,8 +8,8 @@ optimizations; OpenCL C kernels built without options do the same). So the same 
 a different float32 sum depending on its place in its work-group. gpuc computes what the Python code
 computes, in its order.
 
-`keep_reduction_order` passes each float recurrence of a loop (a header's phi that the loop updates with
-fadd, fsub, fmul or fmuladd) through a volatile slot of the work item's stack: the loop vectorizer cannot
+`keep_reduction_order` passes each float reduction of a loop (a header's phi that the loop updates with
+fadd, fsub, fmul or fmuladd, used once, by that arithmetic) through a volatile slot of the work item's stack: the loop vectorizer cannot
 make a reduction of it, and the work-item vectorizer still runs the work items in vector lanes. The price
 (Intel's CPU device, a float32 dot product of 1000 terms per work item, 4096 work items): 1.5 times the
 time of the reordered sum.
@@ -51,9 +51,39 @@ def _recurrences(fn: Function) -> list:
             for inst in header.instructions:
                 if not isinstance(inst, PHINode):
                     break
-                if str(inst.type) in _FLOAT_TYPES and (header, inst) not in found and _updates(inst, latch):
+                if (str(inst.type) in _FLOAT_TYPES and (header, inst) not in found
+                        and _reduction_use(inst, _loop_blocks(header, latch, blocks)) and _updates(inst, latch)):
                     found.append((header, inst))
     return found
+
+
+def _loop_blocks(header, latch, blocks) -> set:
+    """The blocks of the natural loop of the back edge `latch` -> `header`."""
+    preds = {block: [] for block in blocks}
+    for block in blocks:
+        for succ in block.successors:
+            preds.setdefault(succ, []).append(block)
+    body, stack = {header}, [latch]
+    while stack:
+        block = stack.pop()
+        if block not in body:
+            body.add(block)
+            stack.extend(preds.get(block, ()))
+    return body
+
+
+def _reduction_use(phi: PHINode, loop: set) -> bool:
+    """Whether `phi` is used once inside its loop, by arithmetic: the shape of a reduction a loop vectorizer
+    reassociates (`acc + a[j] * b[j]`). A recurrence that reads its value more than once or otherwise
+    (Mandelbrot's `z * z + c`, a test of `abs(z)`) is no reduction: no vectorizer reorders it, and a volatile
+    slot there would only keep the driver from running work items in vector lanes."""
+    uses = [use.user for use in phi.uses if isinstance(use.user, Instruction) and use.user.parent in loop]
+    if len(uses) != 1:
+        return False
+    user = uses[0]
+    if isinstance(user, CallInst):
+        return getattr(user.callee, "name", "").startswith(_INTRINSICS)
+    return isinstance(user, Instruction) and user.opcode_name in _ARITHMETIC
 
 
 def _updates(phi: PHINode, latch) -> bool:

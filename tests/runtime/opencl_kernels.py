@@ -74,3 +74,15 @@ def write_two(a, b):
     i = gpuc.index()
     a[i] = i
     b[i] = -i
+
+
+@gpuc.kernel
+def escape_times(cs, out):
+    i = gpuc.index()
+    c = cs[i]
+    z = 0.0
+    k = 0
+    while k < 50 and abs(z) <= 2.0:
+        z = z * z + c  # a recurrence, not a reduction: no vectorizer reorders it
+        k += 1
+    out[i] = k

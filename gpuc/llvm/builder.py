@@ -478,6 +478,42 @@ class Builder(Owner):
             inst.name = name
         return self._access(inst, align, volatile, None)
 
+    def compare_exchange_loop(self, fn, pointer, ty: Type, update, *, ordering: str = "monotonic",
+                              align: int | None = None, scope: int | None = None, done=None, name: str = "atomic"):
+        """Atomically replace the `ty` at `pointer` by `update(b, old)` and return the old value: a loop that
+        computes the new value from the one last seen and exchanges it with cmpxchg (on the bits, for
+        floats) until no other work item changed the element in between.
+
+        Emitted at the end of the builder's block, which has no terminator yet; the loop exits to `done` (a
+        new block of `fn` unless given), where the builder is left (before its first instruction). `update`
+        may not add blocks. `ordering` is the exchange's; `scope` a sync scope id (`sync_scope_id`) for the load and exchange,
+        system-wide if None.
+        """
+        llctx = ty.context
+        bits = ty if kind_of(ty) == INT else llctx.int_type(FP_BITS[kind_of(ty)])
+        b = self
+        before = b.block
+        first = b.load(bits, pointer, f"{name}.first", align=align, ordering="monotonic")
+        loop = fn.append_block(f"{name}.loop")
+        done = done if done is not None else fn.append_block(f"{name}.done")
+        loop.move_after(before)
+        b.br(loop)
+        b.position_at_end(loop)
+        seen = b.phi(bits, [(first, before)], f"{name}.seen")
+        old = seen if bits == ty else b.bitcast(seen, ty, f"{name}.old")
+        new = update(b, old)
+        pair = b.cmpxchg(pointer, seen, new if bits == ty else b.bitcast(new, bits), success=ordering, align=align)
+        if scope is not None:
+            first.sync_scope_id = pair.sync_scope_id = scope
+        seen.add_incoming(b.extract_value(pair, 0), b.block)
+        b.cond_br(b.extract_value(pair, 1), done, loop)
+        first_inst = done.instructions.first
+        if first_inst is None:
+            b.position_at_end(done)
+        else:
+            b.position_before(first_inst)
+        return old
+
     def cmpxchg(self, ptr: Value, compare: Value, new_value: Value, name: str = "", *,
                 success: str = "seq_cst", failure: str | None = None, weak: bool = False,
                 single_thread: bool = False, volatile: bool = False,

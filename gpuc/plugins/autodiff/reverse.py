@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import gpuc.llvm as llvm
 from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT
 from gpuc.errors import CompilationError
-from gpuc.targets.compare_exchange import compare_exchange_loop
 
 from . import access, blocks, masked, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
@@ -556,7 +555,7 @@ class _Reverse(Copier):
     def _compare_exchange_fadd(self, pointer, value) -> None:
         """`*pointer += value` atomically on a target without float atomics: a compare-and-swap loop on
         the float's bits (integer compare-and-swap is everywhere)."""
-        compare_exchange_loop(self.b, self.gfn, pointer, value.type, lambda b, old: b.fadd(old, value), name="cas.add")
+        self.b.compare_exchange_loop(self.gfn, pointer, value.type, lambda b, old: b.fadd(old, value), name="cas.add")
 
     # -- the reverse part -------------------------------------------------------------------------
     def _reverse(self) -> None:

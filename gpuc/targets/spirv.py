@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..llvm import (CALLING_CONVENTIONS, AggregateInst, AtomicCmpXchgInst, AtomicRMWInst, Builder, ConstantInt,
                      FunctionType, Instruction, Module, PHINode, StructType, TargetData, VectorType)
 from ..errors import CompilationError
-from ..llvm import ArrayType, CallInst, Constant, ConstantExpr, Function
+from ..llvm import Argument, ArrayType, CallInst, Constant, ConstantExpr, Function
 from .aggregate_params import flatten_aggregate_params
 from .compare_exchange import bit_width, expand_atomic_rmw, expand_narrow_cmpxchg
 from .converged_barriers import converge_barriers, inline_collectives
@@ -224,6 +224,9 @@ class SPIRVTarget(Target):
 
     def finish_module(self, job, module: Module, tm) -> None:
         _ldexp_as_builtin(module)
+        # Intel's OpenCL compiler (2026.2) dies in its instcombine on sin and cos of x next to sin and cos
+        # of sin(x) (as derivatives make them); each pair of one argument is one sincos instead.
+        _fuse_sin_cos(module)
         _expand_atomics(module)
         # OpenCL leaves a barrier undefined unless every work item of the group reaches it: work items that
         # returned take part in the barriers the others still reach (gpuc/targets/converged_barriers.py).
@@ -292,6 +295,46 @@ def _ldexp_as_builtin(module: Module) -> None:
                 b.position_before(call)
                 call.replace_all_uses_with(_builtin(b, module, symbol, call.type, call.args, _PURE))
                 call.erase()
+
+
+#: OpenCL's sincos(x, __private T *cosval) per float type: returns the sine, stores the cosine.
+_SINCOS = {"float": "_Z6sincosfPf", "double": "_Z6sincosdPd"}
+
+
+def _fuse_sin_cos(module: Module) -> None:
+    """Replace the llvm.sin and llvm.cos calls of one argument in a function, where both are made, by one
+    call of OpenCL's sincos right after the argument is defined (both are pure: computing them there is
+    what either call computed)."""
+    found: dict = {}  # (function, argument) -> {"sin": [calls], "cos": [calls]}
+    for ty in _SINCOS:
+        for what in ("sin", "cos"):
+            fn = module.functions.get(f"llvm.{what}.f{32 if ty == 'float' else 64}")
+            for call in [u for u in fn.users if isinstance(u, CallInst) and u.callee == fn] if fn else ():
+                x = call.args[0]
+                if isinstance(x, (Instruction, Argument)):
+                    found.setdefault((call.function, x), {"sin": [], "cos": []})[what].append(call)
+    replaced = {}  # a sin or cos call made one of the pairs already -> its value (sin(sin(x)): x is one)
+    with Builder(module.context) as b:
+        for (fn, x), calls in found.items():
+            if not (calls["sin"] and calls["cos"]):
+                continue
+            x = replaced.get(x, x)
+            entry = fn.entry_block
+            b.position_before(entry.instructions.first)
+            slot = b.alloca(x.type, "cos.value")
+            if isinstance(x, PHINode):
+                b.position_before(next(i for i in x.parent.instructions if not isinstance(i, PHINode)))
+            elif isinstance(x, Instruction):
+                b.position_after(x)
+            else:
+                b.position_after(slot)
+            sine = _builtin(b, module, _SINCOS[str(x.type)], x.type, [x, slot], (("nounwind", 0), ("willreturn", 0)))
+            cosine = b.load(x.type, slot)
+            for what, value in (("sin", sine), ("cos", cosine)):
+                for call in calls[what]:
+                    call.replace_all_uses_with(value)
+                    replaced[call] = value
+                    call.erase()
 
 
 def _expand_atomics(module: Module) -> None:

@@ -1,6 +1,7 @@
 """SPIR-V: the OpenCL math built-ins are declared free of memory effects (gpuc/targets/spirv.py), so a call
 whose value only the code after a loop reads is computed after the loop; left in it, such a call crashed
-Intel's OpenCL compiler. And OpenCL's fmod is exact, as NumPy's."""
+Intel's OpenCL compiler. Sine and cosine of one argument are one sincos, as sin and cos of x beside sin
+and cos of sin(x) crashed it too. And OpenCL's fmod is exact, as NumPy's."""
 
 from __future__ import annotations
 
@@ -110,3 +111,61 @@ def test_fmod_is_exact(dtype):
     fmods[a.size](out, a, b)
     same = (out == want) & (np.signbit(out) == np.signbit(want)) | np.isnan(out) & np.isnan(want)
     assert same.all(), list(zip(a[~same][:5], b[~same][:5], out[~same][:5], want[~same][:5]))
+
+
+@gpuc.kernel
+def sines_of_sines(o, a):
+    x = a[gpuc.index()]
+    s = math.sin(x)
+    o[gpuc.index()] = math.sin(s) * math.cos(s) * math.cos(x)
+
+
+@gpuc.func
+def nested_sines(x, y):
+    return math.sin(math.sin(math.cos(y * 3.0))) * x
+
+
+@gpuc.kernel
+def gradient_of_nested_sines(o, a):
+    i = gpuc.index()
+    o[i] = gpuc.grad(nested_sines, a[i], a[i] + 1.0)[1]
+
+
+SINES = """
+import sys
+import numpy as np
+sys.path.insert(0, {folder!r})
+import test_spirv_math_calls as t
+a = np.array([0.3, -1.25, 2.0], np.{dtype})
+out = np.zeros(3, np.{dtype})
+getattr(t, {kernel!r})[3](out, a, device={device!r})
+print(" ".join(repr(float(v)) for v in out))
+"""
+
+
+# Intel's OpenCL compiler died of SIGSEGV in its instcombine on sin(x) and cos(x) beside sin(s) and cos(s),
+# s = sin(x) (the gradient of sin(sin(cos(3y))) holds them); OpenCL C source crashes it the same way.
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.parametrize("kernel", ["sines_of_sines", "gradient_of_nested_sines"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sines_and_cosines_of_sines(kernel, dtype, gpuc_device, tmp_path):
+    script = SINES.format(folder=str(Path(__file__).parent), kernel=kernel, dtype=dtype, device=gpuc_device)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    x = np.array([0.3, -1.25, 2.0])
+    if kernel == "sines_of_sines":
+        want = np.sin(np.sin(x)) * np.cos(np.sin(x)) * np.cos(x)
+    else:  # d/dy sin(sin(cos(3y))) * x at y = x + 1
+        y = x + 1.0
+        want = x * np.cos(np.sin(np.cos(3 * y))) * np.cos(np.cos(3 * y)) * -np.sin(3 * y) * 3
+    np.testing.assert_allclose([float(v) for v in proc.stdout.split()], want, rtol=1e-5 if dtype == "float32" else 1e-13)
+
+
+def test_sine_and_cosine_of_one_argument_are_one_sincos(spirv_val):
+    f64 = gpuc.Array[gpuc.float64, 1, "C"]
+    job = gpuc.CompilerJob((sines_of_sines, (f64, f64)), gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True))
+    ir = gpuc.compile(job, "llvm").output
+    assert ir.count("call spir_func double @_Z6sincosdPd(") == 2 and "@llvm.sin" not in ir and "@llvm.cos" not in ir
+    spirv_val(gpuc.compile(job, "obj").output)

@@ -240,6 +240,9 @@ class SPIRVTarget(Target):
         # The backend gives a phi of a struct (a func's tuple result, returned on two paths) the type of
         # its first element: one phi per element instead.
         _split_aggregate_phis(module)
+        # It cannot translate constant aggregates holding others (`{ {float, float} zeroinitializer, ... }` as a
+        # derivative's argument): they are built by insertvalue from their scalars instead.
+        _materialize_constant_aggregates(module)
         # The SPIR-V backend emits an OpCompositeExtract of an undefined id for an extractvalue of an
         # aggregate that is itself extracted from another (a nested tuple argument's element): such
         # chains read the root aggregate from a stack copy instead, which it translates right.
@@ -449,6 +452,40 @@ def _bits_without_bool_vectors(module: Module) -> None:
                     user.erase()
                 if not cast.uses:
                     cast.erase()
+
+
+def _materialize_constant_aggregates(module: Module) -> None:
+    """Replace each constant struct or array holding another aggregate that an instruction (not a phi) uses by
+    an insertvalue chain of its scalars before the instruction."""
+    with Builder(module.context) as b:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            for inst in [i for i in fn.instructions() if not isinstance(i, PHINode)]:
+                for k, operand in enumerate(inst.operands):
+                    if _nested_constant(operand):
+                        b.position_before(inst)
+                        inst.operands[k] = _built(b, operand)
+
+
+def _nested_constant(value) -> bool:
+    """Whether `value` is a constant struct or array (not undef, poison or an expression) with an aggregate
+    element."""
+    return type(value) is Constant and any(_element_types(t) for t in _element_types(value.type))
+
+
+def _built(b: Builder, constant):
+    """`constant` (a struct or array) as an insertvalue chain of its scalars; the chain starts from a stand-in
+    the builder cannot fold, replaced by poison once built."""
+    stand_in = b.freeze(Constant.poison(constant.type))
+    whole = stand_in
+    for k, t in enumerate(_element_types(constant.type)):
+        part = b.extract_value(constant, k)  # folded: the constant element
+        whole = b.insert_value(whole, _built(b, part) if _element_types(t) and type(part) is Constant else part, k)
+    first = next(u.user for u in stand_in.uses)
+    first.operands[0] = Constant.poison(constant.type)
+    stand_in.erase()
+    return whole
 
 
 def _widen_bools_to_float(module: Module) -> None:

@@ -1,8 +1,10 @@
 """Values LLVM's SPIR-V backend translated wrong or could not translate, which SPIRVTarget.finish_module
-rewrites first (gpuc/targets/spirv.py): phis of tuples, bools converted to floats by sitofp, and bits of a
-ballot read through a vector of bools."""
+rewrites first (gpuc/targets/spirv.py): phis of tuples, constant tuples holding tuples, bools converted to
+floats by sitofp, and bits of a ballot read through a vector of bools."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -79,3 +81,43 @@ def test_shuffle_from_a_constant_lane():
     out = np.zeros(12, np.int64)
     from_lane_zero.launch(12, out, v, block=4)  # a block of 4 lies in one warp on every device
     assert out.tolist() == [0] * 4 + [40] * 4 + [80] * 4
+
+
+@gpuc.func
+def tuple_valued(p0, p1, p2):
+    t0 = math.sin(p1)
+    t1 = t0 + p0 * 3.0
+    return (t0, p1 * (p2 * p0 - p0 / (t1 * t1 + 1.0)) / (math.tanh(t0) * math.tanh(t0) + 1.0))
+
+
+@gpuc.func
+def pulled_back(p0, p1, p2):
+    v, c = gpuc.vjp(tuple_valued, (p2 + p0, p1 * p1, p0), (p2, gpuc.float32(0.25)))
+    return (math.sin(c[1]) + math.sin(c[2])) * p0, c[1] + math.cos(p1 + p0)
+
+
+@gpuc.func
+def pulled_back_by_constants(p0, p1, p2):
+    v, c = gpuc.vjp(tuple_valued, (p0, p1, p2), (gpuc.float32(2.0), gpuc.float32(1.0)))
+    return c[0] * v[0]
+
+
+@gpuc.kernel
+def derivatives_of_vjps(out, xr):
+    i = gpuc.index()
+    x = xr[i]
+    out[i, 0] = gpuc.derivative(pulled_back, x[0], x[1], x[2])[0]
+    out[i, 1] = gpuc.derivative(pulled_back_by_constants, x[0], x[1], x[2])
+
+
+# The derivative of a vjp passes the cotangent's tangent beside it, `{ {float, float} zeroinitializer,
+# {float, float} {2.0, 1.0} }`, to the gradient both derivatives call: the backend could not translate
+# that constant (LLVM ERROR, an internal compiler error).
+@pytest.mark.devices("cpu", "opencl")
+def test_constant_tuple_of_tuples():
+    xr = np.array([[0.3, -1.25, 2.0], [1.5, 0.5, -0.75]], np.float32)
+    out = np.zeros((2, 2), np.float32)
+    derivatives_of_vjps[2](out, xr)
+    want = [[gpuc.derivative(pulled_back, *map(np.float32, x))[0], gpuc.derivative(pulled_back_by_constants,
+                                                                                 *map(np.float32, x))] for x in xr]
+    np.testing.assert_allclose(out, want, rtol=1e-5)

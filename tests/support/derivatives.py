@@ -842,7 +842,21 @@ def load_source(source: str, path: Path):
     return module
 
 
-def check(case: Case, workdir: Path) -> Finding | None:
+#: The located error of a reverse sweep whose loop keeps a tape, on a target without an allocator (SPIR-V):
+#: what an OpenCL device lacks, not a finding there.
+NO_HEAP = "kept on a tape in memory allocated at run time"
+
+
+def device_limit(device: str, exc: Exception) -> str | None:
+    """What `device` lacks, if `exc` is the located error naming it (NO_HEAP on OpenCL), else None."""
+    if device != "cpu" and type(exc).__name__ == "CompilationError" and NO_HEAP in str(exc):
+        return "a heap for the tape of a loop's gradient"
+    return None
+
+
+def check(case: Case, workdir: Path, device: str = "cpu", limits: Counter | None = None) -> Finding | None:
+    """Run the program's kernel on `device` (and its calls from Python, on the CPU) against the reference; a
+    launch refused for what the device lacks (device_limit) is counted in `limits`, not a finding."""
     module = load_source(case.source, workdir / f"deriv_{case.seed}_{case.index}.py")
     out = np.zeros(len(case.expected), case.dtype)
     xs = np.array(case.xs, case.dtype)
@@ -851,9 +865,14 @@ def check(case: Case, workdir: Path) -> Finding | None:
     ws = np.array(case.ws + [0.0] * (2 - len(case.ws)), case.dtype)
     es = np.array([0.0, 1.0, case.n or 0], case.dtype)  # es[2]: the trip count n, with loops
     try:
-        module.kernel.launch(1, out, xs, ts, cs, ws, es, device="cpu", threads=1)
-        host = host_results(case, module.f, getattr(module, "fq", None)) if case.host else []
-    except Exception as exc:  # noqa: BLE001 — every error is a finding: the program is documented
+        module.kernel.launch(1, out, xs, ts, cs, ws, es, device=device, threads=1)
+        host = host_results(case, module.f, getattr(module, "fq", None)) if case.host and device == "cpu" else []
+    except Exception as exc:  # noqa: BLE001 — every error is a finding (the program is documented) but what
+        limit = device_limit(device, exc)  # the device lacks
+        if limit is not None:
+            if limits is not None:
+                limits[limit] += 1
+            return None
         return Finding(case, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
     rtol = RTOL32 if case.dtype is np.float32 else RTOL64
     floor = 1e-30 if case.dtype is np.float64 else 1e-6 * rtol
@@ -879,25 +898,31 @@ def check(case: Case, workdir: Path) -> Finding | None:
         tol = tolerance(want, mag)
         if not (abs(value - want) <= tol):
             bad.append(f"from Python, result {k}: got {value!r}, expected {want!r} (tolerance {tol:.3g})")
-    if len(host) != len(case.host_expected):
+    if device == "cpu" and len(host) != len(case.host_expected):
         bad.append(f"from Python: {len(host)} results, expected {len(case.host_expected)}")
     if case.nested is not None:
         from . import nested_derivatives
         try:
-            bad += nested_derivatives.check(case, module, workdir)
+            bad += nested_derivatives.check(case, module, workdir, device)
         except Exception as exc:  # noqa: BLE001
-            return Finding(case, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            limit = device_limit(device, exc)
+            if limit is None:
+                return Finding(case, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            if limits is not None:
+                limits[f"{limit} (nested)"] += 1
     return Finding(case, "mismatch", "\n".join(bad)) if bad else None
 
 
-def run(seed: int, count: int, start: int = 0, tally: Counter | None = None) -> tuple[list[Finding], int]:
-    """The findings of programs start.. of the seed; `tally` counts the nested derivatives checked."""
+def run(seed: int, count: int, start: int = 0, tally: Counter | None = None,
+        device: str = "cpu") -> tuple[list[Finding], int]:
+    """The findings of programs start.. of the seed launched on `device`; `tally` counts the nested
+    derivatives checked and the launches refused for what the device lacks."""
     from . import nested_derivatives
     findings = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(start, start + count):
             case = generate(seed, index)
-            finding = check(case, Path(tmp))
+            finding = check(case, Path(tmp), device, tally)
             if finding:
                 findings.append(finding)
             if tally is not None and case.nested is not None:
@@ -912,13 +937,14 @@ def main(argv=None) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--nested", type=float, default=None,
                         help="the share of programs given nested derivatives (a soak of them: 1)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "opencl"), help="launch the kernels here")
     ns = parser.parse_args(argv)
     if ns.nested is not None:
         from . import nested_derivatives
         nested_derivatives.NESTED = ns.nested
     t0 = time.monotonic()
     tally = Counter()
-    findings, n = run(ns.seed, ns.count, ns.start, tally)
+    findings, n = run(ns.seed, ns.count, ns.start, tally, ns.device)
     for f in findings:
         print(f.describe())
     for key, k in sorted(tally.items()):

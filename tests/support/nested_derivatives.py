@@ -511,9 +511,9 @@ def known_tape_error(exc: Exception) -> str | None:
     return h.group(1) if h else None
 
 
-def check(case, module, workdir) -> list[str]:
-    """The nested kernel of `module` (the case's program) on one and two threads against nested_host and
-    against the reference: what disagrees."""
+def check(case, module, workdir, device: str = "cpu") -> list[str]:
+    """The nested kernel of `module` (the case's program) on one and two threads (once on a device that
+    schedules its own work items) against nested_host and against the reference: what disagrees."""
     nested, base = case.nested, case.nested.base
     dt = case.dtype
     outers = list(nested.outers)
@@ -523,9 +523,9 @@ def check(case, module, workdir) -> list[str]:
         try:
             width = nested.width(outers)
             got = []
-            for threads in (1, 2):
+            for threads in (1, 2) if device == "cpu" else (1,):
                 out = np.zeros((ROWS, width), dt)
-                module.nested.launch(ROWS, out, xr, *args, device="cpu", threads=threads)
+                module.nested.launch(ROWS, out, xr, *args, device=device, threads=threads)
                 got.append(out)
             host = np.zeros((ROWS, width), dt)
             for row in range(ROWS):

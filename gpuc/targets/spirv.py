@@ -225,7 +225,7 @@ class SPIRVTarget(Target):
     def finish_module(self, job, module: Module, tm) -> None:
         _ldexp_as_builtin(module)
         # Intel's OpenCL compiler (2026.2) dies in its instcombine on sin and cos of x next to sin and cos
-        # of sin(x) (as derivatives make them); each pair of one argument is one sincos instead.
+        # of sin(x) (as derivatives make them); each pair of one argument in a block is one sincos instead.
         _fuse_sin_cos(module)
         _expand_atomics(module)
         # OpenCL leaves a barrier undefined unless every work item of the group reaches it: work items that
@@ -305,32 +305,27 @@ _SINCOS = {"float": "_Z6sincosfPf", "double": "_Z6sincosdPd"}
 
 
 def _fuse_sin_cos(module: Module) -> None:
-    """Replace the llvm.sin and llvm.cos calls of one argument in a function, where both are made, by one
-    call of OpenCL's sincos right after the argument is defined (both are pure: computing them there is
-    what either call computed)."""
-    found: dict = {}  # (function, argument) -> {"sin": [calls], "cos": [calls]}
+    """Replace the llvm.sin and llvm.cos calls of one argument in one block, where both are made, by one call
+    of OpenCL's sincos before the first of them (so it runs exactly where they ran: elsewhere the argument
+    may be undefined, as a phi's value from a branch that does not compute it)."""
+    found: dict = {}  # (block, argument) -> {"sin": [calls], "cos": [calls]}
     for ty in _SINCOS:
         for what in ("sin", "cos"):
             fn = module.functions.get(f"llvm.{what}.f{32 if ty == 'float' else 64}")
             for call in [u for u in fn.users if isinstance(u, CallInst) and u.callee == fn] if fn else ():
-                x = call.args[0]
-                if isinstance(x, (Instruction, Argument)):
-                    found.setdefault((call.function, x), {"sin": [], "cos": []})[what].append(call)
+                found.setdefault((call.parent, call.args[0]), {"sin": [], "cos": []})[what].append(call)
     replaced = {}  # a sin or cos call made one of the pairs already -> its value (sin(sin(x)): x is one)
     with Builder(module.context) as b:
-        for (fn, x), calls in found.items():
+        for (block, x), calls in found.items():
             if not (calls["sin"] and calls["cos"]):
                 continue
             x = replaced.get(x, x)
-            entry = fn.entry_block
+            mine = set(calls["sin"] + calls["cos"])
+            first = next(i for i in block.instructions if i in mine)
+            entry = block.parent.entry_block
             b.position_before(entry.instructions.first)
             slot = b.alloca(x.type, "cos.value")
-            if isinstance(x, PHINode):
-                b.position_before(next(i for i in x.parent.instructions if not isinstance(i, PHINode)))
-            elif isinstance(x, Instruction):
-                b.position_after(x)
-            else:
-                b.position_after(slot)
+            b.position_before(first)
             sine = _builtin(b, module, _SINCOS[str(x.type)], x.type, [x, slot], (("nounwind", 0), ("willreturn", 0)))
             cosine = b.load(x.type, slot)
             for what, value in (("sin", sine), ("cos", cosine)):

@@ -169,3 +169,41 @@ def test_sine_and_cosine_of_one_argument_are_one_sincos(spirv_val):
     ir = gpuc.compile(job, "llvm").output
     assert ir.count("call spir_func double @_Z6sincosdPd(") == 2 and "@llvm.sin" not in ir and "@llvm.cos" not in ir
     spirv_val(gpuc.compile(job, "obj").output)
+
+
+UNDEFINED_ON_ONE_PATH = """
+define spir_kernel void @k(ptr addrspace(1) %o, ptr addrspace(1) %a) {
+entry:
+  %x = load double, ptr addrspace(1) %a, align 8
+  %c = fcmp ogt double %x, 0.0
+  br i1 %c, label %then, label %join
+then:
+  %y = fmul double %x, 2.0
+  br label %join
+join:
+  %p = phi double [ %y, %then ], [ undef, %entry ]
+  br i1 %c, label %use, label %done
+use:
+  %s = call double @llvm.sin.f64(double %p)
+  %k = call double @llvm.cos.f64(double %p)
+  %m = fmul double %s, %k
+  store double %m, ptr addrspace(1) %o, align 8
+  br label %done
+done:
+  ret void
+}
+declare double @llvm.sin.f64(double)
+declare double @llvm.cos.f64(double)
+"""
+
+
+# A sincos placed where its argument was defined ran on the path where the argument, a phi's value from a
+# branch that does not compute it, is undefined: Intel's runtime died of SIGSEGV running such a kernel (the
+# derivative of a vjp of a func with an if/else). It goes where the sine and cosine were.
+def test_sincos_runs_where_the_sine_and_cosine_ran(spirv_val):
+    job = gpuc.CompilerJob(gpuc.IRSource(UNDEFINED_ON_ONE_PATH, entry="k"),
+                           gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True, optimize=False))
+    ir = gpuc.compile(job, "llvm").output
+    use = ir[ir.index("\nuse:"):]
+    assert "@_Z6sincosdPd(double %p" in use[:use.index("br label")], ir
+    spirv_val(gpuc.compile(job, "obj").output)

@@ -201,9 +201,9 @@ class SPIRVTarget(Target):
         return _builtin(builder, module, name, llctx.i1, [*_constants(module, _SUBGROUP), predicate])
 
     def emit(self, job, module: Module, tm, output: str, *, contained: bool = True):
-        # The backend aborts on some recursive functions returning an aggregate (a recursive func
-        # returning a tuple); its crash is contained (stateful_codegen: a helper process), and is then
-        # the user's to fix, said so.
+        # Recursive functions returning an aggregate are where the backend has aborted (phis of
+        # tuples, now split by finish_module); such a crash is contained (stateful_codegen: a helper
+        # process) and said as the user's to fix.
         recursive = _recursive_function(module)
         try:
             return super().emit(job, module, tm, output, contained=contained)

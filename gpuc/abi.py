@@ -33,6 +33,9 @@ LOOKUP_MARKER = "gpuc.lookup"
 # Declared by the CPU launch entry when it is optimized: the clamp-splitting plugin (gpuc/plugins/clamp_split.py)
 # splits its inner loop at the `simplified` point.
 SPLIT_MARKER = "gpuc.cpu.split_clamps"
+# Declared by the CPU launch entry when it is optimized with CompilerConfig(vectorize=True): the
+# vectorization plugin (gpuc/plugins/vectorize.py) runs the loop over index 0 several items at a time.
+VECTORIZE_MARKER = "gpuc.cpu.vectorize"
 #: Metadata `!gpuc.site !{!"file:line:col"}` on a call through a function pointer: where it is in
 #: the source, for errors about calls that remain after optimization.
 SITE_METADATA = "gpuc.site"

@@ -45,6 +45,8 @@ class CompilerConfig:
     runs it, also those beyond the launch size (docs/frontend.md, "Blocks").
     `snapshots`: the trace keeps the IR after every stage, pass segment and plugin callback
     (`Trace.snapshots`, shown by `trace.html(path)`); such compiles bypass the disk cache.
+    `vectorize`: on the CPU, the launch loop runs several work items at once in vector lanes
+    (gpuc/plugins/vectorize.py, docs/targets.md); False runs them one after another.
     """
 
     target: object
@@ -59,11 +61,12 @@ class CompilerConfig:
     builtin_plugins: bool = True
     whole_blocks: bool = False
     snapshots: bool = False
+    vectorize: bool = True
 
     def __init__(self, target, *, kernel: bool = False, name: str | None = None, opt_level: int = 2,
                  optimize: bool = True, validate: bool = True, verify_plugins: bool = True,
                  plugins=None, fixpoint_rounds: int = 16, builtin_plugins: bool = True,
-                 whole_blocks: bool = False, snapshots: bool = False) -> None:
+                 whole_blocks: bool = False, snapshots: bool = False, vectorize: bool = True) -> None:
         from ..targets.interface import Target
 
         if not isinstance(target, Target):
@@ -80,7 +83,8 @@ class CompilerConfig:
                             ("verify_plugins", bool(verify_plugins)),
                             ("plugins", _resolve_plugins(plugins, bool(builtin_plugins))),
                             ("fixpoint_rounds", fixpoint_rounds), ("builtin_plugins", bool(builtin_plugins)),
-                            ("whole_blocks", bool(whole_blocks)), ("snapshots", bool(snapshots))):
+                            ("whole_blocks", bool(whole_blocks)), ("snapshots", bool(snapshots)),
+                            ("vectorize", bool(vectorize))):
             object.__setattr__(self, attr, value)
 
     def replace(self, **changes) -> "CompilerConfig":

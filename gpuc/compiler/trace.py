@@ -168,7 +168,12 @@ class Trace:
                   f"{', already there' if c.reused else ''}"
                   f"{f', for {c.requested_by}' if c.requested_by else ''})  {c.seconds * 1e3:.2f} ms"
                   for c in self.compilations]
-        lines += [f"  derived at {t.point}: @{t.symbol} from {t.origin}{', already there' if t.reused else ''}"
-                  f"{f', for {t.requested_by}' if t.requested_by else ''}  {t.seconds * 1e3:.2f} ms"
-                  for t in self.transformations]
+        for t in self.transformations:
+            vectorized = dict(t.details).get("vectorize")
+            if vectorized is not None:  # gpuc/plugins/vectorize: what ran in lanes, what lane by lane
+                lines.append(f"  {vectorized.split(':')[0]} at {t.point}: @{t.symbol} "
+                             f"({vectorized.partition(': ')[2]})  {t.seconds * 1e3:.2f} ms")
+                continue
+            lines.append(f"  derived at {t.point}: @{t.symbol} from {t.origin}{', already there' if t.reused else ''}"
+                         f"{f', for {t.requested_by}' if t.requested_by else ''}  {t.seconds * 1e3:.2f} ms")
         return "\n".join(lines)

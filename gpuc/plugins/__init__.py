@@ -1,7 +1,7 @@
 """Built-in plugins, registered at import through the same public API a third party would use."""
 
 from ..compiler import register_plugin
-from . import clamp_split, context, deferred
+from . import clamp_split, context, deferred, vectorize
 from .autodiff import plugin as autodiff
 
 #: The context-propagation plugin (markers gpuc.ctx.index and gpuc.ctx.ndrange), resolved early so
@@ -23,4 +23,11 @@ AUTODIFF = register_plugin("gpuc.autodiff", pipeline_callback=autodiff.resolve, 
 #: index 0 runs the range where neighbour clamps return their input without them, at the simplified point.
 CLAMP_SPLIT = register_plugin(clamp_split.MARKER, simplified_callback=clamp_split.resolve, builtin=True)
 
-__all__ = ["AUTODIFF", "CLAMP_SPLIT", "CONTEXT", "DEFERRED", "autodiff", "clamp_split", "context", "deferred"]
+#: Vectorization across work items (marker gpuc.cpu.vectorize, declared by the CPU launch entry with
+#: CompilerConfig(vectorize=True)): the loop over index 0 runs several items at once in vector lanes,
+#: at the simplified point, before the clamp split (docs/targets.md).
+VECTORIZE = register_plugin(vectorize.MARKER, simplified_callback=vectorize.resolve, priority=vectorize.PRIORITY,
+                            builtin=True)
+
+__all__ = ["AUTODIFF", "CLAMP_SPLIT", "CONTEXT", "DEFERRED", "VECTORIZE", "autodiff", "clamp_split", "context",
+           "deferred", "vectorize"]

@@ -19,9 +19,9 @@ import numpy as np
 
 from ..abi import EntryABI, KernelSignature, c_strides, written_params
 from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
-from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
+from ..frontend.core.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget, SPIRVTarget
-from ..frontend.types import COMPLEX, ComplexType, complex128
+from ..frontend.core.types import COMPLEX, ComplexType, complex128
 from . import cpu
 
 DEVICES = ("cpu", "cuda", "opencl")
@@ -247,11 +247,12 @@ def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> Compil
     else:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
     return CompilerJob((kernel, tuple(types)), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks,
-                                                              opt_level=options.get("opt_level", 2)))
+                                                              opt_level=options.get("opt_level", 2),
+                                                              vectorize=options.get("vectorize", True)))
 
 
 def inspect(kernel, args, *, device: str | None = None, whole_blocks: bool = False):
-    """`kernel.inspect(*args, ...)`: the CompileResult of what that launch runs (gpuc/frontend/source.py)."""
+    """`kernel.inspect(*args, ...)`: the CompileResult of what that launch runs (gpuc/frontend/core/functions.py)."""
     from ..compiler import CompileResult
 
     types = tuple(typeof(a, i) for i, a in enumerate(args))

@@ -15,7 +15,7 @@ vectorize the inner loop.
 
 from __future__ import annotations
 
-from ..abi import SPLIT_MARKER, ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
+from ..abi import SPLIT_MARKER, VECTORIZE_MARKER, ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
 from ..llvm import Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType
 
 SUFFIX = ".range"
@@ -33,7 +33,9 @@ def add_launch_entry(job, module: Module, entry: Function) -> Function | None:
         return add_blocks_wrapper(module, entry, grid)
     split = (job.config.optimize and job.config.opt_level > 0
              and any(m == SPLIT_MARKER for _, m in job.config.markers_at("simplified")))
-    return add_range_wrapper(module, entry, split)
+    vectorize = (job.config.optimize and job.config.opt_level > 0 and job.config.vectorize
+                 and any(m == VECTORIZE_MARKER for _, m in job.config.markers_at("simplified")))
+    return add_range_wrapper(module, entry, split, vectorize)
 
 
 def add_blocks_wrapper(module: Module, kernel: Function, grid: bool = False) -> Function:
@@ -103,10 +105,11 @@ def launchable(kernel: Function) -> bool:
     return all(slot_types(t) is not None for t in kernel_params(kernel))
 
 
-def add_range_wrapper(module: Module, kernel: Function, split: bool = False) -> Function:
+def add_range_wrapper(module: Module, kernel: Function, split: bool = False, vectorize: bool = False) -> Function:
     """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %sizes)` (see the module doc).
     With `split`, the loop over index 0 calls `SPLIT_MARKER(index0)`, so that the clamp-splitting plugin
-    (gpuc/plugins/clamp_split.py) finds it once inlining has shown the kernel's clamps."""
+    (gpuc/plugins/clamp_split.py) finds it once inlining has shown the kernel's clamps; with `vectorize`,
+    `VECTORIZE_MARKER(index0)` likewise, for the vectorization plugin (gpuc/plugins/vectorize.py)."""
     llctx = module.context
     i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
     with_context = launch_form(kernel) == LAUNCH_CONTEXT
@@ -156,6 +159,8 @@ def add_range_wrapper(module: Module, kernel: Function, split: bool = False) -> 
         b.store(index0, ctx_field(b, 0, 0), align=8)
         if split:
             b.call(_split_marker(module), [index0])
+        if vectorize:
+            b.call(_split_marker(module, VECTORIZE_MARKER), [index0])
         b.call(kernel, [*args, ctx] if with_context else args)
         following = b.nuw_add(index0, const(1))
         index0.add_incoming(following, blocks["items"])
@@ -167,11 +172,11 @@ def add_range_wrapper(module: Module, kernel: Function, split: bool = False) -> 
     return fn
 
 
-def _split_marker(module: Module) -> Function:
-    """`void @gpuc.cpu.split_clamps(i64)`: touches only memory nothing else sees, so it neither goes
-    away nor stops the optimizer from moving loads and stores around it."""
+def _split_marker(module: Module, name: str = SPLIT_MARKER) -> Function:
+    """`void @gpuc.cpu.split_clamps(i64)` (or another marker `name` of that type): touches only memory
+    nothing else sees, so it neither goes away nor stops the optimizer from moving loads and stores around it."""
     llctx = module.context
-    marker = module.get_or_insert_function(SPLIT_MARKER, FunctionType.get(llctx.void, [llctx.i64]))
+    marker = module.get_or_insert_function(name, FunctionType.get(llctx.void, [llctx.i64]))
     for name, value in (("nounwind", 0), ("willreturn", 0), ("nosync", 0), ("nofree", 0), ("memory", 12)):
         marker.attributes.add(name, value)
     return marker

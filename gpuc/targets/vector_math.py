@@ -156,6 +156,13 @@ def _declare(module, scalar_fn, vector_name: str, lanes: int):
     return module.get_or_insert_function(vector_name, FunctionType.get(vty, [vty] * len(fnty.params)))
 
 
+def through_variant(b, i32, variant, lanes: int, args, result_type):
+    """The call of `variant` (declared for `lanes` lanes) on the scalars or vectors `args`, built at
+    `b`, with the result in `result_type`: how code that vectorizes its own way (gpuc/plugins/vectorize)
+    calls the variant every other call of the function calls, so that each lane gets their result."""
+    return _through_variant(b, i32, variant, lanes, args, result_type)
+
+
 def _through_variant(b, i32, variant, lanes: int, args, result_type):
     """The result of the scalar or vector call of `args` computed by `variant`: the arguments' lanes go
     in chunks of `lanes` (the last one padded with its first lane, a value the function is computed on

@@ -1,0 +1,153 @@
+"""Vectorization across work items on the CPU: the launch loop runs W consecutive items of index 0 at
+once, in vector lanes (whole-function vectorization with masks, as ISPC and CPU OpenCL runtimes do).
+
+The CPU launch entry (gpuc/targets/cpu_launch.py) calls the marker `gpuc.cpu.vectorize(index0)` in its
+loop over index 0 when the config has `vectorize=True` (the default). At the `simplified` point, once
+the kernel is inlined into that loop, this plugin
+1. inlines the funcs the loop still calls (LLVM's inliner leaves large ones), so that no call stands
+   between the loop and a vectorizer: the first round marks them `alwaysinline` and reports a change,
+   the point's cleanup inlines them, and the next round finds the marker again;
+2. where the body has a loop of its own (a `while` per pixel, which LLVM's loop vectorizer cannot
+   handle across items), builds a vector loop in front of the original one (emit.py): W lanes (the
+   host's vector register over 64-bit lanes, twice over to hide latency), branches linearized under
+   masks, inner loops run until every lane has left them;
+3. guards it with a test made per row (memory.py): the vector loop runs a row where no item touches
+   memory another item writes, the original loop elsewhere, so results equal the item-by-item loop's.
+Bodies without a loop are left to LLVM's loop vectorizer, which handles them (saxpy, stencils).
+
+Each launch entry's outcome is a line of `result.trace`: "vectorized at simplified: @k.range, 8 lanes
+(...)" with what ran lane by lane, or "not vectorized" with the reason (docs/targets.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+from gpuc.abi import VECTORIZE_MARKER
+from gpuc.compiler import CompileState
+from gpuc.compiler.trace import TransformationRecord
+from gpuc.llvm import CallInst, Function, Module
+
+from .emit import Calls, VectorBody, callee_name
+from .loops import ControlFlow, ItemLoop, Unsupported
+from .memory import Memory
+from .uniform import Uniformity
+
+MARKER = VECTORIZE_MARKER
+#: Before the clamp split at the same point: a loop this plugin vectorizes keeps its original for the rows
+#: that fail the memory test, which the split may still split.
+PRIORITY = 10
+#: Lanes per 64-bit vector register, by the widest vector feature the target has.
+_REGISTER_LANES = (("avx512f", 8), ("avx", 4), ("sse2", 2))
+#: Registers each vector value spans: two independent halves keep the floating-point units busy
+#: through a chain of dependent operations (Mandelbrot's z*z + c).
+UNROLL = 2
+
+
+def resolve(state: CompileState, marker: Function, module: Module) -> bool:
+    """The `simplified` callback (see the module doc)."""
+    calls = [use.user for use in marker.uses if isinstance(use.user, CallInst)]
+    if _inline_callees(calls):
+        return True
+    changed = False
+    for call in calls:
+        start = time.perf_counter()
+        fn = call.function
+        try:
+            text = vectorize(state, call, module)
+            changed = True
+        except Unsupported as exc:
+            text = f"not vectorized: {exc}"
+        if call.parent is not None:
+            call.erase()
+        state.trace.transformations.append(TransformationRecord(
+            fn.name, "its loop over index 0", state.point, False, time.perf_counter() - start,
+            requested_by=MARKER, details=(("vectorize", text),)))
+    for use in list(marker.uses):
+        use.user.erase()
+    marker.erase()
+    return changed
+
+
+def width(target) -> int:
+    features = {f[1:] for f in target.features().split(",") if f.startswith("+")}
+    for feature, lanes in _REGISTER_LANES:
+        if feature in features:
+            return lanes * UNROLL
+    return 2
+
+
+def vectorize(state, call, module) -> str:
+    item = ItemLoop(call)
+    cf = ControlFlow(item)
+    if not cf.loops:
+        raise Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
+    calls = Calls(getattr(state.target, "vector_variants", None))
+    for blk in item.body:
+        for inst in blk.instructions:
+            if isinstance(inst, CallInst) and callee_name(inst) and callee_name(inst).startswith("gpuc.") \
+                    and calls.kind(inst) != "skip":
+                raise Unsupported(f"the body calls the marker @{callee_name(inst)}, resolved later")
+    uni = Uniformity(cf, calls.pure)
+    mem = Memory(item, calls.pure)
+    lanes = width(state.target)
+    body = VectorBody(item, cf, uni, mem, calls, lanes, module)
+    from gpuc.llvm import Builder
+    with Builder(module.context) as b:
+        b.position_before(item.preheader.terminator)
+        count = b.sub(item.stop, item.first, "vec.count")
+        guard, described = mem.guard(b, count, item.first)
+    body.build(guard)
+    parts = [f"{lanes} lanes", f"{len(cf.loops)} inner loop{'s' if len(cf.loops) != 1 else ''}",
+             f"{len(uni.divergent)} divergent"]
+    if body.consecutive:
+        parts.append(f"{body.consecutive} vector loads/stores")
+    if body.gathers:
+        parts.append(f"{body.gathers} gathers/scatters")
+    parts.append(f"memory: {described}")
+    text = "vectorized: " + ", ".join(parts)
+    if body.lane_by_lane:
+        text += "; lane by lane: " + ", ".join(sorted(set(body.lane_by_lane)))
+    return text
+
+
+def _inline_callees(calls) -> bool:
+    """Mark the funcs the launch loops call (and the funcs those call) `alwaysinline`; True when any
+    was not yet. Recursive funcs stay calls (they run lane by lane)."""
+    todo = []
+    for call in calls:
+        fn = call.function
+        for inst in fn.instructions():
+            if isinstance(inst, CallInst):
+                todo.append(inst.callee)
+    marked, seen = False, set()
+    while todo:
+        callee = todo.pop()
+        if not isinstance(callee, Function) or callee.is_declaration or callee.name in seen:
+            continue
+        seen.add(callee.name)
+        if "noinline" in callee.attributes or _recursive(callee):
+            continue
+        if "alwaysinline" not in callee.attributes:
+            callee.attributes.add("alwaysinline")
+            marked = True
+        todo.extend(i.callee for i in callee.instructions() if isinstance(i, CallInst))
+    return marked
+
+
+def _recursive(fn) -> bool:
+    seen, work = set(), [fn]
+    while work:
+        cur = work.pop()
+        for inst in cur.instructions():
+            if not isinstance(inst, CallInst):
+                continue
+            callee = inst.callee
+            if not isinstance(callee, Function):
+                continue
+            if callee.name == fn.name:
+                return True
+            if not callee.is_declaration and callee.name not in seen:
+                seen.add(callee.name)
+                work.append(callee)
+    return False

@@ -1,0 +1,605 @@
+"""The vector loop: the launch loop's body for W consecutive items at once, every branch linearized
+under a mask of lanes (<W x i1>).
+
+A block runs under the mask of the lanes that reach it (the or of its incoming edges' masks; an edge's
+mask is its block's mask and the branch condition). Phis become selects on those masks. A loop inside
+the body runs while any lane stays in it: its mask is a phi, the lanes that leave by an exit edge are
+collected in that edge's mask, and a value used after the loop keeps, per lane, what it was when that
+lane left. Uniform values stay scalar; loads and stores run under the mask (consecutive ones as vector
+loads and stores, others as gathers and scatters); math calls go to libmvec's variants; other calls
+and atomics run lane by lane, each lane under its bit of the mask. Integer division divides inactive
+lanes by 1. The remainder of a row runs in a last chunk with the lanes past its end masked off.
+"""
+
+from __future__ import annotations
+
+from gpuc.abi import SPLIT_MARKER, VECTORIZE_MARKER
+from gpuc.llvm import (BinaryOperator, Builder, BranchInst, CallInst, CastInst, CompareInst, Constant, ConstantInt,
+                       FreezeInst, Function, FunctionType, GetElementPtrInst, IntegerType, LoadInst, PHINode,
+                       SelectInst, StoreInst, UnaryOperator, VectorType)
+
+from .loops import Loop, Unsupported
+from .memory import type_size
+
+#: Calls that vanish from the vector loop (hints and the launch loop's markers).
+SKIPPED = {"llvm.assume", "llvm.lifetime.start", "llvm.lifetime.end", "llvm.experimental.noalias.scope.decl",
+           "llvm.dbg.value", "llvm.dbg.declare", "llvm.dbg.assign", "llvm.invariant.start", "llvm.invariant.end",
+           "llvm.sideeffect"}
+MARKERS = {SPLIT_MARKER, VECTORIZE_MARKER}
+#: Intrinsics computed lane by lane, overloaded on their result's type only: one vector call does them.
+ELEMENTWISE = {"llvm.fabs", "llvm.sqrt", "llvm.fma", "llvm.fmuladd", "llvm.minnum", "llvm.maxnum", "llvm.minimum",
+               "llvm.maximum", "llvm.copysign", "llvm.floor", "llvm.ceil", "llvm.trunc", "llvm.rint",
+               "llvm.nearbyint", "llvm.round", "llvm.roundeven", "llvm.smin", "llvm.smax", "llvm.umin", "llvm.umax",
+               "llvm.abs", "llvm.ctpop", "llvm.ctlz", "llvm.cttz", "llvm.bswap", "llvm.bitreverse", "llvm.fshl",
+               "llvm.fshr", "llvm.sadd.sat", "llvm.uadd.sat", "llvm.ssub.sat", "llvm.usub.sat"}
+#: Intrinsics that touch no memory but have no single vector form here: they run lane by lane.
+MEMORY_FREE_PREFIXES = ("llvm.powi", "llvm.ldexp", "llvm.frexp", "llvm.exp10", "llvm.is.fpclass", "llvm.lrint",
+                        "llvm.llrint", "llvm.lround", "llvm.llround", "llvm.smul.with.overflow",
+                        "llvm.umul.with.overflow", "llvm.sadd.with.overflow", "llvm.uadd.with.overflow",
+                        "llvm.ssub.with.overflow", "llvm.usub.with.overflow", "llvm.fptosi.sat", "llvm.fptoui.sat",
+                        "llvm.scmp", "llvm.ucmp", "llvm.fabs", "llvm.sqrt")
+_DIVISIONS = ("udiv", "sdiv", "urem", "srem")
+
+
+def callee_name(call) -> str | None:
+    callee = call.callee
+    return callee.name if isinstance(callee, Function) else None
+
+
+class Calls:
+    """What a call in the body is: skipped, vectorized (libmvec or an elementwise intrinsic), free of
+    memory effects, or something else (lane by lane, and opaque to the memory test)."""
+
+    def __init__(self, variants):
+        self.variants = variants or {}
+
+    def kind(self, call) -> str:
+        name = callee_name(call)
+        if name is None:
+            return "other"
+        if name in SKIPPED or name in MARKERS or name.startswith("llvm.dbg."):
+            return "skip"
+        if name in self.variants and _all_scalar(call):
+            return "libmvec"
+        base = call.intrinsic_name
+        if base in ELEMENTWISE and _all_scalar(call):
+            return "elementwise"
+        if base is not None and base.startswith(MEMORY_FREE_PREFIXES):
+            return "pure"
+        return "other"
+
+    def pure(self, call) -> bool:
+        return self.kind(call) in ("skip", "libmvec", "elementwise", "pure")
+
+
+def _all_scalar(call) -> bool:
+    return not isinstance(call.type, VectorType) and not any(isinstance(a.type, VectorType) for a in call.args)
+
+
+class VectorBody:
+    """Builds the vector loop of `item` (see the module doc) in front of it: `build(guard)` branches
+    from the loop's preheader to it where `guard` holds and to the original loop elsewhere."""
+
+    def __init__(self, item, cf, uni, mem, calls, width, module):
+        self.item, self.cf, self.uni, self.mem, self.calls = item, cf, uni, mem, calls
+        self.W, self.module = width, module
+        self.fn = item.header.parent
+        self.llctx = module.context
+        self.i1, self.i32, self.i64 = self.llctx.i1, self.llctx.i32, self.llctx.i64
+        self.mask_ty = VectorType.get(self.i1, width)
+        self.vals, self.mask, self.edges, self.override, self.liveout = {}, {}, {}, {}, {}
+        self.frozen = {}
+        self.lane_by_lane: list[str] = []
+        self.gathers = self.consecutive = 0
+        self._liveouts()
+        self.always = self._always_run()
+
+    # -- set-up ------------------------------------------------------------------------------------
+
+    def _liveouts(self) -> None:
+        def_block = self.uni.def_block
+        for blk in self.item.body:
+            for inst in blk.instructions:
+                for op in inst.operands:
+                    home = def_block.get(op)
+                    if home is None:
+                        continue
+                    for loop in self.cf.loops_containing(home):
+                        if blk not in loop.blocks and op not in loop.liveouts:
+                            loop.liveouts.append(op)
+
+    def _always_run(self):
+        """Blocks outside inner loops that every item runs (the latch is unreachable without them):
+        their mask is the chunk's."""
+        item, cf = self.item, self.cf
+        always = {item.header}
+        for blk in item.body:
+            if blk in cf.loop_of or blk == item.header:
+                continue
+            seen, work = {blk}, [item.header]
+            while work:
+                cur = work.pop()
+                if cur in seen:
+                    continue
+                seen.add(cur)
+                work.extend(cf.succ[cur])
+            if item.latch not in seen or blk == item.latch:
+                always.add(blk)
+        return always
+
+    # -- small helpers -----------------------------------------------------------------------------
+
+    def const(self, v, ty=None):
+        return ConstantInt.get(ty or self.i64, v)
+
+    def vty(self, ty):
+        return VectorType.get(ty, self.W)
+
+    def splat(self, v):
+        if isinstance(v.type, VectorType):
+            return v
+        out = Constant.poison(self.vty(v.type))
+        for k in range(self.W):
+            out = self.b.insert_element(out, v, self.const(k, self.i32))
+        return out
+
+    def any(self, m):
+        fn = self.module.declare_intrinsic(f"llvm.vector.reduce.or.v{self.W}i1", FunctionType.get(self.i1, [self.mask_ty]))
+        return self.b.call(fn, [m])
+
+    def lane(self, v, k):
+        return self.b.extract_element(v, self.const(k, self.i32)) if isinstance(v.type, VectorType) else v
+
+    def m_and(self, a, c):
+        return self.b.and_(a, c)
+
+    def m_or(self, a, c):
+        if a is None:
+            return c
+        return self.b.or_(a, c)
+
+    def value_of(self, v, ctx):
+        """The new value of the body's `v` read in the original block `ctx`."""
+        home = self.uni.def_block.get(v)
+        if home is None:
+            return v
+        for loop in self.cf.loops_containing(home):
+            if ctx not in loop.blocks:
+                return self.liveout[(loop, v)]
+        return self.vals[v]
+
+    def vec(self, v, ctx):
+        return self.splat(self.value_of(v, ctx))
+
+    def uni_val(self, v, ctx):
+        value = self.value_of(v, ctx)
+        if isinstance(value.type, VectorType):
+            raise Unsupported(f"internal: a uniform value is a vector ({v.name})")
+        return value
+
+    def operand(self, v, ctx, vector: bool):
+        return self.vec(v, ctx) if vector else self.uni_val(v, ctx)
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def build(self, guard):
+        item, fn = self.item, self.fn
+        pre = item.preheader
+        term = pre.terminator
+        if not isinstance(term, BranchInst) or term.is_conditional:
+            raise Unsupported("the loop's preheader ends in a conditional branch")
+        head = fn.append_block("vec.chunk")
+        with Builder(self.llctx) as b:
+            self.b = b
+            b.position_at_end(head)
+            iv = b.phi(self.i64, [(item.first, pre)], "vec.index0")
+            lanes = self.splat(iv)
+            offsets = Constant.poison(self.vty(self.i64))
+            for k in range(self.W):
+                offsets = b.insert_element(offsets, self.const(k), self.const(k, self.i32))
+            lanes = b.add(lanes, offsets, "vec.lanes")
+            chunk = b.icmp("ult", lanes, self.splat(item.stop), "vec.mask")
+            self.vals[item.iv] = lanes
+            self.chunk = chunk
+            self.region(self.cf.schedule)
+            nxt = b.add(iv, self.const(self.W), "vec.next")
+            iv.add_incoming(nxt, b.block)
+            latch = b.block
+            b.cond_br(b.icmp("ult", nxt, item.stop), head, item.exit)
+            for phi in [i for i in item.exit.instructions if isinstance(i, PHINode)]:
+                phi.add_incoming(phi.incoming_value_for(item.latch), latch)
+            term.erase()
+            b.position_at_end(pre)
+            b.cond_br(guard, head, item.header)
+
+    def region(self, region) -> None:
+        for node in region:
+            if isinstance(node, tuple):
+                self.loop(*node)
+            else:
+                self.block(node)
+
+    def block(self, blk, mask=None) -> None:
+        if mask is None:
+            if blk in self.always:
+                mask = self.chunk
+            else:
+                for p in self.cf.pred[blk]:
+                    mask = self.m_or(mask, self.edge(p, blk))
+        self.mask[blk] = mask
+        is_header = blk in self.cf.loop_of and self.cf.loop_of[blk].header == blk
+        for inst in blk.instructions:
+            if inst.is_terminator:
+                continue
+            if isinstance(inst, PHINode):
+                if is_header or inst == self.item.iv:
+                    continue
+                self.vals[inst] = self.join(inst, blk)
+                continue
+            self.instruction(inst, blk)
+
+    def edge(self, src, dst):
+        key = (src, dst)
+        if key in self.override:
+            return self.override[key]
+        if key in self.edges:
+            return self.edges[key]
+        m, term, b = self.mask[src], src.terminator, self.b
+        zero = Constant.null(self.mask_ty)
+        if isinstance(term, BranchInst) and term.is_conditional:
+            then, other = term.successors
+            if then == other:
+                out = m
+            else:
+                cond = self.cond(src, term.condition)
+                if isinstance(cond.type, VectorType):
+                    out = b.and_(m, cond if dst == then else b.xor(cond, Constant.all_ones(self.mask_ty)))
+                else:
+                    out = b.select(cond, m, zero) if dst == then else b.select(cond, zero, m)
+        elif term.opcode_name == "switch":
+            out = self.switch_edge(src, term, dst, m)
+        else:
+            out = m
+        self.edges[key] = out
+        return out
+
+    def cond(self, blk, value):
+        if blk not in self.frozen:
+            varying = self.uni.is_varying_at(value, blk)
+            self.frozen[blk] = self.b.freeze(self.operand(value, blk, varying))
+        return self.frozen[blk]
+
+    def switch_edge(self, src, term, dst, m):
+        b = self.b
+        ops = term.operands
+        value = self.cond(src, ops[0])
+        cases = [(ops[k], ops[k + 1]) for k in range(2, len(ops), 2)]
+        vector = isinstance(value.type, VectorType)
+
+        def eq(c):
+            return b.icmp("eq", value, self.splat(c) if vector else c)
+        hit, seen = None, None
+        for c, target in cases:
+            e = eq(c)
+            seen = e if seen is None else b.or_(seen, e)
+            if target == dst:
+                hit = e if hit is None else b.or_(hit, e)
+        if dst == ops[1]:
+            miss = b.xor(seen, Constant.all_ones(seen.type)) if seen is not None else None
+            hit = miss if hit is None else (b.or_(hit, miss) if miss is not None else hit)
+        if hit is None:
+            return Constant.null(self.mask_ty)
+        if hit.type == self.i1:
+            return b.select(hit, m, Constant.null(self.mask_ty))
+        return b.and_(m, hit)
+
+    def join(self, phi, blk):
+        """A phi of a block that is not a loop header: a select per incoming edge."""
+        varying = phi in self.uni.varying
+        incoming, seen = [], set()
+        for v, p in phi.incoming:
+            if p not in seen:
+                seen.add(p)
+                incoming.append((v, p))
+        self.check_type(phi, varying)
+        acc = self.operand(incoming[0][0], blk, varying)
+        for v, p in incoming[1:]:
+            m = self.edge(p, blk)
+            acc = self.b.select(m if varying else self.any(m), self.operand(v, blk, varying), acc)
+        return acc
+
+    def loop(self, loop: Loop, region) -> None:
+        b, cf = self.b, self.cf
+        header = loop.header
+        entries = [p for p in cf.pred[header] if p not in loop.blocks]
+        m_in = None
+        for p in entries:
+            m_in = self.m_or(m_in, self.edge(p, header))
+        before = b.block
+        head = self.fn.append_block(f"vec.{header.name}")
+        b.br(head)
+        b.position_at_end(head)
+        mphi = b.phi(self.mask_ty, [(m_in, before)], "vec.loopmask")
+        divergent = loop in self.uni.divergent
+        phis = []
+        for phi in [i for i in header.instructions if isinstance(i, PHINode)]:
+            varying = phi in self.uni.varying
+            self.check_type(phi, varying)
+            start = self.entry_value(phi, header, entries, varying)
+            new = b.phi(start.type, [(start, before)])
+            self.vals[phi] = new
+            phis.append((phi, new, varying))
+        zero = Constant.null(self.mask_ty)
+        accs = [(e, b.phi(self.mask_ty, [(zero, before)])) for e in loop.exits]
+        keeps = []
+        for v in loop.liveouts:
+            vector = divergent or v in self.uni.varying
+            ty = self.vty(v.type) if vector else v.type
+            keeps.append((v, vector, b.phi(ty, [(Constant.null(ty), before)])))
+        self.block(header, mphi)
+        self.region(region[1:])
+        m_back = None
+        for latch in loop.latches:
+            m_back = self.m_or(m_back, self.edge(latch, header))
+        leaving = None
+        for (src, dst), _ in accs:
+            leaving = self.m_or(leaving, self.edge(src, dst))
+        leaving = zero if leaving is None else leaving
+        new_accs = [(e, acc, b.or_(acc, self.edge(*e))) for e, acc in accs]
+        any_leaving = None
+        new_keeps = []
+        for v, vector, keep in keeps:
+            now = self.operand(v, header, vector)
+            if vector:
+                new_keeps.append((v, keep, b.select(leaving, now, keep)))
+            else:
+                any_leaving = any_leaving or self.any(leaving)
+                new_keeps.append((v, keep, b.select(any_leaving, now, keep)))
+        backs = []
+        for phi, new, varying in phis:
+            backs.append((new, self.back_value(phi, loop, varying)))
+        end = b.block
+        for new, value in backs:
+            new.add_incoming(value, end)
+        mphi.add_incoming(m_back, end)
+        for e, acc, value in new_accs:
+            acc.add_incoming(value, end)
+            self.override[e] = value
+        for v, keep, value in new_keeps:
+            keep.add_incoming(value, end)
+            self.liveout[(loop, v)] = value
+        after = self.fn.append_block(f"vec.{header.name}.done")
+        b.cond_br(self.any(m_back), head, after)
+        b.position_at_end(after)
+
+    def entry_value(self, phi, header, entries, varying):
+        acc = None
+        for p in entries:
+            v = self.operand(phi.incoming_value_for(p), header, varying)
+            if acc is None:
+                acc = v
+            else:
+                m = self.edge(p, header)
+                acc = self.b.select(m if varying else self.any(m), v, acc)
+        return acc
+
+    def back_value(self, phi, loop, varying):
+        acc = None
+        for latch in loop.latches:
+            v = self.operand(phi.incoming_value_for(latch), loop.header, varying)
+            if acc is None:
+                acc = v
+            else:
+                m = self.edge(latch, loop.header)
+                acc = self.b.select(m if varying else self.any(m), v, acc)
+        return acc
+
+    def check_type(self, inst, varying) -> None:
+        if varying and type_size(inst.type) is None:
+            raise Unsupported(f"a value of type {inst.type} differs between work items")
+
+    # -- instructions ------------------------------------------------------------------------------
+
+    def instruction(self, inst, blk) -> None:
+        varying = inst in self.uni.varying
+        if isinstance(inst, CallInst):
+            return self.call(inst, blk, varying)
+        if isinstance(inst, LoadInst):
+            return self.load(inst, blk, varying)
+        if isinstance(inst, StoreInst):
+            return self.store(inst, blk)
+        op = inst.opcode_name
+        if op in ("atomicrmw", "cmpxchg"):
+            self.check_type(inst, True)
+            self.lane_by_lane.append(op)
+            self.vals[inst] = self.per_lane(inst, blk)
+            return
+        if op in ("alloca", "fence", "va_arg", "landingpad", "invoke", "callbr"):
+            raise Unsupported(f"the body has an `{op}`")
+        if not varying:
+            self.vals[inst] = self.clone(inst, blk)
+            return
+        self.check_type(inst, True)
+        self.vals[inst] = self.vector_op(inst, blk, op)
+
+    def clone(self, inst, blk):
+        """A uniform instruction, as it is (where no lane may run it, a division divides by 1)."""
+        operands = [(k, self.uni_val(op, blk)) for k, op in enumerate(inst.operands) if op in self.uni.def_block]
+        if inst.opcode_name in _DIVISIONS and blk not in self.always:
+            divisor = dict(operands).get(1, inst.operands[1])
+            sel = self.b.select(self.any(self.mask[blk]), divisor, ConstantInt.get(divisor.type, 1))
+            operands = [(k, v) for k, v in operands if k != 1] + [(1, sel)]
+        new = inst.clone()
+        self.b.insert(new, inst.name)
+        for k, value in operands:
+            new.operands[k] = value
+        return new
+
+    def vector_op(self, inst, blk, op):
+        b = self.b
+        vty = self.vty(inst.type)
+        if isinstance(inst, BinaryOperator):
+            lhs, rhs = self.vec(inst.lhs, blk), self.vec(inst.rhs, blk)
+            if op in _DIVISIONS:
+                rhs = b.select(self.mask[blk], rhs, self.splat(ConstantInt.get(inst.type, 1)))
+            return b.binop(op, lhs, rhs)
+        if isinstance(inst, UnaryOperator):
+            return b.fneg(self.vec(inst.operands[0], blk))
+        if isinstance(inst, CastInst):
+            return b.cast(op, self.vec(inst.operands[0], blk), vty)
+        if isinstance(inst, CompareInst):
+            lhs, rhs = self.vec(inst.operands[0], blk), self.vec(inst.operands[1], blk)
+            return (b.fcmp if inst.is_float else b.icmp)(inst.predicate, lhs, rhs)
+        if isinstance(inst, SelectInst):
+            c = inst.operands[0]
+            cond = self.operand(c, blk, self.uni.is_varying_at(c, blk))
+            return b.select(cond, self.vec(inst.operands[1], blk), self.vec(inst.operands[2], blk))
+        if isinstance(inst, FreezeInst):
+            return b.freeze(self.vec(inst.operands[0], blk))
+        if isinstance(inst, GetElementPtrInst):
+            ops = [self.operand(o, blk, self.uni.is_varying_at(o, blk)) for o in inst.operands]
+            return b.gep(inst.source_element_type, ops[0], ops[1:], inbounds=False)
+        raise Unsupported(f"`{op}` of values that differ between work items")
+
+    # -- memory ------------------------------------------------------------------------------------
+
+    def masked(self, name, ret, args, align):
+        types = [a.type for a in args]
+        fn = self.module.declare_intrinsic(name, FunctionType.get(ret, types))
+        call = self.b.call(fn, args)
+        pointer_arg = 1 if name.startswith(("llvm.masked.store", "llvm.masked.scatter")) else 0
+        call.param_attributes(pointer_arg).add("align", max(1, align))
+        return call
+
+    def load(self, inst, blk, varying):
+        if inst.is_volatile or inst.ordering not in (None, "notatomic"):
+            raise Unsupported("a volatile or atomic load")
+        ty, ptr = inst.type, inst.operands[0]
+        if type_size(ty) is None:
+            raise Unsupported(f"a load of {ty}")
+        if not self.uni.is_varying_at(ptr, blk):
+            if blk in self.always:
+                self.vals[inst] = self.clone(inst, blk)
+                return
+            one = VectorType.get(ty, 1)
+            m = self.b.insert_element(Constant.null(VectorType.get(self.i1, 1)), self.any(self.mask[blk]), self.const(0, self.i32))
+            got = self.masked(f"llvm.masked.load.v1{_mangle(ty)}.p0", one, [self.uni_val(ptr, blk), m, Constant.null(one)],
+                              inst.alignment)
+            value = self.b.extract_element(got, self.const(0, self.i32))
+            self.vals[inst] = self.splat(value) if varying else value
+            return
+        vty, mask = self.vty(ty), self.mask[blk]
+        pointers = self.vec(ptr, blk)
+        if self.mem.stride(ptr) == type_size(ty):
+            first = self.lane(pointers, 0)
+            self.consecutive += 1
+            self.vals[inst] = self.masked(f"llvm.masked.load.{_mangle(vty)}.p0", vty, [first, mask, Constant.null(vty)],
+                                          inst.alignment)
+        else:
+            self.gathers += 1
+            self.vals[inst] = self.masked(f"llvm.masked.gather.{_mangle(vty)}.v{self.W}p0", vty,
+                                          [pointers, mask, Constant.null(vty)], inst.alignment)
+
+    def store(self, inst, blk):
+        if inst.is_volatile or inst.ordering not in (None, "notatomic"):
+            raise Unsupported("a volatile or atomic store")
+        value, ptr = inst.operands
+        ty = value.type
+        if type_size(ty) is None:
+            raise Unsupported(f"a store of {ty}")
+        void = self.llctx.void
+        vary_ptr = self.uni.is_varying_at(ptr, blk)
+        vary_value = self.uni.is_varying_at(value, blk)
+        if not vary_ptr and not vary_value:
+            if blk in self.always:
+                self.clone(inst, blk)
+                return
+            one = VectorType.get(ty, 1)
+            m = self.b.insert_element(Constant.null(VectorType.get(self.i1, 1)), self.any(self.mask[blk]), self.const(0, self.i32))
+            v = self.b.insert_element(Constant.poison(one), self.uni_val(value, blk), self.const(0, self.i32))
+            self.masked(f"llvm.masked.store.v1{_mangle(ty)}.p0", void, [v, self.uni_val(ptr, blk), m], inst.alignment)
+            return
+        vty, mask = self.vty(ty), self.mask[blk]
+        data = self.vec(value, blk)
+        if vary_ptr and self.mem.stride(ptr) == type_size(ty):
+            self.consecutive += 1
+            self.masked(f"llvm.masked.store.{_mangle(vty)}.p0", void, [data, self.lane(self.vec(ptr, blk), 0), mask],
+                        inst.alignment)
+        else:  # a scatter stores lane after lane: where lanes share an address, the last one's value stays
+            self.gathers += 1
+            self.masked(f"llvm.masked.scatter.{_mangle(vty)}.v{self.W}p0", void, [data, self.vec(ptr, blk), mask],
+                        inst.alignment)
+
+    # -- calls -------------------------------------------------------------------------------------
+
+    def call(self, inst, blk, varying) -> None:
+        kind = self.calls.kind(inst)
+        if kind == "skip":
+            if inst.uses:
+                raise Unsupported(f"a call of @{callee_name(inst)} whose result is used")
+            return
+        if kind in ("libmvec", "elementwise", "pure") and not varying:
+            self.vals[inst] = self.clone(inst, blk)
+            return
+        if kind == "libmvec":
+            self.vals[inst] = self.libmvec(inst, blk)
+            return
+        if kind == "elementwise":
+            vty = self.vty(inst.type)
+            args = [self.vec(a, blk) if a.type == inst.type else self.uni_val(a, blk) for a in inst.args]
+            fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{_mangle(vty)}",
+                                               FunctionType.get(vty, [a.type for a in args]))
+            self.vals[inst] = self.b.call(fn, args)
+            return
+        self.lane_by_lane.append(f"call @{callee_name(inst) or '(pointer)'}")
+        if str(inst.type) != "void":
+            self.check_type(inst, True)
+        self.vals[inst] = self.per_lane(inst, blk)
+
+    def libmvec(self, inst, blk):
+        """The call through the same libmvec variant the scalar code calls (the vector math table), so
+        that every lane gets the scalar call's result."""
+        from gpuc.targets.vector_math import through_variant
+
+        name = callee_name(inst)
+        vector_name, lanes, _bits = self.calls.variants[name]
+        element = inst.type
+        vty = VectorType.get(element, lanes)
+        variant = self.module.get_or_insert_function(vector_name, FunctionType.get(vty, [vty] * len(inst.args)))
+        args = [self.vec(a, blk) for a in inst.args]
+        return through_variant(self.b, self.i32, variant, lanes, args, self.vty(element))
+
+    def per_lane(self, inst, blk):
+        """`inst` once per lane whose mask bit is set, in lane order; its results as a vector."""
+        b = self.b
+        mask = self.mask[blk]
+        typed = str(inst.type) != "void"
+        result = Constant.poison(self.vty(inst.type)) if typed else None
+        operands = [(k, op) for k, op in enumerate(inst.operands) if op in self.uni.def_block]
+        for k in range(self.W):
+            bit = self.lane(mask, k)
+            then = self.fn.append_block(f"vec.lane{k}")
+            nxt = self.fn.append_block("vec.lane.next")
+            before = b.block
+            b.cond_br(bit, then, nxt)
+            b.position_at_end(then)
+            new = inst.clone()
+            b.insert(new, inst.name)
+            for index, op in operands:
+                varying = self.uni.is_varying_at(op, blk)
+                new.operands[index] = self.lane(self.vec(op, blk), k) if varying else self.uni_val(op, blk)
+            b.br(nxt)
+            b.position_at_end(nxt)
+            if typed:
+                got = b.phi(inst.type, [(new, then), (Constant.poison(inst.type), before)])
+                result = b.insert_element(result, got, self.const(k, self.i32))
+        return result
+
+
+def _mangle(ty) -> str:
+    if isinstance(ty, VectorType):
+        return f"v{ty.count}{_mangle(ty.element_type)}"
+    if isinstance(ty, IntegerType):
+        return f"i{ty.width}"
+    text = str(ty)
+    return {"double": "f64", "float": "f32", "half": "f16", "bfloat": "bf16", "ptr": "p0"}[text]

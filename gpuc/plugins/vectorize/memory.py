@@ -1,0 +1,246 @@
+"""Memory in the launch loop's body: which accesses are consecutive across lanes, and the test, run
+before a row's chunks, that no lane touches memory another lane writes.
+
+Running a chunk's items in lanes reorders their memory accesses: item k's load may run before item j's
+store (j < k), where the items one after another ran it after. The result is the same where no item
+reads or writes what another item writes. A vector loop runs a row only where that holds, by a test
+made once per row: every access whose address is `A + index0 * S` (A and S the same for every item, S
+known before the loop) covers [A + first*S, A + last*S] plus its size; a store's range must not meet
+another access's range, unless both touch only their own item's slot (the same S, and both inside one
+window of |S| bytes). Accesses of another form (gathers, addresses that change in inner loops), atomics
+and calls that may write memory pass the test only for rows of one item. A row that fails it runs
+item by item, as it would without vectorization.
+"""
+
+from __future__ import annotations
+
+from gpuc.llvm import (Argument, BinaryOperator, CallInst, CastInst, Constant, ConstantInt, FunctionType,
+                       GetElementPtrInst, Instruction, IntegerType, LoadInst, StoreInst)
+
+#: Above this many accesses the test is not built (rows of one item still vectorize).
+MAX_ACCESSES = 48
+_LINEAR_OPS = ("add", "sub", "mul", "shl")
+
+
+class Access:
+    def __init__(self, inst, pointer, size, write):
+        self.inst, self.pointer, self.size, self.write = inst, pointer, size, write
+        self.affine = None  # (A at first, S) once materialized
+
+
+def type_size(ty) -> int | None:
+    text = str(ty)
+    if isinstance(ty, IntegerType):
+        return max(1, (ty.width + 7) // 8)
+    return {"half": 2, "float": 4, "double": 8, "ptr": 8, "bfloat": 2}.get(text)
+
+
+class Memory:
+    """The body's accesses: `accesses` (loads and stores with a pointer), `opaque` (instructions that
+    touch memory in a way the test cannot bound: atomics, calls), `writes` whether anything writes."""
+
+    def __init__(self, item, pure_call):
+        self.item = item
+        self.accesses, self.opaque = [], []
+        for blk in item.body:
+            for inst in blk.instructions:
+                if isinstance(inst, LoadInst):
+                    self.accesses.append(Access(inst, inst.operands[0], type_size(inst.type), False))
+                elif isinstance(inst, StoreInst):
+                    self.accesses.append(Access(inst, inst.operands[1], type_size(inst.operands[0].type), True))
+                elif inst.opcode_name in ("atomicrmw", "cmpxchg", "fence", "va_arg"):
+                    self.opaque.append(inst)
+                elif isinstance(inst, CallInst) and not pure_call(inst):
+                    self.opaque.append(inst)
+        self.writes = bool(self.opaque) or any(a.write for a in self.accesses)
+
+    # -- strides -----------------------------------------------------------------------------------
+
+    def stride(self, v, memo=None):
+        """The constant c with v(index0 + 1) == v(index0) + c (in bytes for pointers), or None."""
+        memo = {} if memo is None else memo
+        if v == self.item.iv:
+            return 1
+        if not isinstance(v, Instruction) or v not in self.item.inside:
+            return 0
+        if v in memo:
+            return memo[v]
+        memo[v] = None
+        result = None
+        if isinstance(v, BinaryOperator) and v.opcode_name in _LINEAR_OPS:
+            a, c = self.stride(v.lhs, memo), self.stride(v.rhs, memo)
+            op = v.opcode_name
+            if a is not None and c is not None:
+                if op == "add":
+                    result = a + c
+                elif op == "sub":
+                    result = a - c
+                elif op == "mul":
+                    k_l, k_r = _const(v.lhs), _const(v.rhs)
+                    result = a * k_r if k_r is not None and c == 0 else c * k_l if k_l is not None and a == 0 else (
+                        0 if a == 0 and c == 0 else None)
+                elif op == "shl":
+                    k = _const(v.rhs)
+                    result = a << k if k is not None and 0 <= k < 62 and c == 0 else (0 if a == 0 and c == 0 else None)
+        elif isinstance(v, GetElementPtrInst):
+            result = self._gep_stride(v, memo)
+        elif all(self.stride(op, memo) == 0 for op in v.operands if not _is_callee(v, op)) and not _has_effects(v):
+            result = 0
+        memo[v] = result
+        return result
+
+    def _gep_stride(self, gep, memo):
+        total = self.stride(gep.operands[0], memo)
+        if total is None:
+            return None
+        ty = gep.source_element_type
+        for k, idx in enumerate(gep.indices):
+            s = self.stride(idx, memo)
+            if s is None:
+                return None
+            if k == 0:
+                size = _alloc_size(ty)
+            elif hasattr(ty, "elements"):
+                if s != 0:
+                    return None
+                ty = ty.elements[_const(idx)]
+                continue
+            else:
+                ty = ty.element_type
+                size = _alloc_size(ty)
+            if s and size is None:
+                return None
+            total += s * (size or 0)
+        return total
+
+    # -- the test ------------------------------------------------------------------------------------
+
+    def guard(self, b, count, first):
+        """An i1 computed at the builder `b` (before the loop), true where the row's items may run in
+        lanes: one item, or no lane touching what another writes. Also returns a description."""
+        llctx = b.block.parent.context
+        i64 = llctx.i64
+        one_item = b.icmp("ule", count, ConstantInt.get(i64, 1))
+        if not self.writes:
+            return ConstantInt.get(llctx.i1, 1), "reads only"
+        if self.opaque or len(self.accesses) > MAX_ACCESSES:
+            return one_item, "atomics, calls or too many accesses: rows of one item only"
+        for a in self.accesses:
+            a.affine = self._materialize(b, a.pointer, first)
+            if a.affine is None and any(w.write for w in self.accesses):
+                return one_item, "an access the test cannot bound: rows of one item only"
+        ok = ConstantInt.get(llctx.i1, 1)
+        last = b.sub(count, ConstantInt.get(i64, 1))
+        small = ConstantInt.get(i64, 1 << 31)
+        ranges = {}
+        for a in self.accesses:
+            start, s = a.affine
+            ok = b.and_(ok, b.icmp("ult", b.add(s, small), ConstantInt.get(i64, 1 << 32)))  # |S| < 2**31
+            ok = b.and_(ok, b.icmp("ult", start, ConstantInt.get(i64, 1 << 56)))
+            end = b.add(start, b.mul(s, last))
+            lo = _pick(b, "smin", start, end)
+            hi = b.add(_pick(b, "smax", start, end), ConstantInt.get(i64, a.size))
+            ranges[a] = (lo, hi)
+        ok = b.and_(ok, b.icmp("ult", count, small))
+        writes = [a for a in self.accesses if a.write]
+        for w in writes:
+            s = w.affine[1]
+            ok = b.and_(ok, b.icmp("sge", _pick(b, "abs", s), ConstantInt.get(i64, w.size)))
+            for a in self.accesses:
+                if a is w or (a.write and self.accesses.index(a) < self.accesses.index(w)):
+                    continue
+                ok = b.and_(ok, self._apart(b, w, a, ranges))
+        return b.or_(one_item, b.freeze(ok)), f"{len(self.accesses)} accesses, {len(writes)} of them stores, tested per row"
+
+    def _apart(self, b, w, a, ranges):
+        """i1: w and a never touch one byte from two lanes."""
+        i64 = w.affine[1].type
+        (lo_w, hi_w), (lo_a, hi_a) = ranges[w], ranges[a]
+        disjoint = b.or_(b.icmp("sle", hi_w, lo_a), b.icmp("sle", hi_a, lo_w))
+        d = b.sub(a.affine[0], w.affine[0])
+        zero = ConstantInt.get(i64, 0)
+        width = b.sub(_pick(b, "smax", ConstantInt.get(i64, w.size), b.add(d, ConstantInt.get(i64, a.size))),
+                      _pick(b, "smin", zero, d))
+        own = b.and_(b.icmp("eq", w.affine[1], a.affine[1]), b.icmp("sle", width, _pick(b, "abs", w.affine[1])))
+        return b.or_(disjoint, own)
+
+    def _materialize(self, b, pointer, first):
+        """(address at index0 = first as i64, stride in bytes as i64) built at `b`, or None where the
+        address is not `A + index0 * S` with A and S known before the loop."""
+        i64 = first.type
+        at0 = self._rebuild(b, pointer, first, {})
+        if at0 is None:
+            return None
+        at1 = self._rebuild(b, pointer, b.add(first, ConstantInt.get(i64, 1)), {})
+        a0, a1 = b.ptrtoint(at0, i64), b.ptrtoint(at1, i64)
+        return a0, b.sub(a1, a0)
+
+    def _rebuild(self, b, v, iv_value, memo):
+        """`v` with index 0 replaced by `iv_value`, built without poison flags; None if not linear."""
+        if v == self.item.iv:
+            return iv_value
+        if not isinstance(v, Instruction) or v not in self.item.inside:
+            return v
+        if v in memo:
+            return memo[v]
+        result = None
+        if isinstance(v, BinaryOperator) and v.opcode_name in _LINEAR_OPS:
+            lhs, rhs = self._rebuild(b, v.lhs, iv_value, memo), self._rebuild(b, v.rhs, iv_value, memo)
+            dep_l, dep_r = self._depends(v.lhs), self._depends(v.rhs)
+            linear = not (dep_l and dep_r) and not (v.opcode_name == "shl" and dep_r)
+            if lhs is not None and rhs is not None and linear:
+                result = b.binop(v.opcode_name, lhs, rhs)
+        elif isinstance(v, GetElementPtrInst):
+            ops = [self._rebuild(b, op, iv_value, memo) for op in v.operands]
+            if all(op is not None for op in ops):
+                result = b.gep(v.source_element_type, ops[0], ops[1:], inbounds=False)
+        elif isinstance(v, CastInst) and not self._depends(v):
+            result = None  # defined inside the loop but not from index 0: not known before it
+        memo[v] = result
+        return result
+
+    def _depends(self, v, seen=None) -> bool:
+        if v == self.item.iv:
+            return True
+        if not isinstance(v, Instruction) or v not in self.item.inside:
+            return False
+        seen = set() if seen is None else seen
+        if v in seen:
+            return False
+        seen.add(v)
+        return any(self._depends(op, seen) for op in v.operands if not _is_callee(v, op))
+
+
+def _pick(b, name, *args):
+    i64 = args[0].type
+    module = b.block.parent.parent
+    if name == "abs":
+        fn = module.declare_intrinsic("llvm.abs.i64", FunctionType.get(i64, [i64, b.block.parent.context.i1]))
+        return b.call(fn, [args[0], ConstantInt.get(b.block.parent.context.i1, 0)])
+    fn = module.declare_intrinsic(f"llvm.{name}.i64", FunctionType.get(i64, [i64, i64]))
+    return b.call(fn, list(args))
+
+
+def _const(v):
+    return v.value if isinstance(v, ConstantInt) and v.type.width <= 64 else None
+
+
+def _alloc_size(ty):
+    size = type_size(ty)
+    if size is not None:
+        return size
+    if hasattr(ty, "count") and hasattr(ty, "element_type") and not str(ty).startswith("<"):
+        inner = _alloc_size(ty.element_type)
+        return None if inner is None else inner * ty.count
+    return None
+
+
+def _is_callee(inst, op) -> bool:
+    return isinstance(inst, CallInst) and op == inst.callee
+
+
+def _has_effects(inst) -> bool:
+    return isinstance(inst, (CallInst, LoadInst, StoreInst)) or inst.opcode_name in ("atomicrmw", "cmpxchg", "phi")
+
+
+__all__ = ["Access", "Memory", "type_size", "Argument", "Constant"]

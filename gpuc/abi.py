@@ -147,6 +147,13 @@ GRID_RECORD_WORDS = 3
 BLOCK_ERROR_WORDS = 6
 #: The name of a module-level i8 constant that marks the entry as a block kernel on the CPU.
 BLOCK_KERNEL_FLAG = "gpuc.block_kernel"
+#: String attributes the context plugin gives a kernel entry, on every target, for its launchers
+#: (EntryABI): the dimensions along which the kernel reads a work item's position (gpuc.index,
+#: thread_index or block_index), as digits ("01"; absent when the plugin never saw the entry), and,
+#: when it uses the block model (BLOCK_MARKERS but a grid barrier, whose meaning no block size changes),
+#: the first such use ("gpuc.barrier at file:line:col").
+POSITION_DIMS_ATTRIBUTE = "gpuc-position-dims"
+BLOCK_MODEL_ATTRIBUTE = "gpuc-block-model"
 #: The name of the last parameter of the CPU's blocks wrapper (the range wrapper names it "sizes").
 BLOCKS_LAUNCH_PARAM = "launch"
 #: ... and of a block kernel with grid barriers, which the runtime runs in phases (GRID_RECORD_WORDS).
@@ -623,23 +630,32 @@ class EntryABI:
     types: tuple
     names: tuple
     written: frozenset | None = None
+    #: The dimensions along which the kernel reads a work item's position (POSITION_DIMS_ATTRIBUTE);
+    #: None: not known.
+    dims: tuple | None = None
+    #: Its first use of the block model (BLOCK_MODEL_ATTRIBUTE), or "" when it uses none (or not known).
+    block_model: str = ""
 
     @classmethod
     def of(cls, fn: Function, written=None) -> EntryABI:
         types = kernel_params(fn)
+        dims = fn.attributes.get(POSITION_DIMS_ATTRIBUTE)
         return cls(fn.name, launch_form(fn), tuple(str(t) for t in types),
-                   tuple(arg.name for arg in fn.args[:len(types)]), None if written is None else frozenset(written))
+                   tuple(arg.name for arg in fn.args[:len(types)]), None if written is None else frozenset(written),
+                   None if dims is None else tuple(int(d) for d in dims), fn.attributes.get(BLOCK_MODEL_ATTRIBUTE) or "")
 
     def record(self) -> dict:
         """As plain data (JSON): for caches and libraries that describe their kernels (`from_record`)."""
         return {"name": self.name, "launch": self.launch, "types": list(self.types), "names": list(self.names),
-                "written": None if self.written is None else sorted(self.written)}
+                "written": None if self.written is None else sorted(self.written),
+                "dims": None if self.dims is None else list(self.dims), "block_model": self.block_model}
 
     @classmethod
     def from_record(cls, record: dict) -> EntryABI:
-        written = record["written"]
+        written, dims = record["written"], record.get("dims")
         return cls(record["name"], record["launch"], tuple(record["types"]), tuple(record["names"]),
-                   None if written is None else frozenset(written))
+                   None if written is None else frozenset(written), None if dims is None else tuple(dims),
+                   record.get("block_model") or "")
 
 
 def as_signature(sig) -> KernelSignature:
@@ -689,7 +705,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["LIBRARY_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

@@ -9,7 +9,7 @@ import platform
 import sys
 from dataclasses import dataclass
 
-__all__ = ["CompilationError", "CompilerError", "IRIssue", "InternalCompilerError", "KernelError", "PluginError",
+__all__ = ["CompilationError", "CompilerError", "IRIssue", "InternalCompilerError", "KernelError", "LaunchWarning", "PluginError",
            "SourceLocation", "ValidationError"]
 
 class CompilerError(Exception):
@@ -169,3 +169,8 @@ def user_facing(fn):
 class KernelError(RuntimeError):
     """A kernel stopped at run time because its work items broke a rule of the language the compiler
     could not check (work items of a block arriving at different barriers); says where."""
+
+
+class LaunchWarning(UserWarning):
+    """A launch that runs but is probably not what was meant (docs/debugging.md, "Launch geometry"): a
+    multi-dimensional launch of a kernel that never reads its position along one of the dimensions."""

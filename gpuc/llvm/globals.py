@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Iterator
 
 from . import capi
@@ -146,6 +147,16 @@ class Attributes:
 
     def __len__(self) -> int:
         return lib.LLVMGetAttributeCountAtIndex(self._fn, self._index)
+
+    def get(self, name: str) -> str | None:
+        """The value of the string attribute `name`, or None when there is none."""
+        data = name.encode()
+        attr = lib.LLVMGetStringAttributeAtIndex(self._fn, self._index, data, len(data))
+        if not attr:
+            return None
+        length = ctypes.c_uint()
+        value = lib.LLVMGetStringAttributeValue(attr, ctypes.byref(length))
+        return (value or b"")[:length.value].decode()
 
     def copy_from(self, other: "Attributes") -> None:
         """Add every attribute `other` holds (e.g. when rebuilding a function with a new type)."""

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuc.abi import (ALL_CONTEXT_MARKERS, BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_MARKERS, CONTEXT_FIELDS,
+from gpuc.abi import (ALL_CONTEXT_MARKERS, BARRIER_MARKER, BLOCK_INDEX_MARKER, BLOCK_MODEL_ATTRIBUTE, POSITION_DIMS_ATTRIBUTE,
+                      THREAD_INDEX_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_MARKERS, CONTEXT_FIELDS,
                       CONTEXT_PARAM, DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, FORWARD_MARKER_PREFIX, GEOMETRY_MARKERS,
                       GRID_BARRIER_MARKER, INDEX_MARKER, LAUNCH_SIZE_PARAMS, DYNAMIC_SHARED_PARAMS, MAX_EXTENT, NDRANGE_MARKER,
                       REVERSE_MARKER_PREFIX, SHARED_BYTES_MARKER, BLOCK_KERNEL_FLAG, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
@@ -468,7 +469,30 @@ def resolve(job, marker: Function, module: Module) -> bool:
         run_passes(module, "function(sroa,instsimplify)", getattr(job, "target_machine", None))
         calls = _marker_calls(module)
     if calls:
+        _record_launch_facts(job, module, calls)
         lower(job, module, calls)
     _erase_markers(module)
     return True
+
+
+#: The markers that read a work item's position along a dimension.
+_POSITION = (INDEX_MARKER, THREAD_INDEX_MARKER, BLOCK_INDEX_MARKER)
+#: The markers whose meaning depends on the block size (a grid barrier's does not): a launch needs block=.
+_NEED_BLOCKS = frozenset(BLOCK_MARKERS) - {GRID_BARRIER_MARKER}
+
+
+def _record_launch_facts(job, module: Module, calls: list[ContextCall]) -> None:
+    """Tell the launchers, on the kernel entry, along which dimensions the kernel reads a work item's
+    position and whether it uses the block model (gpuc/abi.py: POSITION_DIMS_ATTRIBUTE,
+    BLOCK_MODEL_ATTRIBUTE); a later round (functions compiled in since) adds to what an earlier one found."""
+    entry = module.functions.get(getattr(job.source, "entry_name", None) or "")
+    if entry is None or not job.config.kernel:
+        return
+    dims = set(entry.attributes.get(POSITION_DIMS_ATTRIBUTE) or "") | {str(c.dim) for c in calls
+                                                                         if c.marker in _POSITION}
+    entry.attributes.add(POSITION_DIMS_ATTRIBUTE, "".join(sorted(dims)))
+    first = next((c for c in calls if c.marker in _NEED_BLOCKS), None)
+    if first is not None and entry.attributes.get(BLOCK_MODEL_ATTRIBUTE) is None:
+        entry.attributes.add(BLOCK_MODEL_ATTRIBUTE, f"gpuc.{first.marker[len('gpuc.ctx.'):]}"
+                                                    + (f" at {first.site}" if first.site else ""))
 

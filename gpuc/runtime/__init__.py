@@ -5,11 +5,15 @@ Both runtimes marshal arguments with one `gpuc.abi.KernelSignature` (re-exported
 
 from ..abi import KernelSignature
 from ..frontend.source import Kernel as _FrontendKernel
-from . import dispatch
+from . import dispatch, prepared
 from .cpu import CPULauncher, JITModule, default_threads, index_space, launch, load
+from .prepared import PreparedLaunch
 
 _FrontendKernel.launcher = dispatch.launch
 _FrontendKernel.inspector = dispatch.inspect
+_FrontendKernel.preparer = prepared.prepare
+if "prepare" not in vars(_FrontendKernel):  # kernel.prepare(n, *args, ...): docs/launching.md
+    _FrontendKernel.prepare = prepared.kernel_prepare
 
-__all__ = ["CPULauncher", "JITModule", "KernelSignature", "default_threads", "dispatch", "index_space", "launch",
+__all__ = ["CPULauncher", "JITModule", "KernelSignature", "PreparedLaunch", "default_threads", "dispatch", "index_space", "launch",
            "load"]

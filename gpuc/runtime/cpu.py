@@ -31,6 +31,7 @@ from ..compiler import CompilerJob, Trace, cache, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, Module, capi, initialize, process_lifetime
 from ..llvm import Target as LLVMTarget
+from .geometry import Geometry
 from .pool import run_chunks, run_ranges
 
 
@@ -263,6 +264,8 @@ class CPULauncher:
         self._converters = self.signature.flat_converters(host_array, module.abi.names, module.entry)
         #: Whether the launch entry runs whole blocks (a block kernel: gpuc/plugins/workitems.py).
         self.blocks, self.grid = module.blocks, module.grid
+        #: The launch geometry checks (gpuc/runtime/geometry.py).
+        self.geometry = Geometry.of(module.abi)
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""
@@ -278,17 +281,26 @@ class CPULauncher:
         """Run over `n`. `apart` (items along each dimension): run at once only work items at least
         that far apart, in two phases of alternate runs (see launch_in_two_phases). `block`: in whole
         blocks of that size, with `shared` bytes of dynamic shared memory each."""
+        self.run(n, self.marshal(args), threads, apart=apart, block=block, shared=shared)
+
+    def run(self, n, argv: bytes, threads: int | None = None, *, apart: tuple | None = None, block=None,
+            shared: int = 0) -> None:
+        """`__call__` with the arguments already marshalled (`marshal`, or a launch plan's)."""
         if self.module.closed:  # its code is unmapped: calling it would crash the process
             raise ValueError(f"the module of @{self.module.entry} was closed; its kernels can no longer run")
+        if n.__class__ is not int:
+            self.geometry.check(n, block)
         if self.blocks:
-            launch_blocks(self._fn, self.marshal(args), n, block, shared, threads, grid_barriers=self.grid)
+            if block is None:
+                self.geometry.check(n, block)
+            launch_blocks(self._fn, argv, n, block, shared, threads, grid_barriers=self.grid)
             return
         if block is not None:  # a kernel that never reads the launch context: the whole blocks' items
             n = tuple(g * b for g, b in zip(*_grid(index_space(n), block)))
         if apart is None:
-            launch_marshalled(self._fn, self.marshal(args), n, threads)
+            launch_marshalled(self._fn, argv, n, threads)
         else:
-            launch_in_two_phases(self._fn, self.marshal(args), n, threads, apart)
+            launch_in_two_phases(self._fn, argv, n, threads, apart)
 
 
 def launch(module: JITModule, n, args, threads: int | None = None, *, signature=None) -> None:
@@ -371,6 +383,9 @@ def _launch_shape(n, threads):
 
 def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     """Call a range wrapper `fn` over `n` on `threads` threads (the calling thread is one of them)."""
+    if n.__class__ is int and 0 < n < _ONE_CALL and (threads is None or threads.__class__ is int and threads == 1):
+        fn(argv, 0, n, _SIZES.pack(n, 1, 1))  # what the general case below does for it, sooner
+        return
     _, sizes, total, threads = _launch_shape(n, threads)
     if total == 0:
         return
@@ -390,6 +405,12 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     chunks = max(threads, min(threads * CHUNKS_PER_THREAD, total // MIN_ITEMS_PER_CHUNK))
     bounds = [total * k // chunks for k in range(chunks + 1)]
     run_chunks(fn, argv, bounds, sizes, helpers=threads - 1)
+
+
+_SIZES = struct.Struct("<3q")
+#: Launches of fewer work items on the default thread count run in one call on the calling thread
+#: (see launch_threads and SERIAL_CHUNKS).
+_ONE_CALL = 2 * max(MIN_ITEMS_PER_THREAD, MIN_ITEMS_PER_CHUNK)
 
 
 def _grid(dims, block):

@@ -22,7 +22,11 @@ from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
 from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget, SPIRVTarget
 from ..frontend.types import COMPLEX, ComplexType, complex128
-from . import cpu
+from . import cpu, plans
+from .geometry import Geometry
+
+#: The most launch plans a kernel keeps per kind of launch (launches of further signatures take the full path).
+MAX_PLANS = 8
 
 DEVICES = ("cpu", "cuda", "opencl")
 _LLVM_SCALAR = {"bool": "i1", "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
@@ -160,17 +164,30 @@ def launch(kernel, n, args, *, device: str | None = None, threads: int | None = 
            shared: int = 0) -> None:
     """Run `kernel` over the index space `n` with `args` (see the module doc); with `block`, in whole
     blocks of that size with `shared` bytes of dynamic shared memory each."""
-    shared = _shared_bytes(shared)
+    if shared.__class__ is not int or not 0 <= shared < _MAX_SHARED:
+        shared = _shared_bytes(shared)
     record = recording.get()
     if record is not None:  # a gpuc.Tape records this launch, then runs it
         record(kernel, n, args, device=device, threads=threads, block=block, shared=shared)
         return
-    launcher_for(kernel, args, device, whole_blocks=block is not None)(n, args, threads, block=block, shared=shared)
+    launchers = kernel.__dict__.get("_gpuc_launchers")
+    if launchers is not None and launchers.plans and (device or default_device.get()) == "cpu":
+        # A warm CPU launch: the plan of a signature the full path below accepted before (plans.py).
+        for plan in launchers.plans[block is not None]:
+            if plan.launch(n, args, threads, block, shared):
+                return
+    launcher = launcher_for(kernel, args, device, whole_blocks=block is not None)
+    launcher(n, args, threads, block=block, shared=shared)
+    if isinstance(launcher, cpu.CPULauncher):
+        _launchers_of(kernel).remember(launcher, args, block is not None)
 
 
 #: While a gpuc.Tape records in this context (gpuc/runtime/tape.py): the function that takes `launch`'s
 #: arguments and runs the launch in its place.
 recording: contextvars.ContextVar = contextvars.ContextVar("gpuc.runtime.dispatch.recording", default=None)
+
+
+_MAX_SHARED = 1 << 40
 
 
 def _shared_bytes(shared) -> int:
@@ -179,7 +196,7 @@ def _shared_bytes(shared) -> int:
         shared = operator.index(shared)
     except TypeError:
         raise TypeError(f"shared= is a number of bytes, not {type(shared).__name__}") from None
-    if not 0 <= shared < 1 << 40:
+    if not 0 <= shared < _MAX_SHARED:
         raise ValueError(f"shared= is a number of bytes (0 or more), not {shared}")
     return shared
 
@@ -206,12 +223,26 @@ def launcher_for(kernel, args, device: str | None = None, *, whole_blocks: bool 
 
 class _Launchers(dict):
     """A kernel's compiled launchers by (types, device). Each key is compiled by one thread while
-    the others launching it wait, so concurrent first launches share one compile."""
+    the others launching it wait, so concurrent first launches share one compile. `plans`: the launch
+    plans (gpuc/runtime/plans.py) of the CPU launches that took the full path, without and with
+    `block=`, newest first, at most MAX_PLANS of each."""
 
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
         self._key_locks: dict = {}  # key -> the lock held while that key compiles
+        self.plans: tuple = ()
+
+    def remember(self, launcher, args, whole_blocks: bool) -> None:
+        """Make and keep the plan of `launcher` for arguments of the kind of `args` (just launched)."""
+        plan = plans.make_plan(launcher, args)
+        if plan is None:
+            return
+        with self._lock:  # a new tuple: launches reading the old one on other threads are undisturbed
+            both = list(self.plans) or [(), ()]
+            same = [p for p in both[whole_blocks] if p.kinds != plan.kinds or p.launcher is not launcher]
+            both[whole_blocks] = (plan, *same)[:MAX_PLANS]
+            self.plans = tuple(both)
 
     def compile_once(self, key, build):
         with self._lock:
@@ -268,7 +299,9 @@ def inspect(kernel, args, *, device: str | None = None, whole_blocks: bool = Fal
 def _cpu_launcher(kernel, types, whole_blocks: bool = False):
     job = launch_job(kernel, types, "cpu", whole_blocks)
     module = cpu.JITModule(job, signature=KernelSignature(signature_spec(types)))
-    return module.launcher()
+    launcher = module.launcher()
+    launcher.geometry.name = kernel.__qualname__
+    return launcher
 
 
 def _cuda_launcher(kernel, types, whole_blocks: bool = False):
@@ -294,8 +327,12 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
     run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names,
                             cooperative=cooperative)
 
+    geometry = Geometry.of(entry, kernel.__qualname__)
+
     def launch(n, args, threads, block=None, shared=0):
+        geometry.check(n, block)
         run.launch(*args, n=n, block=block, shared_mem=shared, whole_blocks=whole_blocks)
+    launch.geometry = geometry
     return launch
 
 
@@ -320,9 +357,13 @@ def _opencl_launcher(kernel, types, whole_blocks: bool = False):
     run = opencl.OpenCLLauncher(program, entry, KernelSignature(signature_spec(types), entry.launch),
                                 whole_blocks=whole_blocks)
 
+    geometry = Geometry.of(entry, kernel.__qualname__)
+
     def launch(n, args, threads, block=None, shared=0):
+        geometry.check(n, block)
         run.launch(n, args, block=block, shared=shared)  # the device schedules its work items: threads= is moot
     launch.opencl, launch.signature = run, run.signature  # the signature: which arrays it may write
+    launch.geometry = geometry
     return launch
 
 

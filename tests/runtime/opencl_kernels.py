@@ -23,6 +23,13 @@ def fill_block_ids(out):
 
 
 @gpuc.kernel
+def fill_ids(out):
+    i = gpuc.index(0)
+    if i < len(out):
+        out[i] = i
+
+
+@gpuc.kernel
 def dynamic_reverse(x, out):
     s = gpuc.shared.dynamic(gpuc.float32)
     t, i = gpuc.thread_index(0), gpuc.index(0)

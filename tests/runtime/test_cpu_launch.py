@@ -189,8 +189,10 @@ def test_thread_count_from_the_environment(monkeypatch, indexing):
     monkeypatch.setenv("GPUC_NUM_THREADS", "3")
     assert default_threads() == 3
     monkeypatch.setenv("GPUC_NUM_THREADS", "zero")
+    big = 1 << 14  # read by launches large enough for more than one thread (small ones run on the caller)
     with pytest.raises(ValueError, match="GPUC_NUM_THREADS"):
-        launch(indexing[1], 2, (1.0, np.zeros(2), np.zeros(2)))
+        launch(indexing[1], big, (1.0, np.zeros(big), np.zeros(big)))
+    launch(indexing[1], 2, (1.0, np.zeros(2), np.zeros(2)))
     with pytest.raises(ValueError, match="threads must be at least 1"):
         launch(indexing[1], 2, (1.0, np.zeros(2), np.zeros(2)), threads=0)
 
@@ -262,6 +264,7 @@ def test_ctrl_c_stops_a_one_thread_launch_between_chunks(how):
     assert lines[1] == "next launch True"
 
 
+@pytest.mark.filterwarnings("ignore::gpuc.errors.LaunchWarning")  # (16, 2): a kernel that reads no index(1)
 @pytest.mark.parametrize("device", ["cpu", "opencl"])
 def test_a_block_of_another_rank_than_the_launch_is_padded_with_ones(device):
     """k[(16, 2)](..., block=4) runs blocks of (4, 1) and k[16](..., block=(4, 2)) blocks of (4, 2), on every

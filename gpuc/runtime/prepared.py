@@ -1,0 +1,106 @@
+"""Prepared launches: `kernel.prepare(n, *args, ...)` types, compiles, checks and marshals a launch once;
+calling the PreparedLaunch it returns runs that launch again at the lowest cost a launch has (Warp's
+prepared launches). The contract is docs/launching.md, "Prepared launches".
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import user_facing
+from . import cpu, dispatch
+
+
+class PreparedLaunch:
+    """One launch of a kernel with fixed arguments: `launch()` runs it (as `kernel[n](*args, ...)` would)
+    and returns None. Arrays are read where they are when it runs (their contents may change between
+    runs; the launch keeps them alive). `kernel`, `n`, `args`, `device`, `threads`, `block` and
+    `shared` are what it was prepared with."""
+
+    __slots__ = ("kernel", "n", "args", "device", "threads", "block", "shared", "_module", "_fn", "_argv",
+                 "_total", "_sizes", "_run")
+
+    def __init__(self, kernel, n, args: tuple, device, threads, block, shared: int) -> None:
+        self.kernel, self.n, self.args = kernel, n, args
+        self.device, self.threads, self.block, self.shared = device, threads, block, shared
+        self._module = self._fn = self._argv = self._total = self._sizes = None
+        launcher = dispatch.launcher_for(kernel, args, device, whole_blocks=block is not None)
+        if isinstance(launcher, cpu.CPULauncher):
+            self._prepare_cpu(launcher)
+        else:
+            launcher.geometry.check(n, block)
+
+            def run():
+                launcher(n, args, threads, block=block, shared=shared)
+            self._run = run
+
+    def _prepare_cpu(self, launcher: cpu.CPULauncher) -> None:
+        """Everything a CPU launch does before its first call into the kernel, done now; checked as the
+        launch would check it (the arguments, the index space, the block, the thread count)."""
+        n, threads, block, shared = self.n, self.threads, self.block, self.shared
+        argv = launcher.marshal(self.args)
+        launcher.geometry.check(n, block)
+        dims = cpu.index_space(n)
+        if launcher.blocks or block is not None:
+            cpu._grid(dims, block)  # its errors now, not at the first run
+
+            def run():
+                launcher.run(n, argv, threads, block=block, shared=shared)
+            self._run = run
+            return
+        total = math.prod(dims)
+        threads = cpu.launch_threads(total, threads) if total else 1  # GPUC_NUM_THREADS as it is now
+        if threads == 1 and min(cpu.SERIAL_CHUNKS, total // cpu.MIN_ITEMS_PER_CHUNK) <= 1:
+            # one call into the kernel, as launch_marshalled would make it (none for an empty space)
+            self._module, self._fn, self._argv, self._total = launcher.module, launcher._fn, argv, total
+            self._sizes = cpu._SIZES.pack(*dims)
+
+            def run():
+                launcher.run(n, argv, threads)  # a closed module: its error
+            self._run = run
+            return
+
+        def run():
+            launcher.run(n, argv, threads)
+        self._run = run
+
+    def launch(self) -> None:
+        """Run the launch (a gpuc.Tape recording in this context records it, as it records kernel[n](...))."""
+        if self._fn is not None and dispatch.recording.get() is None and not self._module.closed:
+            if self._total:
+                self._fn(self._argv, 0, self._total, self._sizes)
+            return
+        if dispatch.recording.get() is not None:
+            dispatch.launch(self.kernel, self.n, self.args, device=self.device, threads=self.threads,
+                            block=self.block, shared=self.shared)
+            return
+        self._run()
+
+    __call__ = launch
+
+    def __reduce__(self):
+        raise TypeError("a PreparedLaunch holds compiled code and array addresses and cannot be pickled; pickle "
+                        "the kernel and its arguments and prepare the launch again where they are loaded")
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {name}={getattr(self, name)!r}" for name in ("device", "threads", "block", "shared")
+                        if getattr(self, name) not in (None, 0))
+        return f"<PreparedLaunch {getattr(self.kernel, '__qualname__', self.kernel)}[{self.n!r}], " \
+               f"{len(self.args)} argument(s){extra}>"
+
+
+def prepare(kernel, n, args, *, device: str | None = None, threads: int | None = None, block=None,
+            shared: int = 0) -> PreparedLaunch:
+    """The PreparedLaunch of `kernel[n](*args, device=..., threads=..., block=..., shared=...)`."""
+    return PreparedLaunch(kernel, n, tuple(args), device, threads, block, dispatch._shared_bytes(shared))
+
+
+@user_facing
+def kernel_prepare(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
+                   shared: int = 0) -> PreparedLaunch:
+    """A PreparedLaunch of `self[n](*args, device=..., threads=..., block=..., shared=...)`: typed, compiled,
+    checked and marshalled now; `launch()` (or calling it) runs it, again and again (docs/launching.md)."""
+    return prepare(self, n, args, device=device, threads=threads, block=block, shared=shared)
+
+
+__all__ = ["PreparedLaunch", "kernel_prepare", "prepare"]

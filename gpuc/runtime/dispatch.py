@@ -234,14 +234,18 @@ class _Launchers(dict):
         self.plans: tuple = ()
 
     def remember(self, launcher, args, whole_blocks: bool) -> None:
-        """Make and keep the plan of `launcher` for arguments of the kind of `args` (just launched)."""
+        """Make and keep the plan of `launcher` for arguments of the kind of `args` (just launched), unless
+        it has one for them (which, then, refused these arguments: a plan made again would too)."""
+        kinds = plans.kinds_of(args)
+        if any(p.kinds == kinds and p.launcher is launcher for p in (self.plans or ((), ()))[whole_blocks]):
+            return
         plan = plans.make_plan(launcher, args)
         if plan is None:
             return
         with self._lock:  # a new tuple: launches reading the old one on other threads are undisturbed
             both = list(self.plans) or [(), ()]
-            same = [p for p in both[whole_blocks] if p.kinds != plan.kinds or p.launcher is not launcher]
-            both[whole_blocks] = (plan, *same)[:MAX_PLANS]
+            others = [p for p in both[whole_blocks] if p.kinds != plan.kinds or p.launcher is not launcher]
+            both[whole_blocks] = (plan, *others)[:MAX_PLANS]
             self.plans = tuple(both)
 
     def compile_once(self, key, build):

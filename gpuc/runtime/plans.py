@@ -91,7 +91,9 @@ def make_plan(launcher, args) -> Plan | None:
             if param.llvm_type == "double" and issubclass(kind, float):
                 values.append(a)  # a float, as the converter's float(value) would give
             elif param.llvm_type == "i64" and kind is int:
-                lines.append(f"    if not {_INT64[0]} <= {a} <= {_INT64[1]}:\n        return None")
+                namespace[f"C{i}"] = convert  # beyond int64: the converter's range and wrapping
+                lines.append(f"    if not {_INT64[0]} <= {a} <= {_INT64[1]}:\n        try:\n"
+                             f"            {a}, = C{i}({a})\n        except Exception:\n            return None")
                 values.append(a)
             else:
                 namespace[f"C{i}"] = convert
@@ -113,9 +115,15 @@ def make_plan(launcher, args) -> Plan | None:
     namespace.update(_ONE_CALL=_ONE_CALL, _module=launcher.module, _fn=launcher._fn, _sizes=_SIZES.pack,
                      _run=launcher.run)
     exec(compile(source, f"<gpuc launch plan of @{launcher.module.entry}>", "exec"), namespace)  # noqa: S102
-    kinds = tuple((a.dtype, a.ndim) if type(a) is np.ndarray else _kind(a) for a in args)
     # taken out of their own globals: no reference cycle keeps a dropped kernel's JIT alive
-    return Plan(launcher, namespace.pop("marshal"), namespace.pop("launch"), source, kinds)
+    return Plan(launcher, namespace.pop("marshal"), namespace.pop("launch"), source, kinds_of(args))
+
+
+def kinds_of(args) -> tuple:
+    """What a plan made from `args` takes of each argument (a type, or an array's dtype, rank and the flags
+    a plan tests)."""
+    return tuple((a.dtype, a.ndim, a.flags.num & (_C_CONTIGUOUS | _WRITEABLE)) if type(a) is np.ndarray
+                 else _kind(a) for a in args)
 
 
 def _array_lines(i: int, param: ArrayParam, arg, lines: list, values: list, namespace: dict) -> bool:
@@ -156,4 +164,4 @@ def _kind(value):
     return kind if kind in _SCALAR_TYPES else None
 
 
-__all__ = ["MAX_ARGUMENTS", "Plan", "make_plan"]
+__all__ = ["MAX_ARGUMENTS", "Plan", "kinds_of", "make_plan"]

@@ -252,3 +252,23 @@ def test_a_tape_records_prepared_launches():
         launch()
     assert len(tape.launches) == 1
     np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_a_signature_makes_one_plan_however_often_it_takes_the_full_path():
+    out, x = np.zeros(4), np.arange(4.0)
+    for a in (2**63 + 1, 2**63 + 2, 3):  # beyond int64: the plan converts (wraps) as the full path does
+        axpy_int[4](a, x, out)
+    plans = [p for p in _plans(axpy_int)[0] if p.launcher is dispatch.launcher_for(axpy_int, (1, x, out))]
+    assert len(plans) == 1
+    readonly = np.zeros(4)
+    readonly.flags.writeable = False
+    for _ in range(3):
+        with pytest.raises(ValueError, match="read-only"):
+            axpy_int[4](1, x, readonly)
+    assert len(_plans(axpy_int)[0]) == 1
+
+
+@gpuc.kernel
+def axpy_int(a, x, y):
+    i = gpuc.index(0)
+    y[i] = a * x[i] + y[i]

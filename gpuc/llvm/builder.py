@@ -429,10 +429,11 @@ class Builder(Owner):
 
     def gep(self, ty: Type, ptr: Value, indices, name: str = "", *, inbounds: bool = True, no_wrap=None) -> Value:
         """The address of element `indices` of a `ty` at `ptr` (`getelementptr`); `no_wrap`, if
-        given, names its flags ("inbounds", "nusw", "nuw") instead of `inbounds`."""
+        given, names its flags ("inbounds", "nusw", "nuw") instead of `inbounds`. A vector of
+        pointers or of indices gives a vector of addresses."""
         idx = list(indices)
         self._use("gep", ty, ptr, *idx)
-        require_pointer("gep", ptr)
+        require_pointer("gep", ptr, vector=True)
         for i in idx:
             require("gep index", i, _INT, "integer")
         name_ = name.encode()

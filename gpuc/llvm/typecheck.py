@@ -80,8 +80,9 @@ def require(what: str, value, kinds, wanted: str) -> None:
         raise TypeError(f"{what} takes {wanted} operands, not {value.type}")
 
 
-def require_pointer(what: str, ptr) -> None:
-    if raw.LLVMGetTypeKind(type_of(ptr)) != PTR:
+def require_pointer(what: str, ptr, *, vector: bool = False) -> None:
+    """TypeError unless `ptr` is a pointer (or, with `vector`, a vector of pointers)."""
+    if (scalar_kind(ptr) if vector else raw.LLVMGetTypeKind(type_of(ptr))) != PTR:
         raise TypeError(f"{what}: the address must be a pointer, not a value of type {ptr.type}")
 
 

@@ -34,7 +34,8 @@ from .reference import Program
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
-KINDS = ("mismatch", "missed error", "unexpected refusal", "internal error", "exception", "crash", "hang")
+KINDS = ("mismatch", "missed error", "unexpected refusal", "internal error", "exception", "crash", "hang",
+         "vectorize mismatch")
 #: Per device, refusals that name what it lacks: (a part of gpuc's message, the feature). A launch the docs
 #: define may be refused so there (docs/targets.md); it is counted by feature, not a finding.
 DEVICE_LIMITS = {"opencl": (("cannot call through a function pointer", "function pointers chosen at run time"),)}
@@ -178,7 +179,10 @@ def judge(case: progen.Case, outcomes, results) -> list[Finding]:
     findings = []
     for k, (outcome, (kind, payload)) in enumerate(zip(outcomes, results)):
         want = f"compile error ({outcome.error})" if outcome.error else "values as below"
-        if kind in ("internal", "exception"):
+        if kind == "vectorize":  # the launch without vectorization across work items gave other arrays
+            findings.append(Finding("vectorize mismatch", case, k, "the same arrays with and without vectorization",
+                                    payload))
+        elif kind in ("internal", "exception"):
             findings.append(Finding("internal error" if kind == "internal" else "exception", case, k, want, payload))
         elif outcome.error:
             if kind == "refused":

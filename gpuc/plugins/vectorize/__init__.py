@@ -26,7 +26,7 @@ import time
 from gpuc.abi import VECTORIZE_MARKER
 from gpuc.compiler import CompileState
 from gpuc.compiler.trace import TransformationRecord
-from gpuc.llvm import CallInst, Function, Module
+from gpuc.llvm import Builder, CallInst, Constant, Function, Module
 
 from .emit import Calls, VectorBody, callee_name
 from .loops import ControlFlow, ItemLoop, Unsupported
@@ -92,12 +92,26 @@ def vectorize(state, call, module) -> str:
     mem = Memory(item, calls.pure)
     lanes = width(state.target)
     body = VectorBody(item, cf, uni, mem, calls, lanes, module)
-    from gpuc.llvm import Builder
+    body.precheck()
+    term = item.preheader.terminator
     with Builder(module.context) as b:
-        b.position_before(item.preheader.terminator)
+        b.position_before(term)
         count = b.sub(item.stop, item.first, "vec.count")
         guard, described = mem.guard(b, count, item.first)
-    body.build(guard)
+    try:
+        body.build(guard)
+    except Exception:
+        added = []
+        inst = term.previous
+        while inst is not None and inst != count:
+            added.append(inst)
+            inst = inst.previous
+        for i in added + [count]:
+            if i.uses:
+                i.replace_all_uses_with(Constant.poison(i.type))
+        for i in added + [count]:
+            i.erase()
+        raise
     parts = [f"{lanes} lanes", f"{len(cf.loops)} inner loop{'s' if len(cf.loops) != 1 else ''}",
              f"{len(uni.divergent)} divergent"]
     if body.consecutive:

@@ -18,7 +18,7 @@ from gpuc.llvm import (BinaryOperator, Builder, BranchInst, CallInst, CastInst, 
                        FreezeInst, Function, FunctionType, GetElementPtrInst, IntegerType, LoadInst, PHINode,
                        SelectInst, StoreInst, UnaryOperator, VectorType)
 
-from .loops import Loop, Unsupported
+from .loops import Loop, Unsupported, dead_end
 from .memory import type_size
 
 #: Calls that vanish from the vector loop (hints and the launch loop's markers).
@@ -32,6 +32,8 @@ ELEMENTWISE = {"llvm.fabs", "llvm.sqrt", "llvm.fma", "llvm.fmuladd", "llvm.minnu
                "llvm.nearbyint", "llvm.round", "llvm.roundeven", "llvm.smin", "llvm.smax", "llvm.umin", "llvm.umax",
                "llvm.abs", "llvm.ctpop", "llvm.ctlz", "llvm.cttz", "llvm.bswap", "llvm.bitreverse", "llvm.fshl",
                "llvm.fshr", "llvm.sadd.sat", "llvm.uadd.sat", "llvm.ssub.sat", "llvm.usub.sat"}
+#: Intrinsics overloaded on their result's and their argument's type (saturating conversions).
+CONVERSIONS = {"llvm.fptosi.sat", "llvm.fptoui.sat"}
 #: Intrinsics that touch no memory but have no single vector form here: they run lane by lane.
 MEMORY_FREE_PREFIXES = ("llvm.powi", "llvm.ldexp", "llvm.frexp", "llvm.exp10", "llvm.is.fpclass", "llvm.lrint",
                         "llvm.llrint", "llvm.lround", "llvm.llround", "llvm.smul.with.overflow",
@@ -64,12 +66,14 @@ class Calls:
         base = call.intrinsic_name
         if base in ELEMENTWISE and _all_scalar(call):
             return "elementwise"
+        if base in CONVERSIONS and _all_scalar(call):
+            return "conversion"
         if base is not None and base.startswith(MEMORY_FREE_PREFIXES):
             return "pure"
         return "other"
 
     def pure(self, call) -> bool:
-        return self.kind(call) in ("skip", "libmvec", "elementwise", "pure")
+        return self.kind(call) in ("skip", "libmvec", "elementwise", "conversion", "pure")
 
 
 def _all_scalar(call) -> bool:
@@ -89,6 +93,7 @@ class VectorBody:
         self.mask_ty = VectorType.get(self.i1, width)
         self.vals, self.mask, self.edges, self.override, self.liveout = {}, {}, {}, {}, {}
         self.frozen = {}
+        self.created = []
         self.lane_by_lane: list[str] = []
         self.gathers = self.consecutive = 0
         self._liveouts()
@@ -126,6 +131,56 @@ class VectorBody:
             if item.latch not in seen or blk == item.latch:
                 always.add(blk)
         return always
+
+    def precheck(self) -> None:
+        """Raise Unsupported for what the emitter cannot do, before it builds anything."""
+        for blk in self.item.body:
+            for inst in blk.instructions:
+                if inst.is_terminator or inst == self.item.iv:
+                    continue
+                op = inst.opcode_name
+                if op in ("alloca", "fence", "va_arg", "landingpad", "invoke", "callbr"):
+                    raise Unsupported(f"the body has an `{op}`")
+                if isinstance(inst, (LoadInst, StoreInst)):
+                    if inst.is_volatile or inst.ordering not in (None, "notatomic"):
+                        raise Unsupported("a volatile or atomic load or store")
+                    ty = inst.type if isinstance(inst, LoadInst) else inst.operands[0].type
+                    uniform = not any(self.uni.is_varying_at(op, blk) for op in inst.operands)
+                    if type_size(ty) is None and not uniform:
+                        raise Unsupported(f"an access of type {ty} that differs between work items")
+                    continue
+                if isinstance(inst, CallInst):
+                    kind = self.calls.kind(inst)
+                    if kind == "skip":
+                        if inst.uses:
+                            raise Unsupported(f"a call of @{callee_name(inst)} whose result is used")
+                        continue
+                    if str(inst.type) != "void" and (kind == "other" or inst in self.uni.varying):
+                        self.check_type(inst, True)
+                    continue
+                varying = inst in self.uni.varying
+                if varying or op in ("atomicrmw", "cmpxchg"):
+                    self.check_type(inst, True)
+                if varying and not isinstance(inst, (BinaryOperator, UnaryOperator, CastInst, CompareInst, SelectInst,
+                                                     FreezeInst, GetElementPtrInst, PHINode)):
+                    raise Unsupported(f"`{op}` of values that differ between work items")
+
+    def new_block(self, name):
+        blk = self.fn.append_block(name)
+        self.created.append(blk)
+        return blk
+
+    def rollback(self) -> None:
+        """Delete what a failed build made (the original loop is untouched until the build's end)."""
+        insts = [i for blk in self.created for i in blk.instructions]
+        for inst in insts:
+            if str(inst.type) != "void" and inst.uses:
+                inst.replace_all_uses_with(Constant.poison(inst.type))
+        for inst in reversed(insts):
+            inst.erase()
+        for blk in self.created:
+            blk.erase()
+        self.created = []
 
     # -- small helpers -----------------------------------------------------------------------------
 
@@ -173,7 +228,7 @@ class VectorBody:
 
     def uni_val(self, v, ctx):
         value = self.value_of(v, ctx)
-        if isinstance(value.type, VectorType):
+        if value.type != v.type:
             raise Unsupported(f"internal: a uniform value is a vector ({v.name})")
         return value
 
@@ -188,11 +243,19 @@ class VectorBody:
         term = pre.terminator
         if not isinstance(term, BranchInst) or term.is_conditional:
             raise Unsupported("the loop's preheader ends in a conditional branch")
-        head = fn.append_block("vec.chunk")
+        try:
+            self._build(guard, pre, term)
+        except Exception:
+            self.rollback()
+            raise
+
+    def _build(self, guard, pre, term):
+        item, fn = self.item, self.fn
+        head = self.new_block("vec.chunk")
         with Builder(self.llctx) as b:
             self.b = b
             b.position_at_end(head)
-            iv = b.phi(self.i64, [(item.first, pre)], "vec.index0")
+            iv = b.phi(self.i64, [], "vec.index0")
             lanes = self.splat(iv)
             offsets = Constant.poison(self.vty(self.i64))
             for k in range(self.W):
@@ -208,9 +271,10 @@ class VectorBody:
             b.cond_br(b.icmp("ult", nxt, item.stop), head, item.exit)
             for phi in [i for i in item.exit.instructions if isinstance(i, PHINode)]:
                 phi.add_incoming(phi.incoming_value_for(item.latch), latch)
-            term.erase()
-            b.position_at_end(pre)
-            b.cond_br(guard, head, item.header)
+            # The original loop keeps a preheader of its own (`br header`), as the clamp split expects.
+            entry = b.split_before(term, f"{pre.name}.vec")
+            iv.add_incoming(item.first, entry)
+            b.cond_br(guard, head, pre)
 
     def region(self, region) -> None:
         for node in region:
@@ -237,6 +301,10 @@ class VectorBody:
                 self.vals[inst] = self.join(inst, blk)
                 continue
             self.instruction(inst, blk)
+        for target in set(blk.successors):
+            if dead_end(target) == "trap":  # the item-by-item loop would trap here: so does the vector loop
+                self.edges.pop((blk, target), None)
+                self.guarded(target.instructions.first, blk, self.edge(blk, target))
 
     def edge(self, src, dst):
         key = (src, dst)
@@ -315,17 +383,19 @@ class VectorBody:
         m_in = None
         for p in entries:
             m_in = self.m_or(m_in, self.edge(p, header))
+        starts = []
+        for phi in [i for i in header.instructions if isinstance(i, PHINode)]:
+            varying = phi in self.uni.varying
+            self.check_type(phi, varying)
+            starts.append((phi, varying, self.entry_value(phi, header, entries, varying)))
         before = b.block
-        head = self.fn.append_block(f"vec.{header.name}")
+        head = self.new_block(f"vec.{header.name}")
         b.br(head)
         b.position_at_end(head)
         mphi = b.phi(self.mask_ty, [(m_in, before)], "vec.loopmask")
         divergent = loop in self.uni.divergent
         phis = []
-        for phi in [i for i in header.instructions if isinstance(i, PHINode)]:
-            varying = phi in self.uni.varying
-            self.check_type(phi, varying)
-            start = self.entry_value(phi, header, entries, varying)
+        for phi, varying, start in starts:
             new = b.phi(start.type, [(start, before)])
             self.vals[phi] = new
             phis.append((phi, new, varying))
@@ -368,7 +438,7 @@ class VectorBody:
         for v, keep, value in new_keeps:
             keep.add_incoming(value, end)
             self.liveout[(loop, v)] = value
-        after = self.fn.append_block(f"vec.{header.name}.done")
+        after = self.new_block(f"vec.{header.name}.done")
         b.cond_br(self.any(m_back), head, after)
         b.position_at_end(after)
 
@@ -475,17 +545,8 @@ class VectorBody:
         if inst.is_volatile or inst.ordering not in (None, "notatomic"):
             raise Unsupported("a volatile or atomic load")
         ty, ptr = inst.type, inst.operands[0]
-        if type_size(ty) is None:
-            raise Unsupported(f"a load of {ty}")
         if not self.uni.is_varying_at(ptr, blk):
-            if blk in self.always:
-                self.vals[inst] = self.clone(inst, blk)
-                return
-            one = VectorType.get(ty, 1)
-            m = self.b.insert_element(Constant.null(VectorType.get(self.i1, 1)), self.any(self.mask[blk]), self.const(0, self.i32))
-            got = self.masked(f"llvm.masked.load.v1{_mangle(ty)}.p0", one, [self.uni_val(ptr, blk), m, Constant.null(one)],
-                              inst.alignment)
-            value = self.b.extract_element(got, self.const(0, self.i32))
+            value = self.clone(inst, blk) if blk in self.always else self.guarded(inst, blk)
             self.vals[inst] = self.splat(value) if varying else value
             return
         vty, mask = self.vty(ty), self.mask[blk]
@@ -505,19 +566,14 @@ class VectorBody:
             raise Unsupported("a volatile or atomic store")
         value, ptr = inst.operands
         ty = value.type
-        if type_size(ty) is None:
-            raise Unsupported(f"a store of {ty}")
         void = self.llctx.void
         vary_ptr = self.uni.is_varying_at(ptr, blk)
         vary_value = self.uni.is_varying_at(value, blk)
         if not vary_ptr and not vary_value:
             if blk in self.always:
                 self.clone(inst, blk)
-                return
-            one = VectorType.get(ty, 1)
-            m = self.b.insert_element(Constant.null(VectorType.get(self.i1, 1)), self.any(self.mask[blk]), self.const(0, self.i32))
-            v = self.b.insert_element(Constant.poison(one), self.uni_val(value, blk), self.const(0, self.i32))
-            self.masked(f"llvm.masked.store.v1{_mangle(ty)}.p0", void, [v, self.uni_val(ptr, blk), m], inst.alignment)
+            else:
+                self.guarded(inst, blk)
             return
         vty, mask = self.vty(ty), self.mask[blk]
         data = self.vec(value, blk)
@@ -538,7 +594,7 @@ class VectorBody:
             if inst.uses:
                 raise Unsupported(f"a call of @{callee_name(inst)} whose result is used")
             return
-        if kind in ("libmvec", "elementwise", "pure") and not varying:
+        if kind in ("libmvec", "elementwise", "conversion", "pure") and not varying:
             self.vals[inst] = self.clone(inst, blk)
             return
         if kind == "libmvec":
@@ -550,6 +606,12 @@ class VectorBody:
             fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{_mangle(vty)}",
                                                FunctionType.get(vty, [a.type for a in args]))
             self.vals[inst] = self.b.call(fn, args)
+            return
+        if kind == "conversion":
+            vty, arg = self.vty(inst.type), self.vec(inst.args[0], blk)
+            fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{_mangle(vty)}.{_mangle(arg.type)}",
+                                               FunctionType.get(vty, [arg.type]))
+            self.vals[inst] = self.b.call(fn, [arg])
             return
         self.lane_by_lane.append(f"call @{callee_name(inst) or '(pointer)'}")
         if str(inst.type) != "void":
@@ -569,6 +631,25 @@ class VectorBody:
         args = [self.vec(a, blk) for a in inst.args]
         return through_variant(self.b, self.i32, variant, lanes, args, self.vty(element))
 
+    def guarded(self, inst, blk, mask=None):
+        """A uniform instruction run once where any lane of `mask` (its block's) runs it."""
+        b = self.b
+        bit = self.any(self.mask[blk] if mask is None else mask)
+        values = [(k, self.uni_val(op, blk)) for k, op in enumerate(inst.operands) if op in self.uni.def_block]
+        then, nxt = self.new_block("vec.any"), self.new_block("vec.any.next")
+        before = b.block
+        b.cond_br(bit, then, nxt)
+        b.position_at_end(then)
+        new = inst.clone()
+        b.insert(new, inst.name)
+        for k, value in values:
+            new.operands[k] = value
+        b.br(nxt)
+        b.position_at_end(nxt)
+        if str(inst.type) == "void":
+            return None
+        return b.phi(inst.type, [(new, then), (Constant.poison(inst.type), before)])
+
     def per_lane(self, inst, blk):
         """`inst` once per lane whose mask bit is set, in lane order; its results as a vector."""
         b = self.b
@@ -578,16 +659,17 @@ class VectorBody:
         operands = [(k, op) for k, op in enumerate(inst.operands) if op in self.uni.def_block]
         for k in range(self.W):
             bit = self.lane(mask, k)
-            then = self.fn.append_block(f"vec.lane{k}")
-            nxt = self.fn.append_block("vec.lane.next")
+            then = self.new_block(f"vec.lane{k}")
+            nxt = self.new_block("vec.lane.next")
             before = b.block
             b.cond_br(bit, then, nxt)
             b.position_at_end(then)
+            values = [(index, self.lane(self.vec(op, blk), k) if self.uni.is_varying_at(op, blk)
+                       else self.uni_val(op, blk)) for index, op in operands]
             new = inst.clone()
             b.insert(new, inst.name)
-            for index, op in operands:
-                varying = self.uni.is_varying_at(op, blk)
-                new.operands[index] = self.lane(self.vec(op, blk), k) if varying else self.uni_val(op, blk)
+            for index, value in values:
+                new.operands[index] = value
             b.br(nxt)
             b.position_at_end(nxt)
             if typed:

@@ -60,7 +60,7 @@ class ItemLoop:
             term = blk.terminator
             if term is None or term.opcode_name not in ("br", "switch"):
                 raise Unsupported(f"a block ends in `{term.opcode_name if term else 'nothing'}`")
-            if blk != self.latch and any(s not in self.blocks for s in blk.successors):
+            if blk != self.latch and any(s not in self.blocks and not dead_end(s) for s in blk.successors):
                 raise Unsupported("the loop over index 0 has a second exit")
             if blk != self.header and any(p not in self.blocks for p in blk.predecessors):
                 raise Unsupported("the loop over index 0 has a second entry")
@@ -72,10 +72,11 @@ class ItemLoop:
             raise Unsupported(f"the kernel is too large ({len(self.body)} blocks, {count} instructions)")
 
     def successors(self, blk):
-        """Successors of `blk` within the body, without the loop's own back edge."""
+        """Successors of `blk` within the body, without the loop's own back edge (and blocks that are
+        nothing but `unreachable`: no item goes there, as the optimizer already assumes)."""
         if blk == self.latch:
             return [s for s in blk.successors if s != self.header and s in self.blocks]
-        return list(blk.successors)
+        return [s for s in blk.successors if not dead_end(s)]
 
 
 class Loop:
@@ -267,6 +268,20 @@ class ControlFlow:
                 seen |= reach.get(s, set())
             reach[blk] = seen
         return reach
+
+
+def dead_end(blk) -> str | None:
+    """"unreachable" for a block that is nothing but `unreachable` (no item goes there, as the optimizer
+    already assumes), "trap" for `call @llvm.trap()` and `unreachable` (the launch dies there), else None."""
+    term = blk.terminator
+    if term is None or term.opcode_name != "unreachable":
+        return None
+    first = blk.instructions.first
+    if first == term:
+        return "unreachable"
+    if isinstance(first, CallInst) and first.intrinsic_name == "llvm.trap" and first.next == term:
+        return "trap"
+    return None
 
 
 def _is_increment(v, iv) -> bool:

@@ -49,7 +49,9 @@ Checks, per program, with a seed (the incoming gradient) in the shadow of every 
 - the arrays after the adjoint launches against a plain primal launch: equal with `threads=1`, within
   RTOL_SCHEDULE with more threads (reordered atomic sums);
 - the primal against the Python run of the program (within 1e-9 for float64, 1e-3 for float32 in
-  float64 Python), a check of the generator.
+  float64 Python), a check of the generator;
+- the primal launch against the same launch without vectorization across work items
+  (CompilerConfig(vectorize=False), support/vectorize.py): every array equal bit for bit.
 
 Programs run in a worker process (`Worker`): one that crashes or hangs is a finding of the program it
 had begun, and the next program starts a fresh process. Findings are grouped by kind and by the role of
@@ -84,6 +86,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from support.vectorize import differences as vector_differences, item_by_item
 
 MARGIN = 2e-3           # a float comparison this close to its tie (relative) makes a program undefined
 BOUND = 1e4             # outputs beyond this make a program undefined
@@ -1061,6 +1065,7 @@ class Run:
     wobble: dict = field(default_factory=dict)       # name -> how far those move with the arguments (JITTER)
     fd_noise: dict = field(default_factory=dict)     # name -> the differences' rounding, per element
     error: str | None = None
+    item_by_item: dict = field(default_factory=dict)  # name -> array after a launch without vectorization
 
 
 def load(case: Case, workdir: Path, tag: str = ""):
@@ -1082,6 +1087,9 @@ def execute(case: Case, workdir: Path, tag: str = "") -> Run:
         args = _args(case)
         kernel.launch(case.launch, *args, device="cpu", threads=1)
         run.primal = dict(zip(names, args))
+        scalar_args = _args(case)
+        item_by_item(kernel).launch(case.launch, *scalar_args, device="cpu", threads=1)
+        run.item_by_item = dict(zip(names, scalar_args))
         adjoint = gpuc.adjoint(kernel)
         for threads in (1, 2, 3):
             run.adjoint[threads] = _adjoint(adjoint, case, threads)
@@ -1161,7 +1169,7 @@ def differences(kernel, case: Case, scale: float = 1.0, only=None):
 @dataclass
 class Finding:
     case: Case
-    kind: str          # "exception", "gradient", "schedule", "primal", "python"
+    kind: str          # "exception", "gradient", "schedule", "primal", "python", "vectorize"
     array: str         # the array it is about ("" for exceptions)
     detail: str
     ratio: float = 0.0
@@ -1208,6 +1216,12 @@ def judge(case: Case, run: Run, stats: Stats | None = None, skip=()) -> list[Fin
     dt = case.dtype
     findings = []
     floats = case.arrays()
+    # the primal with and without vectorization across work items: bit for bit
+    for name, want in run.item_by_item.items():
+        diffs = vector_differences([run.primal[name]], [want])
+        if diffs:
+            findings.append(Finding(case, "vectorize", name, "the vectorized primal launch and the one without "
+                                    "vectorization differ:\n" + "\n".join(diffs[:10])))
     # the primal: the Python run
     for p in floats:
         got, want = run.primal[p.name].astype(np.float64), case.python[p.name]

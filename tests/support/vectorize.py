@@ -18,7 +18,7 @@ def differences(vectorized, scalar) -> list[str]:
     """Where two lists of arrays differ bit for bit (NaN payloads and signs of zero included)."""
     out = []
     for k, (a, b) in enumerate(zip(vectorized, scalar)):
-        a, b = np.asarray(a), np.asarray(b)
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         if a.shape != b.shape or a.dtype != b.dtype:
             out.append(f"  array argument {k}: {a.dtype}{a.shape} vectorized, {b.dtype}{b.shape} item by item")
             continue

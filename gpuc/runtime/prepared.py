@@ -15,38 +15,44 @@ class PreparedLaunch:
     """One launch of a kernel with fixed arguments: `launch()` runs it (as `kernel[n](*args, ...)` would)
     and returns None. Arrays are read where they are when it runs (their contents may change between
     runs; the launch keeps them alive). `kernel`, `n`, `args`, `device`, `threads`, `block` and
-    `shared` are what it was prepared with."""
+    `shared` (read-only) are what it was prepared with."""
 
-    __slots__ = ("kernel", "n", "args", "device", "threads", "block", "shared", "_module", "_fn", "_argv",
-                 "_total", "_sizes", "_run")
+    __slots__ = ("_given", "_module", "_fn", "_argv", "_total", "_sizes", "_run")
 
     def __init__(self, kernel, n, args: tuple, device, threads, block, shared: int) -> None:
-        self.kernel, self.n, self.args = kernel, n, args
-        self.device, self.threads, self.block, self.shared = device, threads, block, shared
+        self._given = (kernel, n, args, device, threads, block, shared)
         self._module = self._fn = self._argv = self._total = self._sizes = None
         launcher = dispatch.launcher_for(kernel, args, device, whole_blocks=block is not None)
         if isinstance(launcher, cpu.CPULauncher):
             self._prepare_cpu(launcher)
-        else:
-            launcher.geometry.check(n, block)
+            return
+        launcher.geometry.check(n, block)
 
-            def run():
-                launcher(n, args, threads, block=block, shared=shared)
-            self._run = run
+        def run():
+            launcher(n, args, threads, block=block, shared=shared)
+        self._run = run
+
+    kernel = property(lambda self: self._given[0], doc="The kernel.")
+    n = property(lambda self: self._given[1], doc="The index space, as given.")
+    args = property(lambda self: self._given[2], doc="The arguments (a tuple).")
+    device = property(lambda self: self._given[3], doc="device=, as given (None: the arguments' device).")
+    threads = property(lambda self: self._given[4], doc="threads=, as given.")
+    block = property(lambda self: self._given[5], doc="block=, as given.")
+    shared = property(lambda self: self._given[6], doc="shared=, in bytes.")
 
     def _prepare_cpu(self, launcher: cpu.CPULauncher) -> None:
         """Everything a CPU launch does before its first call into the kernel, done now; checked as the
         launch would check it (the arguments, the index space, the block, the thread count)."""
-        n, threads, block, shared = self.n, self.threads, self.block, self.shared
-        argv = launcher.marshal(self.args)
+        _, n, args, _, threads, block, shared = self._given
+        argv = launcher.marshal(args)
         launcher.geometry.check(n, block)
         dims = cpu.index_space(n)
         if launcher.blocks or block is not None:
             cpu._grid(dims, block)  # its errors now, not at the first run
 
-            def run():
+            def run_blocks():
                 launcher.run(n, argv, threads, block=block, shared=shared)
-            self._run = run
+            self._run = run_blocks
             return
         total = math.prod(dims)
         threads = cpu.launch_threads(total, threads) if total else 1  # GPUC_NUM_THREADS as it is now
@@ -55,12 +61,7 @@ class PreparedLaunch:
             self._module, self._fn, self._argv, self._total = launcher.module, launcher._fn, argv, total
             self._sizes = cpu._SIZES.pack(*dims)
 
-            def run():
-                launcher.run(n, argv, threads)  # a closed module: its error
-            self._run = run
-            return
-
-        def run():
+        def run():  # in chunks; or, for one call, where the module was closed: its error
             launcher.run(n, argv, threads)
         self._run = run
 
@@ -71,8 +72,8 @@ class PreparedLaunch:
                 self._fn(self._argv, 0, self._total, self._sizes)
             return
         if dispatch.recording.get() is not None:
-            dispatch.launch(self.kernel, self.n, self.args, device=self.device, threads=self.threads,
-                            block=self.block, shared=self.shared)
+            kernel, n, args, device, threads, block, shared = self._given
+            dispatch.launch(kernel, n, args, device=device, threads=threads, block=block, shared=shared)
             return
         self._run()
 

@@ -169,6 +169,9 @@ def test_a_prepared_launch_reads_the_arrays_anew_each_run():
     launch = axpy.prepare(8, 2.0, x, y)
     assert isinstance(launch, gpuc.runtime.PreparedLaunch)
     assert (launch.kernel, launch.n, launch.args) == (axpy, 8, (2.0, x, y))
+    assert (launch.device, launch.threads, launch.block, launch.shared) == (None, None, None, 0)
+    with pytest.raises(AttributeError):
+        launch.n = 4  # what it was prepared with, not a setting
     assert not y.any()  # preparing runs nothing
     assert launch() is None
     np.testing.assert_array_equal(y, 2 * x)

@@ -33,9 +33,9 @@ class Geometry:
             raise ValueError(f"{self.name} uses the block model ({self.block_model}) and was launched without "
                              f"block=: give the block size, as in {self.name}[{_spelled(n).strip('()')}](..., block=256) (numba-cuda's "
                              f"k[blocks, threads](...) is k[blocks * threads](..., block=threads))")
-        if self.dims is None or self.warned or not isinstance(n, (tuple, list)):
-            return
-        ignored = [d for d in range(1, min(len(n), 3)) if _extent(n[d]) > 1 and d not in self.dims]
+        if self.dims is None or self.warned or not isinstance(n, (tuple, list)) or not 1 <= len(n) <= 3:
+            return  # (a launch of no such shape: its own error follows)
+        ignored = [d for d in range(1, len(n)) if _extent(n[d]) > 1 and d not in self.dims]
         if ignored:
             self.warned = True
             d = ignored[0]

@@ -166,7 +166,7 @@ def main() -> None:
         jit_first = time.perf_counter() - start
 
         start = time.perf_counter()
-        from gpuc.frontend.typespec import parse_types
+        from gpuc.frontend.core.typespec import parse_types
         from gpuc.runtime import aot
         exports = [aot.Export(getattr(module, name), tuple(parse_types(types)), name) for name, types in TYPES.items()]
         aot.link_library(aot.build(exports, gpuc.NativeTarget(), "lib"), Path(tmp) / "libten2.so")

@@ -9,15 +9,9 @@ from .compiler import (  # noqa: E402
     unregister_plugin)
 from .errors import KernelError  # noqa: E402
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
-from .frontend import (Array, atomic_add, atomic_and, atomic_cas, atomic_dec, atomic_exch, atomic_inc,  # noqa: E402
-                       atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, bool_, boolean, clz, deferred,
-                       derivative, ffs, float32, float64, fma, func, grad, index, int32, int64, jvp, kernel, marker,
-                       ndrange, popc, uint32, uint64, value_and_grad, vjp)
-from .frontend import (ballot, barrier, barrier_all, barrier_any, barrier_count, block_dim, block_index,  # noqa: E402
-                       fence, fence_block, grid_barrier, grid_dim, lane_index, local, shared, shfl_down, shfl_idx,
-                       shfl_up, shfl_xor, syncwarp, thread_index, vote_all, vote_any, warp_size)
-from .frontend import complex64, complex128  # noqa: E402  - complex numbers (docs/frontend.md)
-from .frontend import float16, int8, int16, uint8, uint16  # noqa: E402  - the small dtypes (docs/frontend.md)
+from . import frontend as _frontend  # noqa: E402
+from .frontend import func, kernel  # noqa: E402
+globals().update({_name: _entry.obj for _name, _entry in _frontend.PUBLIC.items()})  # gpuc.atomic_add, gpuc.float32, ...
 from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
@@ -31,22 +25,13 @@ __all__ = [
     "Plugin", "PluginError", "SPIRVTarget", "Target", "ValidationError", "__version__", "build_pipeline",
     "code_llvm", "code_native", "compile", "compile_module", "load_library", "make_plugin", "plugin_scope", "register_plugin",
     "registered_plugins", "unregister_plugin",
-    # the Python frontend
-    "Array", "adjoint", "atomic_add", "atomic_and", "atomic_cas", "atomic_dec", "atomic_exch", "atomic_inc",
-    "atomic_max", "atomic_min", "atomic_or", "atomic_sub", "atomic_xor", "bool_", "boolean", "clz", "deferred",
-    "derivative", "ffs", "float32", "float64", "fma", "func", "grad", "index", "int32", "int64", "jvp", "kernel",
-    "marker", "ndrange", "popc", "uint32", "uint64", "value_and_grad", "vjp",
-    # the block model (docs/frontend.md, "Blocks")
-    "ballot", "barrier", "barrier_all", "barrier_any", "barrier_count", "block_dim", "block_index", "fence",
-    "fence_block", "grid_barrier", "grid_dim", "lane_index", "local", "shared", "shfl_down", "shfl_idx", "shfl_up",
-    "shfl_xor", "syncwarp", "thread_index", "vote_all", "vote_any", "warp_size",
+    # the Python frontend: the decorators, then what kernels call, as the frontend's registry lists it
+    "adjoint", "func", "kernel", *_frontend.PUBLIC,
 ]
-__all__ += ["complex64", "complex128"]
-__all__ += ["float16", "int8", "int16", "uint8", "uint16"]
 __all__ += ["Tape"]
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
-from .frontend.blocks import NUMBA_CUDA_SPELLINGS  # noqa: E402
+from .frontend.core.hints import NUMBA_CUDA_SPELLINGS  # noqa: E402
 
 _INSTEAD = {
     **NUMBA_CUDA_SPELLINGS,
@@ -70,17 +55,14 @@ _INSTEAD = {
                     "with gpuc.Tape() as tape: records kernel launches; tape.backward(loss) runs their adjoints in "
                     "reverse and tape.gradients[x] is the gradient of an input array x"),
 }
-_IN_KERNELS = ("gpuc.index, gpuc.ndrange, gpuc.atomic_add and the other atomics (atomic_sub, atomic_min, "
-               "atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, atomic_dec, atomic_cas), "
-               "the block model (gpuc.thread_index, block_index, block_dim, grid_dim, lane_index, warp_size, "
-               "gpuc.shared.array, gpuc.shared.dynamic, gpuc.local.array, gpuc.barrier, barrier_count, barrier_all, "
-               "barrier_any, fence, fence_block, syncwarp, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, vote_any, "
-               "vote_all), gpuc.popc, gpuc.clz, gpuc.ffs, gpuc.fma, gpuc.deferred (function pointers), "
-               "gpuc.derivative and gpuc.jvp (forward-mode derivatives), gpuc.grad, gpuc.value_and_grad and "
-               "gpuc.vjp (reverse mode), gpuc.marker(...) objects, the types "
-               "gpuc.bool_, gpuc.int8, gpuc.uint8, gpuc.int16, gpuc.uint16, gpuc.int32, gpuc.int64, gpuc.uint32, "
-               "gpuc.uint64, gpuc.float16, gpuc.float32, gpuc.float64, gpuc.complex64, gpuc.complex128, "
-               "and gpuc.Array[dtype, ndim] for signatures")
+
+
+def _in_kernels() -> str:
+    """What kernels can call from gpuc, by group, in the registry's order."""
+    groups: dict[str, list[str]] = {}
+    for name, entry in _frontend.PUBLIC.items():
+        groups.setdefault(entry.group, []).append(f"gpuc.{name}")
+    return "; ".join(f"{group}: {', '.join(names)}" if group else ", ".join(names) for group, names in groups.items())
 
 
 def __getattr__(name: str):
@@ -91,5 +73,5 @@ def __getattr__(name: str):
 
     close = difflib.get_close_matches(name, __all__, n=3, cutoff=0.75)
     advice = _INSTEAD.get(name) or (f"did you mean {' or '.join('gpuc.' + c for c in close)}?" if close else
-                                    f"inside kernels gpuc offers {_IN_KERNELS}")
+                                    f"inside kernels gpuc offers {_in_kernels()}")
     raise AttributeError(f"module 'gpuc' has no attribute {name!r}: {advice}")

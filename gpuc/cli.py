@@ -19,7 +19,7 @@ from pathlib import Path
 from . import __version__
 from .compiler import CompilerConfig, CompilerError, CompilerJob, IRSource, Plugin, compile, registered_plugins
 from .frontend import GpucFunction
-from .frontend.typespec import ACCEPTED, TypeSpecError, parse_types
+from .frontend.core.typespec import ACCEPTED, TypeSpecError, parse_types
 from .runtime import aot
 from .targets import TARGETS, NativeTarget
 

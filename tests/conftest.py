@@ -43,6 +43,14 @@ def _private_temp_folder(tmp_path_factory):
 
 
 @pytest.fixture
+def example(monkeypatch):
+    """`example("blur")`: examples/blur.py as a fresh module, examples/ on sys.path for the whole test."""
+    from support.examples import EXAMPLES, load_example
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return load_example
+
+
+@pytest.fixture
 def no_disk_cache(monkeypatch):
     """Compiles run every stage: tests of the stages themselves must not get code from the disk cache."""
     monkeypatch.setenv("GPUC_CACHE", "0")

@@ -127,8 +127,8 @@ def test_the_readme_describes_the_same_layers():
     ("from ..llvm import Module", "gpuc.llvm"),
     ("from .. import plugins", "gpuc.plugins"),
     ("from . import plugins", "gpuc.compiler.plugins"),
-    ("def f():\n    from ..frontend import source", "gpuc.frontend.source"),
-    ("import gpuc.frontend.source", "gpuc.frontend.source"),
+    ("def f():\n    from ..frontend import program", "gpuc.frontend.program"),
+    ("import gpuc.frontend.program", "gpuc.frontend.program"),
 ])
 def test_the_walker_resolves_imports(tmp_path, source, expected, monkeypatch):
     # The checks above pass vacuously if the walker misses imports: it must see these.
@@ -138,3 +138,82 @@ def test_the_walker_resolves_imports(tmp_path, source, expected, monkeypatch):
 
 
 _read = Path.read_text
+
+
+# -- inside the frontend ---------------------------------------------------------------------
+
+#: The frontend's parts, bottom to top (gpuc/frontend/__init__.py). Parts on one level are side by side:
+#: neither imports the other (constructs reach the passes only as arguments, the passes reach
+#: constructs only through the registry).
+FRONTEND_LAYERS = (("core",), ("numeric",), ("arrays",), ("constructs", "passes"), ("program",), ("__init__",))
+FRONTEND_LEVEL = {name: level for level, names in enumerate(FRONTEND_LAYERS) for name in names}
+#: Import cycles allowed inside one part, as sets of modules: a gpuc function pickles itself by value
+#: through pickling.py, which rebuilds gpuc functions; a view copies itself into an array and a copy
+#: reads views.
+FRONTEND_CYCLES = ({"gpuc.frontend.core.functions", "gpuc.frontend.core.pickling"},
+                   {"gpuc.frontend.arrays.views", "gpuc.frontend.arrays.copying"})
+
+
+def frontend_part(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def frontend_edges():
+    """(importer, imported, file, line) for every import between two of the frontend's modules."""
+    for path in sorted((PACKAGE / "frontend").rglob("*.py")):
+        importer = module_name(path)
+        for imported, line in imports(path):
+            if imported.startswith("gpuc.frontend.") and imported != importer:
+                yield importer, imported, path.relative_to(ROOT), line
+
+
+def test_every_frontend_module_has_a_part():
+    for path in (PACKAGE / "frontend").rglob("*.py"):
+        part = frontend_part(module_name(path))
+        assert part in FRONTEND_LEVEL, f"{path}: add {part!r} to FRONTEND_LAYERS here and to gpuc/frontend/__init__.py"
+
+
+def test_frontend_imports_follow_its_layers():
+    wrong = []
+    for importer, imported, file, line in frontend_edges():
+        src, dst = frontend_part(importer), frontend_part(imported)
+        if src != dst and FRONTEND_LEVEL[dst] >= FRONTEND_LEVEL[src]:
+            wrong.append(f"{file}:{line}: {importer} ({src}) imports {imported} ({dst})")
+    assert not wrong, "imports against the frontend's layers (gpuc/frontend/__init__.py):\n" + "\n".join(wrong)
+
+
+def test_frontend_cycles_are_the_listed_ones():
+    graph = defaultdict(set)
+    for importer, imported, _, _ in frontend_edges():
+        graph[importer].add(imported)
+    # strongly connected components (Tarjan), each a set of modules that import one another
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def connect(v):
+        index[v] = low[v] = len(index)
+        stack.append(v), on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    unlisted = [" <-> ".join(sorted(c)) for c in found if c not in FRONTEND_CYCLES]
+    assert not unlisted, "import cycles in the frontend not in FRONTEND_CYCLES:\n" + "\n".join(unlisted)
+    stale = [" <-> ".join(sorted(c)) for c in FRONTEND_CYCLES if c not in found]
+    assert not stale, "FRONTEND_CYCLES lists cycles that are gone; remove them:\n" + "\n".join(stale)

@@ -12,7 +12,7 @@ threads see the raised limit too. It is restored as soon as the last concurrent 
 unless someone changed it in between (lowering it from another thread while a compile runs deep
 makes Python abort: "Cannot recover from stack overflow"). The caller waits for the frontend
 thread even when interrupted, for the same reason. Beyond the limit, the visitors report a
-located CompilationError (see gpuc/frontend/errors.py, LocatingVisitor) instead of a RecursionError.
+located CompilationError (see gpuc/frontend/core/errors.py, LocatingVisitor) instead of a RecursionError.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from .globals import CALLING_CONVENTIONS, LINKAGES, Attributes, CallSiteAttribut
 from .instructions import (AggregateInst, AllocaInst, AtomicCmpXchgInst, AtomicRMWInst, BinaryOperator, BranchInst, CallInst,
                            CastInst, CompareInst, FenceInst, FreezeInst, GetElementPtrInst, LoadInst, MemoryInst,
                            PHINode, SelectInst, ShuffleVectorInst, StoreInst, UnaryOperator, intrinsic_id, intrinsic_name)
-from .module import LLVMError, MemoryBuffer, Module
+from .errors import LLVMError
+from .module import MemoryBuffer, Module
 from .orc import LLJIT
 from .passes import run_passes
 from .target import Target, TargetData, TargetMachine, host_cpu, host_features, host_triple, initialize

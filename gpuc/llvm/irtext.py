@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from itertools import accumulate
 
-from .module import LLVMError
+from .errors import LLVMError
 
 MAX_NESTING = 1000
 

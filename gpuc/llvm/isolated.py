@@ -113,7 +113,7 @@ class IsolatedCodegen:
 
     def emit(self, bitcode: bytes, triple: str, cpu: str, features: str, opt_level: int, kind: str,
              fresh: bool = True) -> bytes:
-        from .module import LLVMError
+        from .errors import LLVMError
 
         header = {"triple": triple, "cpu": cpu, "features": features, "opt_level": opt_level, "kind": kind,
                   "fresh": fresh, "size": len(bitcode)}

@@ -12,11 +12,9 @@ from .capi import address_of, lib
 from .context import Context
 from .globals import Function, GlobalVariable
 from .types import FunctionType, Type, _same_context, check_address_space
+from .errors import LLVMError
+from .irtext import check_nesting
 from .values import Value
-
-
-class LLVMError(Exception):
-    """LLVM rejected an operation (parse error, verifier failure, link conflict, ...)."""
 
 
 class MemoryBuffer(Owner):
@@ -126,7 +124,6 @@ class Module(Owner):
     def parse(cls, source: "str | bytes", context: Context | None = None, *, name: str = "<string>") -> "Module":
         """Parse LLVM IR text or bitcode. Raises LLVMError with the parser's message, or for text
         nested deeper than LLVM's parser can take (gpuc/llvm/irtext.py)."""
-        from .irtext import check_nesting
 
         data = source.encode() if isinstance(source, str) else bytes(source)
         check_nesting(data, name)

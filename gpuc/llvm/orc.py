@@ -8,7 +8,8 @@ from . import capi
 from ._base import Owner
 from .capi import lib
 from .context import errors_in
-from .module import LLVMError, Module
+from .errors import LLVMError
+from .module import Module
 from .target import initialize_all
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from . import capi
 from .capi import address_of, lib
-from .module import LLVMError, Module
+from .errors import LLVMError
+from .module import Module
 
 
 def run_passes(module: Module, pipeline: str, target_machine=None, *, verify: bool = True,

@@ -10,7 +10,8 @@ from . import capi
 from ._base import Owner
 from .capi import lib
 from .context import errors_in
-from .module import LLVMError, MemoryBuffer, Module
+from .errors import LLVMError
+from .module import MemoryBuffer, Module
 
 # LLVM target name -> the component initializers that exist for it in libLLVM.
 _TARGETS = {

@@ -4,7 +4,7 @@
 Both runtimes marshal arguments with one `gpuc.abi.KernelSignature` (re-exported here)."""
 
 from ..abi import KernelSignature
-from ..frontend.source import Kernel as _FrontendKernel
+from ..frontend.core.functions import Kernel as _FrontendKernel
 from . import dispatch, prepared
 from .cpu import CPULauncher, JITModule, default_threads, index_space, launch, load
 from .prepared import PreparedLaunch

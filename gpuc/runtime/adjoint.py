@@ -16,9 +16,9 @@ import threading
 import numpy as np
 
 from ..errors import user_facing
-from ..frontend.reverse import CONCURRENT, PARITY, SERIAL, AdjointRequest
-from ..frontend.source import Kernel, _NOT_FOUND
-from ..frontend.types import ArrayType, as_type
+from ..frontend.constructs.reverse import CONCURRENT, PARITY, SERIAL, AdjointRequest
+from ..frontend.core.functions import Kernel, _NOT_FOUND
+from ..frontend.core.types import ArrayType, as_type
 from .cpu import index_space, launch_threads
 from .dispatch import _device_of, launcher_for, recording, typeof
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from .._version import __version__
 from ..abi import ARGV_SLOT_BYTES, LAUNCH_NONE, SLOT_FORMATS, array_param_names, launch_form
 from ..compiler import CompilerConfig, CompilerJob, Trace, compile_module
-from ..frontend.inference import Typing
-from ..frontend.source import GpucFunction
-from ..frontend.typespec import SCALAR_NAMES, format_type
-from ..frontend.types import ArrayType, ComplexType, NoneType, ScalarType, TupleType
+from ..frontend.passes.inference import Typing
+from ..frontend.core.functions import GpucFunction
+from ..frontend.core.typespec import SCALAR_NAMES, format_type
+from ..frontend.core.types import ArrayType, ComplexType, NoneType, ScalarType, TupleType
 from ..llvm import ArrayType as LLVMArrayType
 from ..llvm import Builder, Constant, ConstantInt, FunctionType, Module, run_passes
 from .cpu import check_externals, defined_in_process, describe_entry, jit_machine

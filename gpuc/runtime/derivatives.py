@@ -16,11 +16,11 @@ import numpy as np
 
 from .. import errors as _errors
 from ..errors import CompilationError, SourceLocation, user_facing
-from ..frontend import autodiff as _frontend
-from ..frontend import reverse as _reverse_frontend
-from ..frontend.inference import Typing
-from ..frontend.source import GpucFunction, kernel
-from ..frontend.types import GType, TupleType
+from ..frontend.constructs import autodiff as _frontend
+from ..frontend.constructs import reverse as _reverse_frontend
+from ..frontend.passes.inference import Typing
+from ..frontend.core.functions import GpucFunction, kernel
+from ..frontend.core.types import GType, TupleType
 from ..targets import NativeTarget
 from .dispatch import typeof
 

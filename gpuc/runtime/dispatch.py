@@ -19,9 +19,9 @@ import numpy as np
 
 from ..abi import EntryABI, KernelSignature, c_strides, written_params
 from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
-from ..frontend.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
+from ..frontend.core.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget, SPIRVTarget
-from ..frontend.types import COMPLEX, ComplexType, complex128
+from ..frontend.core.types import COMPLEX, ComplexType, complex128
 from . import cpu, plans
 from .geometry import Geometry
 
@@ -287,7 +287,7 @@ def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> Compil
 
 
 def inspect(kernel, args, *, device: str | None = None, whole_blocks: bool = False):
-    """`kernel.inspect(*args, ...)`: the CompileResult of what that launch runs (gpuc/frontend/source.py)."""
+    """`kernel.inspect(*args, ...)`: the CompileResult of what that launch runs (gpuc/frontend/core/functions.py)."""
     from ..compiler import CompileResult
 
     types = tuple(typeof(a, i) for i, a in enumerate(args))

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from ..abi import EntryABI, KernelSignature
-from ..frontend.typespec import parse_types
+from ..frontend.core.typespec import parse_types
 from .cpu import CPULauncher, host_array
 from .dispatch import signature_spec
 

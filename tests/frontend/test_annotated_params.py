@@ -143,7 +143,7 @@ def widened_return(x: gpuc.int32) -> gpuc.float64:
 
 @ON_DEVICES
 def test_a_number_return_annotation_converts_the_value_returned():
-    from gpuc.frontend.inference import Typing
+    from gpuc.frontend.passes.inference import Typing
     assert Typing(gpuc.NativeTarget()).function(narrowed, (float64, int64)).return_type == float32
     run = native(narrowed, (float64, int64))
     assert run(0.1, 1) == np.float32(0.1 * 3) and run(0.1, 0) == np.float32(0.1)

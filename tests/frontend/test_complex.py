@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gpuc
-from gpuc.frontend.inference import Typing
+from gpuc.frontend.passes.inference import Typing
 from support.located_errors import check, compile_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -698,8 +698,8 @@ print("GCN-OK")
 def test_gcn_compiles():
     # in a subprocess: a wrong lowering would abort the process inside the AMDGPU backend
     target = gpuc.GCNTarget()
-    from gpuc.frontend.complex_math import NEEDS
-    from gpuc.frontend.mathlib import available
+    from gpuc.frontend.numeric.complex_math import NEEDS
+    from gpuc.frontend.numeric.mathlib import available
     if not all(available(n, target, 64) for n in NEEDS):
         pytest.skip("GCN has no math library for all of cmath's functions here")
     proc = subprocess.run([sys.executable, "-c", GCN_CASE.format(tests=str(ROOT / "tests"))], capture_output=True,
@@ -711,12 +711,9 @@ def test_gcn_compiles():
 
 
 @ON_DEVICES
-def test_mandelbrot_example_matches_python():
-    sys.path.insert(0, str(ROOT))
-    try:
-        from examples.mandelbrot import create_fractal, reference
-    finally:
-        sys.path.remove(str(ROOT))
+def test_mandelbrot_example_matches_python(example):
+    mandelbrot = example("mandelbrot")
+    create_fractal, reference = mandelbrot.create_fractal, mandelbrot.reference
     image = create_fractal(-2.0, 1.0, -1.0, 1.0, np.zeros((40, 60), np.uint8), 20)
     expected = reference(-2.0, 1.0, -1.0, 1.0, np.zeros((40, 60), np.uint8), 20)
     np.testing.assert_array_equal(image, expected)

@@ -14,7 +14,7 @@ import pytest
 import gpuc
 from gpuc import Array, boolean, float64, int32, int64
 from gpuc.frontend import FunctionPointerType, FunctionSource
-from gpuc.frontend.source import symbol_name
+from gpuc.frontend.core.functions import symbol_name
 from gpuc.llvm import Context
 
 F64_1 = Array[float64, 1]

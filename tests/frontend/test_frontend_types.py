@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpuc
-from gpuc.frontend.types import SCALARS, as_type, mangle, promote
+from gpuc.frontend.core.types import SCALARS, as_type, mangle, promote
 
 NP = {t.name: np.dtype(t.name).type for t in SCALARS}
 

@@ -191,7 +191,7 @@ def test_the_disk_cache_keys_on_the_arrays_contents(tmp_path):
 
 
 def test_the_fingerprint_covers_bytes_dtype_and_shape():
-    from gpuc.frontend.fingerprint import _value
+    from gpuc.frontend.program import _value
     base = np.arange(6.0)
     digests = {_value(a, []) for a in (base, base + 1, base.astype(np.float32), base.reshape(2, 3), base[::-1])}
     assert len(digests) == 5

@@ -329,7 +329,7 @@ def test_strided_and_reversed_views():
 
 def test_unrolled_copies_keep_each_elements_type():
     from gpuc.frontend import TupleType
-    from gpuc.frontend.inference import Typing
+    from gpuc.frontend.passes.inference import Typing
     typed = Typing(gpuc.NativeTarget()).function(different_types_unroll, (float32, int64, uint32))
     assert typed.return_type == TupleType((float64, int64))
     typed = Typing(gpuc.NativeTarget()).function(zip_with_different_types_ends_early, (A1f64, float32))

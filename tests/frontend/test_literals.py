@@ -251,7 +251,7 @@ def test_complex_literal_expressions_have_pythons_complex_value():
     def f(x):
         return x + (-8) ** (1 / 3)
 
-    assert gpuc.frontend.inference.Typing(gpuc.NativeTarget()).function(f, (float64,)).return_type == gpuc.complex128
+    assert gpuc.frontend.passes.inference.Typing(gpuc.NativeTarget()).function(f, (float64,)).return_type == gpuc.complex128
     out = np.zeros(1, np.complex128)
 
     @gpuc.kernel
@@ -305,7 +305,7 @@ def test_several_operands_meet_in_one_type_whatever_their_order():
         return max(b, 7, u), max(u, 7, b), min(7, b, u)
 
     compile_error(chained, (boolean, uint32), "the literal -2 does not fit in uint32")
-    from gpuc.frontend.inference import Typing
+    from gpuc.frontend.passes.inference import Typing
     assert Typing(gpuc.NativeTarget()).function(ordered, (boolean, uint32)).return_type.elements == (uint32,) * 3
     assert native(ordered, (boolean, uint32))(True, np.uint32(9)) == (9, 9, 1)
 

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import gpuc
-from gpuc.frontend import mathlib, numpy_math
-from gpuc.frontend.inference import Typing
+from gpuc.frontend.constructs import numpy_math
+from gpuc.frontend.numeric import mathlib
+from gpuc.frontend.passes.inference import Typing
 from support.located_errors import check
 from support.native import native
 
@@ -290,7 +291,7 @@ def test_other_numpy_functions_are_located_errors_listing_the_supported_ones():
 
 
 def test_every_public_numpy_function_is_known():
-    from gpuc.frontend.operations import lookup_call
+    from gpuc.frontend.core.registry import lookup_call
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in dir(np):

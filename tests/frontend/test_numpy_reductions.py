@@ -10,7 +10,7 @@ import pytest
 import gpuc
 from gpuc import Array, boolean, float16, float32, float64, int8, int32, int64, uint32, uint64
 
-from gpuc.frontend.inference import Typing
+from gpuc.frontend.passes.inference import Typing
 
 from support.located_errors import check
 

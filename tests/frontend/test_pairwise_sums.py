@@ -1,5 +1,5 @@
 """Float sums, means and products of arrays and views against NumPy 2, bit for bit: NumPy's pairwise
-summation in the order its iterator walks the array (gpuc/frontend/pairwise.py), float16 rounded after
+summation in the order its iterator walks the array (gpuc/frontend/arrays/pairwise.py), float16 rounded after
 each chunk, the float64 mean of integers. A small model of that order is checked against NumPy too."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import gpuc
-from gpuc.frontend.inference import Typing
-from gpuc.frontend.types import SCALARS, SMALL_SCALARS, as_type
+from gpuc.frontend.passes.inference import Typing
+from gpuc.frontend.core.types import SCALARS, SMALL_SCALARS, as_type
 from support.located_errors import check
 
 SMALL = [t.name for t in SMALL_SCALARS]
@@ -611,7 +611,7 @@ def _three(a, b, c):
 
 def test_several_operands_promote_as_numpy_result_type():
     # NumPy's result_type is not pairwise promotion: int8, uint8 and float16 meet in float16 (pairwise: float32)
-    from gpuc.frontend.types import promote_sequence
+    from gpuc.frontend.core.types import promote_sequence
     for n in (2, 3, 4):
         for types in itertools.product(SCALARS, repeat=n):
             assert promote_sequence(types).name == np.result_type(*[t.name for t in types]).name, types

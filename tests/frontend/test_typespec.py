@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuc.frontend.types import SCALARS, ArrayType
-from gpuc.frontend.typespec import TypeSpecError, format_type, parse_types
+from gpuc.frontend.core.types import SCALARS, ArrayType
+from gpuc.frontend.core.typespec import TypeSpecError, format_type, parse_types
 
 
 @pytest.mark.parametrize("scalar", SCALARS, ids=str)

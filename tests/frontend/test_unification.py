@@ -14,7 +14,7 @@ import pytest
 
 import gpuc
 from gpuc import boolean, float32, float64, int32, int64, uint32, uint64
-from gpuc.frontend.inference import Typing
+from gpuc.frontend.passes.inference import Typing
 from gpuc.runtime.dispatch import default_device
 
 from support.joins import if_else_first_binding, if_no_else

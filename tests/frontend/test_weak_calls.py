@@ -12,7 +12,7 @@ import pytest
 
 import gpuc
 from gpuc import float32, float64, int32, int64, uint32
-from gpuc.frontend.inference import Typing
+from gpuc.frontend.passes.inference import Typing
 
 from support.native import native
 

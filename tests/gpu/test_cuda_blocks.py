@@ -4,24 +4,19 @@ integers (warp operations included: the CPU's warps are 32 lanes, as NVIDIA's)."
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import gpuc
+from support.examples import load_example
 import gpuc.cuda as cuda
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
 def blocks():
-    spec = importlib.util.spec_from_file_location("gpuc_example_blocks_cuda", EXAMPLES / "blocks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("blocks", "gpuc_example_blocks_cuda")
 
 
 @pytest.mark.parametrize("shape", [(16, 16), (300, 200, 250), (512, 512, 512)])

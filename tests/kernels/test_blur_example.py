@@ -3,15 +3,13 @@ images) on the CPU and through OpenCL, and compiles for the GPU targets."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import gpuc
+from support.examples import load_example
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 pytestmark = pytest.mark.devices("cpu", "opencl")
 ONE_RUN = pytest.mark.devices("cpu")  # launches nothing
@@ -19,10 +17,7 @@ ONE_RUN = pytest.mark.devices("cpu")  # launches nothing
 
 @pytest.fixture(scope="module")
 def blur():
-    spec = importlib.util.spec_from_file_location("gpuc_example_blur", EXAMPLES / "blur.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("blur", "gpuc_example_blur")
 
 
 def test_main_checks_itself(blur, capsys):

@@ -3,23 +3,17 @@ ptxas."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 import gpuc
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from support.examples import load_example
 
 pytestmark = pytest.mark.devices("cpu", "opencl")
 
 
 @pytest.fixture(scope="module")
 def examples():
-    spec = importlib.util.spec_from_file_location("gpuc_example_kernels", EXAMPLES / "kernels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("kernels", "gpuc_example_kernels")
     return module
 
 
@@ -46,9 +40,7 @@ def test_example_kernels_ptx(examples, name, argtypes, ptxas, isolated_plugins):
                                "SPIR-V has no allocator (the located error docs/autodiff.md names)")
 def test_fit_oscillator_recovers_parameters(capsys):
     # The reverse-mode worked example of docs/autodiff.md: gradient descent through an adjoint kernel.
-    spec = importlib.util.spec_from_file_location("gpuc_example_fit", EXAMPLES / "fit_oscillator.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("fit_oscillator", "gpuc_example_fit")
     assert module.main() == 0
     assert "WRONG" not in capsys.readouterr().out
 
@@ -57,9 +49,7 @@ def test_fit_oscillator_recovers_parameters(capsys):
 def test_blocks_example_runs_and_compiles_for_every_gpu(capsys, ptxas):
     # examples/blocks.py (part four of the demo): tiled matmul and a warp-shuffle block sum on the CPU
     # against NumPy, the divergent-barrier error, and the same kernels for PTX, GCN and SPIR-V.
-    spec = importlib.util.spec_from_file_location("gpuc_example_blocks", EXAMPLES / "blocks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("blocks", "gpuc_example_blocks")
     assert module.main() == 0
     out = capsys.readouterr().out
     assert "WRONG" not in out and "arrived at different barriers" in out
@@ -70,16 +60,8 @@ def test_blocks_example_runs_and_compiles_for_every_gpu(capsys, ptxas):
     ptxas(gpuc.compile(job, "asm").output)
 
 
-def test_language_example_runs(capsys):
+def test_language_example_runs(example, capsys):
     """Demo part five (examples/language.py): complex numbers, uint8 images, views, an AOT library."""
-    import sys
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        spec = importlib.util.spec_from_file_location("gpuc_example_language", EXAMPLES / "language.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        assert module.main() == 0
-    finally:
-        sys.path.remove(str(EXAMPLES))
+    assert example("language").main() == 0
     out = capsys.readouterr().out
     assert "WRONG" not in out and out.count(": ok") >= 3

@@ -5,27 +5,22 @@ arrays, adjoint launches, nested tapes), zero/reset, backward twice, threads, pa
 from __future__ import annotations
 
 import contextvars
-import importlib.util
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import gpuc
+from support.examples import load_example
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 pytestmark = pytest.mark.devices("cpu", "opencl")
 
 
 @pytest.fixture(scope="module")
 def heat():
-    spec = importlib.util.spec_from_file_location("gpuc_example_heat_tape", EXAMPLES / "heat_tape.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("heat_tape", "gpuc_example_heat_tape")
 
 
 @gpuc.kernel

@@ -26,8 +26,8 @@ import types
 import numpy as np
 
 import gpuc
-from gpuc.frontend import intrinsics
-from gpuc.frontend.source import Func
+from gpuc.frontend.core import intrinsics
+from gpuc.frontend.core.functions import Func
 
 __all__ = ["emulate", "launch_args"]
 

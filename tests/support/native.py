@@ -10,7 +10,7 @@ import numpy as np
 
 import gpuc
 import gpuc.runtime
-from gpuc.frontend.types import ArrayType, ScalarType, TupleType
+from gpuc.frontend.core.types import ArrayType, ScalarType, TupleType
 
 CTYPES = {"bool": ctypes.c_bool, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctypes.c_uint32,
           "uint64": ctypes.c_uint64, "float32": ctypes.c_float, "float64": ctypes.c_double}
@@ -21,7 +21,7 @@ _loaded: dict = {}
 
 
 def _ctype(t):
-    if t is None or t == gpuc.frontend.types.none:
+    if t is None or t == gpuc.frontend.core.types.none:
         return None
     if isinstance(t, ScalarType):
         return CTYPES[t.name]
@@ -47,7 +47,7 @@ def native(fn, argtypes):
     key = (fn, argtypes) if device == "cpu" else (fn, argtypes, device)
     if key in _loaded:
         return _loaded[key]
-    from gpuc.frontend.inference import Typing
+    from gpuc.frontend.passes.inference import Typing
     restype = Typing(gpuc.NativeTarget()).function(fn, argtypes).return_type
     if device != "cpu":
         _loaded[key] = _in_a_kernel(fn, argtypes, restype, device)
@@ -170,7 +170,7 @@ def _in_a_kernel(fn, argtypes, restype, device):
 
     from gpuc.runtime.dispatch import launcher_for
 
-    none = restype is None or restype == gpuc.frontend.types.none
+    none = restype is None or restype == gpuc.frontend.core.types.none
     results = [] if none else list(restype.elements) if isinstance(restype, TupleType) else [restype]
     if any(not isinstance(t, ScalarType) for t in results):
         raise TypeError(f"{fn.__qualname__} returns {restype}: run on {device} are funcs returning scalars or "

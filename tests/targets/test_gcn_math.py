@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import gpuc
-from gpuc.frontend import mathlib
+from gpuc.frontend.numeric import mathlib
 from gpuc.llvm import Context, Module
 from gpuc.targets import GCNTarget
 from gpuc.targets.libclc import find_libclc, is_scalar_builtin, scalar_builtins

@@ -70,7 +70,7 @@ ARITY = {name: 2 for name in BINARY} | {"fma": 3}
 
 
 def test_every_math_function_is_measured():
-    from gpuc.frontend.mathlib import MATH
+    from gpuc.frontend.numeric.mathlib import MATH
 
     assert set(KERNELS) == set(MATH)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gpuc
-from gpuc.frontend.mathlib import OPS, supported_on
+from gpuc.frontend.numeric.mathlib import OPS, supported_on
 from gpuc.targets import TARGETS, GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target
 from gpuc.targets.pipelines import SEGMENTS
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 import gpuc.llvm as llvm
 
 from . import mathrules, nested, temporaries
-from .kinds import carries_floats
+from .kinds import TRANSPARENT, carries_floats
 from .memory import allocates
 
-# Intrinsics that compute no floats and touch no memory a tangent lives in.
-_TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl",
-                "llvm.invariant.", "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing")
 _MEMORY = ("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")
 
 
@@ -27,7 +24,7 @@ def call(self, inst) -> None:
         raise self.error(inst, f"calls of functions with variable arguments ({name}) are not differentiated")
     if name.startswith("llvm.dbg."):
         return  # debug intrinsics name fn's values in metadata: not copied
-    if name.startswith(_TRANSPARENT):
+    if name.startswith(TRANSPARENT):
         self.vmap[inst] = self.clone(inst)
     elif name.startswith(_MEMORY):
         _memory_intrinsic(self, inst)

@@ -9,6 +9,12 @@ import gpuc.llvm as llvm
 from gpuc.errors import CompilationError, SourceLocation
 
 
+#: Intrinsics that compute no floats and touch no memory a tangent or adjoint lives in: both modes
+#: copy or drop them as they are.
+TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
+               "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.")
+
+
 def carries_floats(ty: llvm.Type) -> bool:
     """Whether values of `ty` have a tangent: floating point, vectors of it, or literal structs and
     arrays holding some."""

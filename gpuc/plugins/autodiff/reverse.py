@@ -36,8 +36,6 @@ from .kinds import carries_floats, define, error
 from .memory import allocates
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 
-_TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
-                "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.")
 _UNSUPPORTED = ("invoke", "callbr", "va_arg", "landingpad", "resume", "indirectbr", "catchswitch", "cleanupret")
 _DERIVED = ("getelementptr", "addrspacecast", "bitcast", "select", "phi")
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 import gpuc.llvm as llvm
 
 from . import blocks, masked, mathrules, memcopy, nested, temporaries
-from .kinds import carries_floats
+from .kinds import TRANSPARENT, carries_floats
 from .memory import private_pointers
 
-_TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
-                "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.")
 
 
 def zero(ty) -> llvm.Value:
@@ -275,7 +273,7 @@ def _call(r, inst):
                           "(not one chosen at run time)" if indirect else None)
         return
     name = callee.name
-    if name.startswith(_TRANSPARENT):
+    if name.startswith(TRANSPARENT):
         return
     if inst in r.temporaries:  # the reverse of every access of the temporary is done: its shadow goes
         temporaries.free(r.b, r.module, r.settings.heap, r.shadow(inst))
@@ -404,7 +402,7 @@ def memory_effects(fn: llvm.Function, seen=None, heap=None) -> tuple[bool, bool]
                 reads = writes = True
             elif inst in own or heap is not None and callee.name == heap[1] and inst.args[0] in own:
                 continue  # a temporary of its own, allocated or freed
-            elif callee.name.startswith(_TRANSPARENT) or mathrules.classify(callee) is not None:
+            elif callee.name.startswith(TRANSPARENT) or mathrules.classify(callee) is not None:
                 continue
             elif callee.name.startswith(("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")):
                 writes = writes or inst.args[0] not in own

@@ -7,7 +7,7 @@ from .compiler import (  # noqa: E402
     IRIssue, IRSource, InternalCompilerError, Plugin, PluginError, ValidationError, build_pipeline, code_llvm,
     cache, code_native, compile, compile_module, make_plugin, plugin_scope, register_plugin, registered_plugins,
     unregister_plugin)
-from .errors import KernelError  # noqa: E402
+from .errors import KernelError, LaunchWarning  # noqa: E402
 from .targets import GCNTarget, NativeTarget, PTXTarget, SPIRVTarget, Target  # noqa: E402
 from . import frontend as _frontend  # noqa: E402
 from .frontend import func, kernel  # noqa: E402
@@ -17,6 +17,7 @@ from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
 from .runtime.adjoint import adjoint  # noqa: E402
 from .runtime.tape import Tape  # noqa: E402  - reverse mode over many launches (docs/autodiff.md)
+from .runtime.prepared import PreparedLaunch  # noqa: E402  - what kernel.prepare returns (docs/launching.md)
 from .runtime.library import load_library  # noqa: E402  - libraries from `gpuc compile --emit lib` (docs/aot.md)
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "adjoint", "func", "kernel", *_frontend.PUBLIC,
 ]
 __all__ += ["Tape"]
+__all__ += ["LaunchWarning", "PreparedLaunch"]  # docs/debugging.md, "Launch geometry"; docs/launching.md
 
 # What people coming from CUDA or Numba reach for, and what gpuc has instead.
 from .frontend.core.hints import NUMBA_CUDA_SPELLINGS  # noqa: E402

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gpuc
-from gpuc.errors import LaunchWarning
+from gpuc import LaunchWarning
 from gpuc.runtime import dispatch
 
 TPB = 256

@@ -167,7 +167,7 @@ def test_threads_keeps_its_meaning_on_the_warm_path(monkeypatch):
 def test_a_prepared_launch_reads_the_arrays_anew_each_run():
     x, y = np.arange(8.0), np.zeros(8)
     launch = axpy.prepare(8, 2.0, x, y)
-    assert isinstance(launch, gpuc.runtime.PreparedLaunch)
+    assert isinstance(launch, gpuc.PreparedLaunch) and gpuc.PreparedLaunch is gpuc.runtime.PreparedLaunch
     assert (launch.kernel, launch.n, launch.args) == (axpy, 8, (2.0, x, y))
     assert (launch.device, launch.threads, launch.block, launch.shared) == (None, None, None, 0)
     with pytest.raises(AttributeError):

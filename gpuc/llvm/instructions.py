@@ -495,6 +495,27 @@ class BranchInst(Instruction):
         return [BasicBlock(lib.LLVMGetSuccessor(self, i), self._scope) for i in range(lib.LLVMGetNumSuccessors(self))]
 
 
+class SwitchInst(Instruction):
+    """`switch value, default [case, dest]...`: the case values are not operands (LLVM keeps them apart)."""
+
+    __slots__ = ()
+    opcodes = (capi.LLVMSwitch,)
+
+    @property
+    def condition(self) -> Value:
+        return Value.from_ref(lib.LLVMGetOperand(self, 0), self._scope)
+
+    @property
+    def default(self) -> BasicBlock:
+        return BasicBlock(lib.LLVMGetSuccessor(self, 0), self._scope)
+
+    @property
+    def cases(self) -> list[tuple[Value, BasicBlock]]:
+        """(case value, destination) for each case, in order."""
+        return [(Value.from_ref(lib.LLVMGetSwitchCaseValue(self, i), self._scope),
+                 BasicBlock(lib.LLVMGetSuccessor(self, i), self._scope)) for i in range(1, lib.LLVMGetNumSuccessors(self))]
+
+
 
 def _call_site_attributes(call: CallInst, where: "str | int"):
     """CallSiteAttributes of `call` for "function", "return" or argument number `where`."""

@@ -159,7 +159,10 @@ class VectorBody:
                         self.check_type(inst, True)
                     continue
                 varying = inst in self.uni.varying
-                if varying or op in ("atomicrmw", "cmpxchg"):
+                if op in ("atomicrmw", "cmpxchg"):
+                    self.check_type(inst, True)
+                    continue
+                if varying:
                     self.check_type(inst, True)
                 if varying and not isinstance(inst, (BinaryOperator, UnaryOperator, CastInst, CompareInst, SelectInst,
                                                      FreezeInst, GetElementPtrInst, PHINode)):
@@ -339,25 +342,22 @@ class VectorBody:
 
     def switch_edge(self, src, term, dst, m):
         b = self.b
-        ops = term.operands
-        value = self.cond(src, ops[0])
-        cases = [(ops[k], ops[k + 1]) for k in range(2, len(ops), 2)]
+        value = self.cond(src, term.condition)
         vector = isinstance(value.type, VectorType)
-
-        def eq(c):
-            return b.icmp("eq", value, self.splat(c) if vector else c)
         hit, seen = None, None
-        for c, target in cases:
-            e = eq(c)
+        for c, target in term.cases:
+            e = b.icmp("eq", value, self.splat(c) if vector else c)
             seen = e if seen is None else b.or_(seen, e)
             if target == dst:
                 hit = e if hit is None else b.or_(hit, e)
-        if dst == ops[1]:
+        if dst == term.default:
             miss = b.xor(seen, Constant.all_ones(seen.type)) if seen is not None else None
-            hit = miss if hit is None else (b.or_(hit, miss) if miss is not None else hit)
+            if miss is None:
+                return m
+            hit = miss if hit is None else b.or_(hit, miss)
         if hit is None:
             return Constant.null(self.mask_ty)
-        if hit.type == self.i1:
+        if not vector:
             return b.select(hit, m, Constant.null(self.mask_ty))
         return b.and_(m, hit)
 

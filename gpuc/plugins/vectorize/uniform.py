@@ -40,7 +40,7 @@ class Uniformity:
         if isinstance(term, BranchInst):
             return term.is_conditional and self.is_varying_at(term.condition, blk)
         if term.opcode_name == "switch":
-            return self.is_varying_at(term.operands[0], blk)
+            return self.is_varying_at(term.condition, blk)
         return False
 
     def _run(self, reach) -> None:

@@ -1,0 +1,95 @@
+"""Vectorization across work items (gpuc/plugins/vectorize): every launch equals the launch without it,
+bit for bit, and the trace says what was vectorized and what ran lane by lane."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpuc
+from gpuc.compiler import CompilerConfig
+from gpuc.targets import NativeTarget
+from support import vector_kernels as vk
+from support.vectorize import differences, item_by_item
+
+SIZES = (1, 3, 15, 16, 17, 33, 100)
+NAMES = ("newton", "branches", "divide", "math_loop", "gather", "histogram", "big_func", "recursive")
+
+
+def both(kernel, n, make, threads=1):
+    """The arrays after launching `kernel` and its item-by-item twin on the same arguments."""
+    out = []
+    for k in (kernel, item_by_item(kernel)):
+        args = make()
+        k.launch(n, *args, threads=threads)
+        out.append([np.array(a) for a in args if isinstance(a, np.ndarray)])
+    return out
+
+
+def trace_line(kernel, *args) -> str:
+    lines = [l.strip() for l in str(kernel.inspect(*args).trace).splitlines() if "vectorized at" in l]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("n", SIZES)
+def test_equal_to_item_by_item(name, n):
+    kernel = getattr(vk, name)
+    vectorized, scalar = both(kernel, n, lambda: vk.arguments(name, n, np.random.default_rng(n)))
+    assert differences(vectorized, scalar) == []
+
+
+@pytest.mark.parametrize("name", ("newton", "branches", "math_loop"))
+def test_threads(name):
+    # chunks of a launch split between threads start inside a vector of lanes
+    n = 1001
+    vectorized, scalar = both(getattr(vk, name), n, lambda: vk.arguments(name, n, np.random.default_rng(5)), threads=2)
+    assert differences(vectorized, scalar) == []
+
+
+@pytest.mark.parametrize("name", ("newton", "branches", "divide", "math_loop", "big_func"))
+def test_vectorized(name):
+    line = trace_line(getattr(vk, name), *vk.arguments(name, 8, np.random.default_rng(0)))
+    assert line.startswith("vectorized at simplified"), line
+    assert "lane by lane" not in line
+
+
+def test_lane_by_lane_is_named():
+    line = trace_line(vk.histogram, *vk.arguments("histogram", 8, np.random.default_rng(0)))
+    assert line.startswith("vectorized") and "lane by lane: atomicrmw" in line, line
+    line = trace_line(vk.recursive, *vk.arguments("recursive", 8, np.random.default_rng(0)))
+    assert "lane by lane: call @depth" in line, line
+
+
+def test_two_dimensional():
+    for width, height in ((1, 1), (7, 3), (33, 5), (64, 2)):
+        vectorized, scalar = both(vk.escape, (width, height), lambda: (np.zeros((height, width), np.uint8), 40))
+        assert differences(vectorized, scalar) == []
+    assert trace_line(vk.escape, np.zeros((2, 2), np.uint8), 40).startswith("vectorized")
+
+
+def test_overlapping_arrays():
+    # b is a one further along: item i writes what item i + 1 reads; the row falls back to one item after another
+    def make():
+        base = np.linspace(0.0, 3.0, 41)
+        return (base[:-1], base[1:])
+    vectorized, scalar = both(vk.shift, 40, make)
+    assert differences(vectorized, scalar) == []
+    assert vectorized[0][5] != make()[0][5]  # the items did see each other's writes
+
+
+def test_funcs_are_inlined():
+    # a func too large for LLVM's inliner: the launch loop calls it no more
+    args = vk.arguments("big_func", 8, np.random.default_rng(0))
+    result = vk.big_func.inspect(*args)
+    assert "call" not in [line.split()[2] if len(line.split()) > 2 else "" for line in result.llvm.splitlines()
+                          if "@relax" in line and "=" in line]
+    assert "@relax" not in result.llvm.split(".range(")[-1]
+
+
+def test_option_and_cache_key():
+    on, off = CompilerConfig(NativeTarget()), CompilerConfig(NativeTarget(), vectorize=False)
+    assert on.vectorize and not off.vectorize and on != off
+    twin = item_by_item(vk.newton)
+    assert "vectorized at" not in str(twin.inspect(*vk.arguments("newton", 4, np.random.default_rng(0))).trace)

@@ -8,8 +8,8 @@ the kernel is inlined into that loop, this plugin
    between the loop and a vectorizer: the first round marks them `alwaysinline` and reports a change,
    the point's cleanup inlines them, and the next round finds the marker again;
 2. where the body has a loop of its own (a `while` per pixel, which LLVM's loop vectorizer cannot
-   handle across items), builds a vector loop in front of the original one (emit.py): W lanes (the
-   host's vector register over 64-bit lanes, twice over to hide latency), branches linearized under
+   handle across items), builds a vector loop in front of the original one (emit.py): W lanes (64-bit
+   lanes of the host's vector registers, several registers per value, `width`), branches linearized under
    masks, inner loops run until every lane has left them;
 3. guards it with a test made per row (memory.py): the vector loop runs a row where no item touches
    memory another item writes, the original loop elsewhere, so results equal the item-by-item loop's.
@@ -37,11 +37,11 @@ MARKER = VECTORIZE_MARKER
 #: Before the clamp split at the same point: a loop this plugin vectorizes keeps its original for the rows
 #: that fail the memory test, which the split may still split.
 PRIORITY = 10
-#: Lanes per 64-bit vector register, by the widest vector feature the target has.
-_REGISTER_LANES = (("avx512f", 8), ("avx", 4), ("sse2", 2))
-#: Registers each vector value spans: two independent halves keep the floating-point units busy
-#: through a chain of dependent operations (Mandelbrot's z*z + c).
-UNROLL = 2
+#: (feature, 64-bit lanes per vector register, registers per vector value) by the widest vector feature
+#: the target has: a value spans several registers, whose independent operations keep the floating-point
+#: units busy through a chain of dependent ones (Mandelbrot's z*z + c); AVX-512's 32 registers hold four
+#: per value, AVX's 16 two.
+_ISAS = (("avx512f", 8, 4), ("avx", 4, 2), ("sse2", 2, 2))
 
 
 def resolve(state: CompileState, marker: Function, module: Module) -> bool:
@@ -70,10 +70,11 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
 
 
 def width(target) -> int:
+    """W, the work items of a chunk: lanes per register times registers per value (_ISAS)."""
     features = {f[1:] for f in target.features().split(",") if f.startswith("+")}
-    for feature, lanes in _REGISTER_LANES:
+    for feature, lanes, registers in _ISAS:
         if feature in features:
-            return lanes * UNROLL
+            return lanes * registers
     return 2
 
 

@@ -125,15 +125,24 @@ class Memory:
             return ConstantInt.get(llctx.i1, 1), "reads only"
         if self.opaque or len(self.accesses) > MAX_ACCESSES:
             return one_item, "atomics, calls or too many accesses: rows of one item only"
+        extents = Extents(self.item, b)
+        bounded = 0
         for a in self.accesses:
             a.affine = self._materialize(b, a.pointer, first)
-            if a.affine is None and any(w.write for w in self.accesses):
+            a.extent = None
+            if a.affine is None and not a.write:
+                a.extent = extents.of(self.root(a.pointer))
+                bounded += a.extent is not None
+            if a.affine is None and a.extent is None:
                 return one_item, "an access the test cannot bound: rows of one item only"
         ok = ConstantInt.get(llctx.i1, 1)
         last = b.sub(count, ConstantInt.get(i64, 1))
         small = ConstantInt.get(i64, 1 << 31)
         ranges = {}
         for a in self.accesses:
+            if a.extent is not None:  # anywhere in its array (reads outside it are undefined)
+                ranges[a] = a.extent
+                continue
             start, s = a.affine
             ok = b.and_(ok, b.icmp("ult", b.add(s, small), ConstantInt.get(i64, 1 << 32)))  # |S| < 2**31
             ok = b.and_(ok, b.icmp("ult", start, ConstantInt.get(i64, 1 << 56)))
@@ -150,19 +159,31 @@ class Memory:
                 if a is w or (a.write and self.accesses.index(a) < self.accesses.index(w)):
                     continue
                 ok = b.and_(ok, self._apart(b, w, a, ranges))
-        return b.or_(one_item, b.freeze(ok)), f"{len(self.accesses)} accesses, {len(writes)} of them stores, tested per row"
+        gathers = f", {bounded} bounded by their arrays" if bounded else ""
+        return (b.or_(one_item, b.freeze(ok)),
+                f"{len(self.accesses)} accesses, {len(writes)} of them stores{gathers}, tested per row")
 
     def _apart(self, b, w, a, ranges):
         """i1: w and a never touch one byte from two lanes."""
         i64 = w.affine[1].type
         (lo_w, hi_w), (lo_a, hi_a) = ranges[w], ranges[a]
         disjoint = b.or_(b.icmp("sle", hi_w, lo_a), b.icmp("sle", hi_a, lo_w))
+        if a.affine is None:
+            return disjoint
         d = b.sub(a.affine[0], w.affine[0])
         zero = ConstantInt.get(i64, 0)
         width = b.sub(_pick(b, "smax", ConstantInt.get(i64, w.size), b.add(d, ConstantInt.get(i64, a.size))),
                       _pick(b, "smin", zero, d))
         own = b.and_(b.icmp("eq", w.affine[1], a.affine[1]), b.icmp("sle", width, _pick(b, "abs", w.affine[1])))
         return b.or_(disjoint, own)
+
+    def root(self, pointer):
+        """The pointer an address is an offset of (through GEPs), if it is known before the loop."""
+        while isinstance(pointer, GetElementPtrInst):
+            pointer = pointer.operands[0]
+        if isinstance(pointer, Instruction) and pointer in self.item.inside:
+            return None
+        return pointer
 
     def _materialize(self, b, pointer, first):
         """(address at index0 = first as i64, stride in bytes as i64) built at `b`, or None where the
@@ -209,6 +230,83 @@ class Memory:
             return False
         seen.add(v)
         return any(self._depends(op, seen) for op in v.operands if not _is_callee(v, op))
+
+
+class Extents:
+    """[lo, hi) byte ranges of the kernel's array arguments, from their data pointers, shapes and strides
+    in the launch's argv (gpuc/abi.py: `<name>.data`, `.shape<d>`, `.stride<d>`, strides in elements),
+    built before the loop. Elements are taken as 16 bytes (complex128, the widest), an upper bound."""
+
+    ELEMENT_BOUND = 16
+
+    def __init__(self, item, b):
+        self.item, self.b = item, b
+        fn = item.header.parent
+        self.argv = fn.args[0]
+        self.slots = {}  # argv slot of a data pointer -> {parameter name: slot}
+        kernel = fn.parent.functions.get(fn.name[:-len(".range")]) if fn.name.endswith(".range") else None
+        if kernel is None:
+            return
+        from gpuc.abi import ARGV_SLOT_BYTES, kernel_params, slot_types
+        self.slot_bytes = ARGV_SLOT_BYTES
+        names, slot = {}, 0
+        for arg, ty in zip(kernel.args, kernel_params(kernel)):
+            types = slot_types(ty)
+            if types is None:
+                return
+            if len(types) == 1:
+                names[arg.name] = slot
+            slot += len(types)
+        for name, at in names.items():
+            if name.endswith(".data"):
+                self.slots[at] = {k: v for k, v in names.items() if k.startswith(name[:-len("data")])}
+        self.made = {}
+
+    def of(self, root):
+        slot = self._slot(root)
+        if slot is None or slot not in self.slots:
+            return None
+        if slot not in self.made:
+            self.made[slot] = self._build(root, self.slots[slot])
+        return self.made[slot]
+
+    def _slot(self, root):
+        if not isinstance(root, LoadInst) or str(root.type) != "ptr":
+            return None
+        address = root.operands[0]
+        if address == self.argv:
+            return 0
+        if (isinstance(address, GetElementPtrInst) and address.operands[0] == self.argv
+                and len(address.indices) == 1 and str(address.source_element_type) == "i8"):
+            offset = _const(address.indices[0])
+            if offset is not None and offset % self.slot_bytes == 0:
+                return offset // self.slot_bytes
+        return None
+
+    def _build(self, root, params):
+        b = self.b
+        i64 = b.block.parent.context.i64
+        prefix = next(k for k in params if k.endswith(".data"))[:-len("data")]
+        dims = sum(1 for k in params if k.startswith(prefix + "shape"))
+        lo = hi = ConstantInt.get(i64, 0)
+        for d in range(dims):
+            n, s = (self._arg(params.get(f"{prefix}{what}{d}")) for what in ("shape", "stride"))
+            if n is None or s is None:
+                return None
+            span = b.mul(b.sub(n, ConstantInt.get(i64, 1)), s)
+            lo = b.add(lo, _pick(b, "smin", span, ConstantInt.get(i64, 0)))
+            hi = b.add(hi, _pick(b, "smax", span, ConstantInt.get(i64, 0)))
+        scale = ConstantInt.get(i64, self.ELEMENT_BOUND)
+        base = b.ptrtoint(root, i64)
+        return b.add(base, b.mul(lo, scale)), b.add(base, b.add(b.mul(hi, scale), scale))
+
+    def _arg(self, slot):
+        if slot is None:
+            return None
+        b = self.b
+        ctx = b.block.parent.context
+        address = b.gep(ctx.i8, self.argv, [ConstantInt.get(ctx.i64, slot * self.slot_bytes)], inbounds=False)
+        return b.load(ctx.i64, address, align=8)
 
 
 def _pick(b, name, *args):

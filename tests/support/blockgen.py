@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from support.vectorize import item_by_item
+
 #: Shared arrays are this large: block sizes go up to it.
 SIZE = 64
 WARP = 32
@@ -509,6 +511,14 @@ def check(case_seed: int, stream: int, directory: Path, kinds=KINDS, device: str
                 return (f"block={block} n={(nx, ny)} threads={threads} device={device}: out[{tuple(bad)}] = "
                         f"{out[tuple(bad)]}, the lock-step reference says {want[tuple(bad)]}\n--- program (seed "
                         f"{case_seed}) ---\n{p.source}")
+            if device == "cpu" and threads == 1:  # and without vectorization across work items: bit for bit
+                again = (a, np.zeros((ny, nx), np.int64), np.zeros(grid, np.int64))
+                item_by_item(kernel).launch((nx, ny), *again, block=block, threads=1, device=device)
+                if not np.array_equal(again[1], out):
+                    bad = np.argwhere(again[1] != out)[0]
+                    return (f"block={block} n={(nx, ny)}: out[{tuple(bad)}] = {out[tuple(bad)]} vectorized, "
+                            f"{again[1][tuple(bad)]} without vectorization\n--- program (seed {case_seed}) ---\n"
+                            f"{p.source}")
     return None
 
 

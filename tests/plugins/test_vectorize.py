@@ -13,7 +13,7 @@ from support import vector_kernels as vk
 from support.vectorize import differences, item_by_item
 
 SIZES = (1, 3, 15, 16, 17, 33, 100)
-NAMES = ("newton", "branches", "divide", "math_loop", "gather", "histogram", "big_func", "recursive")
+NAMES = ("newton", "branches", "divide", "math_loop", "gather", "histogram", "big_func", "recursive", "rows")
 
 
 def both(kernel, n, make, threads=1):
@@ -60,6 +60,11 @@ def test_lane_by_lane_is_named():
     assert line.startswith("vectorized") and "lane by lane: atomicrmw" in line, line
     line = trace_line(vk.recursive, *vk.arguments("recursive", 8, np.random.default_rng(0)))
     assert "lane by lane: call @depth" in line, line
+
+
+def test_rows_are_left_to_llvm():
+    line = trace_line(vk.rows, *vk.arguments("rows", 8, np.random.default_rng(0)))
+    assert line.startswith("not vectorized") and "walks memory item by item" in line, line
 
 
 def test_two_dimensional():

@@ -155,6 +155,16 @@ def recursive(a, out):
     out[i] = t
 
 
+@gpuc.kernel
+def rows(m, out):
+    """Each item sums its own row: LLVM vectorizes the loop over the row, this plugin leaves it."""
+    i = gpuc.index()
+    s = 0
+    for k in range(m.shape[1]):
+        s += m[i, k] * (k + 1)
+    out[i] = s
+
+
 def arguments(name: str, n: int, rng: np.random.Generator):
     """Fresh arguments of kernel `name` for n items (the same for the same generator state)."""
     if name == "newton":
@@ -171,6 +181,8 @@ def arguments(name: str, n: int, rng: np.random.Generator):
         return (rng.integers(0, 500, n), np.zeros(7, np.int64))
     if name == "big_func":
         return (rng.uniform(-1.0, 1.0, n), np.zeros(n))
+    if name == "rows":
+        return (rng.integers(-9, 9, (n, 37)), np.zeros(n, np.int64))
     if name == "recursive":
         return (rng.integers(0, 40, n), np.zeros(n, np.int64))
     raise KeyError(name)

@@ -91,6 +91,7 @@ def vectorize(state, call, module) -> str:
                 raise Unsupported(f"the body calls the marker @{callee_name(inst)}, resolved later")
     uni = Uniformity(cf, calls.pure)
     mem = Memory(item, calls.pure)
+    _rows_per_item(cf, uni, mem)
     lanes = width(state.target)
     body = VectorBody(item, cf, uni, mem, calls, lanes, module)
     body.precheck()
@@ -124,6 +125,22 @@ def vectorize(state, call, module) -> str:
     if body.lane_by_lane:
         text += "; lane by lane: " + ", ".join(sorted(set(body.lane_by_lane)))
     return text
+
+
+def _rows_per_item(cf, uni, mem) -> None:
+    """Refuse a body whose loop runs alike for every item but reads or writes memory that is not
+    consecutive across items (each item walking its own row): in lanes those accesses would be gathers
+    and scatters, where LLVM's loop vectorizer makes the inner loop's accesses consecutive."""
+    for loop in cf.loops:
+        if loop in uni.divergent:
+            continue
+        for access in mem.accesses:
+            blk = access.inst.parent
+            if blk not in loop.blocks or not uni.is_varying_at(access.pointer, blk):
+                continue
+            if mem.stride(access.pointer) != access.size:
+                raise Unsupported("a loop that runs alike for every item walks memory item by item; "
+                                  "LLVM's loop vectorizer takes that loop")
 
 
 def _inline_callees(calls) -> bool:

@@ -98,3 +98,11 @@ def test_option_and_cache_key():
     assert on.vectorize and not off.vectorize and on != off
     twin = item_by_item(vk.newton)
     assert "vectorized at" not in str(twin.inspect(*vk.arguments("newton", 4, np.random.default_rng(0))).trace)
+
+
+def test_random_programs(tmp_path):
+    # the CI sample of support.vector_programs (a soak: python -m support.vector_programs --count N)
+    from support import vector_programs
+
+    found = [f for index in range(12) if (f := vector_programs.check(2026, index, tmp_path))]
+    assert found == []

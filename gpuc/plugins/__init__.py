@@ -26,8 +26,8 @@ CLAMP_SPLIT = register_plugin(clamp_split.MARKER, simplified_callback=clamp_spli
 #: Vectorization across work items (marker gpuc.cpu.vectorize, declared by the CPU launch entry with
 #: CompilerConfig(vectorize=True)): the loop over index 0 runs several items at once in vector lanes,
 #: at the simplified point, before the clamp split (docs/targets.md).
-VECTORIZE = register_plugin(vectorize.MARKER, simplified_callback=vectorize.resolve, priority=vectorize.PRIORITY,
-                            builtin=True)
+VECTORIZE = register_plugin(vectorize.MARKER, simplified_callback=vectorize.resolve,
+                            pipeline_callback=vectorize.resolve, priority=vectorize.PRIORITY, builtin=True)
 
 __all__ = ["AUTODIFF", "CLAMP_SPLIT", "CONTEXT", "DEFERRED", "VECTORIZE", "autodiff", "clamp_split", "context",
            "deferred", "vectorize"]

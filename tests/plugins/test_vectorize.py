@@ -13,7 +13,8 @@ from support import vector_kernels as vk
 from support.vectorize import differences, item_by_item
 
 SIZES = (1, 3, 15, 16, 17, 33, 100)
-NAMES = ("newton", "branches", "divide", "math_loop", "gather", "histogram", "big_func", "recursive", "rows")
+NAMES = ("newton", "branches", "divide", "math_loop", "gather", "histogram", "big_func", "recursive", "rows",
+         "derivative")
 
 
 def both(kernel, n, make, threads=1):
@@ -53,6 +54,11 @@ def test_vectorized(name):
     line = trace_line(getattr(vk, name), *vk.arguments(name, 8, np.random.default_rng(0)))
     assert line.startswith("vectorized at simplified"), line
     assert "lane by lane" not in line
+
+
+def test_derivative_kernels_vectorize_once_derived():
+    line = trace_line(vk.derivative, *vk.arguments("derivative", 8, np.random.default_rng(0)))
+    assert line.startswith("vectorized at optimized"), line
 
 
 def test_lane_by_lane_is_named():

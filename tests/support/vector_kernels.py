@@ -181,8 +181,27 @@ def arguments(name: str, n: int, rng: np.random.Generator):
         return (rng.integers(0, 500, n), np.zeros(7, np.int64))
     if name == "big_func":
         return (rng.uniform(-1.0, 1.0, n), np.zeros(n))
+    if name == "derivative":
+        return (rng.uniform(-1.0, 3.0, n), np.zeros(n))
     if name == "rows":
         return (rng.integers(-9, 9, (n, 37)), np.zeros(n, np.int64))
     if name == "recursive":
         return (rng.integers(0, 40, n), np.zeros(n, np.int64))
     raise KeyError(name)
+
+
+@gpuc.func
+def settle(x):
+    y = x
+    k = 0
+    while y > 0.1 and k < 20:
+        y = math.sin(y) * 0.9 + 0.01 * y * y
+        k += 1
+    return y
+
+
+@gpuc.kernel
+def derivative(a, out):
+    """A forward derivative of a func with a per-item `while`: vectorized at the optimized point."""
+    i = gpuc.index()
+    out[i] = gpuc.derivative(settle, a[i])

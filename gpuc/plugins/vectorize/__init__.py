@@ -14,6 +14,9 @@ the kernel is inlined into that loop, this plugin
 3. guards it with a test made per row (memory.py): the vector loop runs a row where no item touches
    memory another item writes, the original loop elsewhere, so results equal the item-by-item loop's.
 Bodies without a loop are left to LLVM's loop vectorizer, which handles them (saxpy, stencils).
+A body that calls a derivative or gradient marker (resolved by the autodiff plugin at the `optimized`
+point) keeps the marker call until that point, where the callback runs again once the derived code is in
+place (the autodiff plugin's priority is higher), on the optimized loop.
 
 Each launch entry's outcome is a line of `result.trace`: "vectorized at simplified: @k.range, 8 lanes
 (...)" with what ran lane by lane, or "not vectorized" with the reason (docs/targets.md).
@@ -56,6 +59,8 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
         try:
             text = vectorize(state, call, module)
             changed = True
+        except Later:
+            continue  # the call stays, for the optimized point
         except Unsupported as exc:
             text = f"not vectorized: {exc}"
         if call.parent is not None:
@@ -63,10 +68,14 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
         state.trace.transformations.append(TransformationRecord(
             fn.name, "its loop over index 0", state.point, False, time.perf_counter() - start,
             requested_by=MARKER, details=(("vectorize", text),)))
-    for use in list(marker.uses):
-        use.user.erase()
-    marker.erase()
+    if not marker.uses:
+        marker.erase()
     return changed
+
+
+class Later(Unsupported):
+    """The body calls a marker that a plugin resolves at the optimized point (a derivative, a gradient):
+    vectorize it there, once that plugin has put the derived code in its place."""
 
 
 def width(target) -> int:
@@ -80,15 +89,17 @@ def width(target) -> int:
 
 def vectorize(state, call, module) -> str:
     item = ItemLoop(call)
-    cf = ControlFlow(item)
-    if not cf.loops:
-        raise Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
     calls = Calls(getattr(state.target, "vector_variants", None))
     for blk in item.body:
         for inst in blk.instructions:
             if isinstance(inst, CallInst) and callee_name(inst) and callee_name(inst).startswith("gpuc.") \
                     and calls.kind(inst) != "skip":
-                raise Unsupported(f"the body calls the marker @{callee_name(inst)}, resolved later")
+                if state.point == "simplified":
+                    raise Later()
+                raise Unsupported(f"the body calls the marker @{callee_name(inst)}")
+    cf = ControlFlow(item)
+    if not cf.loops:
+        raise Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
     uni = Uniformity(cf, calls.pure)
     mem = Memory(item, calls.pure)
     _rows_per_item(cf, uni, mem)

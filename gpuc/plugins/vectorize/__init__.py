@@ -31,7 +31,8 @@ from gpuc.compiler import CompileState
 from gpuc.compiler.trace import TransformationRecord
 from gpuc.llvm import Builder, CallInst, Constant, Function, Module
 
-from .emit import Calls, VectorBody, callee_name
+from .calls import Calls, callee_name
+from .emit import VectorBody
 from .loops import ControlFlow, ItemLoop, Unsupported
 from .memory import Memory
 from .uniform import Uniformity

@@ -14,8 +14,8 @@ item by item, as it would without vectorization.
 
 from __future__ import annotations
 
-from gpuc.llvm import (Argument, BinaryOperator, CallInst, CastInst, Constant, ConstantInt, FunctionType,
-                       GetElementPtrInst, Instruction, IntegerType, LoadInst, StoreInst)
+from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantInt, FunctionType, GetElementPtrInst, Instruction,
+                       IntegerType, LoadInst, StoreInst)
 
 #: Above this many accesses the test is not built (rows of one item still vectorize).
 MAX_ACCESSES = 48
@@ -340,5 +340,3 @@ def _is_callee(inst, op) -> bool:
 def _has_effects(inst) -> bool:
     return isinstance(inst, (CallInst, LoadInst, StoreInst)) or inst.opcode_name in ("atomicrmw", "cmpxchg", "phi")
 
-
-__all__ = ["Access", "Memory", "type_size", "Argument", "Constant"]

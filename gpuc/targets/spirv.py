@@ -224,6 +224,9 @@ class SPIRVTarget(Target):
 
     def finish_module(self, job, module: Module, tm) -> None:
         _ldexp_as_builtin(module)
+        # Intel's OpenCL CPU runtime (2026.2, on hosts with AVX-512) returns y for fmod(x, y) of a float32
+        # subnormal y dividing x, where the result is 0: a result as large as |y| is taken back by |y|.
+        _fmod_below_divisor(module)
         # Intel's OpenCL compiler (2026.2) dies in its instcombine on sin and cos of x next to sin and cos
         # of sin(x) (as derivatives make them); each pair of one argument in a block is one sincos instead.
         _fuse_sin_cos(module)
@@ -298,6 +301,27 @@ def _ldexp_as_builtin(module: Module) -> None:
                 b.position_before(call)
                 call.replace_all_uses_with(_builtin(b, module, symbol, call.type, call.args, _PURE))
                 call.erase()
+
+
+def _fmod_below_divisor(module: Module) -> None:
+    """After each call of OpenCL's float32 fmod: fmod's result is smaller than |y| in magnitude (or a NaN,
+    or x for an infinite y); a result r with |r| >= |y| is one |y| too far, so copysign(|r| - |y|, x)
+    (exact: |r| and |y| are within a factor of two) is the result the specification gives."""
+    fn = module.functions.get("_Z4fmodff")
+    if fn is None:
+        return
+    f32 = module.context.float
+    fabs = module.get_or_insert_function("llvm.fabs.f32", FunctionType.get(f32, [f32]))
+    copysign = module.get_or_insert_function("llvm.copysign.f32", FunctionType.get(f32, [f32, f32]))
+    with Builder(module.context) as b:
+        for call in [u for u in fn.users if isinstance(u, CallInst) and u.callee == fn]:
+            x, y = call.args[0], call.args[1]
+            b.position_after(call)
+            r, ay = b.call(fabs, [call]), b.call(fabs, [y])
+            fixed = b.call(copysign, [b.fsub(r, ay), x])
+            result = b.select(b.fcmp("oge", r, ay), fixed, call)
+            call.replace_all_uses_with(result)
+            r.operands[0], result.operands[2] = call, call  # the fix itself reads the call
 
 
 #: OpenCL's sincos(x, __private T *cosval) per float type: returns the sine, stores the cosine.

@@ -25,7 +25,6 @@ MEMORY_FREE_PREFIXES = ("llvm.powi", "llvm.ldexp", "llvm.frexp", "llvm.exp10", "
                         "llvm.umul.with.overflow", "llvm.sadd.with.overflow", "llvm.uadd.with.overflow",
                         "llvm.ssub.with.overflow", "llvm.usub.with.overflow", "llvm.fptosi.sat", "llvm.fptoui.sat",
                         "llvm.scmp", "llvm.ucmp")
-_DIVISIONS = ("udiv", "sdiv", "urem", "srem")
 
 
 def callee_name(call) -> str | None:

@@ -21,6 +21,9 @@ from .calls import Calls, callee_name  # noqa: F401 - Calls for the type of `cal
 from .loops import Loop, Unsupported, dead_end
 from .memory import type_size
 
+_DIVISIONS = ("udiv", "sdiv", "urem", "srem")
+
+
 class VectorBody:
     """Builds the vector loop of `item` (see the module doc) in front of it: `build(guard)` branches
     from the loop's preheader to it where `guard` holds and to the original loop elsewhere."""

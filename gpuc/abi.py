@@ -36,6 +36,13 @@ SPLIT_MARKER = "gpuc.cpu.split_clamps"
 # Declared by the CPU launch entry when it is optimized with CompilerConfig(vectorize=True): the
 # vectorization plugin (gpuc/plugins/vectorize.py) runs the loop over index 0 several items at a time.
 VECTORIZE_MARKER = "gpuc.cpu.vectorize"
+# Bounds checks (CompilerConfig(boundscheck=True), docs/debugging.md): the external global the first
+# failed check of a launch fills, [state (1: filled), site (a C string "file:line:col: a[i] in f"),
+# dimension, index, ndim, the first BOUNDS_SHAPE_WORDS extents]; the CPU runtime defines it per module
+# and reads it after each chunk of a launch.
+BOUNDS_RECORD = "gpuc_boundscheck_record"
+BOUNDS_SHAPE_WORDS = 4
+BOUNDS_RECORD_WORDS = 5 + BOUNDS_SHAPE_WORDS
 #: Metadata `!gpuc.site !{!"file:line:col"}` on a call through a function pointer: where it is in
 #: the source, for errors about calls that remain after optimization.
 SITE_METADATA = "gpuc.site"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 
@@ -34,6 +35,11 @@ def _resolve_plugins(plugins, builtins: bool) -> tuple[Plugin, ...]:
     return ordered(resolved)
 
 
+def boundscheck_default() -> bool:
+    """`GPUC_BOUNDSCHECK=1` turns bounds checks on for every compile that does not say otherwise."""
+    return os.environ.get("GPUC_BOUNDSCHECK", "") not in ("", "0")
+
+
 @dataclass(frozen=True)
 class CompilerConfig:
     """How to compile: target, optimization, validation and the plugin set (captured at creation).
@@ -45,6 +51,8 @@ class CompilerConfig:
     runs it, also those beyond the launch size (docs/frontend.md, "Blocks").
     `snapshots`: the trace keeps the IR after every stage, pass segment and plugin callback
     (`Trace.snapshots`, shown by `trace.html(path)`); such compiles bypass the disk cache.
+    `boundscheck`: every index into an array is checked; the first out of range stops the launch with
+    an IndexError naming the site (docs/debugging.md, "Bounds checks"). None: `GPUC_BOUNDSCHECK=1` says.
     `vectorize`: on the CPU, the launch loop runs several work items at once in vector lanes
     (gpuc/plugins/vectorize.py, docs/targets.md); False runs them one after another.
     """
@@ -62,11 +70,13 @@ class CompilerConfig:
     whole_blocks: bool = False
     snapshots: bool = False
     vectorize: bool = True
+    boundscheck: bool = False
 
     def __init__(self, target, *, kernel: bool = False, name: str | None = None, opt_level: int = 2,
                  optimize: bool = True, validate: bool = True, verify_plugins: bool = True,
                  plugins=None, fixpoint_rounds: int = 16, builtin_plugins: bool = True,
-                 whole_blocks: bool = False, snapshots: bool = False, vectorize: bool = True) -> None:
+                 whole_blocks: bool = False, snapshots: bool = False, vectorize: bool = True,
+                 boundscheck: bool | None = None) -> None:
         from ..targets.interface import Target
 
         if not isinstance(target, Target):
@@ -84,7 +94,8 @@ class CompilerConfig:
                             ("plugins", _resolve_plugins(plugins, bool(builtin_plugins))),
                             ("fixpoint_rounds", fixpoint_rounds), ("builtin_plugins", bool(builtin_plugins)),
                             ("whole_blocks", bool(whole_blocks)), ("snapshots", bool(snapshots)),
-                            ("vectorize", bool(vectorize))):
+                            ("vectorize", bool(vectorize)),
+                            ("boundscheck", boundscheck_default() if boundscheck is None else bool(boundscheck))):
             object.__setattr__(self, attr, value)
 
     def replace(self, **changes) -> "CompilerConfig":

@@ -26,10 +26,10 @@ import weakref
 
 import numpy as np
 
-from ..abi import BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
+from ..abi import BOUNDS_RECORD, BOUNDS_RECORD_WORDS, BOUNDS_SHAPE_WORDS, BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
 from ..compiler import CompilerJob, Trace, cache, compile_module
 from ..errors import CompilationError
-from ..llvm import LLJIT, Module, capi, initialize, process_lifetime
+from ..llvm import LLJIT, ArrayType, Constant, Module, capi, initialize, process_lifetime
 from ..llvm import Target as LLVMTarget
 from .geometry import Geometry
 from .pool import run_chunks, run_ranges
@@ -68,10 +68,14 @@ class JITModule:
             #: its argv slots, whether its wrapper runs whole blocks (gpuc/targets/cpu_launch.py:
             #: add_blocks_wrapper) and whether it has grid barriers (the launch then runs in phases).
             self.abi, self.slots, self.blocks, self.grid = describe_entry(built.module, self.entry, self.launch_entry)
+            #: Whether the kernel checks its indices (CompilerConfig(boundscheck=True)): its record of
+            #: the first failed check is defined here and read after every chunk of a launch.
+            self.bounds = built.module.globals.get(BOUNDS_RECORD) is not None
         except BaseException:
             built.close()
             raise
         self._jit = LLJIT()
+        self._define_bounds_record()
         if key is None:
             try:
                 self._jit.add_module(built.module)  # consumes the module and its context
@@ -94,7 +98,7 @@ class JITModule:
             built.close()
         self.trace.cache = "miss"
         cache.store(key, {"trace": self.trace.record(), "entry": self.entry, "launch_entry": self.launch_entry,
-                          "blocks": self.blocks,
+                          "blocks": self.blocks, "bounds": self.bounds,
                           "grid": self.grid, "slots": list(self.slots), "externals": externals,
                           "abi": self.abi.record()},
                     code)
@@ -109,12 +113,28 @@ class JITModule:
         self.blocks, self.grid = header["blocks"], header["grid"]
         self.abi = EntryABI.from_record(header["abi"])
         self.slots = tuple(header["slots"])
+        self.bounds = header.get("bounds", False)
         self._jit = LLJIT()
         try:
+            self._define_bounds_record()
             self._jit.add_object(code)
         except BaseException:
             self._jit.close()
             raise
+
+    def _define_bounds_record(self) -> None:
+        """With bounds checks, define the record the kernel fills (abi.BOUNDS_RECORD) in its JIT, before
+        the kernel's code links against it; `bounds_record` reads it."""
+        self.bounds_record = None
+        if not self.bounds:
+            return
+        record = Module("gpuc.boundscheck")
+        ty = ArrayType.get(record.context.i64, BOUNDS_RECORD_WORDS)
+        gv = record.add_global(ty, BOUNDS_RECORD)
+        gv.initializer = Constant.null(ty)
+        gv.alignment = 8
+        self._jit.add_module(record)
+        self.bounds_record = (ctypes.c_int64 * BOUNDS_RECORD_WORDS).from_address(self._jit.lookup(BOUNDS_RECORD))
 
     def lookup(self, name: str | None = None) -> int:
         """The address of `name` (default: the entry point)."""
@@ -260,6 +280,8 @@ class CPULauncher:
         self.module, self.signature = module, signature.for_entry(module.abi)
         self._fn = module.function(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p,
                                    name=module.launch_entry)
+        if module.bounds_record is not None:  # every chunk of a launch, however it is run, checks the record
+            self._fn = _checking_bounds(self._fn, module.bounds_record)
         self._pack = struct.Struct("<" + "".join(SLOT_FORMATS[t] for t in module.slots)).pack
         self._converters = self.signature.flat_converters(host_array, module.abi.names, module.entry)
         #: Whether the launch entry runs whole blocks (a block kernel: gpuc/plugins/workitems.py).
@@ -301,6 +323,30 @@ class CPULauncher:
             launch_marshalled(self._fn, argv, n, threads)
         else:
             launch_in_two_phases(self._fn, argv, n, threads, apart)
+
+
+def _checking_bounds(fn, record):
+    """`fn` (a launch entry) raising IndexError after a call in which a bounds check failed; the
+    chunk that sees it stops the launch (gpuc/runtime/pool.py), and the record is cleared for the next."""
+    def run(argv, begin, end, sizes):
+        fn(argv, begin, end, sizes)
+        if record[0]:
+            raise _bounds_error(record)
+    run._gpuc_owner = fn
+    return run
+
+
+def _bounds_error(record) -> IndexError:
+    site = ctypes.string_at(record[1]).decode() if record[1] else "?"
+    dim, index, ndim = record[2], record[3], record[4]
+    shape = tuple(record[5:5 + min(ndim, BOUNDS_SHAPE_WORDS)])
+    shape_text = "(" + ", ".join(map(str, shape)) + ("," if ndim == 1 else "") + (", ..." if ndim > BOUNDS_SHAPE_WORDS else "") + ")"
+    for k in range(BOUNDS_RECORD_WORDS):
+        record[k] = 0
+    where, _, what = site.partition(": ")
+    return IndexError(f"{where}: index {index} is out of bounds for axis {dim} with size {shape[dim] if dim < len(shape) else '?'} "
+                      f"in {what} (an array of shape {shape_text}); the launch stopped at the first work item "
+                      "whose index failed its check")
 
 
 def launch(module: JITModule, n, args, threads: int | None = None, *, signature=None) -> None:

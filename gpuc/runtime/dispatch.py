@@ -283,7 +283,8 @@ def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> Compil
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
     return CompilerJob((kernel, tuple(types)), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks,
                                                               opt_level=options.get("opt_level", 2),
-                                                              vectorize=options.get("vectorize", True)))
+                                                              vectorize=options.get("vectorize", True),
+                                                              boundscheck=options.get("boundscheck")))
 
 
 def inspect(kernel, args, *, device: str | None = None, whole_blocks: bool = False):

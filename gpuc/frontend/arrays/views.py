@@ -187,13 +187,13 @@ def lower_view(lw, node: ast.Subscript):
     plan = lw.typed.calls[id(node)]
     base = lw.expr(node.value)
     bt = lw.type_of(node.value)
-    return make_view(lw, base, bt, plan)
+    return make_view(lw, base, bt, plan, node)
 
 
-def make_view(lw, base, bt: ArrayType, plan: ViewPlan):
+def make_view(lw, base, bt: ArrayType, plan: ViewPlan, node: ast.Subscript):
     b, i64 = lw.b, lw.ctx.i64
     zero = ConstantInt.get(i64, 0)
-    offset, shapes, strides = zero, [], []
+    offset, shapes, strides, checks = zero, [], [], []
     dims = iter(range(bt.ndim))  # the base's dimension each part (but a new axis) takes
     for part in plan.parts:
         if part[0] == "new":
@@ -208,10 +208,14 @@ def make_view(lw, base, bt: ArrayType, plan: ViewPlan):
             strides.append(stride)
             continue
         if part[0] == "index":
-            i = _i64(lw, part[1], clip=False)
+            i = raw = _i64(lw, part[1], clip=False)
+            wrap = None
             if lw.type_of(part[1]).signed and not lw.is_literal(part[1]) or lw.is_literal(part[1]) and \
                     lw.typed.consts[id(part[1])] < 0:
-                i = b.select(b.icmp("slt", i, zero), b.add(i, n), i)  # from the end, as element access does
+                wrap = b.select(b.icmp("slt", i, zero), n, zero)
+                i = b.add(i, wrap)  # from the end, as element access does
+            if lw.boundscheck:
+                checks.append((k, raw, wrap, lw.type_of(part[1])))
             offset = b.add(offset, b.mul(i, stride))
             continue
         lower, upper, step = (None if x is None else _i64(lw, x, clip=True) for x in part[1:])
@@ -219,6 +223,10 @@ def make_view(lw, base, bt: ArrayType, plan: ViewPlan):
         offset = b.add(offset, b.mul(start, stride))
         shapes.append(length)
         strides.append(b.mul(stride, step))
+    if checks:  # an index out of range (recorded) makes a view of nothing at the base's start
+        ok = lw.check_indices(node, base, bt.ndim, checks)
+        offset = b.select(ok, offset, zero)
+        shapes = [b.select(ok, s, zero) for s in shapes]
     data = b.gep(memory_type(bt.dtype, lw.ctx), b.extract_value(base, 0), [offset], inbounds=False)
     return array_value(lw, plan.result, data, shapes, strides)
 

@@ -205,7 +205,7 @@ class Atomic(Handler):
             pairs = [(lw.b.extract_value(index, k), t) for k, t in enumerate(it.elements)]
         else:
             pairs = [(index, it)]
-        ptr = lw.element_ptr(array, at, pairs)
+        ptr = lw.element_ptr(array, at, pairs, checked_at=node)
         dtype = at.dtype
         values = [lw.operand(arg, dtype) for arg in node.args[2:]]
         if self.op == "cas":

@@ -176,18 +176,7 @@ local.array = _local_array
 def _site(lw, node):
     """A `ptr` to the constant C string "file:line:col" of `node`: the CPU names it when work items of a
     block reach different barriers."""
-    where = lw.typed.info.location(node)
-    text = str(where)
-    module = lw.program.module
-    name = f"gpuc.site.{text}"
-    gv = module.globals.get(name)
-    if gv is None:
-        data = Constant.string(lw.ctx, text)
-        gv = module.add_global(data.type, name)
-        gv.initializer = data
-        gv.is_global_constant = True
-        gv.linkage = "private"
-    return gv
+    return lw.site(str(lw.typed.info.location(node)))
 
 
 def _predicate(handler, typer, node):

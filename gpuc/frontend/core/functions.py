@@ -177,11 +177,13 @@ class _Bound:
         self.kernel.launch(self.n, *args, device=device, threads=threads, block=block, shared=shared)
 
 
-def func(pyfunc=None):
-    """Decorator: a device function, compiled per argument-type signature."""
+def func(pyfunc=None, **options):
+    """Decorator: a device function, compiled per argument-type signature.
+    `@gpuc.func(boundscheck=True)`: its own indices are checked wherever it is compiled (FUNC_OPTIONS)."""
+    check_options(options, "func")
     if pyfunc is None:
-        return func
-    return Func(pyfunc)
+        return functools.partial(func, **options) if options else func
+    return Func(pyfunc, options)
 
 
 def kernel(pyfunc=None, **options):
@@ -197,21 +199,30 @@ def kernel(pyfunc=None, **options):
 KERNEL_OPTIONS = {
     "opt_level": "the optimization level of its launches' compiles, 0 to 3 (default 2)",
     "vector_math": "on the CPU, whether loops call libmvec's vector math (default True; docs/targets.md)",
+    "vectorize": "on the CPU, whether the launch loop runs several work items at once in vector lanes "
+                 "(default True; docs/targets.md)",
+    "boundscheck": "whether every index into an array is checked, the first out of range an IndexError "
+                   "(default: GPUC_BOUNDSCHECK=1; docs/debugging.md)",
+}
+#: The options @gpuc.func takes.
+FUNC_OPTIONS = {
+    "boundscheck": "whether its own indices are checked, wherever it is compiled (docs/debugging.md)",
 }
 
 
 def check_options(options: dict, kind: str) -> dict:
     """The decorator options, checked: a TypeError or ValueError names the option and what it takes."""
-    allowed = KERNEL_OPTIONS if kind == "kernel" else {}
+    allowed = KERNEL_OPTIONS if kind == "kernel" else FUNC_OPTIONS
     for name, value in options.items():
         if name not in allowed:
-            takes = f"it takes {', '.join(f'{k} ({v})' for k, v in allowed.items())}" if allowed else \
-                "it takes none (options such as opt_level belong to the kernel that calls it)"
+            takes = f"it takes {', '.join(f'{k} ({v})' for k, v in allowed.items())}"
+            if kind == "func":
+                takes += "; options such as opt_level belong to the kernel that calls it"
             raise TypeError(f"@gpuc.{kind} has no option {name!r}: {takes}")
         if name == "opt_level" and (type(value) is not int or value not in (0, 1, 2, 3)):
             raise ValueError(f"@gpuc.kernel(opt_level=...) is 0, 1, 2 or 3, not {value!r}")
-        if name == "vector_math" and not isinstance(value, bool):
-            raise ValueError(f"@gpuc.kernel(vector_math=...) is True or False, not {value!r}")
+        if name in ("vector_math", "vectorize", "boundscheck") and not isinstance(value, bool):
+            raise ValueError(f"@gpuc.{kind}({name}=...) is True or False, not {value!r}")
     return dict(sorted(options.items()))
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 import functools
+import warnings
 
 from ... import abi
+from ...errors import LaunchWarning
 from ...compiler import CompiledFunction, CompileState
+from ...llvm import ArrayType as LLArrayType
 from ...llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
 from . import iteration
 from ..numeric import arithmetic as B
@@ -104,7 +107,7 @@ def _shared_session(source, job, module: Module) -> tuple[Typing, TypedFunction]
 
 
 def _program(session: Typing, module: Module, job) -> "Program":
-    return Program(session, module, job.config.target)
+    return Program(session, module, job.config.target, job.config.boundscheck)
 
 
 def _emit(program: "Program", typed_functions, functions: dict) -> None:
@@ -209,12 +212,23 @@ def _undo(program: "Program", fresh, created: set) -> None:
 class Program:
     """What all functions of one module share: the module, the target, the declared functions."""
 
-    def __init__(self, session: Typing, module: Module, target) -> None:
+    def __init__(self, session: Typing, module: Module, target, boundscheck: bool = False) -> None:
         self.session, self.module, self.target = session, module, target
+        #: Every function of the module checks its indices (CompilerConfig(boundscheck=True)).
+        self.boundscheck = boundscheck
+        self._warned_unchecked = False
         self.ctx = module.context
         self.addrspace = address_space(target)
         self.functions = {}
         self._function_types = {}  # id(typed function) -> its LLVM type (asked for several times each)
+
+    def unchecked(self, function) -> None:
+        """Bounds checks were asked for on a target that cannot report them: a warning, once."""
+        if not self._warned_unchecked:
+            self._warned_unchecked = True
+            warnings.warn(f"bounds checks run on the CPU only: {function.__qualname__} is compiled for "
+                          f"{self.target.name} without them; launch it with device='cpu' to check its indices "
+                          "(docs/debugging.md, \"Bounds checks\")", LaunchWarning, stacklevel=2)
 
     def ltype(self, t: GType):
         return llvm_type(t, self.ctx, self.addrspace)
@@ -345,8 +359,11 @@ class Lowerer(LocatingVisitor):
             return [self.b.extract_value(v, k) for k in range(1 + 2 * t.ndim)]
         return [v]
 
-    def element_ptr(self, array, t: ArrayType, indices):
+    def element_ptr(self, array, t: ArrayType, indices, checked_at: ast.AST | None = None):
         """&a[i, j, ...] for (value, type) index pairs; negative indices count from the end, as in Python.
+        With bounds checks on, an index out of range is recorded, named by the node `checked_at` (the
+        subscript, or the atomic call), and the
+        access goes to a scratch slot instead (`check_indices`).
 
         Offsets use `nsw` arithmetic and `inbounds` addressing (a valid element offset fits in an i64
         and stays in the array), which the loop vectorizer relies on. For the unit-stride last
@@ -356,13 +373,15 @@ class Lowerer(LocatingVisitor):
         i64 = self.ctx.i64
         zero = ConstantInt.get(i64, 0)
         element = memory_type(t.dtype, self.ctx)
-        offset, shift = None, None
+        offset, shift, checks = None, None, []
         for k, (index, it) in enumerate(indices):
             index = self.convert(index, it, int64) if it != int64 else index
             wrap = None
             if it.signed and not (isinstance(index, ConstantInt) and index.value >= 0):
                 negative = self.b.icmp("slt", index, zero)
                 wrap = self.b.select(negative, self.b.extract_value(array, 1 + k), zero)
+            if checked_at is not None and self.boundscheck:
+                checks.append((k, index, wrap, it))
             if t.layout == "C" and k == t.ndim - 1:
                 term, shift = index, wrap  # C-contiguous: the last stride is 1
             else:
@@ -373,7 +392,138 @@ class Lowerer(LocatingVisitor):
         pointer = self.b.extract_value(array, 0)
         if shift is not None:
             pointer = self.b.gep(element, pointer, [shift])
-        return self.b.gep(element, pointer, [offset])
+        pointer = self.b.gep(element, pointer, [offset])
+        if checks:
+            ok = self.check_indices(checked_at, array, t.ndim, checks)
+            pointer = self.b.select(ok, pointer, self.bounds_scratch(pointer.type))
+        return pointer
+
+    # -- bounds checks (docs/debugging.md, "Bounds checks") -------------------------------------
+    @functools.cached_property
+    def boundscheck(self) -> bool:
+        """Whether this function checks its indices: the compile's setting or its own decorator's, on the
+        CPU (the runtime there reads the record; other targets compile the function unchecked, and say
+        so once per module)."""
+        wanted = self.program.boundscheck or bool(self.typed.function.options.get("boundscheck"))
+        if wanted and self.target.name != "native":
+            self.program.unchecked(self.typed.function)
+            return False
+        return wanted
+
+    def check_indices(self, node: ast.AST, array, ndim: int, checks):
+        """An i1, true when every index of `checks` ((dimension, int64 index, its end-relative shift or
+        None, its type)) lies in the extent of `array` (an `ndim`-dimensional array value) along its
+        dimension. Where one does not, a cold call records the failure in the launch's record (the first
+        of the launch wins: abi.BOUNDS_RECORD) and the function's own flag (`bounds_failed`), which its
+        loops poll."""
+        b, i64 = self.b, self.ctx.i64
+        shapes = [b.extract_value(array, 1 + k) for k in range(ndim)]
+        ok, failed_dim, failed_index = None, None, None
+        for k, index, wrap, it in reversed(checks):
+            position = index if wrap is None else b.add(index, wrap)
+            inside = b.icmp("ult", position, shapes[k])  # negative positions are huge unsigned
+            if not it.signed:  # an unsigned index beyond int64's range converted negative: outside too
+                inside = b.and_(inside, b.icmp("sge", index, ConstantInt.get(i64, 0)))
+            outside = b.not_(inside)
+            failed_dim = ConstantInt.get(i64, k) if failed_dim is None else b.select(outside, ConstantInt.get(i64, k), failed_dim)
+            failed_index = index if failed_index is None else b.select(outside, index, failed_index)
+            ok = inside if ok is None else b.and_(inside, ok)
+        fail, cont = self.fn.append_block("bounds.fail"), self.fn.append_block("bounds.ok")
+        b.cond_br(ok, cont, fail)
+        b.position_at_end(fail)
+        padded = shapes[:abi.BOUNDS_SHAPE_WORDS] + [ConstantInt.get(i64, 0)] * (abi.BOUNDS_SHAPE_WORDS - len(shapes))
+        where = f"{self.typed.info.location(node)}: {ast.unparse(node)} in {self.typed.function.__qualname__}"
+        b.call(self.bounds_failure(), [self.site(where), failed_dim, failed_index, ConstantInt.get(i64, ndim),
+                                       *padded])
+        b.store(ConstantInt.get(self.ctx.i1, 1), self.bounds_failed)
+        b.br(cont)
+        b.position_at_end(cont)
+        return ok
+
+    @functools.cached_property
+    def bounds_failed(self):
+        """An entry-block alloca: whether a check of this call has failed (SROA makes it a value)."""
+        slot = self.alloca_builder.alloca(self.ctx.i1, "bounds.failed")
+        self.alloca_builder.store(ConstantInt.get(self.ctx.i1, 0), slot)
+        return slot
+
+    def bounds_failure(self):
+        """`void gpuc.boundscheck.fail(ptr site, i64 dim, i64 index, i64 ndim, i64 shape...)`: the first
+        call of a launch fills the record the runtime reads after it (abi.BOUNDS_RECORD)."""
+        module, i64 = self.program.module, self.ctx.i64
+        name = "gpuc.boundscheck.fail"
+        fn = module.functions.get(name)
+        if fn is not None:
+            return fn
+        fn = self.declare(name, self.ctx.void, [self.ctx.ptr(), *[i64] * (3 + abi.BOUNDS_SHAPE_WORDS)])
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("cold")
+        record = self.bounds_record()
+        from ...llvm import Builder
+        with Builder(self.ctx) as b:
+            entry, fill, done = fn.append_block("entry"), fn.append_block("fill"), fn.append_block("done")
+            b.position_at_end(entry)
+            won = b.extract_value(b.cmpxchg(record, ConstantInt.get(i64, 0), ConstantInt.get(i64, 1),
+                                            success="monotonic", align=8), 1)
+            b.cond_br(won, fill, done)
+            b.position_at_end(fill)
+            values = [b.ptrtoint(fn.args[0], i64), *fn.args[1:]]
+            for k, value in enumerate(values, start=1):
+                b.store(value, b.gep(i64, record, [ConstantInt.get(i64, k)]), align=8)
+            b.br(done)
+            b.position_at_end(done)
+            b.ret()
+        return fn
+
+    def bounds_record(self):
+        """The runtime's record of the first failed check (abi.BOUNDS_RECORD), declared."""
+        module = self.program.module
+        gv = module.globals.get(abi.BOUNDS_RECORD)
+        if gv is None:
+            gv = module.add_global(LLArrayType.get(self.ctx.i64, abi.BOUNDS_RECORD_WORDS), abi.BOUNDS_RECORD)
+            gv.alignment = 8
+        return gv
+
+    def bounds_scratch(self, ty):
+        """Where an access whose index failed its check goes: a zeroed slot of the module's own."""
+        module = self.program.module
+        gv = module.globals.get("gpuc.boundscheck.scratch")
+        if gv is None:
+            scratch = LLArrayType.get(self.ctx.i64, 4)  # the widest element, a complex128, is 16 bytes
+            gv = module.add_global(scratch, "gpuc.boundscheck.scratch", self.program.addrspace["global"])
+            gv.initializer = Constant.null(scratch)
+            gv.linkage = "internal"
+            gv.alignment = 16
+        return gv if gv.type == ty else self.b.addrspacecast(gv, ty)
+
+    def poll_bounds(self, latch) -> None:
+        """At a loop's back edge, with bounds checks on: once a check of this call has failed, return (the
+        launch is stopping), so that a loop whose values the failed access spoiled (it read 0 from the
+        scratch slot) cannot run on forever."""
+        b = self.b
+        leave = self.fn.append_block("bounds.leave")
+        b.cond_br(b.load(self.ctx.i1, self.bounds_failed), leave, latch)
+        b.position_at_end(leave)
+        rt = self.typed.return_type
+        if isinstance(rt, NoneType):
+            b.ret()
+        else:
+            b.ret(Constant.null(self.ltype(rt)))
+
+    def site(self, text: str):
+        """A `ptr` to the constant C string `text` (a location, "file:line:col", and what is there),
+        one per module and text: errors found at run time name it."""
+        module = self.program.module
+        name = f"gpuc.site.{text}"
+        gv = module.globals.get(name)
+        if gv is None:
+            data = Constant.string(self.ctx, text)
+            gv = module.add_global(data.type, name)
+            gv.initializer = data
+            gv.is_global_constant = True
+            gv.linkage = "private"
+        return gv
 
     # -- function ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -587,12 +737,18 @@ class Lowerer(LocatingVisitor):
         self._loop_body(body, head, done, node.body)
 
     def _loop_body(self, body, latch, done, stmts) -> None:
+        polled = latch
+        if self.boundscheck:  # every way back to the loop's head passes the poll
+            polled = self.fn.append_block("bounds.poll")
         self.b.position_at_end(body)
-        self.loops.append((latch, done))
+        self.loops.append((polled, done))
         self.body(stmts)
         self.loops.pop()
         if self.b.block.terminator is None:
-            self.b.br(latch)
+            self.b.br(polled)
+        if polled is not latch:
+            self.b.position_at_end(polled)
+            self.poll_bounds(latch)
         self.b.position_at_end(done)
 
     def visit_For(self, node: ast.For) -> None:
@@ -740,7 +896,7 @@ class Lowerer(LocatingVisitor):
         array = self.expr(node.value)
         t = self.type_of(node.value)
         indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        return self.element_ptr(array, t, [(self.expr(i), self.type_of(i)) for i in indices])
+        return self.element_ptr(array, t, [(self.expr(i), self.type_of(i)) for i in indices], checked_at=node)
 
     def visit_Subscript(self, node: ast.Subscript):
         base_t = self.type_of(node.value)

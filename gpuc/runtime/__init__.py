@@ -11,9 +11,7 @@ from .prepared import PreparedLaunch
 
 _FrontendKernel.launcher = dispatch.launch
 _FrontendKernel.inspector = dispatch.inspect
-_FrontendKernel.preparer = prepared.prepare
-if "prepare" not in vars(_FrontendKernel):  # kernel.prepare(n, *args, ...): docs/launching.md
-    _FrontendKernel.prepare = prepared.kernel_prepare
+_FrontendKernel.preparer = prepared.prepare  # kernel.prepare(n, *args, ...): docs/launching.md
 
 __all__ = ["CPULauncher", "JITModule", "KernelSignature", "PreparedLaunch", "default_threads", "dispatch", "index_space", "launch",
            "load"]

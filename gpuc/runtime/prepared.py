@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-from ..errors import user_facing
 from . import cpu, dispatch
 
 
@@ -96,12 +95,4 @@ def prepare(kernel, n, args, *, device: str | None = None, threads: int | None =
     return PreparedLaunch(kernel, n, tuple(args), device, threads, block, dispatch._shared_bytes(shared))
 
 
-@user_facing
-def kernel_prepare(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
-                   shared: int = 0) -> PreparedLaunch:
-    """A PreparedLaunch of `self[n](*args, device=..., threads=..., block=..., shared=...)`: typed, compiled,
-    checked and marshalled now; `launch()` (or calling it) runs it, again and again (docs/launching.md)."""
-    return prepare(self, n, args, device=device, threads=threads, block=block, shared=shared)
-
-
-__all__ = ["PreparedLaunch", "kernel_prepare", "prepare"]
+__all__ = ["PreparedLaunch", "prepare"]

@@ -27,9 +27,11 @@ class SourceInfo:
         try:
             lines, first_line = inspect.getsourcelines(pyfunc)
         except (OSError, TypeError) as exc:
-            raise CompilationError(f"cannot read the source of {pyfunc.__qualname__}: {exc}",
-                                   hint="define gpuc functions in a file (or a notebook cell), not with exec/eval") \
-                from None
+            where = pyfunc.__code__.co_filename
+            why = ("the interactive interpreter keeps no source" if where == "<stdin>" else
+                   "code made by exec or eval has no source file" if where.startswith("<") else str(exc))
+            raise CompilationError(f"cannot read the source of {pyfunc.__qualname__}: {why}",
+                                   hint="define gpuc functions in a file (or a notebook cell)") from None
         text = "".join(lines)
         self.indent = len(text) - len(text.lstrip(" \t")) if text.strip() else 0
         self.filename = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
@@ -136,9 +138,10 @@ class Kernel(GpucFunction):
     runs it over the index space `n` (an int or a tuple of up to 3 ints)."""
 
     is_kernel = True
-    #: Set by gpuc.runtime at import (the runtime sits below the frontend in the layering).
+    #: Set by gpuc.runtime at import (the runtime sits above the frontend in the layering).
     launcher = None
     inspector = None
+    preparer = None
 
     @user_facing
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
@@ -151,6 +154,16 @@ class Kernel(GpucFunction):
 
     def __getitem__(self, n):
         return _Bound(self, n)
+
+    @user_facing
+    def prepare(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
+                shared: int = 0):
+        """A `gpuc.PreparedLaunch` of `kernel[n](*args, device=..., threads=..., block=..., shared=...)`:
+        typed, compiled, checked and marshalled now; its `launch()` (or calling it) runs it again and
+        again at the lowest cost (docs/launching.md)."""
+        if Kernel.preparer is None:
+            raise RuntimeError("no kernel launcher is installed; import gpuc (or gpuc.runtime) first")
+        return Kernel.preparer(self, n, args, device=device, threads=threads, block=block, shared=shared)
 
     @user_facing
     def inspect(self, *args, device: str | None = None, block=None, shared: int = 0, threads: int | None = None):
@@ -174,7 +187,10 @@ class _Bound:
     @user_facing
     def __call__(self, *args, device: str | None = None, threads: int | None = None, block=None,
                  shared: int = 0) -> None:
-        self.kernel.launch(self.n, *args, device=device, threads=threads, block=block, shared=shared)
+        launcher = Kernel.launcher  # as Kernel.launch does, without its second call and wrapper
+        if launcher is None:
+            raise RuntimeError("no kernel launcher is installed; import gpuc (or gpuc.runtime) first")
+        launcher(self.kernel, self.n, args, device=device, threads=threads, block=block, shared=shared)
 
 
 def func(pyfunc=None, **options):

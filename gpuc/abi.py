@@ -43,6 +43,12 @@ VECTORIZE_MARKER = "gpuc.cpu.vectorize"
 BOUNDS_RECORD = "gpuc_boundscheck_record"
 BOUNDS_SHAPE_WORDS = 4
 BOUNDS_RECORD_WORDS = 5 + BOUNDS_SHAPE_WORDS
+# print() in kernels (docs/debugging.md): the external global holding the function the CPU runtime
+# formats a line with, `void (ptr description, ptr values)`: the description is a C string of fields
+# separated by \x1f (sep, end, then per argument "s" + a literal or the printed type), the values one
+# 64-bit slot per number (floats as doubles' bits). The runtime defines it per module that prints.
+PRINT_HOOK = "gpuc_print_hook"
+PRINT_FIELD = "\x1f"
 #: Metadata `!gpuc.site !{!"file:line:col"}` on a call through a function pointer: where it is in
 #: the source, for errors about calls that remain after optimization.
 SITE_METADATA = "gpuc.site"

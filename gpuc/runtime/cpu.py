@@ -26,7 +26,7 @@ import weakref
 
 import numpy as np
 
-from ..abi import BOUNDS_RECORD, BOUNDS_RECORD_WORDS, BOUNDS_SHAPE_WORDS, BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
+from ..abi import BOUNDS_RECORD, BOUNDS_RECORD_WORDS, BOUNDS_SHAPE_WORDS, PRINT_HOOK, BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
 from ..compiler import CompilerJob, Trace, cache, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, ArrayType, Constant, Module, capi, initialize, process_lifetime
@@ -71,11 +71,13 @@ class JITModule:
             #: Whether the kernel checks its indices (CompilerConfig(boundscheck=True)): its record of
             #: the first failed check is defined here and read after every chunk of a launch.
             self.bounds = built.module.globals.get(BOUNDS_RECORD) is not None
+            #: Whether the kernel prints (print() in a kernel or func): its PRINT_HOOK is defined here.
+            self.prints = built.module.globals.get(PRINT_HOOK) is not None
         except BaseException:
             built.close()
             raise
         self._jit = LLJIT()
-        self._define_bounds_record()
+        self._define_support()
         if key is None:
             try:
                 self._jit.add_module(built.module)  # consumes the module and its context
@@ -98,7 +100,7 @@ class JITModule:
             built.close()
         self.trace.cache = "miss"
         cache.store(key, {"trace": self.trace.record(), "entry": self.entry, "launch_entry": self.launch_entry,
-                          "blocks": self.blocks, "bounds": self.bounds,
+                          "blocks": self.blocks, "bounds": self.bounds, "prints": self.prints,
                           "grid": self.grid, "slots": list(self.slots), "externals": externals,
                           "abi": self.abi.record()},
                     code)
@@ -113,28 +115,36 @@ class JITModule:
         self.blocks, self.grid = header["blocks"], header["grid"]
         self.abi = EntryABI.from_record(header["abi"])
         self.slots = tuple(header["slots"])
-        self.bounds = header.get("bounds", False)
+        self.bounds, self.prints = header.get("bounds", False), header.get("prints", False)
         self._jit = LLJIT()
         try:
-            self._define_bounds_record()
+            self._define_support()
             self._jit.add_object(code)
         except BaseException:
             self._jit.close()
             raise
 
-    def _define_bounds_record(self) -> None:
-        """With bounds checks, define the record the kernel fills (abi.BOUNDS_RECORD) in its JIT, before
-        the kernel's code links against it; `bounds_record` reads it."""
+    def _define_support(self) -> None:
+        """Define in the JIT, before the kernel's code links against them, the runtime's globals the kernel
+        declares: the record bounds checks fill (abi.BOUNDS_RECORD, read through `bounds_record`) and the
+        function print() calls (abi.PRINT_HOOK, set to `printing.PRINT_LINE`)."""
         self.bounds_record = None
-        if not self.bounds:
+        if not (self.bounds or self.prints):
             return
-        record = Module("gpuc.boundscheck")
-        ty = ArrayType.get(record.context.i64, BOUNDS_RECORD_WORDS)
-        gv = record.add_global(ty, BOUNDS_RECORD)
-        gv.initializer = Constant.null(ty)
-        gv.alignment = 8
-        self._jit.add_module(record)
-        self.bounds_record = (ctypes.c_int64 * BOUNDS_RECORD_WORDS).from_address(self._jit.lookup(BOUNDS_RECORD))
+        support = Module("gpuc.support")
+        i64, ptr = support.context.i64, support.context.ptr()
+        for wanted, name, ty in ((self.bounds, BOUNDS_RECORD, ArrayType.get(i64, BOUNDS_RECORD_WORDS)),
+                                 (self.prints, PRINT_HOOK, ptr)):
+            if wanted:
+                gv = support.add_global(ty, name)
+                gv.initializer = Constant.null(ty)
+                gv.alignment = 8
+        self._jit.add_module(support)
+        if self.bounds:
+            self.bounds_record = (ctypes.c_int64 * BOUNDS_RECORD_WORDS).from_address(self._jit.lookup(BOUNDS_RECORD))
+        if self.prints:
+            from .printing import PRINT_LINE
+            ctypes.c_void_p.from_address(self._jit.lookup(PRINT_HOOK)).value = ctypes.cast(PRINT_LINE, ctypes.c_void_p).value
 
     def lookup(self, name: str | None = None) -> int:
         """The address of `name` (default: the entry point)."""

@@ -25,6 +25,12 @@ CELLS = [
      ":3:14: name 'undefined_name' is not defined\n        out[0] = undefined_name\n                 ^",
      "CompilationError"),
     ("print(twice.inspect(x, out).trace.cache in ('hit', 'miss', None))", "True", None),
+    # print() in a kernel: the cell shows its lines
+    ("@gpuc.kernel\ndef tell(x):\n    i = gpuc.index()\n    print('item', i, 'holds', x[i])\n\n"
+     "tell[2](np.array([0.5, 1.5]), threads=1)", "item 0 holds 0.5\nitem 1 holds 1.5\n", None),
+    # a bounds-check error, shown in the cell
+    ("@gpuc.kernel(boundscheck=True)\ndef past(x, out):\n    i = gpuc.index()\n    out[i] = x[i + 1]\n\n"
+     "past[4](x, out)", "index 4 is out of bounds for axis 0 with size 4 in x[i + 1] in past", "IndexError"),
 ]
 
 

@@ -362,8 +362,7 @@ class Lowerer(LocatingVisitor):
     def element_ptr(self, array, t: ArrayType, indices, checked_at: ast.AST | None = None):
         """&a[i, j, ...] for (value, type) index pairs; negative indices count from the end, as in Python.
         With bounds checks on, an index out of range is recorded, named by the node `checked_at` (the
-        subscript, or the atomic call), and the
-        access goes to a scratch slot instead (`check_indices`).
+        subscript, or the atomic call), and the access goes to a scratch slot instead (`check_indices`).
 
         Offsets use `nsw` arithmetic and `inbounds` addressing (a valid element offset fits in an i64
         and stays in the array), which the loop vectorizer relies on. For the unit-stride last

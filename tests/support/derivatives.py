@@ -67,6 +67,8 @@ from pathlib import Path
 
 import numpy as np
 
+from support.vectorize import differences, item_by_item
+
 RTOL64, RTOL32 = 1e-9, 1e-4
 MARGIN = 1e-3  # relative distance of a branch test from its tie below which a program is undefined
 NUM = "__number__"  # env's key for the number type expressions evaluate on: Dual, or support.nested_derivatives.Hyper
@@ -867,6 +869,9 @@ def check(case: Case, workdir: Path, device: str = "cpu", limits: Counter | None
     try:
         module.kernel.launch(1, out, xs, ts, cs, ws, es, device=device, threads=1)
         host = host_results(case, module.f, getattr(module, "fq", None)) if case.host and device == "cpu" else []
+        if device == "cpu":  # and without vectorization across work items (support/vectorize.py)
+            scalar = np.zeros_like(out)
+            item_by_item(module.kernel).launch(1, scalar, xs, ts, cs, ws, es, device=device, threads=1)
     except Exception as exc:  # noqa: BLE001 — every error is a finding (the program is documented) but what
         limit = device_limit(device, exc)  # the device lacks
         if limit is not None:
@@ -882,7 +887,7 @@ def check(case: Case, workdir: Path, device: str = "cpu", limits: Counter | None
 
     got = out.tolist()
     labels = case.labels or [""] * len(got)
-    bad = []
+    bad = [] if device != "cpu" else [f"out[{line.split('[', 1)[1]}" for line in differences([out], [scalar])]
     for i, (value, (want, mag)) in enumerate(zip(got, case.expected)):
         tol = tolerance(want, mag)
         if not (abs(value - want) <= tol):

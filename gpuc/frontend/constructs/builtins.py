@@ -3,6 +3,7 @@ min, max, len), gpuc's index-space intrinsics and gpuc.marker objects."""
 
 from __future__ import annotations
 
+import ast
 import builtins as _py
 
 from ...abi import INDEX_MARKER, NDRANGE_MARKER
@@ -12,7 +13,7 @@ from ..core.errors import UserError
 from ..core.intrinsics import Marker
 from ..core.plans import CallPlan, ComparePlan, Handler
 from ..core.types import SCALARS, Array, ArrayType, ScalarType, TupleType, boolean, common_type, float64, int64, none
-from ..numeric.arithmetic import lower_compare
+from ..numeric.arithmetic import binary_plan, lower_binary, lower_compare
 from ..numeric.mathlib import MathFunction
 
 class Convert(Handler):
@@ -152,6 +153,101 @@ class MarkerCall(Handler):
 
 
 
+class Arithmetic(Handler):
+    """pow(a, b) is `a ** b` and divmod(a, b) is `(a // b, a % b)`, with the operators' promotion and
+    semantics (docs/frontend.md); each operand is evaluated once."""
+
+    def __init__(self, name: str, ops: tuple[str, ...]) -> None:
+        self.name, self.ops = name, ops
+
+    def type(self, typer, node):
+        if self.name == "pow" and len(node.args) == 3:
+            raise UserError("pow(base, exp, mod) is not supported in kernels",
+                            hint="write (base ** exp) % mod where it cannot overflow, or a loop of modular squaring")
+        left, right = self.args(typer, node, 2)
+        weak = typer.is_weak(node.args[0]), typer.is_weak(node.args[1])
+        consts = typer.typed.consts
+        plans = tuple(binary_plan(op, left, right, *weak, consts.get(id(node.args[1])), consts.get(id(node.args[0])))
+                      for op in self.ops)
+        for a in node.args:
+            typer.fit(a, plans[0].operand)
+        result = plans[0].result if len(plans) == 1 else TupleType(tuple(p.result for p in plans))
+        return CallPlan(result, (left, right), plans)
+
+    def lower(self, lw, node, plan):
+        first = plan.extra[0]
+        (a, at), (b, bt) = (lw.binary_operand(arg, first) for arg in node.args)
+        exponent = lw.typed.consts.get(id(node.args[1]))
+        values = [lower_binary(lw, p, a, at, b, bt, exponent) for p in plan.extra]
+        return values[0] if len(values) == 1 else lw.make_tuple(values, plan.result)
+
+
+class Sum(Handler):
+    """sum(t) and sum(t, start) of a tuple of numbers: ((start + t[0]) + t[1]) + ..., start 0 (an int
+    literal, so sum((-0.0,)) is 0.0 as in Python)."""
+
+    name = "sum"
+
+    def type(self, typer, node):
+        types = self.args(typer, node, 1, 2)
+        t = types[0]
+        if not isinstance(t, TupleType):
+            hint = "a.sum() sums an array (pairwise, as NumPy does); a loop adds in order" \
+                if isinstance(t, ArrayType) else None
+            raise UserError(f"sum() in kernels takes a tuple of numbers, not a {t}", node=node.args[0], hint=hint)
+        start = types[1] if len(types) > 1 else int64
+        acc, weak, plans = start, len(types) == 1 or typer.is_weak(node.args[1]), []
+        start_const = 0 if len(types) == 1 else typer.typed.consts.get(id(node.args[1]))
+        for k, e in enumerate(t.elements):
+            p = binary_plan("+", acc, e, weak, False, None, start_const if k == 0 else None)
+            plans.append(p)
+            acc, weak = p.result, False
+        return CallPlan(acc, tuple(types), tuple(plans))
+
+    def lower(self, lw, node, plan):
+        t = plan.args[0]
+        values = lw.expr(node.args[0])
+        if len(node.args) > 1 and not lw.is_literal(node.args[1]):
+            acc, at = lw.expr(node.args[1]), plan.args[1]
+        else:
+            acc, at = None, plan.args[1] if len(node.args) > 1 else int64
+            start = lw.typed.consts[id(node.args[1])] if len(node.args) > 1 else 0
+        for k, (p, e) in enumerate(zip(plan.extra, t.elements)):
+            if acc is None:  # the literal start, at the first sum's operand type
+                acc, at = lw.const(p.operand, start), p.operand
+            acc = lower_binary(lw, p, acc, at, lw.b.extract_value(values, k), e)
+            at = p.result
+        if acc is None:
+            acc = lw.const(plan.result, start) if isinstance(plan.result, ScalarType) else acc
+        return acc
+
+
+class Round(Handler):
+    """round(x): an int (int64), rounding half to even as Python does; an integer stays as it is."""
+
+    name = "round"
+
+    def type(self, typer, node):
+        if len(node.args) == 2 and not (isinstance(node.args[1], ast.Constant) and node.args[1].value is None):
+            raise UserError("round(x, ndigits) is not supported in kernels: Python rounds the decimal value "
+                            "exactly, which differs from scaling by 10**ndigits",
+                            hint="np.round(x, ndigits) rounds as NumPy does (scaling), or round(x) for an int",
+                            node=node.args[1])
+        (t,) = self.scalars(typer, ast.Call(node.func, node.args[:1], []), 1)
+        return CallPlan(int64, (t,))
+
+    def lower(self, lw, node, plan):
+        (t,) = plan.args
+        v = lw.expr(node.args[0])
+        if not t.is_float:
+            return lw.convert(v, t, int64)
+        return lw.convert(lw.math("rint", t, [v]), t, int64)
+
+
+registry.register(_py.pow, Arithmetic("pow", ("**",)))
+registry.register(_py.divmod, Arithmetic("divmod", ("//", "%")))
+registry.register(_py.sum, Sum())
+registry.register(_py.round, Round())
 registry.register(int, Convert("int", int64))
 registry.register(float, Convert("float", float64))
 registry.register(bool, Convert("bool", boolean))

@@ -14,7 +14,7 @@ from support.vectorize import differences, item_by_item
 
 SIZES = (1, 3, 15, 16, 17, 33, 100)
 NAMES = ("newton", "branches", "divide", "math_loop", "gather", "histogram", "big_func", "recursive", "rows",
-         "derivative")
+         "derivative", "straight_derivative")
 
 
 def both(kernel, n, make, threads=1):
@@ -56,8 +56,9 @@ def test_vectorized(name):
     assert "lane by lane" not in line
 
 
-def test_derivative_kernels_vectorize_once_derived():
-    line = trace_line(vk.derivative, *vk.arguments("derivative", 8, np.random.default_rng(0)))
+@pytest.mark.parametrize("name", ("derivative", "straight_derivative"))
+def test_derivative_kernels_vectorize_once_derived(name):
+    line = trace_line(getattr(vk, name), *vk.arguments(name, 8, np.random.default_rng(0)))
     assert line.startswith("vectorized at optimized"), line
 
 

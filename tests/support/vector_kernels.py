@@ -181,7 +181,7 @@ def arguments(name: str, n: int, rng: np.random.Generator):
         return (rng.integers(0, 500, n), np.zeros(7, np.int64))
     if name == "big_func":
         return (rng.uniform(-1.0, 1.0, n), np.zeros(n))
-    if name == "derivative":
+    if name in ("derivative", "straight_derivative"):
         return (rng.uniform(-1.0, 3.0, n), np.zeros(n))
     if name == "rows":
         return (rng.integers(-9, 9, (n, 37)), np.zeros(n, np.int64))
@@ -205,3 +205,15 @@ def derivative(a, out):
     """A forward derivative of a func with a per-item `while`: vectorized at the optimized point."""
     i = gpuc.index()
     out[i] = gpuc.derivative(settle, a[i])
+
+
+@gpuc.func
+def smooth(x):
+    return math.sin(x) * x + math.exp(-x * x) / (1.0 + x * x)
+
+
+@gpuc.kernel
+def straight_derivative(a, out):
+    """A derivative without loops: LLVM's loop vectorizer has run before it is derived."""
+    i = gpuc.index()
+    out[i] = gpuc.derivative(smooth, a[i])

@@ -16,7 +16,8 @@ the kernel is inlined into that loop, this plugin
 Bodies without a loop are left to LLVM's loop vectorizer, which handles them (saxpy, stencils).
 A body that calls a derivative or gradient marker (resolved by the autodiff plugin at the `optimized`
 point) keeps the marker call until that point, where the callback runs again once the derived code is in
-place (the autodiff plugin's priority is higher), on the optimized loop.
+place (the autodiff plugin's priority is higher), on the optimized loop; there bodies without a loop
+vectorize too, since LLVM's loop vectorizer has run already.
 
 Each launch entry's outcome is a line of `result.trace`: "vectorized at simplified: @k.range, 8 lanes
 (...)" with what ran lane by lane, or "not vectorized" with the reason (docs/targets.md).
@@ -99,7 +100,7 @@ def vectorize(state, call, module) -> str:
                     raise Later()
                 raise Unsupported(f"the body calls the marker @{callee_name(inst)}")
     cf = ControlFlow(item)
-    if not cf.loops:
+    if not cf.loops and state.point == "simplified":  # at the optimized point LLVM's has run already
         raise Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
     uni = Uniformity(cf, calls.pure)
     mem = Memory(item, calls.pure)

@@ -112,3 +112,18 @@ def test_forms_kernels_do_not_take_are_located_errors(kernel, message):
     with pytest.raises(gpuc.CompilationError, match=message) as info:
         kernel[1](np.ones(2), np.zeros(1))
     assert "test_python_builtins.py:" in str(info.value)
+
+
+@gpuc.kernel
+def literal_pow(x, out, counts):
+    out[0] = x + pow(2, 3)
+    out[1] = x + 2 ** 3
+    counts[1:] *= pow(-2, 2)
+
+
+def test_pow_of_literals_is_the_literal_power():
+    # pow(2, 3) was a strong int64 (x + pow(2, 3) computed in float64; `uint32_view *= pow(-2, 2)` refused)
+    out, counts = np.zeros(2), np.arange(3, dtype=np.uint32)
+    literal_pow[1](np.float32(0.1), out, counts)
+    assert out[0] == out[1] == np.float64(np.float32(0.1) + np.float32(8))
+    assert counts.tolist() == [0, 4, 8]

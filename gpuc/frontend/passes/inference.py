@@ -167,7 +167,7 @@ _UNSUPPORTED_HINTS = {
 def _folds(target) -> bool:
     """Whether calls of `target` with literal arguments are folded into literals: Python's math functions
     and number builtins, which return Python numbers."""
-    return getattr(target, "__module__", None) == "math" or target in (abs, min, max, int, float, bool, round)
+    return getattr(target, "__module__", None) == "math" or target in (abs, min, max, int, float, bool, round, pow)
 
 
 def _assigned_names(fn: ast.FunctionDef) -> set[str]:
@@ -867,11 +867,15 @@ class Typer(LocatingVisitor):
         if node.args and not node.keywords and all(map(self.is_literal, node.args)) and _folds(target):
             # Python's own function of Python literals gives a Python number: a (weak) literal, as in
             # NumPy 2 (`x / math.exp(0.5)` stays float32 for a float32 x); a failing call is computed as usual
-            try:
-                value = target(*(self.typed.consts[id(a)] for a in node.args))
-            except (ArithmeticError, ValueError):
-                value = None
-            if type(value) in (bool, int, float):
+            values = [self.typed.consts[id(a)] for a in node.args]
+            if target is pow:  # the literal `a ** b`, folded as the operator folds it (a complex one too)
+                value = _fold("**", *values)
+            else:
+                try:
+                    value = target(*values)
+                except (ArithmeticError, ValueError):
+                    value = None
+            if type(value) in (bool, int, float) or type(value) is complex and target is pow:
                 self._fold_literal(node, value, *node.args)
                 return plans.constant_type(value)  # Python's type of the value: max(0.5, 3) is the int 3
         return plan.result

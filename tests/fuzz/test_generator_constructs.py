@@ -1,7 +1,8 @@
 """The random-program generator emits the newer constructs, and the reference states their rules:
 augmented assignment to views (NumPy's in-place ufunc, 'same_kind' failures as compile errors), the
 reductions `np.sum/prod/max/amax/min/amin/mean` and the methods (float sums NumPy's bit for bit),
-`math.log(x, base)` (CPython's value), and stencils with clamped neighbour indices (support.stencils)."""
+`math.log(x, base)` (CPython's value), Python's `pow`, `divmod`, `sum` and `round`, and stencils with
+clamped neighbour indices (support.stencils)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,37 @@ def test_math_log_with_a_base_is_generated_and_folded_with_pythons_value(sampled
         out, np.array([1000.0, 8.0, 2.0]), np.zeros(1))
     assert out[0] == math.log(0.5, 2.5)
     assert out[1:].tolist() == pytest.approx([math.log(1000.0, 10), math.log(8.0, 2.0)], rel=1e-15)
+
+
+def test_pythons_pow_divmod_sum_and_round_are_generated_and_refused(sampled):
+    sources = "\n".join(case.source for case, _ in sampled)
+    for form in (r"(?<![\w.])pow\(", r"divmod\([^\n]*\)\[-?\d\]", r"\w+, \w+ = divmod\(", r"(?<![\w.])sum\(\(",
+                 r"(?<![\w.])sum\(\w+\.shape", r"(?<![\w.])round\(", r"= pow\("):
+        assert re.search(form, sources), form
+    errors = {o.error.split(":")[0] for _, outs in sampled for o in outs if o.error}
+    assert errors & {"round ndigits", "pow modulus", "sum of an array", "negative power"}
+
+
+def test_the_reference_gives_pythons_builtins_the_documented_values():
+    out = np.zeros(8)
+    run("q, r = divmod(a[0], a[1])\nout[0] = q\nout[1] = r\nout[2] = round(a[2])\nout[3] = round(a[3])\n"
+        "out[4] = round(a[4])\nout[5] = sum((a[5],))\nout[6] = pow(a[0], 2)\nout[7] = divmod(a[0], 0.0)[1]",
+        out, np.array([7.5, -2.0, 2.5, math.nan, -math.inf, -0.0]), np.zeros(1))
+    assert out[:6].tolist() == [-4.0, -0.5, 2.0, 0.0, -2.0**63, 0.0] and not np.signbit(out[5])
+    assert out[6] == 56.25 and math.isnan(out[7])
+    ints = np.zeros(6, np.int64)  # by 0: 0 and 0 (NumPy); a negative run-time power: 1
+    run("ints[0], ints[1] = divmod(a[0], b)\nints[2] = sum((a[0], a[1]), 5)\nints[3] = pow(a[1], a[0])\n"
+        "ints[4] = round(a[0])\nints[5] = divmod(-7, 2)[0]", ints, np.array([-7, 3], np.int32), np.uint32(0),
+        params="ints, a, b")
+    assert ints.tolist() == [0, 0, 1, 1, -7, -4]
+    small = np.zeros(2, np.float32)
+    run("out[0] = a + pow(2, 3)\nout[1] = sum((a, a), 0.1)", small, np.float32(0.1), 0, params="out, a, b")
+    assert small.tolist() == [np.float32(0.1) + np.float32(8), np.float32(0.1) * 2 + np.float32(0.1)]
+    for bad, kind in (("round(a, 2)", "round ndigits"), ("pow(b, 2, 5)", "pow modulus"),
+                      ("sum(out)", "sum of an array"), ("pow(b, -1)", "negative power")):
+        with pytest.raises(Expected) as info:
+            run(f"out[0] = {bad}", np.zeros(1), 1.5, 3)
+        assert info.value.kind == kind
 
 
 def test_stencils_are_generated_with_every_clamp_form():

@@ -419,5 +419,5 @@ EXPR_RULES = LEAF_RULES + [
     (2, None, "e_compare"), (1, "boolop", "e_boolop"), (2, "ifexp", "e_ifexp"), (2, "minmax", "e_minmax"),
     (1, None, "e_abs"), (2, "conversions", "e_convert"), (1, "math", "e_math"), (1, "bit_counts", "e_bit_count"),
     (1, "numpy_math", "e_numpy"), (2, "funcs", "e_call"), (1, "tuple_runtime_index", "e_tuple_index"),
-    (3, "deferred", "e_ptr_call"), (0.5, "complex", "e_complex"),
+    (3, "deferred", "e_ptr_call"), (0.5, "complex", "e_complex"), (1, "py_builtins", "e_py_builtin"),
 ]

@@ -29,6 +29,7 @@ from .numpy_calls import NUMPY_FEATURES, NumpyRules
 from .pointers import POINTER_FEATURES, PointerRules
 from .views import VIEW_FEATURES, ViewAugRules, ViewRules
 from .complexes import COMPLEX_FEATURES, ComplexRules, Cx
+from .py_builtins import PY_BUILTIN_FEATURES, PyBuiltinRules
 
 FEATURES = {
     "funcs", "early_return", "loops", "while", "break_continue", "tuples", "augassign", "annassign",
@@ -37,7 +38,7 @@ FEATURES = {
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
     "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts", "small_dtypes",
     "float_literal_stores", "math_log_base",
-} | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES | VIEW_FEATURES | COMPLEX_FEATURES
+} | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES | VIEW_FEATURES | COMPLEX_FEATURES | PY_BUILTIN_FEATURES
 
 # floats stored into integer outputs: negative ones (truncated toward zero), ones past the small types' ranges
 STORED_FLOATS = ["-2.5", "-0.7", "300.7", "-1.5", "0.999", "-128.9", "255.5", "65535.25", "2147483647.5", "-1e18",
@@ -91,7 +92,8 @@ class Case:
         return f"p{self.seed}_{self.index}"
 
 
-class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, ViewAugRules, ComplexRules):
+class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, ViewAugRules, ComplexRules,
+                PyBuiltinRules):
     def __init__(self, rng: random.Random, features=FEATURES) -> None:
         self.rng, self.features = rng, set(features)
         self.lines: list[str] = []
@@ -635,7 +637,7 @@ STMT_RULES = [
     (3, "loops", "s_for"), (2, "for_tuple", "s_for_each"), (1, "for_array", "s_for_each"), (2, "while", "s_while"),
     (2, "tuples", "s_tuple"), (1, "early_return", "s_return"),
     (1, "array_ifexp", "s_array_ifexp"), (0.5, "chained", "s_chained"), (1, "func_tuples", "s_call_tuple"),
-    (1, "float_literal_stores", "s_float_store"),
+    (1, "float_literal_stores", "s_float_store"), (0.7, "py_builtins", "s_py_builtin"),
     (1, "views", "s_view_copy"), (1, "view_augassign", "s_view_aug"), (0.7, "view_rows", "s_for_rows"), (0.8, "runtime_slices", "s_runtime_slice"),
     (1.5, "complex_vars", "s_cx_assign"), (1.5, "complex_vars", "s_cx_store"), (0.5, "complex_vars", "s_cx_join"),
     (0.4, "complex_vars", "s_cx_for"), (2, "deferred", "s_ptr_take"), (1.5, "deferred", "s_ptr_select"), (0.4, "deferred_errors", "s_ptr_error"),

@@ -20,6 +20,7 @@ import numpy as np
 
 from .iterables import IterableEval
 from .numpy_calls import NumpyEval
+from .py_builtins import PY_BUILTINS, PyBuiltinEval
 from .numeric import (Arr, Expected, FnPtr, Tup, Undefined, Weak, bit_count, convert, from_numpy, is_complex, is_float,
                       is_int,
                       signed, truth, wrap, zero, BITS, NUMPY)
@@ -144,7 +145,7 @@ def unified(value, t):
     return value
 
 
-class Evaluator(IterableEval, NumpyEval):
+class Evaluator(IterableEval, NumpyEval, PyBuiltinEval):
     Break, Continue = _Break, _Continue
 
     def __init__(self, program: Program, masks: dict) -> None:
@@ -290,11 +291,14 @@ class Evaluator(IterableEval, NumpyEval):
         return self.binop(node, node.op, self.eval(node.left, env), node.right, env)
 
     def binop(self, node, op, left, right_node, env):
-        c = self.t.optype[id(node)]
-        right = self.eval(right_node, env)
+        return self.arith(op, self.t.optype[id(node)], left, self.eval(right_node, env),
+                          self.t.consts.get(id(right_node)))
+
+    def arith(self, op, c, left, right, right_const=None):
+        """`left op right` computed in the common type `c`."""
         if is_complex(c):
             from .complexes import evaluate_binop
-            return evaluate_binop(op, left, right, c, self.t.consts.get(id(right_node)))
+            return evaluate_binop(op, left, right, c, right_const)
         a, b = convert(left, c), convert(right, c)
         if isinstance(op, ast.Div):
             if not is_float(c):
@@ -431,6 +435,8 @@ class Evaluator(IterableEval, NumpyEval):
                 return evaluate_call([self.eval(a, env) for a in node.args])
             if f.id in ("int", "float", "bool"):
                 return convert(self.eval(node.args[0], env), t)
+            if f.id in PY_BUILTINS and f.id not in self.program.funcs:
+                return self.call_py_builtin(node, f.id, env)
             return self.call_func(node, env)
         if f.value.id == "math":
             return self.call_math(node, f.attr, env)

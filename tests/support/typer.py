@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .iterables import IterableTyping
 from .numpy_calls import NumpyTyping
+from .py_builtins import PyBuiltinTyping
 from .views import is_view, is_view_method, type_augmented, type_copy, type_method, type_view
 from .numeric import (ALL_SCALARS, Arr, Expected, FnPtr, SCALARS, Tup, Undefined, common, default_type, fits, int_range, promote, promote_weak,
                       is_complex, is_float, is_int, is_scalar, part_type, signed, stores)
@@ -111,7 +112,7 @@ def strong(t, weak, value):
     return t
 
 
-class Typer(IterableTyping, NumpyTyping):
+class Typer(IterableTyping, NumpyTyping, PyBuiltinTyping):
     def __init__(self, program, fdef: ast.FunctionDef, argtypes: tuple) -> None:
         self.program, self.fdef = program, fdef
         self.typed = Typed(fdef.name, argtypes)
@@ -424,20 +425,24 @@ class Typer(IterableTyping, NumpyTyping):
     def e_BinOp(self, node, env):
         left, right = self.operand(node.left, env), self.operand(node.right, env)
         if left[1] and right[1]:
-            lv, rv = left[2], right[2]
-            if (isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(rv, int) and rv > 128
-                    and isinstance(lv, int) and abs(lv) > 1 - isinstance(node.op, ast.LShift)):
-                raise Expected("literal", "a literal expression far beyond 64 bits")
-            try:
-                value = FOLD[type(node.op)](left[2], right[2])
-            except (ZeroDivisionError, ValueError, OverflowError) as exc:
-                raise Undefined(f"literal arithmetic: {exc}")
-            if isinstance(value, complex) or (isinstance(value, float) and isinstance(node.op, ast.Pow)):
-                raise Undefined("literal power")
-            if isinstance(value, int) and not -(1 << 63) <= value < (1 << 64):
-                raise Expected("literal", f"{value} does not fit in 64 bits")
-            return self.weak(node, value)
+            return self.fold_binop(node, node.op, left, right)
         return self.binop(node, node.op, left, right, node.right), False
+
+    def fold_binop(self, node, op, left, right):
+        """`left op right` of two literals: a literal of Python's value (docs/frontend.md, NEP 50)."""
+        lv, rv = left[2], right[2]
+        if (isinstance(op, (ast.Pow, ast.LShift)) and isinstance(rv, int) and rv > 128
+                and isinstance(lv, int) and abs(lv) > 1 - isinstance(op, ast.LShift)):
+            raise Expected("literal", "a literal expression far beyond 64 bits")
+        try:
+            value = FOLD[type(op)](lv, rv)
+        except (ZeroDivisionError, ValueError, OverflowError) as exc:
+            raise Undefined(f"literal arithmetic: {exc}")
+        if isinstance(value, complex) or (isinstance(value, float) and isinstance(op, ast.Pow)):
+            raise Undefined("literal power")
+        if isinstance(value, int) and not -(1 << 63) <= value < (1 << 64):
+            raise Expected("literal", f"{value} does not fit in 64 bits")
+        return self.weak(node, value)
 
     def binop(self, node, op, left, right, right_node):
         from .complexes import type_binop
@@ -629,6 +634,8 @@ class Typer(IterableTyping, NumpyTyping):
             target = getattr(math, f.attr)
         elif isinstance(f, ast.Name) and f.id not in env and f.id not in self.program.funcs:
             target = {"abs": abs, "min": min, "max": max, "int": int, "float": float, "bool": bool}.get(f.id)
+            if f.id == "round" and len(node.args) == 1:
+                target = round
         if target is None or not node.args:
             return None
         operands = [self.expr(a, env) for a in node.args]

@@ -463,6 +463,11 @@ class Builder(Owner):
         self._use("insert_element", vec, value, index)
         return self._new(lib.LLVMBuildInsertElement(self, vec, value, index, name.encode()))
 
+    def shuffle_vector(self, v1: Value, v2: Value, mask: Value, name: str = "") -> Value:
+        """`shufflevector v1, v2, mask`: `mask` a constant vector of i32 lane numbers (poison for any)."""
+        self._use("shuffle_vector", v1, v2, mask)
+        return self._new(lib.LLVMBuildShuffleVector(self, v1, v2, mask, name.encode()))
+
     # -- atomics -------------------------------------------------------------------------
     def atomic_rmw(self, op: "str | int", ptr: Value, value: Value, name: str = "", *,
                    ordering: "str | int" = "monotonic", single_thread: bool = False, volatile: bool = False,

@@ -140,10 +140,9 @@ class VectorBody:
     def splat(self, v):
         if isinstance(v.type, VectorType):
             return v
-        out = Constant.poison(self.vty(v.type))
-        for k in range(self.W):
-            out = self.b.insert_element(out, v, self.const(k, self.i32))
-        return out
+        vty = self.vty(v.type)
+        first = self.b.insert_element(Constant.poison(vty), v, self.const(0, self.i32))
+        return self.b.shuffle_vector(first, Constant.poison(vty), Constant.null(self.vty(self.i32)))
 
     def any(self, m):
         fn = self.module.declare_intrinsic(f"llvm.vector.reduce.or.v{self.W}i1", FunctionType.get(self.i1, [self.mask_ty]))

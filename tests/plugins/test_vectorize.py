@@ -65,6 +65,7 @@ def test_derivative_kernels_vectorize_once_derived(name):
 def test_lane_by_lane_is_named():
     line = trace_line(vk.histogram, *vk.arguments("histogram", 8, np.random.default_rng(0)))
     assert line.startswith("vectorized") and "lane by lane: atomicrmw" in line, line
+    assert "1 commuting atomics, tested per row" in line, line  # rows of many items run in lanes
     line = trace_line(vk.recursive, *vk.arguments("recursive", 8, np.random.default_rng(0)))
     assert "lane by lane: call @depth" in line, line
 

@@ -8,8 +8,10 @@ made once per row: every access whose address is `A + index0 * S` (A and S the s
 known before the loop) covers [A + first*S, A + last*S] plus its size; a store's range must not meet
 another access's range, unless both touch only their own item's slot (the same S, and both inside one
 window of |S| bytes). Accesses of another form (gathers, addresses that change in inner loops), atomics
-and calls that may write memory pass the test only for rows of one item. A row that fails it runs
-item by item, as it would without vectorization.
+and calls that may write memory pass the test only for rows of one item, with one exception: integer
+atomics of a single operation that commutes (add, and, or, xor, max, min) whose old value nothing reads end
+in the same state in any order, so they pass where no other access touches their arrays. A row that fails
+it runs item by item, as it would without vectorization.
 """
 
 from __future__ import annotations
@@ -41,18 +43,23 @@ class Memory:
 
     def __init__(self, item, pure_call):
         self.item = item
-        self.accesses, self.opaque = [], []
+        self.accesses, self.opaque, self.atomics = [], [], []
         for blk in item.body:
             for inst in blk.instructions:
                 if isinstance(inst, LoadInst):
                     self.accesses.append(Access(inst, inst.operands[0], type_size(inst.type), False))
                 elif isinstance(inst, StoreInst):
                     self.accesses.append(Access(inst, inst.operands[1], type_size(inst.operands[0].type), True))
+                elif _commutes(inst):
+                    self.atomics.append(inst)
                 elif inst.opcode_name in ("atomicrmw", "cmpxchg", "fence", "va_arg"):
                     self.opaque.append(inst)
                 elif isinstance(inst, CallInst) and not pure_call(inst):
                     self.opaque.append(inst)
-        self.writes = bool(self.opaque) or any(a.write for a in self.accesses)
+        if len({(a.operation, str(a.type)) for a in self.atomics}) > 1:
+            self.opaque += self.atomics  # an add and a max on one element do not commute
+            self.atomics = []
+        self.writes = bool(self.opaque or self.atomics) or any(a.write for a in self.accesses)
 
     # -- strides -----------------------------------------------------------------------------------
 
@@ -135,6 +142,9 @@ class Memory:
                 bounded += a.extent is not None
             if a.affine is None and a.extent is None:
                 return one_item, "an access the test cannot bound: rows of one item only"
+        atomic_ranges = [extents.of(self.root(inst.operands[0])) for inst in self.atomics]
+        if any(r is None for r in atomic_ranges):
+            return one_item, "atomics on memory the test cannot bound: rows of one item only"
         ok = ConstantInt.get(llctx.i1, 1)
         last = b.sub(count, ConstantInt.get(i64, 1))
         small = ConstantInt.get(i64, 1 << 31)
@@ -159,7 +169,14 @@ class Memory:
                 if a is w or (a.write and self.accesses.index(a) < self.accesses.index(w)):
                     continue
                 ok = b.and_(ok, self._apart(b, w, a, ranges))
+        # Atomics of one integer operation whose results nothing reads commute: in lanes they may run in
+        # another order, so no other access may touch their arrays.
+        for lo_t, hi_t in atomic_ranges:
+            for a in self.accesses:
+                lo_a, hi_a = ranges[a]
+                ok = b.and_(ok, b.or_(b.icmp("sle", hi_t, lo_a), b.icmp("sle", hi_a, lo_t)))
         gathers = f", {bounded} bounded by their arrays" if bounded else ""
+        gathers += f", {len(self.atomics)} commuting atomics" if self.atomics else ""
         return (b.or_(one_item, b.freeze(ok)),
                 f"{len(self.accesses)} accesses, {len(writes)} of them stores{gathers}, tested per row")
 
@@ -307,6 +324,12 @@ class Extents:
         ctx = b.block.parent.context
         address = b.gep(ctx.i8, self.argv, [ConstantInt.get(ctx.i64, slot * self.slot_bytes)], inbounds=False)
         return b.load(ctx.i64, address, align=8)
+
+
+def _commutes(inst) -> bool:
+    """An integer atomicrmw whose old value nothing reads, of an operation where order does not matter."""
+    return (inst.opcode_name == "atomicrmw" and not inst.uses and isinstance(inst.type, IntegerType)
+            and inst.operation in ("add", "sub", "and", "or", "xor", "max", "min", "umax", "umin"))
 
 
 def _pick(b, name, *args):

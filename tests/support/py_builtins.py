@@ -60,7 +60,7 @@ class PyBuiltinRules:
                 return None
             return Ex(f"round({a.text})", "int64", True, value) if isinstance(value, int) and abs(value) < 2**63 \
                 else None
-        if r < 0.03:  # round(x, ndigits): a documented error
+        if r < 0.01:  # round(x, ndigits): a documented error
             return Ex(f"round({a.text}, {self.rng.choice(ROUND_DIGITS)})", "int64")
         if r < 0.1:
             return Ex(f"round({a.text}, None)", "int64")
@@ -78,7 +78,7 @@ class PyBuiltinRules:
         if a.weak or not isinstance(a.t, str):
             return None
         if r < 0.55:
-            e = self.rng.choice(["0", "1", "2", "3", "True"] + (["(-1)"] if self.rng.random() < 0.05 else []))
+            e = self.rng.choice(["0", "1", "2", "3", "True"] + (["(-1)"] if self.rng.random() < 0.02 else []))
         else:  # a run-time exponent, now and then negative (gives 1, as for **)
             ex = self.expr(scope, depth, "int")
             e = f"({ex.text} & 3)" if self.rng.random() < 0.6 else f"({ex.text} % 5 - 2)"
@@ -112,7 +112,7 @@ class PyBuiltinRules:
         r = self.rng.random()
         tuples = [(n, t) for n, t in scope.vars.items() if isinstance(t, Tup) and t.elts
                   and all(isinstance(e, str) for e in t.elts)]
-        if r < 0.03 and self.arrays:  # sum of an array: a documented error
+        if r < 0.01 and self.arrays:  # sum of an array: a documented error
             return Ex(f"sum({self.rng.choice(list(self.arrays))})", "float64")
         if tuples and r < 0.4:
             name, t = self.rng.choice(tuples)
@@ -173,7 +173,7 @@ class PyBuiltinRules:
         if a.weak or not isinstance(a.t, str):
             return None
         r = self.rng.random()
-        if r < 0.02:  # pow with a modulus: a documented error
+        if r < 0.01:  # pow with a modulus: a documented error
             b = f"{self.rng.choice(['2', '3'])}, {self.rng.choice(['5', '7'])}"
         elif r < 0.5:
             b = self.rng.choice(["2", "3", "0.5", "(-1)", "(-2)", "1.5", "0", "(-0.5)"])

@@ -114,3 +114,31 @@ def test_random_programs(tmp_path):
 
     found = [f for index in range(12) if (f := vector_programs.check(2026, index, tmp_path))]
     assert found == []
+
+
+@pytest.mark.parametrize("name", ("newton", "branches", "math_loop", "gather", "divide", "histogram"))
+def test_avx2_lanes(name):
+    # an AVX2 host (8 lanes of 64 bits, libmvec's d variants), compiled here without AVX-512
+    from gpuc.abi import KernelSignature
+    from gpuc.compiler import CompilerJob
+    from gpuc.runtime import JITModule
+    from gpuc.runtime.dispatch import launch_job, signature_spec, typeof
+
+    host = NativeTarget()
+    if "+avx2" not in host.feature_string.split(","):
+        pytest.skip("the host has no AVX2")
+    features = ",".join(f for f in host.feature_string.split(",") if not f.startswith("+avx512")) + ",-avx512f"
+    target = NativeTarget(cpu_name="haswell", feature_string=features)
+    kernel, n = getattr(vk, name), 45
+    outs, lines = [], []
+    for vectorize in (True, False):
+        args = vk.arguments(name, n, np.random.default_rng(1))
+        types = tuple(typeof(a, i) for i, a in enumerate(args))
+        job = launch_job(kernel, types, "cpu")
+        job = CompilerJob(job.source, job.config.replace(target=target, vectorize=vectorize))
+        module = JITModule(job, signature=KernelSignature(signature_spec(types)))
+        module.launcher()(n, args, 1)
+        outs.append([np.array(a) for a in args if isinstance(a, np.ndarray)])
+        lines += [l.strip() for l in str(module.trace).splitlines() if "vectorized at" in l]
+    assert differences(*outs) == []
+    assert lines and lines[0].startswith("vectorized") and "(8 lanes" in lines[0], lines

@@ -20,7 +20,7 @@ from ..frontend.constructs import autodiff as _frontend
 from ..frontend.constructs import reverse as _reverse_frontend
 from ..frontend.passes.inference import Typing
 from ..frontend.core.functions import GpucFunction, kernel
-from ..frontend.core.types import GType, TupleType
+from ..frontend.core.types import GType, TupleType, an
 from ..targets import NativeTarget
 from .dispatch import typeof
 
@@ -125,12 +125,12 @@ def _wrapper(kind: str, f, types: tuple, count: int):
     signature = types if kind in ("derivative", "grad", "value_and_grad") else types[:count]
     returned = Typing(NativeTarget()).function(f, signature).return_type  # f's own errors, located in f
     if not _frontend.is_float_structure(returned):
-        raise _error(f"{f.__qualname__}({', '.join(map(str, signature))}) returns a {returned}: gpuc.{kind} "
+        raise _error(f"{f.__qualname__}({', '.join(map(str, signature))}) returns {an(returned)}: gpuc.{kind} "
                      "differentiates functions returning a float or a tuple of floats", None)
     params = [f"a{k}" for k in range(len(types))]
     if kind in ("grad", "value_and_grad"):
         if isinstance(returned, TupleType):
-            raise _error(f"{f.__qualname__} returns a {returned}: gpuc.{kind} differentiates functions returning "
+            raise _error(f"{f.__qualname__} returns {an(returned)}: gpuc.{kind} differentiates functions returning "
                          "one float", "for a tuple result use gpuc.vjp(f, primals, cotangent)")
         grads = TupleType(tuple(t for t in types if _frontend.is_float_structure(t)))
         if not grads.elements:

@@ -89,8 +89,11 @@ def _tuple_type(value: tuple, position: int) -> TupleType:
 def _scalar_of(dtype: np.dtype, position: int) -> ScalarType:
     found = _BY_DTYPE.get(dtype)
     if found is None:
-        raise TypeError(f"argument {position}: dtype {dtype} is not supported; use bool, int8, uint8, int16, "
-                        "uint16, int32, int64, uint32, uint64, float16, float32 or float64")
+        kinds = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}  # bools, integers by width (signed first), floats, complex
+        names = [d.name for d in sorted({np.dtype(t.name) for t in (*SCALARS, *COMPLEX)},
+                                        key=lambda d: (kinds[d.kind], d.itemsize, d.kind))]
+        raise TypeError(f"argument {position}: dtype {dtype} is not supported; use {', '.join(names[:-1])} or "
+                        f"{names[-1]}")
     return found
 
 

@@ -392,7 +392,7 @@ def float_max(a):
     (signed_inc, (I1,), "atomic_inc does not work on int32 arrays", "atomic_inc(|a"),
     (float_index, (I1,), "atomic_exch on a 1-dimensional array needs 1 integer index(es)", "1.5"),
     (flat_index, (F2,), "atomic_min on a 2-dimensional array needs 2 integer index(es)", "atomic_min(a, |0"),
-    (array_value, (I1, I1), "atomic_xor needs a number for v, not a Array[int32, 1]", "0, |b)"),
+    (array_value, (I1, I1), "atomic_xor needs a number for v, not an Array[int32, 1]", "0, |b)"),
     (negative_bound, (U1,), "the literal -1 does not fit in uint32", "-1"),
 ], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
 def test_errors_are_located(fn, argtypes, message, fragment):

@@ -208,8 +208,8 @@ def e_kernel_f(x):
 
 
 @pytest.mark.parametrize("fn, argtypes, words, hint, at", [
-    (e_int_x, (int64,), "must be a float (float32 or float64), not a int64", "float(n)", "derivative(cube, n)"),
-    (e_int_result, (float64,), "counts(float64) returns a int64", "return a float", "derivative(counts"),
+    (e_int_x, (int64,), "must be a float (float32 or float64), not an int64", "float(n)", "derivative(cube, n)"),
+    (e_int_result, (float64,), "counts(float64) returns an int64", "return a float", "derivative(counts"),
     (e_python_f, (float64,), "not the Python function plain", "@gpuc.func", "derivative(plain"),
     (e_arity, (float64,), "weighted takes 3 argument(s), but gpuc.derivative passes it 1", "constant", "weighted, x"),
     (e_tangent_structure, (float64, float64), "this tangent is a float64, but its primal is a tuple[float64, float64]",
@@ -237,7 +237,7 @@ def test_python_level_errors_point_at_the_caller():
         gpuc.derivative(weighted, 2.0)
     with pytest.raises(gpuc.CompilationError, match="structure of its primal"):
         gpuc.jvp(on_pair, ((1.0, 2.0), 3.0), (1.0, 0.0))
-    with pytest.raises(gpuc.CompilationError, match="returns a int64"):
+    with pytest.raises(gpuc.CompilationError, match="returns an int64"):
         gpuc.derivative(counts, 2.0)
     with pytest.raises(gpuc.CompilationError, match="for tuples of floats use gpuc.jvp"):
         gpuc.derivative(on_pair, (1.0, 2.0), 3.0)

@@ -369,7 +369,7 @@ def defers_broken(x):
 ERRORS = [  # (function, argument types, what the message says, the line it points at)
     (defers_python, (float64,), "not to the Python function plain_python", "deferred(plain_python"),
     (defers_builtin, (float64,), "gpuc.deferred points to @gpuc.func functions", "math.sin"),
-    (defers_number, (float64,), "not to a int64 value", "deferred(3"),
+    (defers_number, (float64,), "not to an int64 value", "deferred(3"),
     (defers_kernel_plainly, (F64_1,), "must say kernel=True", "side_kernel"),
     (kernel_flag_on_func, (float64,), "kernel=True needs a @gpuc.kernel", "kernel=True"),
     (wrong_count, (float64,), "scale takes 2 argument(s), but gpuc.deferred asks for a pointer taking 1",
@@ -381,7 +381,7 @@ ERRORS = [  # (function, argument types, what the message says, the line it poin
     (join_read, (float64, boolean), "variable 'p' has different types on different paths", "return p(x, 1)"),
     (call_count, (float64,), "this function pointer takes 2 argument(s) (float64, int64), but 1 were given",
      "return p(x)"),
-    (call_mismatch, (float64, int32), "argument 2 of this call through a func(float64, int64) -> float64 is a "
+    (call_mismatch, (float64, int32), "argument 2 of this call through a func(float64, int64) -> float64 is an "
      "int32", "return p(x, y)"),
     (calls_kernel_pointer, (F64_1,), "cannot be called: kernels are launched", "p(a)"),
     (takes_pointer, (FunctionPointerType((float64, int64), float64), F64_1), "kernel parameter p has the "

@@ -109,7 +109,7 @@ def test_indexing_a_scalar():
     @gpuc.func
     def f(n):
         return n[0]
-    check(f, (int64,), "a int64 cannot be indexed", "n[0]", hint="only arrays and tuples")
+    check(f, (int64,), "an int64 cannot be indexed", "n[0]", hint="only arrays and tuples")
 
 
 def test_wrong_number_of_indices_and_slices():

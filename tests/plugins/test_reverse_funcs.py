@@ -228,7 +228,7 @@ def returns_int(x):
 @pytest.mark.parametrize("call, message", [
     (lambda: gpuc.grad(writes_argument, 2.0, np.zeros(1)), "a float stored outside the function's own stack"),
     (lambda: gpuc.grad(chosen_at_run_time, 2.0, True), "an indirect call cannot be differentiated"),
-    (lambda: gpuc.grad(returns_int, 2.0), "returns a int64"),
+    (lambda: gpuc.grad(returns_int, 2.0), "returns an int64"),
     (lambda: gpuc.grad(pair, 2.0, 3.0), "returning one float"),
     (lambda: gpuc.grad(horner, 2, 3), "none was given"),
     (lambda: gpuc.grad(grad_kernel, 2.0), "differentiates @gpuc.func functions"),

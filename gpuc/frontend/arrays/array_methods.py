@@ -22,6 +22,7 @@ from ..core.plans import CallPlan, Handler
 from .pairwise import reduce_array
 from ..core.types import ArrayType, ScalarType, float16, float32, float64, int64, int_range, uint64
 from .views import loop_nest, element, shapes_of
+from ..core.types import an
 
 METHODS = ("sum", "prod", "max", "min", "mean")
 
@@ -164,7 +165,7 @@ class NumpyReduction(Reduction):
                                  "the loop", node=keyword.value)
         t = typer.value_expr(node.args[0], f"the argument of {name}()")
         if not isinstance(t, ArrayType):
-            raise UserError(f"{name}() takes an array in gpuc functions, not a {t}",
+            raise UserError(f"{name}() takes an array in gpuc functions, not {an(t)}",
                             hint=f"of a number x, {name}(x) is x itself", node=node.args[0])
         if not isinstance(t.dtype, ScalarType):
             raise UserError(f"{name}() of {t.dtype} arrays is not supported",

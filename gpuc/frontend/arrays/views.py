@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ...llvm import Constant, ConstantInt
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, int64, memory_type, uint64
+from ..core.types import an
 
 READONLY = "readonly"  # the space of a global NumPy array frozen into the module (global_arrays.py)
 
@@ -83,7 +84,7 @@ def is_view(base: ArrayType, indices) -> bool:
 
 
 def _int_index(typer, node, what: str) -> None:
-    t = typer.value_expr(node, f"an {what}" if what[0] in "aeiou" else f"a {what}")
+    t = typer.value_expr(node, an(what))
     if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)):
         raise UserError(f"{what} must be an integer, not {t}", hint="convert with int(...)", node=node)
 
@@ -290,7 +291,7 @@ def type_copy(typer, target: ast.Subscript, dest: ArrayType, t, value_node) -> N
             typer.fit(value_node, dest.dtype)
         return
     if not isinstance(t, ArrayType):
-        raise UserError(f"cannot assign a {t} to an array view", hint="assign a number or an array",
+        raise UserError(f"cannot assign {an(t)} to an array view", hint="assign a number or an array",
                         node=target)
     if t.ndim > dest.ndim:
         raise UserError(f"cannot copy a {t.ndim}-D array into a {dest.ndim}-D view (NumPy cannot broadcast it)",
@@ -310,7 +311,7 @@ def type_augmented(typer, node: ast.AugAssign, dest: ArrayType, t, op: str) -> N
     if isinstance(t, ArrayType):
         type_copy(typer, target, dest, t, None)
     elif not isinstance(t, (ScalarType, ComplexType)):
-        raise UserError(f"cannot apply `{op}=` with a {t} to an array view", hint="use a number or an array",
+        raise UserError(f"cannot apply `{op}=` with {an(t)} to an array view", hint="use a number or an array",
                         node=node.value)
     element_t = t.dtype if isinstance(t, ArrayType) else t
     weak = not isinstance(t, ArrayType) and typer.is_weak(node.value)

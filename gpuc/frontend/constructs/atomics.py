@@ -21,6 +21,7 @@ from ..core.plans import CallPlan, Handler
 from ..core.types import ArrayType, ScalarType, TupleType
 
 from ..numeric.small_dtypes import SMALL_FLOATS, SMALL_INTEGERS, SMALL_UNSIGNED  # noqa: E402
+from ..core.types import an
 
 INTEGERS = ("int32", "int64", "uint32", "uint64") + SMALL_INTEGERS
 UNSIGNED = ("uint32", "uint64") + SMALL_UNSIGNED
@@ -170,7 +171,7 @@ class Atomic(Handler):
     def type(self, typer, node):
         a, i, *values = self.args(typer, node, 2 + len(self.spec.values))
         if not isinstance(a, ArrayType):
-            raise UserError(f"{self.name} needs an array as its first argument, not a {a}", node=node.args[0])
+            raise UserError(f"{self.name} needs an array as its first argument, not {an(a)}", node=node.args[0])
         from ..arrays.views import check_writable
         check_writable(a, f"changed by {self.name}")
         dtype = a.dtype
@@ -180,7 +181,7 @@ class Atomic(Handler):
         _check_index(self.name, a, i, node.args[1])
         for arg, t, what in zip(node.args[2:], values, self.spec.values):
             if not isinstance(t, ScalarType):
-                raise UserError(f"{self.name} needs a number for {what}, not a {t}", node=arg)
+                raise UserError(f"{self.name} needs a number for {what}, not {an(t)}", node=arg)
             try:
                 typer.fit(arg, dtype)
             except UserError as exc:  # a literal that does not fit

@@ -28,6 +28,7 @@ from ..core.plans import CallPlan, Handler
 from ..core.functions import GpucFunction
 from ..numeric.complex import refuse_in_derivative
 from ..core.types import ArrayType, FunctionPointerType, GType, PyObject, ScalarType, TupleType, float64
+from ..core.types import an
 
 #: Every marker the frontend emits starts with this; the autodiff plugin claims the prefix.
 MARKER_PREFIX = abi.FORWARD_MARKER_PREFIX
@@ -132,7 +133,7 @@ def _function(typer, node, api: str) -> GpucFunction:
     elif isinstance(t, PyObject):
         what, hint = t, "wrap what it computes in a @gpuc.func and differentiate that"
     else:
-        what, hint = f"a {t} value", f"pass the @gpuc.func to differentiate as the first argument of {api}"
+        what, hint = f"{an(t)} value", f"pass the @gpuc.func to differentiate as the first argument of {api}"
     raise UserError(f"{api} differentiates @gpuc.func functions, not {what}", hint=hint, node=node)
 
 
@@ -151,7 +152,7 @@ def _float_leaf(typer, node, what: str) -> ScalarType:
     if isinstance(t, ScalarType) and t.is_int and not t.is_bool and typer.is_weak(node):
         typer.fit(node, float64)
         return float64
-    raise UserError(f"{what} must be a float (float32 or float64), not a {t}",
+    raise UserError(f"{what} must be a float (float32 or float64), not {an(t)}",
                     hint="derivatives are taken in float variables: convert with float(n) or gpuc.float32(n)",
                     node=node)
 
@@ -164,7 +165,7 @@ def _float_structure(typer, node, what: str) -> GType:
     if isinstance(t, TupleType) and is_float_structure(t):
         return t
     if isinstance(t, TupleType) or not (isinstance(t, ScalarType) and (t.is_float or t.is_int and not t.is_bool)):
-        raise UserError(f"{what} must be a float or a tuple of floats, not a {t}",
+        raise UserError(f"{what} must be a float or a tuple of floats, not {an(t)}",
                         hint="jvp differentiates in float scalars and tuples of them; pass the other values "
                              "through a func that takes them as constants", node=node)
     return _float_leaf(typer, node, what)
@@ -176,11 +177,11 @@ def _primals(typer, node) -> tuple:
         return tuple(_float_structure(typer, e, "a primal of gpuc.jvp") for e in node.elts)
     t = typer.value_expr(node, "the primals of gpuc.jvp")
     if not isinstance(t, TupleType):
-        raise UserError(f"the primals of gpuc.jvp must be a tuple, not a {t}",
+        raise UserError(f"the primals of gpuc.jvp must be a tuple, not {an(t)}",
                         hint="write gpuc.jvp(f, (x,), (dx,)) for one parameter", node=node)
     for e in t.elements:
         if not is_float_structure(e):
-            raise UserError(f"a primal of gpuc.jvp must be a float or a tuple of floats, not a {e}", node=node)
+            raise UserError(f"a primal of gpuc.jvp must be a float or a tuple of floats, not {an(e)}", node=node)
     return t.elements
 
 
@@ -207,7 +208,7 @@ def _tangent(typer, node, want: GType) -> None:
     if isinstance(want, ScalarType) and isinstance(t, ScalarType) and typer.is_weak(node) and not t.is_bool:
         typer.fit(node, want)
         return
-    raise UserError(f"this tangent is a {t}, but its primal is a {want}",
+    raise UserError(f"this tangent is {an(t)}, but its primal is {an(want)}",
                     hint="a tangent has the structure and the float types of its primal, e.g. (1.0, (0.0, 0.0)) "
                          "for (x, (y, z)); convert with gpuc.float32(...) where the primal is a float32", node=node)
 
@@ -232,7 +233,7 @@ def _callee(typer, node, target: GpucFunction, signature: tuple, api: str):
         raise refused.with_note(f"{target.__qualname__}({', '.join(map(str, signature))}) is differentiated here by "
                                 f"{api}", location)
     if not is_float_structure(result):
-        raise UserError(f"{target.__qualname__}({', '.join(map(str, signature))}) returns a {result}: {api} "
+        raise UserError(f"{target.__qualname__}({', '.join(map(str, signature))}) returns {an(result)}: {api} "
                         "differentiates functions returning a float or a tuple of floats",
                         hint="return a float (convert with float(...)), or a tuple of floats", node=node.args[0])
     typer.typed.requests.setdefault((target, signature), (callee, False, location))

@@ -27,6 +27,7 @@ from .builtins import ContextIntrinsic
 from ..core.functions import _NOT_FOUND
 from ..core.types import NUMBERS  # complex numbers are array elements too (complex.py)
 from ..core.types import ArrayType, ScalarType, as_type, boolean, int32, int64, none, uint64
+from ..core.types import an
 
 
 def _outside(name: str):
@@ -182,7 +183,7 @@ def _site(lw, node):
 def _predicate(handler, typer, node):
     (t,) = handler.args(typer, node, 1)
     if not isinstance(t, ScalarType):
-        raise UserError(f"gpuc.{handler.name}() needs a bool or a number (its truth), not a {t}", node=node.args[0])
+        raise UserError(f"gpuc.{handler.name}() needs a bool or a number (its truth), not {an(t)}", node=node.args[0])
     return t
 
 
@@ -241,10 +242,10 @@ class Shuffle(Handler):
     def type(self, typer, node):
         t, o = self.args(typer, node, 2)
         if not isinstance(t, ScalarType):
-            raise UserError(f"gpuc.{self.name}() shuffles a number or bool, not a {t}", node=node.args[0])
+            raise UserError(f"gpuc.{self.name}() shuffles a number or bool, not {an(t)}", node=node.args[0])
         if not (isinstance(o, ScalarType) and o.is_int and not o.is_bool):
             raise UserError(f"the second argument of gpuc.{self.name}() is an integer (a lane or a distance), "
-                            f"not a {o}", node=node.args[1])
+                            f"not {an(o)}", node=node.args[1])
         if typer.is_literal(node.args[0]):
             typer.fit(node.args[0], t)
         return CallPlan(t, (t, o))

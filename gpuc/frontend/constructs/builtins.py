@@ -15,6 +15,7 @@ from ..core.plans import CallPlan, ComparePlan, Handler
 from ..core.types import SCALARS, Array, ArrayType, ScalarType, TupleType, boolean, common_type, float64, int64, none
 from ..numeric.arithmetic import binary_plan, lower_binary, lower_compare
 from ..numeric.mathlib import MathFunction
+from ..core.types import an
 
 class Convert(Handler):
     """int(x), float(x), bool(x), gpuc.float32(x), ...: NumPy-style conversion (floats truncate to ints)."""
@@ -83,7 +84,7 @@ class Len(Handler):
     def type(self, typer, node):
         (t,) = self.args(typer, node, 1)
         if not isinstance(t, (ArrayType, TupleType)):
-            raise UserError(f"len() needs an array or a tuple, not a {t}")
+            raise UserError(f"len() needs an array or a tuple, not {an(t)}")
         return CallPlan(int64, (t,))
 
     def lower(self, lw, node, plan):
@@ -137,7 +138,7 @@ class MarkerCall(Handler):
         for a, g, w in zip(node.args, got, want):
             if g != w and not (isinstance(g, ScalarType) and isinstance(w, ScalarType)) and not (
                     isinstance(w, ArrayType) and w.accepts(g)):
-                raise UserError(f"marker {self.name} takes a {w} here, not a {g}", node=a)
+                raise UserError(f"marker {self.name} takes {an(w)} here, not {an(g)}", node=a)
             typer.fit(a, w)
         return CallPlan(self.marker.restype, tuple(got))
 
@@ -194,7 +195,7 @@ class Sum(Handler):
         if not isinstance(t, TupleType):
             hint = "a.sum() sums an array (pairwise, as NumPy does); a loop adds in order" \
                 if isinstance(t, ArrayType) else None
-            raise UserError(f"sum() in kernels takes a tuple of numbers, not a {t}", node=node.args[0], hint=hint)
+            raise UserError(f"sum() in kernels takes a tuple of numbers, not {an(t)}", node=node.args[0], hint=hint)
         start = types[1] if len(types) > 1 else int64
         acc, weak, plans = start, len(types) == 1 or typer.is_weak(node.args[1]), []
         start_const = 0 if len(types) == 1 else typer.typed.consts.get(id(node.args[1]))

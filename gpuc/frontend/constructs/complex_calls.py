@@ -16,6 +16,7 @@ from ..core.errors import UserError
 from .numpy_math import require
 from ..core.plans import BinPlan, CallPlan, ComparePlan, Handler
 from ..core.types import COMPLEX, NUMBERS, ComplexType, TupleType, boolean, complex128, float64, promote
+from ..core.types import an
 
 
 class ComplexPlan(CallPlan):
@@ -26,7 +27,7 @@ def _numbers(handler, typer, node, low, high=None) -> list:
     types = handler.args(typer, node, low, high)
     for a, t in zip(node.args, types):
         if not isinstance(t, NUMBERS):
-            raise UserError(f"{handler.name}() needs numbers, not a {t}", node=a)
+            raise UserError(f"{handler.name}() needs numbers, not {an(t)}", node=a)
     return types
 
 

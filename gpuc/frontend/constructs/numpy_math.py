@@ -26,6 +26,7 @@ from ..numeric.mathlib import available, classify, emit, float_to_int, unavailab
 from ..core.plans import BinPlan, CallPlan, Handler
 from ..numeric.arithmetic import lower_binary
 from ..core.types import ScalarType, as_type, boolean, common_type, float64, int32, int64, int_range, uint64
+from ..core.types import an
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,7 @@ def require(typer, node, what: str, needs, t: ScalarType) -> None:
 def _scalar(handler, typer, node) -> ScalarType:
     t = typer.value_expr(node, f"an argument of {handler.name}()")
     if not isinstance(t, ScalarType):
-        raise UserError(f"{handler.name}() needs numbers, not a {t}", node=node)
+        raise UserError(f"{handler.name}() needs numbers, not {an(t)}", node=node)
     return t
 
 

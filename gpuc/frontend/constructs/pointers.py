@@ -20,6 +20,7 @@ from ..core.plans import CallPlan, Handler
 from ..core.functions import _NOT_FOUND, GpucFunction
 from ..core.types import (Array, ArrayType, FunctionPointerType, GType, NoneType, PyObject, ScalarType, TupleType, as_type,
                     boolean, holds_pointer, none, promote)
+from ..core.types import an
 
 
 class Deferred(Handler):
@@ -92,8 +93,8 @@ class PointerCall(Handler):
         for k, (a, want) in enumerate(zip(node.args, ptype.params)):
             t = typer.value_expr(a, "an argument")
             if not _passes(typer, a, t, want):
-                raise UserError(f"argument {k + 1} of this call through a {ptype} is a {t}, but the pointer takes "
-                                f"a {want}", hint="convert the argument, e.g. gpuc.float64(x) or int(n), or point "
+                raise UserError(f"argument {k + 1} of this call through {an(ptype)} is {an(t)}, but the pointer takes "
+                                f"{an(want)}", hint="convert the argument, e.g. gpuc.float64(x) or int(n), or point "
                                 "to a function specialized for this type", node=a)
             got.append(t)
         return CallPlan(ptype.result, tuple(got), ptype)
@@ -181,7 +182,7 @@ def _target(typer, node, kernel: bool) -> GpucFunction:
     elif isinstance(t, PyObject):
         what, hint = t, "wrap what it computes in a @gpuc.func and point to that"
     else:
-        what, hint = f"a {t} value", "pass the @gpuc.func itself as the first argument"
+        what, hint = f"{an(t)} value", "pass the @gpuc.func itself as the first argument"
     raise UserError(f"gpuc.deferred points to @gpuc.func functions, not to {what}", hint=hint, node=node)
 
 

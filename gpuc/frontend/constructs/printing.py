@@ -17,6 +17,7 @@ from ..core import registry
 from ..core.errors import UserError
 from ..core.plans import CallPlan, Handler
 from ..core.types import ComplexType, ScalarType, TupleType, none
+from ..core.types import an
 
 #: The separator of the description's fields (a C string: the printed type per value, "s" + text per literal).
 FIELD = abi.PRINT_FIELD
@@ -64,7 +65,7 @@ class Print(Handler):
             t = typer.value_expr(a, "an argument of print()")
             if not _printable(t):
                 raise UserError(f"print() in kernels prints numbers, bools, string literals and tuples of them, "
-                                f"not a {t}", node=a, hint="print an array's elements, e.g. print(a[i])")
+                                f"not {an(t)}", node=a, hint="print an array's elements, e.g. print(a[i])")
             items.append(("v", t))
             types.append(t)
         return CallPlan(none, tuple(types), (tuple(items), options["sep"], options["end"]))

@@ -25,6 +25,7 @@ from ..core.errors import UserError
 from ..core.plans import CallPlan, Handler
 from ..numeric.complex import refuse_in_derivative
 from ..core.types import ArrayType, ScalarType, TupleType, none
+from ..core.types import an
 
 
 def grad(f, *args):
@@ -71,7 +72,7 @@ class Grad(Handler):
                             hint="pass at least one float (or tuple of floats); integers and arrays are constants")
         callee, result = _callee(typer, node, target, signature, self.name)
         if not (isinstance(result, ScalarType) and result.is_float):
-            raise UserError(f"{target.__qualname__} returns a {result}: {self.name} differentiates functions "
+            raise UserError(f"{target.__qualname__} returns {an(result)}: {self.name} differentiates functions "
                             "returning one float", hint="for a tuple result use gpuc.vjp(f, primals, cotangent)",
                             node=node.args[0])
         grads = TupleType(tuple(t for t, a in zip(signature, active) if a))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .errors import UserError
 from .types import ArrayType, ComplexType, GType, ScalarType, TupleType, as_type, boolean, complex128, float64, int64, int_range
+from .types import an
 
 # -- constants ------------------------------------------------------------------------------
 
@@ -136,10 +137,10 @@ class Handler:
         types = self.args(typer, node, low, high)
         for a, t in zip(node.args, types):
             if isinstance(t, ComplexType):
-                raise UserError(f"{self.name}() does not take complex numbers (a {t}; Python raises TypeError)",
+                raise UserError(f"{self.name}() does not take complex numbers ({an(t)}; Python raises TypeError)",
                                 hint="use z.real, z.imag, abs(z) or cmath's functions", node=a)
             if not isinstance(t, ScalarType):
-                raise UserError(f"{self.name}() needs numbers, not a {t}", node=a)
+                raise UserError(f"{self.name}() needs numbers, not {an(t)}", node=a)
         return types
 
     def type(self, typer, node):

@@ -541,3 +541,10 @@ class PyObject(GType):
 
     def __str__(self) -> str:
         return f"the Python object {self.value!r}"
+
+
+def an(thing) -> str:
+    """`thing` (a type, or any text) with its indefinite article: "an int64", "a uint8", "an Array[...]"."""
+    text = str(thing)
+    vowel = text[:1].lower() in "aeio" or text[:1].lower() == "u" and not text.lower().startswith(("uint", "uni", "use"))
+    return f"{'an' if vowel else 'a'} {text}"

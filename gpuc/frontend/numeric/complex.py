@@ -18,6 +18,7 @@ from ...llvm import Constant, ConstantFP, ConstantInt
 from ..core.errors import UserError, located
 from ..core.plans import BinPlan, ComparePlan, UnaryPlan
 from ..core.types import ComplexType, PyObject, ScalarType, boolean, check_scalar, float64, promote
+from ..core.types import an
 
 
 def is_complex(t) -> bool:
@@ -63,7 +64,7 @@ def attribute_type(typer, node: ast.Attribute, base):
     """z.real, z.imag and z.conjugate (a method) of a complex number; the same of an int or a float
     (Python's numbers all have them: x.real is x, x.imag is 0)."""
     if isinstance(base, ScalarType) and base.is_bool:
-        raise UserError(f"a {base} has no attribute {node.attr!r} in gpuc functions",
+        raise UserError(f"{an(base)} has no attribute {node.attr!r} in gpuc functions",
                         hint="convert it first: int(b).real")
     if node.attr not in ("real", "imag", "conjugate"):
         what = "complex numbers" if is_complex(base) else "numbers"

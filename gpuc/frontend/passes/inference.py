@@ -30,6 +30,7 @@ from ..numeric import arithmetic as B
 from ..core import intrinsics
 from . import iteration
 from ..arrays import views
+from ..core.types import an
 
 
 @dataclass
@@ -411,7 +412,7 @@ class Typer(LocatingVisitor):
         if t != want and not (isinstance(t, NUMBERS) and isinstance(want, NUMBERS)
                               and not (isinstance(t, ComplexType) and not isinstance(want, ComplexType))) and not (
                 isinstance(want, ArrayType) and want.accepts(t)):
-            raise UserError(f"cannot assign a {t} to a variable annotated {want}", node=node.value)
+            raise UserError(f"cannot assign {an(t)} to a variable annotated {want}", node=node.value)
         self.fit(node.value, want)
         self.typed.types[id(node)] = want  # the lowering converts the value
         self.assign(node.target, want, node.value)
@@ -436,7 +437,7 @@ class Typer(LocatingVisitor):
         self.fit(node.value, plan.operand)
         self.typed.calls[id(node)] = plan
         if isinstance(plan.result, ComplexType) and not isinstance(lt, ComplexType) and not isinstance(target, ast.Name):
-            raise UserError(f"the result is a {plan.result}, which an array of {lt} cannot hold", node=target,
+            raise UserError(f"the result is {an(plan.result)}, which an array of {lt} cannot hold", node=target,
                             hint="store complex numbers in a complex array (numpy.complex128), or take .real")
         if isinstance(target, ast.Name):
             self.bind(target, plan.result)
@@ -458,7 +459,7 @@ class Typer(LocatingVisitor):
             self.bind(target, t)
         elif isinstance(target, ast.Tuple):
             if not isinstance(t, TupleType):
-                raise UserError(f"cannot unpack a {t}", hint="only tuples can be unpacked", node=target)
+                raise UserError(f"cannot unpack {an(t)}", hint="only tuples can be unpacked", node=target)
             if len(target.elts) != len(t.elements):
                 raise UserError(f"cannot unpack {len(t.elements)} values into {len(target.elts)} targets",
                                 node=target)
@@ -477,7 +478,7 @@ class Typer(LocatingVisitor):
             if not isinstance(t, NUMBERS) or isinstance(t, ComplexType) and not isinstance(elem, ComplexType):
                 hint = ("store complex numbers in a complex array (numpy.complex128), or take .real"
                         if isinstance(t, ComplexType) else None)
-                raise UserError(f"cannot store a {t} into an array of {elem}", hint=hint, node=target)
+                raise UserError(f"cannot store {an(t)} into an array of {elem}", hint=hint, node=target)
             if value_node is not None:
                 self.fit(value_node, elem)
         else:
@@ -530,7 +531,7 @@ class Typer(LocatingVisitor):
         self.consumed(node)  # a literal condition is decided by its Python value, never materialized
         if not isinstance(t, NUMBERS):
             hint = POINTER_USES if isinstance(t, FunctionPointerType) else "compare it, e.g. len(a) > 0"
-            raise UserError(f"a {t} cannot be used as a condition", hint=hint, node=node)
+            raise UserError(f"{an(t)} cannot be used as a condition", hint=hint, node=node)
 
     def _loop(self, header_env, body, test=None, target=None, forever=False) -> None:
         """Type a loop until the environment at its header settles (the header joins the entry with the
@@ -685,7 +686,7 @@ class Typer(LocatingVisitor):
         if isinstance(base, NUMBERS):  # z.real, z.imag, z.conjugate()
             from ..numeric.complex import attribute_type
             return attribute_type(self, node, base)
-        raise UserError(f"a {base} has no attribute {node.attr!r}")
+        raise UserError(f"{an(base)} has no attribute {node.attr!r}")
 
     def visit_Tuple(self, node: ast.Tuple) -> GType:
         elements = tuple(self.value_expr(e) for e in node.elts)  # a literal already has its default type
@@ -804,7 +805,7 @@ class Typer(LocatingVisitor):
             self.typed.positions[id(index)] = position % n
             return base.elements[position % n]
         if not isinstance(base, ArrayType):
-            raise UserError(f"a {base} cannot be indexed", hint="only arrays and tuples can be indexed",
+            raise UserError(f"{an(base)} cannot be indexed", hint="only arrays and tuples can be indexed",
                             node=node.value)
         indices = views.mark_new_axes(self, index.elts if isinstance(index, ast.Tuple) else [index])
         if store:
@@ -838,7 +839,7 @@ class Typer(LocatingVisitor):
             self.typed.calls[id(node)] = (handler, plan)
             return plan.result
         if not isinstance(callee, PyObject):
-            raise UserError(f"a {callee} is not callable", node=node.func)
+            raise UserError(f"{an(callee)} is not callable", node=node.func)
         if node.keywords and not registry.takes_keywords(callee.value):
             raise UserError("keyword arguments are not supported in this call",
                             hint="pass arguments by position", node=node.keywords[0].value)

@@ -28,6 +28,7 @@ from ..core.types import PyObject
 from ..core.errors import UserError
 from ..core.types import (ArrayType, FunctionPointerType, GType, ScalarType, TupleType, common_type, int64, int_range, join,
                     uint64)
+from ..core.types import an
 
 # -- typing: sources -------------------------------------------------------------------------
 
@@ -337,7 +338,7 @@ def iterable(typer, node: ast.expr) -> Source:
     if isinstance(t, TupleType):
         return TupleSource(node, t)
     hint = "function pointers are called, not iterated" if isinstance(t, FunctionPointerType) else _ITERATE
-    raise UserError(f"cannot iterate over a {t}", hint=hint, node=node)
+    raise UserError(f"cannot iterate over {an(t)}", hint=hint, node=node)
 
 
 def _describe(kind: str) -> str:
@@ -380,7 +381,7 @@ def _enumerate_source(typer, node: ast.Call) -> EnumerateSource:
         t = typer.value_expr(start, "the start of enumerate()")
         if not (isinstance(t, ScalarType) and (t.is_int or t.is_bool)) or t == uint64:
             raise UserError(f"the start of enumerate() counts in int64, so it must be a bool or an integer other than uint64, "
-                            f"not a {t}", hint="convert it with int(...)", node=start)
+                            f"not {an(t)}", hint="convert it with int(...)", node=start)
         typer.fit(start, int64)
     return EnumerateSource(inner, start)
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._version import __version__
-from ..abi import ARGV_SLOT_BYTES, LAUNCH_NONE, SLOT_FORMATS, array_param_names, launch_form
-from ..compiler import CompilerConfig, CompilerJob, Trace, compile_module
+from ..abi import ARGV_SLOT_BYTES, LAUNCH_NONE, PRINT_HOOK, SLOT_FORMATS, array_param_names, launch_form
+from ..compiler import CompilationError, CompilerConfig, CompilerJob, Trace, compile_module
 from ..frontend.passes.inference import Typing
 from ..frontend.core.functions import GpucFunction
 from ..frontend.core.typespec import SCALAR_NAMES, format_type
@@ -105,10 +105,15 @@ def build(exports: list[Export], target, emit: str, *, opt_level: int = 2, optim
             # In a library the kernel's own function is inlined into its range entry, and its name goes
             # to the C entry (_add_c_entries).
             name = f"{export.symbol}.kernel" if library and export.function.is_kernel else export.symbol
+            # bounds checks report to a record the CPU runtime defines: code built ahead of time has none
             config = CompilerConfig(target, kernel=export.function.is_kernel, name=name, opt_level=opt_level,
-                                    optimize=optimize, validate=optimize, snapshots=snapshots,
+                                    optimize=optimize, validate=optimize, snapshots=snapshots, boundscheck=False,
                                     **({} if plugins is None else {"plugins": plugins}))
             results.append(compile_module(CompilerJob((export.function, export.types), config)))
+            if results[-1].module.globals.get(PRINT_HOOK) is not None:
+                raise CompilationError(f"{export.function.__qualname__} calls print(), which runs only in kernels the "
+                                       "CPU runtime launches, not in code built ahead of time",
+                                       hint="remove the print() calls from what the library exports")
         metadata = _describe(exports, results, target) if library else None
         traces = [r.trace for r in results]
         while len(results) > 1:  # one module: the others linked into the first

@@ -514,3 +514,17 @@ def test_complex_arrays_cross_the_library_boundary(folder, capsys):
     out, w = np.zeros_like(z), np.array([0.5 - 1j])
     lib.rotate[z.size](z, out, w)
     assert np.array_equal(out, z * w[0])
+
+
+def test_a_library_kernel_that_prints_is_a_located_error(folder, capsys):
+    (folder / "chatty.py").write_text("import gpuc\n\n\n@gpuc.kernel\ndef chatty(x):\n    print(x[gpuc.index()])\n")
+    code, _, err = run(capsys, "compile", "chatty.py:chatty", "--types", "f64[:]", "--emit", "lib", "-o", "libc.so")
+    assert code != 0 and "chatty calls print(), which runs only in kernels the CPU runtime launches" in err, err
+    assert "Traceback" not in err
+
+
+def test_libraries_build_without_bounds_checks_under_the_switch(folder, capsys, monkeypatch):
+    monkeypatch.setenv("GPUC_BOUNDSCHECK", "1")
+    code, _, err = run(capsys, "compile", *SAXPY, "--emit", "lib", "-o", "libsaxpy.so")
+    assert code == 0, err
+    assert gpuc.load_library(folder / "libsaxpy.so") is not None

@@ -26,19 +26,7 @@ from gpuc.runtime.dispatch import launch_job, signature_spec, typeof
 
 sys.path.insert(0, str(ROOT / "examples"))
 from mandelbrot import fractal  # noqa: E402  (the example's kernel and func)
-
-
-@gpuc.kernel
-def saxpy(a, x, y, out):
-    i = gpuc.index()
-    out[i] = a * x[i] + y[i]
-
-
-@gpuc.kernel
-def stencil(u, v):
-    j = gpuc.index(0) + 1
-    i = gpuc.index(1) + 1
-    v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) - u[i, j]
+from bench_kernels import saxpy, stencil  # noqa: E402  (the kernels bench_kernels.py times)
 
 
 def launcher(kernel, args, checked: bool):

@@ -71,8 +71,9 @@ class Print(Handler):
         return CallPlan(none, tuple(types), (tuple(items), options["sep"], options["end"]))
 
     def lower(self, lw, node, plan):
-        if lw.target.name != "native":
-            raise UserError(f"print() in kernels runs on the CPU, not on {lw.target.name}",
+        if not lw.target.host_executable:  # the CPU runtime of this process defines the hook
+            raise UserError(f"print() in kernels runs on the CPU, not on {lw.target.name}"
+                            f"{'' if lw.target.is_gpu else ' (a CPU other than this one)'}",
                             hint="launch with device='cpu' to see the output, or store the values in an array")
         items, sep, end = plan.extra
         b, i64 = lw.b, lw.ctx.i64

@@ -400,11 +400,11 @@ class Lowerer(LocatingVisitor):
     # -- bounds checks (docs/debugging.md, "Bounds checks") -------------------------------------
     @functools.cached_property
     def boundscheck(self) -> bool:
-        """Whether this function checks its indices: the compile's setting or its own decorator's, on the
-        CPU (the runtime there reads the record; other targets compile the function unchecked, and say
+        """Whether this function checks its indices: the compile's setting or its own decorator's, for code
+        the CPU runtime runs (it reads the record; other targets compile the function unchecked, and say
         so once per module)."""
         wanted = self.program.boundscheck or bool(self.typed.function.options.get("boundscheck"))
-        if wanted and self.target.name != "native":
+        if wanted and not self.target.host_executable:
             self.program.unchecked(self.typed.function)
             return False
         return wanted

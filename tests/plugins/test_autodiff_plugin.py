@@ -117,7 +117,8 @@ def five_places(xs, out):
 def test_five_requests_build_one_tangent():
     job = gpuc.CompilerJob((five_places, (Array[float64, 1], Array[float64, 1])),
                            gpuc.CompilerConfig(gpuc.NativeTarget()))
-    records = gpuc.compile(job).trace.transformations
+    # the autodiff plugin's records (the vectorizer records its own work on the launch loop too)
+    records = [r for r in gpuc.compile(job).trace.transformations if r.requested_by != "gpuc.cpu.vectorize"]
     # (on the CPU the kernel is also inlined into its launcher: five requests in each, one tangent)
     assert len(records) in (5, 10) and len({r.symbol for r in records}) == 1
     assert [r.reused for r in records] == [False] + [True] * (len(records) - 1)

@@ -69,8 +69,9 @@ def test_the_cpu_launch_entry_is_added_inside_the_one_driver_run(monkeypatch):
     segments = [s.name for s in module.trace.segments]
     assert module.launch_entry == f"{module.entry}.range"
     assert segments.count("launch_entry") == 1 and segments.index("launch_entry") < segments.index("simplify")
-    # the context plugin ran before it; the clamp split after the simplify segment
-    assert [c.point for c in module.trace.callbacks] == ["early", "simplified"]
+    # the context plugin ran before it; the vectorizer and the clamp split after the simplify segment
+    assert [(c.point, c.plugin) for c in module.trace.callbacks] == [
+        ("early", "gpuc.ctx"), ("simplified", "gpuc.cpu.vectorize"), ("simplified", "gpuc.cpu.split_clamps")]
     # Each pass segment of the target's pipeline ran once: nothing re-ran the pipeline after the driver.
     for text in NativeTarget().pipeline_segments(2).values():
         assert sum(text in pipeline for pipeline in recording.pipelines) == 1, recording.pipelines

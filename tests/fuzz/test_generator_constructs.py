@@ -151,3 +151,29 @@ def test_stencils_are_generated_with_every_clamp_form():
 
 def test_a_few_stencils_equal_python():
     assert stencils.run(SEED, 6) == []
+
+
+def test_a_function_refused_in_a_loops_first_round_is_refused_when_typed_again():
+    # seed 2305 (OpenCL), program 304: r(uint64) failed to type in a loop's first round, and later rounds read
+    # its annotation as if a pointer cycle were typing it, so the reference expected the program to compile
+    source = HEADER + '''@gpuc.func
+def r(p) -> gpuc.float64:
+    if p <= 0:
+        return 0
+    fp = gpuc.deferred(r, p)
+    v = fp(p - 1)
+    for j in range(2):
+        j <<= (p & 63)
+    return v
+
+
+@gpuc.kernel
+def kernel(out, n):
+    k = 0
+    while k < 2:
+        k += 1
+        fp = gpuc.deferred(r, n)
+'''
+    Program(source).run([np.zeros(1), np.int64(1)])
+    with pytest.raises(Expected, match="bitwise float"):
+        Program(source).run([np.zeros(1), np.uint64(1)])

@@ -90,8 +90,12 @@ class Program:
         if found is None:
             if key in self._typed:
                 raise Undefined("recursion")
-            self._typed[key] = None
-            found = self._typed[key] = Typer(self, self.funcs[name], argtypes).run()
+            self._typed[key] = None  # under way: a pointer cycle reaching it reads its annotation
+            try:
+                found = self._typed[key] = Typer(self, self.funcs[name], argtypes).run()
+            except BaseException:
+                del self._typed[key]  # typed again where it is asked for again (a loop's next round)
+                raise
         return found
 
     def annotated_ret(self, name):

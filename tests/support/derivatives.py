@@ -67,7 +67,7 @@ from pathlib import Path
 
 import numpy as np
 
-from support.vectorize import differences, item_by_item
+from support.vectorize import item_by_item
 
 RTOL64, RTOL32 = 1e-9, 1e-4
 MARGIN = 1e-3  # relative distance of a branch test from its tie below which a program is undefined
@@ -849,6 +849,17 @@ def load_source(source: str, path: Path):
 NO_HEAP = "kept on a tape in memory allocated at run time"
 
 
+def _vector_differences(out, scalar) -> list[str]:
+    """Where the launches with and without vectorization across work items differ by more than a few ulp.
+    These programs are made of transcendental math, which is where the documented exception lies
+    (docs/targets.md, "Vector math on the CPU"): LLVM folds math calls whose arguments it can compute (a
+    loop counter, once a loop is unrolled) with libm's results, an ulp or so from libmvec's, and whether it
+    unrolls differs between the two compiles."""
+    eps = np.finfo(out.dtype).eps
+    close = np.isclose(out, scalar, rtol=8 * eps, atol=0) | (np.isnan(out) & np.isnan(scalar))
+    return [f"out[{i}]: vectorized {out[i]!r}, item by item {scalar[i]!r}" for i in np.flatnonzero(~close)]
+
+
 def device_limit(device: str, exc: Exception) -> str | None:
     """What `device` lacks, if `exc` is the located error naming it (NO_HEAP on OpenCL), else None."""
     if device != "cpu" and type(exc).__name__ == "CompilationError" and NO_HEAP in str(exc):
@@ -887,7 +898,7 @@ def check(case: Case, workdir: Path, device: str = "cpu", limits: Counter | None
 
     got = out.tolist()
     labels = case.labels or [""] * len(got)
-    bad = [] if device != "cpu" else [f"out[{line.split('[', 1)[1]}" for line in differences([out], [scalar])]
+    bad = [] if device != "cpu" else _vector_differences(out, scalar)
     for i, (value, (want, mag)) in enumerate(zip(got, case.expected)):
         tol = tolerance(want, mag)
         if not (abs(value - want) <= tol):

@@ -142,3 +142,16 @@ def test_avx2_lanes(name):
         lines += [l.strip() for l in str(module.trace).splitlines() if "vectorized at" in l]
     assert differences(*outs) == []
     assert lines and lines[0].startswith("vectorized") and "(8 lanes" in lines[0], lines
+
+
+def test_the_kernel_option_turns_it_off():
+    def halve(a):
+        i = gpuc.index()
+        while a[i] > 1.0:
+            a[i] *= 0.5
+
+    on, off = gpuc.kernel(halve), gpuc.kernel(vectorize=False)(halve)
+    assert "vectorized at simplified" in str(on.inspect(np.full(64, 9.0)).trace)
+    assert "vectoriz" not in str(off.inspect(np.full(64, 9.0)).trace)
+    with pytest.raises(ValueError, match=r"@gpuc.kernel\(vectorize=...\) is True or False"):
+        gpuc.kernel(vectorize=1)(halve)

@@ -7,11 +7,9 @@ import numpy as np
 
 
 def item_by_item(kernel):
-    """A copy of `kernel` whose launches compile with CompilerConfig(vectorize=False): the launch
-    option `vectorize` that gpuc/runtime/dispatch.py reads from the kernel's options."""
-    twin = type(kernel)(kernel.py_func, kernel.options)
-    twin.options = {**kernel.options, "vectorize": False}
-    return twin
+    """`kernel` as @gpuc.kernel(vectorize=False) makes it: its launches compile with
+    CompilerConfig(vectorize=False)."""
+    return type(kernel)(kernel.py_func, {**kernel.options, "vectorize": False})
 
 
 def differences(vectorized, scalar) -> list[str]:

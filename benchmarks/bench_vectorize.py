@@ -29,6 +29,8 @@ from _common import banner, machine_facts, paired_rounds, table, write_json
 import gpuc
 from examples.blur import blur as blur_kernel
 from examples.mandelbrot import fractal, mandel
+from bench_blur import numba_blur
+from bench_kernels import saxpy, stencil
 
 
 @gpuc.kernel
@@ -43,25 +45,9 @@ def newton(a, out, tol):
     out[i] = x
 
 
-@gpuc.kernel
-def saxpy(a, x, y, out):
-    i = gpuc.index()
-    out[i] = a * x[i] + y[i]
-
-
-@gpuc.kernel
-def stencil(u, v):
-    j = gpuc.index(0) + 1
-    i = gpuc.index(1) + 1
-    v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) - u[i, j]
-
-
 def item_by_item(kernel):
-    """`kernel` compiled with CompilerConfig(vectorize=False): the launch option `vectorize`, which
-    gpuc/runtime/dispatch.py reads from the kernel's options."""
-    twin = type(kernel)(kernel.py_func, kernel.options)
-    twin.options = {**kernel.options, "vectorize": False}
-    return twin
+    """`kernel` as @gpuc.kernel(vectorize=False) makes it."""
+    return type(kernel)(kernel.py_func, {**kernel.options, "vectorize": False})
 
 
 def numba_loops():
@@ -100,19 +86,7 @@ def numba_loops():
             for j in range(1, m - 1):
                 v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) - u[i, j]
 
-    @numba.njit
-    def blur_nb(src, dst, gain):
-        height, width = src.shape[0], src.shape[1]
-        for y in range(height):
-            for x in range(width):
-                for c in range(3):
-                    total = np.int32(0)
-                    for dy in range(-1, 2):
-                        row = min(max(y + dy, 0), height - 1)
-                        for dx in range(-1, 2):
-                            column = min(max(x + dx, 0), width - 1)
-                            total += src[row, column, c]
-                    dst[y, x, c] = min(max((total * gain + 4) // 9, 0), 255)
+    blur_nb = numba_blur()
 
     return {"mandelbrot": fractal_nb, "newton": newton_nb, "saxpy": saxpy_nb, "stencil": stencil_nb, "blur": blur_nb}
 

@@ -149,3 +149,13 @@ def test_cached_kernels_still_print(tmp_path, monkeypatch, capsys):
     for run in runs:  # compiled, then from the disk cache
         assert run.returncode == 0, run.stderr
         assert run.stdout == "value 1.5\nvalue 2.5\n"
+
+
+@gpuc.kernel
+def control_characters(a):
+    print("a\x1fb", a[0])
+
+
+def test_strings_with_the_descriptions_separators_are_refused():
+    with pytest.raises(gpuc.CompilationError, match=r"strings without the characters \\x00 and \\x1f"):
+        control_characters[1](np.zeros(1))

@@ -24,7 +24,11 @@ FIELD = abi.PRINT_FIELD
 
 
 def _literal(node) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    if "\x00" in node.value or FIELD in node.value:  # the description is a C string of FIELD-separated parts
+        raise UserError("print() in kernels takes strings without the characters \\x00 and \\x1f", node=node)
+    return node.value
 
 
 def _printable(t) -> bool:

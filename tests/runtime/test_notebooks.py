@@ -20,9 +20,9 @@ CELLS = [
      "x = np.arange(4.0)\nout = np.zeros(4)\ntwice[4](x, out)\nprint(out.tolist())",
      "[0.0, 2.0, 4.0, 6.0]", None),
     ("launch = twice.prepare(4, x, out)\nx[:] = 1.0\nlaunch()\nprint(out.tolist())", "[2.0, 2.0, 2.0, 2.0]", None),
-    # a located compile error, shown in the cell: the cell's own file, line and column, the line, a caret
+    # a located compile error, shown in the cell: the cell (as IPython names it), line and column, the line, a caret
     ("@gpuc.kernel\ndef broken(out):\n    out[0] = undefined_name\n\nbroken[1](out)",
-     ":3:14: name 'undefined_name' is not defined\n        out[0] = undefined_name\n                 ^",
+     "Cell In[4]:3:14: name 'undefined_name' is not defined\n        out[0] = undefined_name\n                 ^",
      "CompilationError"),
     ("print(twice.inspect(x, out).trace.cache in ('hit', 'miss', None))", "True", None),
     # print() in a kernel: the cell shows its lines

@@ -7,6 +7,7 @@ import builtins
 import functools
 import inspect
 import re
+import sys
 import textwrap
 import threading
 
@@ -18,6 +19,15 @@ _NOT_FOUND = object()
 # CPython's AST constructors keep one recursion counter per interpreter: two threads in
 # ast.parse at once can fail ("AST constructor recursion depth mismatch"), so parse one at a time.
 _PARSE_LOCK = threading.Lock()
+
+
+def _cell_name(filename: str) -> str:
+    """What IPython calls the cell a function was defined in ("Cell In[3]", as its tracebacks say), for a
+    file name IPython made for a cell; any other file name as it is."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    label = getattr(getattr(shell, "compile", None), "format_code_name", lambda name: None)(filename)
+    return f"{label[0]} {label[1]}" if label else filename
 
 
 class SourceInfo:
@@ -34,7 +44,7 @@ class SourceInfo:
                                    hint="define gpuc functions in a file (or a notebook cell)") from None
         text = "".join(lines)
         self.indent = len(text) - len(text.lstrip(" \t")) if text.strip() else 0
-        self.filename = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
+        self.filename = _cell_name(inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename)
         self.first_line = first_line
         self.lines = lines
         with _PARSE_LOCK:

@@ -41,6 +41,9 @@ VECTORIZE_MARKER = "gpuc.cpu.vectorize"
 # dimension, index, ndim, the first BOUNDS_SHAPE_WORDS extents]; the CPU runtime defines it per module
 # and reads it after each chunk of a launch.
 BOUNDS_RECORD = "gpuc_boundscheck_record"
+#: The internal function a failed check calls to fill the record: it computes no floats and writes only the
+#: record (the first failure of a launch wins), so running it again changes nothing (autodiff: transparent).
+BOUNDS_FAILURE = "gpuc.boundscheck.fail"
 BOUNDS_SHAPE_WORDS = 4
 BOUNDS_RECORD_WORDS = 5 + BOUNDS_SHAPE_WORDS
 # print() in kernels (docs/debugging.md): the external global holding the function the CPU runtime

@@ -249,3 +249,26 @@ def test_in_range_programs_compute_the_same_with_checks(p):
     for w, g in zip(want, got):
         if isinstance(w, np.ndarray):
             np.testing.assert_array_equal(g, w, strict=True)
+
+
+@gpuc.func
+def weighted(x, w, n):
+    s = 0.0
+    for k in range(n):
+        s += w[k] * x * x
+    return s
+
+
+@gpuc.kernel(boundscheck=True)
+def weighted_gradients(xs, w, n, out):
+    i = gpuc.index()
+    out[i] = gpuc.grad(weighted, xs[i], w, n)[0] + gpuc.derivative(weighted, xs[i], w, n)
+
+
+def test_derivatives_of_checked_funcs():
+    # the call a failed check makes is transparent to the autodiff plugin: it writes only the runtime's record
+    xs, w, out = np.linspace(-1, 1, 8), np.array([0.5, 1.5, 2.0]), np.zeros(8)
+    weighted_gradients[8](xs, w, 3, out)
+    np.testing.assert_allclose(out, 2 * (2 * w.sum() * xs), rtol=1e-14)
+    with pytest.raises(IndexError, match=r"index 3 is out of bounds for axis 0 with size 3 in w\[k\] in weighted"):
+        weighted_gradients[8](xs, w, 4, out)

@@ -450,7 +450,7 @@ class Lowerer(LocatingVisitor):
         """`void gpuc.boundscheck.fail(ptr site, i64 dim, i64 index, i64 ndim, i64 shape...)`: the first
         call of a launch fills the record the runtime reads after it (abi.BOUNDS_RECORD)."""
         module, i64 = self.program.module, self.ctx.i64
-        name = "gpuc.boundscheck.fail"
+        name = abi.BOUNDS_FAILURE
         fn = module.functions.get(name)
         if fn is not None:
             return fn

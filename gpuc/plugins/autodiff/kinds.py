@@ -6,13 +6,16 @@ import linecache
 import re
 
 import gpuc.llvm as llvm
+from gpuc.abi import BOUNDS_FAILURE
 from gpuc.errors import CompilationError, SourceLocation
 
 
-#: Intrinsics that compute no floats and touch no memory a tangent or adjoint lives in: both modes
-#: copy or drop them as they are.
+#: Intrinsics that compute no floats and touch no memory a tangent or adjoint lives in, and the call a failed
+#: bounds check makes (it writes only the runtime's record, and again changes nothing): both modes copy or
+#: drop them as they are.
 TRANSPARENT = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias.scope.decl", "llvm.invariant.",
-               "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.")
+               "llvm.sideeffect", "llvm.prefetch", "llvm.var.annotation", "llvm.donothing", "llvm.dbg.",
+               BOUNDS_FAILURE)
 
 
 def carries_floats(ty: llvm.Type) -> bool:

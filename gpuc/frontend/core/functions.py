@@ -197,10 +197,14 @@ class _Bound:
     @user_facing
     def __call__(self, *args, device: str | None = None, threads: int | None = None, block=None,
                  shared: int = 0) -> None:
+        kernel = self.kernel
+        if type(kernel).launch is not Kernel.launch:  # a kernel class of its own (gpuc.adjoint's) checks first
+            kernel.launch(self.n, *args, device=device, threads=threads, block=block, shared=shared)
+            return
         launcher = Kernel.launcher  # as Kernel.launch does, without its second call and wrapper
         if launcher is None:
             raise RuntimeError("no kernel launcher is installed; import gpuc (or gpuc.runtime) first")
-        launcher(self.kernel, self.n, args, device=device, threads=threads, block=block, shared=shared)
+        launcher(kernel, self.n, args, device=device, threads=threads, block=block, shared=shared)
 
 
 def func(pyfunc=None, **options):

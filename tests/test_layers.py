@@ -24,7 +24,7 @@ LAYERS = (
     ("plugins",),
     ("frontend",),
     ("runtime",),
-    ("cuda", "opencl", "cli", "__init__", "__main__"),
+    ("cuda", "opencl", "jax", "cli", "__init__", "__main__"),
 )
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
 

@@ -84,6 +84,15 @@ class AdjointKernel(Kernel):
             launcher = launcher_for(self._kernel(flags, PARITY), args, device)
             launcher(n, args, threads, apart=_reach(launcher))
 
+    def cpu_launcher(self, n, args, threads: int | None = None) -> tuple:
+        """(the CPU launcher, its `apart=`) that `launch(n, *args, threads=threads)` runs a launch with, for
+        callers that marshal arguments themselves (gpuc.jax hands the launcher XLA's buffers)."""
+        flags = self._layout([typeof(a, k) for k, a in enumerate(args)])
+        if launch_threads(math.prod(index_space(n)), threads) == 1:
+            return launcher_for(self._kernel(flags, SERIAL), args, "cpu"), None
+        launcher = launcher_for(self._kernel(flags, PARITY), args, "cpu")
+        return launcher, _reach(launcher)
+
     def __gpuc_source__(self, argtypes):
         """The adjoint compiled on its own (`gpuc.code_llvm(gpuc.adjoint(k), types)`) is the one for
         concurrent work items, as GPUs and multi-threaded CPU launches run it."""

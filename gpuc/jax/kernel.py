@@ -1,0 +1,247 @@
+"""`jax_kernel(kernel, ...)`: a gpuc kernel as a function of JAX arrays, called through XLA's FFI and
+differentiated in reverse mode with `gpuc.adjoint(kernel)` (docs/jax.md)."""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import user_facing
+from ..frontend.core.functions import Kernel
+from ..runtime import adjoint as _adjoint
+from ..runtime import dispatch
+from .ffi import FFILaunch
+
+
+def jax_kernel(kernel, num_outputs: int = 1, launch_dims=None, output_dims=None, output_dtypes=None):
+    """A function of JAX arrays that launches `kernel` (a @gpuc.kernel) on gpuc's CPU runtime.
+
+    The kernel's last `num_outputs` array parameters are its outputs: allocated by XLA, set to zero,
+    and returned (one array, or a tuple of them when `num_outputs` > 1). The others are its inputs, in
+    order: arrays, and scalars (Python numbers or rank-0 arrays, which may be traced). The launch
+    covers the first input array's shape unless `launch_dims` says otherwise; outputs have that shape
+    and the dtype of the first float input unless `output_dims` / `output_dtypes` say otherwise.
+    Each of the three is a value, or a function called with the tuple of the inputs' shapes (`()` for
+    a scalar) that returns one; `output_dims` and `output_dtypes` may also give one value per output
+    (a list). The function works eagerly, under `jax.jit`, inside `lax.scan` and the like;
+    `jax.grad`, `jax.vjp` and `jax.value_and_grad` run the kernel's adjoint; `jax.vmap` launches once
+    per batch element."""
+    if not isinstance(kernel, Kernel) or isinstance(kernel, _adjoint.AdjointKernel):
+        raise TypeError(f"jax_kernel takes a @gpuc.kernel, not {kernel!r}")
+    return JaxKernel(kernel, num_outputs, launch_dims, output_dims, output_dtypes)
+
+
+class JaxKernel:
+    """What `jax_kernel` returns (see there). `kernel` is the gpuc kernel, `inputs` and `outputs` the
+    names of its input and output parameters."""
+
+    def __init__(self, kernel, num_outputs, launch_dims, output_dims, output_dtypes) -> None:
+        code = kernel.py_func.__code__
+        names = list(code.co_varnames[:code.co_argcount])
+        if type(num_outputs) is not int or not 1 <= num_outputs <= len(names):
+            raise ValueError(f"num_outputs of jax_kernel({kernel.__qualname__}) must be an int from 1 to the "
+                             f"kernel's {len(names)} parameter(s), not {num_outputs!r}")
+        self.kernel, self.inputs, self.outputs = kernel, names[:-num_outputs], names[-num_outputs:]
+        self._launch_dims, self._output_dims, self._output_dtypes = launch_dims, output_dims, output_dtypes
+        self._launches: dict = {}
+        self._lock = threading.Lock()
+        code = kernel.py_func.__code__
+        self.where = f"{code.co_filename}:{code.co_firstlineno}"
+        self.__name__ = self.__qualname__ = f"jax_kernel({kernel.__qualname__})"
+        self._call = jax.custom_vjp(self._forward)
+        self._call.defvjp(self._forward_for_vjp, self._backward, symbolic_zeros=True)
+
+    @user_facing
+    def __call__(self, *args):
+        if len(args) != len(self.inputs):
+            raise TypeError(f"{self.__name__} ({self.where}) takes {len(self.inputs)} input(s) "
+                            f"({', '.join(self.inputs)}), got {len(args)}")
+        args = tuple(self._as_jax(k, a) for k, a in enumerate(args))
+        outs = self._call(*args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _as_jax(self, k: int, value):
+        array = value if isinstance(value, jax.Array) else jnp.asarray(value)
+        if array.ndim > 3:
+            raise TypeError(f"{self._name(k)}: kernels take arrays of 1 to 3 dimensions (or scalars), "
+                            f"not {array.ndim}")
+        if jnp.issubdtype(array.dtype, jnp.complexfloating) and array.ndim == 0:
+            raise TypeError(f"{self._name(k)}: a complex scalar cannot be passed from JAX; pass a "
+                            "one-element array")
+        return array
+
+    def _name(self, k: int, outputs: bool = False) -> str:
+        names = self.outputs if outputs else self.inputs
+        position = k + (len(self.inputs) if outputs else 0)
+        return f"argument {position} ({names[k]}) of {self.kernel.__qualname__} ({self.where})"
+
+    # -- shapes -----------------------------------------------------------------------------------
+
+    def _spec(self, args) -> tuple:
+        """(the launch's index space, the outputs' shapes, their dtypes) for inputs like `args`."""
+        shapes = tuple(tuple(a.shape) for a in args)
+        first = next((shape for shape in shapes if shape), None)  # the first input array's shape
+        if (self._launch_dims is None or self._output_dims is None) and first is None:
+            raise TypeError(f"{self.__name__} ({self.where}) has no input array to take the launch's shape from; "
+                            "give launch_dims= and output_dims=")
+        floats = [a.dtype for a in args if jnp.issubdtype(a.dtype, jnp.floating)]
+        if self._output_dtypes is None and not floats:
+            raise TypeError(f"{self.__name__} ({self.where}) has no float input to take its outputs' dtype from; "
+                            "give output_dtypes=")
+        n = self._value(self._launch_dims, shapes, "launch_dims") if self._launch_dims is not None else first
+        n = _dims(n, f"launch_dims of {self.__name__}")
+        dims = self._per_output(self._output_dims, shapes, "output_dims", first, _is_shape)
+        dims = tuple(_dims(d, f"output_dims of {self.__name__} (output {self.outputs[j]})") for j, d in enumerate(dims))
+        for j, d in enumerate(dims):
+            if not 1 <= len(d) <= 3:
+                raise ValueError(f"{self._name(j, True)}: output_dims gives it {len(d)} dimension(s), {d}; "
+                                 "kernels take arrays of 1 to 3")
+        dtypes = self._per_output(self._output_dtypes, shapes, "output_dtypes", floats[0] if floats else None,
+                                  lambda v: not isinstance(v, (list, tuple)))
+        dtypes = tuple(_dtype(t, f"output_dtypes of {self.__name__} (output {self.outputs[j]})")
+                       for j, t in enumerate(dtypes))
+        return n, dims, dtypes
+
+    def _value(self, given, shapes, what: str):
+        return given(shapes) if callable(given) and not isinstance(given, (type, np.dtype)) else given
+
+    def _per_output(self, given, shapes, what: str, default, is_one) -> tuple:
+        value = default if given is None else self._value(given, shapes, what)
+        if is_one(value):
+            return (value,) * len(self.outputs)
+        values = tuple(value)
+        if len(values) != len(self.outputs):
+            raise ValueError(f"{what} of {self.__name__} ({self.where}) gives {len(values)} value(s) for "
+                             f"{len(self.outputs)} output(s) ({', '.join(self.outputs)})")
+        return values
+
+    # -- the forward launch ----------------------------------------------------------------------
+
+    def _forward(self, *args):
+        n, dims, dtypes = self._spec(args)
+        launch = self._prepared(("forward", _key(args), n, dims, dtypes),
+                                lambda: self._forward_launch(args, n, dims, dtypes))
+        results = [jax.ShapeDtypeStruct(d, t) for d, t in zip(dims, dtypes)]
+        return tuple(jax.ffi.ffi_call(launch.target, results, vmap_method="sequential")(*args))
+
+    def _forward_launch(self, args, n, dims, dtypes) -> FFILaunch:
+        probes = tuple(_probe(a.shape, a.dtype) for a in args) + tuple(np.empty(d, t) for d, t in zip(dims, dtypes))
+        launcher = dispatch.launcher_for(self.kernel, probes, "cpu")
+        for k, param in enumerate(launcher.signature.params[:len(args)]):
+            if getattr(param, "written", False):
+                raise ValueError(f"{self._name(k)} is a JAX array, and JAX arrays are read-only, but the kernel "
+                                 "may write to it; make it an output (the kernel's last num_outputs parameters)")
+        sources = tuple(("arg", k) for k in range(len(args))) + tuple(("ret", j) for j in range(len(dims)))
+        return FFILaunch(launcher, n, probes, sources, zeroed=range(len(dims)), what=self.__name__)
+
+    def _prepared(self, key, make) -> FFILaunch:
+        found = self._launches.get(key)
+        if found is None:
+            with self._lock:
+                found = self._launches.get(key)
+                if found is None:
+                    found = make()
+                    found.register(jax)
+                    self._launches[key] = found
+        return found
+
+    # -- reverse mode ----------------------------------------------------------------------------
+
+    def _forward_for_vjp(self, *primals):
+        args = tuple(p.value for p in primals)
+        for k, (p, a) in enumerate(zip(primals, args)):
+            if p.perturbed and a.ndim == 0 and jnp.issubdtype(a.dtype, jnp.inexact):
+                raise TypeError(f"{self._name(k)}: gpuc.adjoint treats float scalar parameters as constants, so its "
+                                "gradient is not computed; pass it as a one-element array (x[0] in the kernel), or "
+                                "close over it so that JAX does not differentiate it")
+        return self._forward(*args), args
+
+    def _backward(self, args, cotangents):
+        n, dims, dtypes = self._spec(args)
+        floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+        seeds = [jnp.zeros(dims[j], dtypes[j]) if type(cotangents[j]).__name__ == "SymbolicZero"
+                 else jnp.asarray(cotangents[j], dtypes[j]) for j in floats_out]
+        launch = self._prepared(("adjoint", _key(args), n, dims, dtypes),
+                                lambda: self._adjoint_launch(args, n, dims, dtypes))
+        floats_in = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
+        results = ([jax.ShapeDtypeStruct(args[k].shape, args[k].dtype) for k in floats_in]
+                   + [jax.ShapeDtypeStruct(d, t) for d, t in zip(dims, dtypes)]
+                   + [jax.ShapeDtypeStruct(dims[j], dtypes[j]) for j in floats_out])
+        first_seed = len(floats_in) + len(dims)
+        aliases = {len(args) + i: first_seed + i for i in range(len(floats_out))}
+        out = jax.ffi.ffi_call(launch.target, results, vmap_method="sequential",
+                               input_output_aliases=aliases)(*args, *seeds)
+        grads = [None] * len(args)
+        for i, k in enumerate(floats_in):
+            grads[k] = out[i]
+        return tuple(grads)
+
+    def _adjoint_launch(self, args, n, dims, dtypes) -> FFILaunch:
+        """The adjoint's launch: operands are the inputs, then the float outputs' seeds; results are the
+        float input arrays' shadows (zeroed: gradients are added to them), the outputs (written again by
+        the adjoint, as its primal writes them) and the seeds, aliased to their operands (consumed)."""
+        adjoint = _adjoint.adjoint(self.kernel)
+        shadows = sum(1 for a in args if _shadowed(a.shape, a.dtype))
+        probes, sources, zeroed = [], [], []
+        for k, a in enumerate(args):
+            probes.append(_probe(a.shape, a.dtype))
+            sources.append(("arg", k))
+            if _shadowed(a.shape, a.dtype):
+                zeroed.append(len(zeroed))
+                probes.append(np.empty(a.shape, a.dtype))
+                sources.append(("ret", zeroed[-1]))
+        seed = shadows + len(dims)
+        for j, (d, t) in enumerate(zip(dims, dtypes)):
+            probes.append(np.empty(d, t))
+            sources.append(("ret", shadows + j))
+            zeroed.append(shadows + j)
+            if _shadowed(d, t):
+                probes.append(np.empty(d, t))
+                sources.append(("ret", seed))
+                seed += 1
+        launcher, apart = adjoint.cpu_launcher(n, tuple(probes))
+        return FFILaunch(launcher, n, tuple(probes), tuple(sources), zeroed=tuple(zeroed), apart=apart,
+                         what=f"jax_kernel({adjoint.__qualname__})")
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}: ({', '.join(self.inputs)}) -> ({', '.join(self.outputs)})>"
+
+
+def _key(args) -> tuple:
+    return tuple((tuple(a.shape), np.dtype(a.dtype)) for a in args)
+
+
+def _shadowed(shape, dtype) -> bool:
+    """Whether gpuc.adjoint gives an argument of this shape and dtype a shadow: float arrays do."""
+    return len(shape) > 0 and jnp.issubdtype(dtype, jnp.floating)
+
+
+def _probe(shape, dtype):
+    """A NumPy value of `shape` and `dtype` standing for a JAX operand when a launch is typed and marshalled."""
+    dtype = np.dtype(dtype)
+    return dtype.type(0) if shape == () else np.empty(shape, dtype)
+
+
+def _is_shape(value) -> bool:
+    return isinstance(value, (int, np.integer)) or (isinstance(value, tuple) and all(
+        isinstance(d, (int, np.integer)) for d in value))
+
+
+def _dims(value, what: str) -> tuple:
+    dims = (value,) if isinstance(value, (int, np.integer)) else value
+    if not isinstance(dims, tuple) or not all(isinstance(d, (int, np.integer)) and d >= 0 for d in dims):
+        raise ValueError(f"{what} must be a shape (an int or a tuple of ints, none negative), not {value!r}")
+    return tuple(int(d) for d in dims)
+
+
+def _dtype(value, what: str) -> np.dtype:
+    try:
+        return np.dtype(value)
+    except TypeError:
+        raise TypeError(f"{what} must be a dtype, not {value!r}") from None
+
+
+__all__ = ["JaxKernel", "jax_kernel"]

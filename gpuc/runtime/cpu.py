@@ -273,10 +273,31 @@ class HostArray:
 
 
 def host_array(arg, what: str) -> HostArray:
-    """`arg` (a NumPy array) as an abi array view; a TypeError for anything else."""
+    """`arg` (a NumPy array, or a CPU array with `__dlpack__`) as an abi array view; a TypeError for anything else."""
     if type(arg) is not np.ndarray and not isinstance(arg, np.ndarray):
-        raise TypeError(f"{what} must be a numpy array, not {type(arg).__name__}")
+        if not hasattr(arg, "__dlpack__"):
+            raise TypeError(f"{what} must be a numpy array, not {type(arg).__name__}")
+        arg = from_dlpack(arg, what)
     return HostArray(arg, what)
+
+
+#: DLPack's device type of host memory (dlpack.h: kDLCPU).
+_DLPACK_CPU = 1
+
+
+def from_dlpack(value, what: str) -> np.ndarray:
+    """A CPU array with `__dlpack__` (a JAX array, a PyTorch tensor, ...) as a NumPy array over the same
+    memory, no copy; read-only where the exporter says so (JAX arrays are)."""
+    device = getattr(value, "__dlpack_device__", None)
+    kind = device()[0] if device is not None else _DLPACK_CPU
+    if kind != _DLPACK_CPU:
+        raise TypeError(f"{what}: a {type(value).__name__} on DLPack device {device()} cannot be launched on the "
+                        "CPU; pass host memory (or a GPU array with __cuda_array_interface__ to a CUDA launch)")
+    try:
+        return np.from_dlpack(value)
+    except (TypeError, ValueError, BufferError, RuntimeError) as e:
+        raise TypeError(f"{what}: a {type(value).__name__} could not be read through DLPack ({e}); pass a NumPy "
+                        "array") from None
 
 
 class CPULauncher:

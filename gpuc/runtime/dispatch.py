@@ -71,8 +71,10 @@ def typeof(value, position: int = 0) -> GType:
         dtype, shape, strides = np.dtype(interface["typestr"]), interface["shape"], interface.get("strides")
         contiguous = strides is None or tuple(strides) == c_strides(shape, dtype.itemsize)
         return _array_type(dtype, len(shape), position, contiguous)
+    if hasattr(value, "__dlpack__"):  # a CPU array of another library: typed as the NumPy view the launch takes
+        return typeof(cpu.from_dlpack(value, f"argument {position}"), position)
     raise TypeError(f"argument {position}: cannot pass a {kind.__name__} to a kernel; pass NumPy arrays "
-                    "(or GPU arrays), bool, int, float, NumPy scalars or tuples of scalars")
+                    "(or CPU arrays with __dlpack__, or GPU arrays), bool, int, float, NumPy scalars or tuples of scalars")
 
 
 def _tuple_type(value: tuple, position: int) -> TupleType:

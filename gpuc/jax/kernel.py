@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiler import compile_module
 from ..errors import user_facing
+from ..frontend.core.types import ArrayType
 from ..frontend.core.functions import Kernel
 from ..runtime import adjoint as _adjoint
 from ..runtime import dispatch
@@ -135,7 +137,18 @@ class JaxKernel:
                 raise ValueError(f"{self._name(k)} is a JAX array, and JAX arrays are read-only, but the kernel "
                                  "may write to it; make it an output (the kernel's last num_outputs parameters)")
         sources = tuple(("arg", k) for k in range(len(args))) + tuple(("ret", j) for j in range(len(dims)))
-        return FFILaunch(launcher, n, probes, sources, zeroed=range(len(dims)), what=self.__name__)
+        read = self._read_outputs(args, probes)
+        return FFILaunch(launcher, n, probes, sources, zeroed=read, what=self.__name__)
+
+    def _read_outputs(self, args, probes) -> tuple:
+        """The outputs the kernel may read (LLVM does not find their parameters `writeonly`): XLA's buffers
+        hold whatever was there before, so these are set to zero before each launch (the rest the
+        kernel only stores to; it must store every element it returns, as into `numpy.empty`)."""
+        key = ("read", _key(args), tuple(p.shape for p in probes[len(args):]))
+        found = self._launches.get(key)
+        if found is None:
+            found = self._launches[key] = _may_read(self.kernel, probes, range(len(args), len(probes)))
+        return tuple(k - len(args) for k in found)
 
     def _prepared(self, key, make) -> FFILaunch:
         found = self._launches.get(key)
@@ -194,10 +207,13 @@ class JaxKernel:
                 probes.append(np.empty(a.shape, a.dtype))
                 sources.append(("ret", zeroed[-1]))
         seed = shadows + len(dims)
+        read = self._read_outputs(args, tuple(_probe(a.shape, a.dtype) for a in args)
+                                  + tuple(np.empty(d, t) for d, t in zip(dims, dtypes)))
         for j, (d, t) in enumerate(zip(dims, dtypes)):
             probes.append(np.empty(d, t))
             sources.append(("ret", shadows + j))
-            zeroed.append(shadows + j)
+            if j in read:  # the adjoint runs the primal: it reads what the forward launch read
+                zeroed.append(shadows + j)
             if _shadowed(d, t):
                 probes.append(np.empty(d, t))
                 sources.append(("ret", seed))
@@ -208,6 +224,19 @@ class JaxKernel:
 
     def __repr__(self) -> str:
         return f"<{self.__name__}: ({', '.join(self.inputs)}) -> ({', '.join(self.outputs)})>"
+
+
+def _may_read(kernel, probes, positions) -> tuple:
+    """Which of the array arguments at `positions` the kernel compiled for `probes` may read: those whose
+    data pointer LLVM's function-attrs does not mark `writeonly` in the optimized kernel."""
+    types = tuple(dispatch.typeof(p, k) for k, p in enumerate(probes))
+    with compile_module(dispatch.launch_job(kernel, types, "cpu")) as built:
+        fn = built.module.functions[built.entry]
+        flat, index = [], 0
+        for t in types:
+            flat.append(index)
+            index += 1 + 2 * t.ndim if isinstance(t, ArrayType) else 1
+        return tuple(k for k in positions if "writeonly" not in fn.param_attributes(flat[k]))
 
 
 def _key(args) -> tuple:

@@ -46,6 +46,10 @@ BOUNDS_RECORD = "gpuc_boundscheck_record"
 BOUNDS_FAILURE = "gpuc.boundscheck.fail"
 BOUNDS_SHAPE_WORDS = 4
 BOUNDS_RECORD_WORDS = 5 + BOUNDS_SHAPE_WORDS
+# Ctrl-C in the debug mode (docs/debugging.md): the external global holding a `ptr` to the process's i32
+# interrupt flag (gpuc/runtime/interrupts.py), which every loop of a bounds-checked kernel or func on the
+# CPU polls at its back edge; the CPU runtime defines it per module that polls.
+INTERRUPT_FLAG = "gpuc_interrupt_flag"
 # print() in kernels (docs/debugging.md): the external global holding the function the CPU runtime
 # formats a line with, `void (ptr description, ptr values)`: the description is a C string of fields
 # separated by \x1f (sep, end, then per argument "s" + a literal or the printed type), the values one
@@ -721,7 +725,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

@@ -26,11 +26,12 @@ import weakref
 
 import numpy as np
 
-from ..abi import BOUNDS_RECORD, BOUNDS_RECORD_WORDS, BOUNDS_SHAPE_WORDS, PRINT_HOOK, BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
+from ..abi import BOUNDS_RECORD, BOUNDS_RECORD_WORDS, BOUNDS_SHAPE_WORDS, INTERRUPT_FLAG, PRINT_HOOK, BLOCK_ERROR_WORDS, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, GRID_RECORD_WORDS, MAX_EXTENT, SLOT_FORMATS, EntryABI, KernelSignature, as_signature, slot_types, written_params
 from ..compiler import CompilerJob, Trace, cache, compile_module
 from ..errors import CompilationError
 from ..llvm import LLJIT, ArrayType, Constant, Module, capi, initialize, process_lifetime
 from ..llvm import Target as LLVMTarget
+from . import interrupts
 from .geometry import Geometry
 from .pool import run_chunks, run_ranges
 
@@ -73,6 +74,8 @@ class JITModule:
             self.bounds = built.module.globals.get(BOUNDS_RECORD) is not None
             #: Whether the kernel prints (print() in a kernel or func): its PRINT_HOOK is defined here.
             self.prints = built.module.globals.get(PRINT_HOOK) is not None
+            #: Whether its loops poll the process's interrupt flag (gpuc/runtime/interrupts.py).
+            self.polls = built.module.globals.get(INTERRUPT_FLAG) is not None
         except BaseException:
             built.close()
             raise
@@ -100,7 +103,7 @@ class JITModule:
             built.close()
         self.trace.cache = "miss"
         cache.store(key, {"trace": self.trace.record(), "entry": self.entry, "launch_entry": self.launch_entry,
-                          "blocks": self.blocks, "bounds": self.bounds, "prints": self.prints,
+                          "blocks": self.blocks, "bounds": self.bounds, "prints": self.prints, "polls": self.polls,
                           "grid": self.grid, "slots": list(self.slots), "externals": externals,
                           "abi": self.abi.record()},
                     code)
@@ -116,6 +119,7 @@ class JITModule:
         self.abi = EntryABI.from_record(header["abi"])
         self.slots = tuple(header["slots"])
         self.bounds, self.prints = header.get("bounds", False), header.get("prints", False)
+        self.polls = header.get("polls", False)
         self._jit = LLJIT()
         try:
             self._define_support()
@@ -126,15 +130,16 @@ class JITModule:
 
     def _define_support(self) -> None:
         """Define in the JIT, before the kernel's code links against them, the runtime's globals the kernel
-        declares: the record bounds checks fill (abi.BOUNDS_RECORD, read through `bounds_record`) and the
-        function print() calls (abi.PRINT_HOOK, set to `printing.PRINT_LINE`)."""
+        declares: the record bounds checks fill (abi.BOUNDS_RECORD, read through `bounds_record`), the
+        function print() calls (abi.PRINT_HOOK, set to `printing.PRINT_LINE`) and the pointer to the
+        interrupt flag loops poll (abi.INTERRUPT_FLAG, set to `interrupts.flag_address()`)."""
         self.bounds_record = None
-        if not (self.bounds or self.prints):
+        if not (self.bounds or self.prints or self.polls):
             return
         support = Module("gpuc.support")
         i64, ptr = support.context.i64, support.context.ptr()
         for wanted, name, ty in ((self.bounds, BOUNDS_RECORD, ArrayType.get(i64, BOUNDS_RECORD_WORDS)),
-                                 (self.prints, PRINT_HOOK, ptr)):
+                                 (self.prints, PRINT_HOOK, ptr), (self.polls, INTERRUPT_FLAG, ptr)):
             if wanted:
                 gv = support.add_global(ty, name)
                 gv.initializer = Constant.null(ty)
@@ -145,6 +150,8 @@ class JITModule:
         if self.prints:
             from .printing import PRINT_LINE
             ctypes.c_void_p.from_address(self._jit.lookup(PRINT_HOOK)).value = ctypes.cast(PRINT_LINE, ctypes.c_void_p).value
+        if self.polls:
+            ctypes.c_void_p.from_address(self._jit.lookup(INTERRUPT_FLAG)).value = interrupts.flag_address()
 
     def lookup(self, name: str | None = None) -> int:
         """The address of `name` (default: the entry point)."""
@@ -313,6 +320,8 @@ class CPULauncher:
                                    name=module.launch_entry)
         if module.bounds_record is not None:  # every chunk of a launch, however it is run, checks the record
             self._fn = _checking_bounds(self._fn, module.bounds_record)
+        if module.polls:  # Ctrl-C reaches its loops
+            self._fn = interrupts.chunk(self._fn)
         self._pack = struct.Struct("<" + "".join(SLOT_FORMATS[t] for t in module.slots)).pack
         self._converters = self.signature.flat_converters(host_array, module.abi.names, module.entry)
         #: Whether the launch entry runs whole blocks (a block kernel: gpuc/plugins/workitems.py).

@@ -484,6 +484,15 @@ class Lowerer(LocatingVisitor):
             gv.alignment = 8
         return gv
 
+    def interrupt_flag(self):
+        """The runtime's pointer to the process's interrupt flag (abi.INTERRUPT_FLAG), declared."""
+        module = self.program.module
+        gv = module.globals.get(abi.INTERRUPT_FLAG)
+        if gv is None:
+            gv = module.add_global(self.ctx.ptr(), abi.INTERRUPT_FLAG)
+            gv.alignment = 8
+        return gv
+
     def bounds_scratch(self, ty):
         """Where an access whose index failed its check goes: a zeroed slot of the module's own."""
         module = self.program.module
@@ -499,10 +508,16 @@ class Lowerer(LocatingVisitor):
     def poll_bounds(self, latch) -> None:
         """At a loop's back edge, with bounds checks on: once a check of this call has failed, return (the
         launch is stopping), so that a loop whose values the failed access spoiled (it read 0 from the
-        scratch slot) cannot run on forever."""
+        scratch slot) cannot run on forever. On the CPU also once Ctrl-C came: the process's interrupt
+        flag is set (gpuc/runtime/interrupts.py)."""
         b = self.b
         leave = self.fn.append_block("bounds.leave")
-        b.cond_br(b.load(self.ctx.i1, self.bounds_failed), leave, latch)
+        stop = b.load(self.ctx.i1, self.bounds_failed)
+        if self.target.host_executable:  # and once Ctrl-C came (gpuc/runtime/interrupts.py)
+            flag = b.load(self.ctx.ptr(), self.interrupt_flag(), align=8)
+            stop = b.or_(stop, b.icmp("ne", b.load(self.ctx.i32, flag, align=4, volatile=True),
+                                      ConstantInt.get(self.ctx.i32, 0)))
+        b.cond_br(stop, leave, latch)
         b.position_at_end(leave)
         rt = self.typed.return_type
         if isinstance(rt, NoneType):

@@ -164,7 +164,7 @@ class JaxKernel:
     # -- reverse mode ----------------------------------------------------------------------------
 
     def _forward_for_vjp(self, *primals):
-        args = tuple(p.value for p in primals)
+        args = tuple(jnp.asarray(p.value) for p in primals)
         for k, (p, a) in enumerate(zip(primals, args)):
             if p.perturbed and a.ndim == 0 and jnp.issubdtype(a.dtype, jnp.inexact):
                 raise TypeError(f"{self._name(k)}: gpuc.adjoint treats float scalar parameters as constants, so its "

@@ -298,13 +298,12 @@ def from_dlpack(value, what: str) -> np.ndarray:
     device = getattr(value, "__dlpack_device__", None)
     kind = device()[0] if device is not None else _DLPACK_CPU
     if kind != _DLPACK_CPU:
-        raise TypeError(f"{what}: a {type(value).__name__} on DLPack device {device()} cannot be launched on the "
-                        "CPU; pass host memory (or a GPU array with __cuda_array_interface__ to a CUDA launch)")
+        raise TypeError(f"{what} ({type(value).__name__}) is on DLPack device {device()}, not in host memory: a "
+                        "CPU launch cannot read it (GPU arrays reach CUDA launches through __cuda_array_interface__)")
     try:
         return np.from_dlpack(value)
     except (TypeError, ValueError, BufferError, RuntimeError) as e:
-        raise TypeError(f"{what}: a {type(value).__name__} could not be read through DLPack ({e}); pass a NumPy "
-                        "array") from None
+        raise TypeError(f"{what} ({type(value).__name__}) could not be read through DLPack: {e}") from None
 
 
 class CPULauncher:

@@ -5,12 +5,12 @@
 # Environment:
 #   GPUC_PYTHON   interpreter for the venv (default: python3.11, python3.12, python3.13, python3)
 #   GPUC_VENV     venv directory (default: .venv in the repository root)
-#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda,dask,opencl; add anchors for Warp and JAX)
+#   GPUC_EXTRAS   extras to install (default: test,ptx,bench,cuda,dask,opencl,jax; add anchors for Warp)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${GPUC_VENV:-$ROOT/.venv}
-EXTRAS=${GPUC_EXTRAS:-test,ptx,bench,cuda,dask,opencl}
+EXTRAS=${GPUC_EXTRAS:-test,ptx,bench,cuda,dask,opencl,jax}
 LOCK=$ROOT/requirements-lock.txt
 APT_PACKAGES=(libllvm22 llvm-22 libclc-22 spirv-tools)
 # the tests load the pipeline page (gpuc/compiler/page.py) in a real headless browser

@@ -107,7 +107,20 @@ def main() -> int:
     status = kernels.main()
     status = blocks.main() or status  # part four: the GPU programming model, on every target
     status = language.main() or status  # part five: the language Numba users write, compiled ahead of time too
-    return builtin_plugins.main() or status
+    status = builtin_plugins.main() or status
+    return jax_part() or status
+
+
+def jax_part() -> int:
+    """Part six: a gpuc kernel inside a jitted JAX loss, differentiated by jax.grad (examples/jax_fit.py)."""
+    section("JAX: a spring-mass kernel in a jitted loss, jax.grad through its adjoint")
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        print("  skipped: jax is not installed (scripts/setup.sh installs it)")
+        return 0
+    import jax_fit
+    return jax_fit.main()
 
 
 if __name__ == "__main__":

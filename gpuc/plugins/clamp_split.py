@@ -15,11 +15,18 @@ the callback fires at the `simplified` point, when inlining has made the clamps 
 loop optimizations, and removes the calls.
 It splits loops of one induction variable stepping by one, with a single exit at the latch and no
 values used after the loop, and leaves every other loop alone.
+
+Bounds checks (CompilerConfig(boundscheck=True), docs/debugging.md) are split the same way: a check
+`icmp ult (i + c), n` whose failure calls abi.BOUNDS_FAILURE passes on the range `-c <= i < n - c`, and
+a check of a value the loop does not change passes everywhere or nowhere. The middle copy runs where
+every such check passes, with those checks replaced by `true`, so the checked kernel's hot loop is the
+unchecked one (it vectorizes); iterations outside that range run the checked loop, which records the
+first failure as before.
 """
 
 from __future__ import annotations
 
-from gpuc.abi import SPLIT_MARKER
+from gpuc.abi import BOUNDS_FAILURE, SPLIT_MARKER
 from gpuc.compiler import CompileState
 from gpuc.llvm import (BasicBlock, BinaryOperator, Builder, BranchInst, CallInst, CompareInst,
                        ConstantInt, Function, FunctionType, Instruction, Module, PHINode)
@@ -149,7 +156,42 @@ class _Loop:
             for inst in block.instructions:
                 if isinstance(inst, CallInst) and inst.intrinsic_name in _CLAMPS + ("llvm.usub.sat",):
                     affine(inst)
+        self.checks, self.invariant_checks = [], []
+        for check in self._bounds_checks():
+            x, limit = check.operands
+            if not self.invariant(limit):
+                continue
+            if self.invariant(x):
+                self.invariant_checks.append(check)
+                continue
+            c = affine(x)
+            if c is not None:
+                bounds.append(("ult", limit, c))
+                self.checks.append(check)
         return found, bounds
+
+    def _bounds_checks(self):
+        """The compares `icmp ult index, extent` of the loop's bounds checks: the leaves of the `and`s that
+        a branch tests whose other way calls abi.BOUNDS_FAILURE (gpuc/frontend/passes/lowering.py)."""
+        leaves = []
+        for block in self.body:
+            branch = block.terminator
+            if not isinstance(branch, BranchInst) or not branch.is_conditional:
+                continue
+            failing = branch.successors[1]
+            if failing not in self.body or not any(isinstance(i, CallInst) and isinstance(i.callee, Function)
+                                                   and i.callee.name == BOUNDS_FAILURE
+                                                   for i in failing.instructions):
+                continue
+            work = [branch.condition]
+            while work:
+                v = work.pop()
+                if isinstance(v, CompareInst) and v.predicate == "ult":  # outside the loop: an invariant check
+                    if v not in leaves:
+                        leaves.append(v)
+                elif isinstance(v, BinaryOperator) and v.opcode_name == "and" and v in self.inside:
+                    work += [v.lhs, v.rhs]
+        return leaves
 
     def _clamp(self, call, affine, bounds, found, depth):
         name, args = call.intrinsic_name, call.args
@@ -177,7 +219,7 @@ class _Loop:
     def split(self, module: Module) -> bool:
         """Split the loop (see the module doc); False when it has no clamps of the induction variable."""
         found, bounds = self.clamps()
-        if not found:
+        if not (found or self.checks or self.invariant_checks):
             return False
         fn = self.header.parent
         with Builder(module.context) as b:
@@ -194,6 +236,19 @@ class _Loop:
             b.position_at_end(guard_after)
             b.cond_br(b.icmp("slt", high, self.end), after.header, self.exit)
             after.enter(guard_after, high, self.end, self.exit)
+            # the checks pass on the whole middle part: those computed before the loop where the middle part
+            # uses them, then the middle part's own copies
+            passed = ConstantInt.get(module.context.i1, 1)
+            outside = {check for check in self.invariant_checks if check not in self.inside}
+            for inst in middle.vmap.values():
+                for i, op in enumerate(inst.operands):
+                    if op in outside:
+                        inst.operands[i] = passed
+            for check in self.checks + self.invariant_checks:
+                if check not in outside:
+                    copy = middle.vmap[check]
+                    copy.replace_all_uses_with(passed)
+                    copy.erase()
             found.reverse()  # a clamp's input may be another clamp, found before it: outer ones first
             copies = [middle.vmap[call] for call, _, _ in found]
             for copy, (_, x, k) in zip(copies, found):
@@ -225,7 +280,11 @@ class _Loop:
                 continue
             name, limit, c = bound
             at = sat("ssub", limit, ConstantInt.get(i64, c))  # iv + c compared with limit: iv against limit - c
-            if name == "llvm.smax":
+            if name == "ult":  # a bounds check, 0 <= iv + c < limit (as unsigned: a negative limit passes all)
+                low = pick("smax", low, ConstantInt.get(i64, -c))
+                negative = b.icmp("slt", limit, ConstantInt.get(i64, 0))
+                high = pick("smin", high, b.select(negative, ConstantInt.get(i64, MAX_INDEX), at))
+            elif name == "llvm.smax":
                 low = pick("smax", low, at)
             elif name == "llvm.smin":
                 high = pick("smin", high, sat("sadd", at, one))
@@ -238,6 +297,8 @@ class _Loop:
                     low = pick("smax", low, b.select(negative, ConstantInt.get(i64, MAX_INDEX), at))
         zero = ConstantInt.get(i64, 0)
         valid = b.and_(b.icmp("sge", self.start, zero), b.icmp("slt", self.start, self.end))
+        for check in self.invariant_checks:  # checks of values the loop does not change: all pass, or no middle
+            valid = b.and_(valid, b.icmp("ult", *check.operands))
         low = b.select(valid, pick("smin", pick("smax", low, self.start), self.end), self.end)
         high = b.select(valid, pick("smin", pick("smax", high, low), self.end), self.end)
         return valid, low, high

@@ -14,12 +14,22 @@ calling thread's CPU time; the ratios are best against best:
 - saxpy (10M float32), the 2-D 5-point stencil (2048^2 float64) and the uint8 box blur (examples/blur.py,
   1080 x 1920 x 3): not slower than item by item (their bodies have no loop of their own, so the plugin
   leaves them to LLVM's loop vectorizer; the column shows they cost nothing).
-Every output is checked equal between the three. JAX is not an anchor here (not installed in the venv).
+Every output is checked equal between the three.
+
+Then, on one core (the process pinned to it, wall time, best of --reps rounds):
+- AVX2 lanes on this host: the Mandelbrot and Newton kernels compiled for `NativeTarget(cpu_name=
+  "haswell")` with AVX2 and FMA only (4 float64 lanes per register, where this host may have AVX-512's
+  8), vectorized and item by item, against numba.njit: the plugin's speed-up where AVX-512 is missing;
+- the Mandelbrot example against `jax.jit(jax.vmap(...))` with `lax.while_loop` (float64, complex128;
+  target: gpuc <= 0.5x JAX) and against the same kernel launched through Intel's OpenCL CPU runtime
+  (`device="opencl"`, gpuc's SPIR-V, which that runtime vectorizes across work items). Each anchor is
+  skipped with a note where it is not installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
@@ -91,6 +101,110 @@ def numba_loops():
     return {"mandelbrot": fractal_nb, "newton": newton_nb, "saxpy": saxpy_nb, "stencil": stencil_nb, "blur": blur_nb}
 
 
+AVX2_FEATURES = "+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe"
+
+
+def avx2_launch(kernel, args, vectorize: bool):
+    """`kernel` compiled for this host's triple as an AVX2 machine (haswell), as a function launching it
+    over a grid with `args` on one thread."""
+    from gpuc.abi import KernelSignature
+    from gpuc.runtime import cpu
+    from gpuc.runtime.dispatch import launch_job, signature_spec, typeof
+    from gpuc.targets import NativeTarget
+
+    types = tuple(typeof(a, i) for i, a in enumerate(args))
+    job = launch_job(kernel, types, "cpu")
+    target = NativeTarget(cpu_name="haswell", feature_string=AVX2_FEATURES)
+    job = gpuc.CompilerJob(job.source, job.config.replace(target=target, vectorize=vectorize))
+    launcher = cpu.JITModule(job, signature=KernelSignature(signature_spec(types))).launcher()
+    return lambda grid: launcher(grid, args, threads=1)
+
+
+def avx2_rows(quick: bool, reps: int, anchors: dict) -> list:
+    """Mandelbrot (20 iterations) and Newton with AVX2 lanes: vectorized, item by item, numba.njit."""
+    rows = []
+    for title, kernel, grid, make, nb in cases(quick):
+        if not title.startswith(("Mandelbrot", "Newton")) or title.endswith("256 iterations"):
+            continue
+        a_vec, a_scalar, a_nb = make(), make(), make()
+        vec, scalar = avx2_launch(kernel, a_vec, True), avx2_launch(kernel, a_scalar, False)
+        fns = [lambda: vec(grid), lambda: scalar(grid)]
+        if nb in anchors:
+            fns.append(lambda: anchors[nb](*a_nb))
+        wall = paired_rounds(fns, reps, clock=0)
+        outs = [[a for a in group if isinstance(a, np.ndarray)][-1] for group in (a_vec, a_scalar, a_nb)[:len(fns)]]
+        if not all(np.array_equal(outs[0], o) for o in outs[1:]):
+            raise SystemExit(f"{title} (AVX2): the outputs differ")
+        best = [min(t) for t in wall]
+        rows.append([title, f"{best[0] * 1e3:.2f}", f"{best[0] / best[1]:.2f}x",
+                     f"{best[0] / best[2]:.3f}x" if len(best) > 2 else "-"])
+    return rows
+
+
+def jax_mandelbrot(h: int, w: int, px: float, py: float, iters: int):
+    """Numba's `mandel` over every pixel as a JAX user writes it: jax.jit(jax.vmap(pixel)) with a
+    lax.while_loop per pixel, in float64 and complex128."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    jax.config.update("jax_enable_x64", True)
+
+    def pixel(x, y):
+        c = (-2.0 + x * px) + 1j * (-1.0 + y * py)
+
+        def cond(state):
+            i, z, escaped = state
+            return (i < iters) & (escaped < 0)
+
+        def body(state):
+            i, z, escaped = state
+            z = z * z + c
+            escaped = jnp.where(z.real * z.real + z.imag * z.imag >= 4, i, escaped)
+            return i + 1, z, escaped
+
+        _, _, escaped = lax.while_loop(cond, body, (0, jnp.complex128(0), -1))
+        return jnp.where(escaped < 0, 255, escaped).astype(jnp.uint8)
+
+    xs, ys = np.meshgrid(np.arange(w, dtype=np.float64), np.arange(h, dtype=np.float64))
+    xs, ys = jnp.asarray(xs.ravel()), jnp.asarray(ys.ravel())
+    run = jax.jit(jax.vmap(pixel))
+    return lambda: np.asarray(run(xs, ys).block_until_ready()).reshape(h, w)
+
+
+def anchor_rows(quick: bool, reps: int) -> tuple[list, list]:
+    """The Mandelbrot example (20 iterations) against JAX and Intel's OpenCL CPU runtime, one core."""
+    shape = (500, 750) if quick else (1000, 1500)
+    h, w = shape
+    px, py = 3.0 / w, 2.0 / h
+    ours = np.zeros(shape, np.uint8)
+    fns, names, outs, notes = [lambda: fractal.launch((w, h), -2.0, -1.0, px, py, ours, 20, threads=1)], ["gpuc"], [ours], []
+    try:
+        jax_run = jax_mandelbrot(h, w, px, py, 20)
+        jax_out = {}
+        fns.append(lambda: jax_out.__setitem__("image", jax_run()))
+        names.append("jax.jit(jax.vmap(...)), lax.while_loop")
+        outs.append(jax_out)
+    except ImportError:
+        notes.append("JAX: not installed")
+    from gpuc.runtime import opencl
+    if opencl.available():
+        theirs = np.zeros(shape, np.uint8)
+        fns.append(lambda: fractal.launch((w, h), -2.0, -1.0, px, py, theirs, 20, device="opencl"))
+        names.append("gpuc's SPIR-V on Intel's OpenCL CPU runtime")
+        outs.append(theirs)
+    else:
+        notes.append(f"OpenCL: {opencl.unavailable_reason()}")
+    wall = paired_rounds(fns, reps, clock=0)
+    best = [min(t) for t in wall]
+    rows = []
+    for name, out, t in zip(names, outs, best):
+        image = out["image"] if isinstance(out, dict) else out
+        same = np.mean(image == ours)
+        rows.append([name, f"{t * 1e3:.2f}", f"{best[0] / t:.3f}x", f"{same * 100:.3f}%"])
+    return rows, notes
+
+
 def cases(quick: bool):
     """(name, kernel, grid, make_args, numba name, numba args from the gpuc args) per benchmark."""
     rng = np.random.default_rng(0)
@@ -122,8 +236,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller inputs, 5 rounds")
     parser.add_argument("--reps", type=int, default=11)
     parser.add_argument("--json", help="write the samples and the machine facts here")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
     args = parser.parse_args()
     reps = 5 if args.quick else args.reps
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):
+        # before any runtime starts its threads, which inherit the mask: JAX and OpenCL run on this core too
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     facts = machine_facts()
     print(banner(facts))
     try:
@@ -151,8 +269,16 @@ def main() -> None:
         results[title] = {"cpu_s": cpu, "vectorized": line[0] if line else None}
     print(table(["kernel (threads=1)", "vectorized ms", "/ item by item", "/ numba.njit", "item by item / numba",
                  "plugin vectorized"], rows))
+    avx2 = avx2_rows(args.quick, reps, anchors)
+    print()
+    print(table(["AVX2 lanes (haswell), one core", "vectorized ms", "/ item by item", "/ numba.njit"], avx2))
+    anchored, notes = anchor_rows(args.quick, reps)
+    print()
+    print(table(["Mandelbrot, 20 iterations, one core", "ms", "gpuc / this", "pixels equal to gpuc's"], anchored))
+    for note in notes:
+        print("  skipped:", note)
     if args.json:
-        write_json(args.json, {"results": results, "machine": facts})
+        write_json(args.json, {"results": results, "avx2": avx2, "anchors": anchored, "machine": facts})
 
 
 if __name__ == "__main__":

@@ -46,6 +46,13 @@ BOUNDS_RECORD = "gpuc_boundscheck_record"
 BOUNDS_FAILURE = "gpuc.boundscheck.fail"
 BOUNDS_SHAPE_WORDS = 4
 BOUNDS_RECORD_WORDS = 5 + BOUNDS_SHAPE_WORDS
+# On GPU targets (SPIR-V, PTX) the record is the module's own global: the site's word is 0 and its text follows
+# the words, at most BOUNDS_SITE_BYTES bytes with its final NUL (the runtime cannot read the device's
+# constants). The OpenCL runtime reads it through the kernel BOUNDS_READER the module also defines
+# (`void (i64 addrspace(1)* out)`: copies the record to `out` and clears it); the CUDA runtime by its name.
+BOUNDS_SITE_BYTES = 256
+BOUNDS_DEVICE_RECORD_WORDS = BOUNDS_RECORD_WORDS + BOUNDS_SITE_BYTES // 8
+BOUNDS_READER = "gpuc_boundscheck_read"
 # Ctrl-C in the debug mode (docs/debugging.md): the external global holding a `ptr` to the process's i32
 # interrupt flag (gpuc/runtime/interrupts.py), which every loop of a bounds-checked kernel or func on the
 # CPU polls at its back edge; the CPU runtime defines it per module that polls.

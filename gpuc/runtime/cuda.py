@@ -14,7 +14,8 @@ import weakref
 from dataclasses import dataclass
 
 
-from ..abi import LAUNCH_NONE, LAUNCH_SIZES
+from ..abi import BOUNDS_DEVICE_RECORD_WORDS, BOUNDS_RECORD, LAUNCH_NONE, LAUNCH_SIZES
+from .bounds import device_error
 from .cuda_params import (ArrayParam, CudaArray, KernelSignature, LaunchConfig, PackedParams, ScalarParam,  # noqa: F401
                           TupleParam, converters, launch_config, marshal, parse_cuda_array)  # the pure half
 
@@ -287,6 +288,14 @@ class CudaModule:
         except CudaError as exc:
             raise CudaError(f"the module has no kernel {name!r}: {exc}", code=exc.code) from None
 
+    def global_address(self, name: str) -> tuple[int, int]:
+        """(device address, size in bytes) of the module's global `name` (cuModuleGetGlobal)."""
+        try:
+            address, size = _call(_activate().driver, "cuModuleGetGlobal", self.handle, name.encode())
+        except CudaError as exc:
+            raise CudaError(f"the module has no global {name!r}: {exc}", code=exc.code) from None
+        return int(address), int(size)
+
     def launcher(self, signature, name: str | None = None) -> CUDALauncher:
         """A launcher for the kernel `name` (default: the entry) with the given KernelSignature (or
         its spec), whose `launch` says whether the kernel takes the launch size (%gpuc.n0..n2)."""
@@ -368,7 +377,7 @@ class CUDALauncher:
     """A CUfunction with its abi.KernelSignature: `launcher[n](*args)` or `launcher.launch(*args, n=n)`."""
 
     def __init__(self, function, signature: KernelSignature, owner=None, entry: str | None = None,
-                 names=(), cooperative: bool = False) -> None:
+                 names=(), cooperative: bool = False, bounds: bool = False) -> None:
         if signature.launch is None:
             raise TypeError("the signature does not say whether the kernel takes the launch size: pass "
                             "KernelSignature(..., launch=\"sizes\") (it takes %gpuc.n0..n2, as kernels using "
@@ -380,6 +389,9 @@ class CUDALauncher:
         self._convert = converters(signature, names, self._entry)
         self._owner = owner  # keeps the module loaded
         self.cooperative = cooperative
+        #: With `bounds` (the module checks its indices: abi.BOUNDS_RECORD, a global of `owner`), each launch
+        #: waits for the kernel and raises the IndexError of its first failed check (docs/debugging.md).
+        self._record = owner.global_address(BOUNDS_RECORD) if bounds else None
 
     def launch(self, *args, n, block=None, shared_mem: int = 0, stream=None, sync: bool = True,
                whole_blocks: bool = False) -> None:
@@ -389,8 +401,27 @@ class CUDALauncher:
         params = marshal(self.signature, args, config.launch_size, self._convert, self._entry)
         if config.empty:
             return
-        launch(self.function, config.grid, config.block, params, shared_mem=shared_mem, stream=stream, sync=sync,
-               cooperative=self.cooperative)
+        checked = self._record is not None
+        launch(self.function, config.grid, config.block, params, shared_mem=shared_mem, stream=stream,
+               sync=sync or checked, cooperative=self.cooperative)
+        if checked:
+            failure = read_bounds_record(*self._record)
+            if failure is not None:
+                raise failure
 
     def __getitem__(self, n):
         return lambda *args, **kwargs: self.launch(*args, n=n, **kwargs)
+
+
+def read_bounds_record(address: int, size: int) -> IndexError | None:
+    """The IndexError the bounds record at `address` (abi.BOUNDS_DEVICE_RECORD_WORDS words, `size` bytes) holds
+    after a finished launch, the record cleared for the next; None when no check failed."""
+    import numpy as np
+
+    record = np.zeros(BOUNDS_DEVICE_RECORD_WORDS, np.int64)
+    nbytes = min(size, record.nbytes)
+    memcpy_dtoh(record.ctypes.data, address, nbytes)
+    failure = device_error(record)
+    if failure is not None:
+        memcpy_htod(address, np.zeros(nbytes, np.uint8).ctypes.data, nbytes)
+    return failure

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from ..abi import EntryABI, KernelSignature, c_strides, written_params
+from ..abi import BOUNDS_READER, BOUNDS_RECORD, EntryABI, KernelSignature, c_strides, written_params
 from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
 from ..frontend.core.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget, SPIRVTarget
@@ -325,17 +325,19 @@ def _cuda_launcher(kernel, types, whole_blocks: bool = False):
         ptx = ptx.decode()
         abi, cooperative = header["abi"], header["cooperative"]
         entry = EntryABI.from_record(abi)
+        bounds = header.get("bounds", False)
     else:
         with compile_module(job) as built:
             fn = built.module.functions[built.entry]
             entry = EntryABI.of(fn, written_params(built.module, fn))  # launch form and written arrays
             cooperative = any("grid_barrier" in g.name for g in built.module.globals)  # PTXTarget's grid barrier
+            bounds = built.module.globals.get(BOUNDS_RECORD) is not None  # it checks its indices
             ptx = built.emit("asm")
-        cache.store(key, {"cooperative": cooperative, "abi": entry.record()}, ptx.encode())
+        cache.store(key, {"cooperative": cooperative, "abi": entry.record(), "bounds": bounds}, ptx.encode())
     signature = KernelSignature(signature_spec(types)).for_entry(entry)
     module = cuda.CudaModule.from_ptx(ptx, entry.name)  # looks the entry up
     run = cuda.CUDALauncher(module.function, signature, owner=module, entry=entry.name, names=entry.names,
-                            cooperative=cooperative)
+                            cooperative=cooperative, bounds=bounds)
 
     geometry = Geometry.of(entry, kernel.__qualname__)
 
@@ -356,16 +358,18 @@ def _opencl_launcher(kernel, types, whole_blocks: bool = False):
     if hit is not None:
         header, spirv = hit
         entry = EntryABI.from_record(header["abi"])
+        bounds = header.get("bounds", False)
     else:
         with compile_module(job) as built:
             fn = built.module.functions[built.entry]
             entry = EntryABI.of(fn, written_params(built.module, fn))
+            bounds = built.module.functions.get(BOUNDS_READER) is not None  # it checks its indices
             spirv = built.emit("obj")
-        cache.store(key, {"abi": entry.record()}, spirv)
+        cache.store(key, {"abi": entry.record(), "bounds": bounds}, spirv)
     opencl.check_device(s.info, spirv, kernel)
     program = opencl.build(spirv, entry.name)
     run = opencl.OpenCLLauncher(program, entry, KernelSignature(signature_spec(types), entry.launch),
-                                whole_blocks=whole_blocks)
+                                whole_blocks=whole_blocks, bounds=bounds)
 
     geometry = Geometry.of(entry, kernel.__qualname__)
 

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..abi import (DYNAMIC_SHARED_PARAMS, LAUNCH_NONE, LAUNCH_SIZES, MAX_EXTENT, ArrayParam, EntryABI,
+from ..abi import (BOUNDS_DEVICE_RECORD_WORDS, BOUNDS_READER, DYNAMIC_SHARED_PARAMS, LAUNCH_NONE, LAUNCH_SIZES, MAX_EXTENT, ArrayParam, EntryABI,
                    KernelSignature, TupleParam, c_strides, flat_values, is_c_contiguous)
+from .bounds import device_error
 from .cuda_params import _dims  # launch and block sizes, read as the CUDA runtime reads them
 
 INSTALL_HINT = ("install an OpenCL driver that takes SPIR-V and pyopencl: `pip install 'gpuc[opencl]'` brings "
@@ -601,13 +602,34 @@ def _flat_types(param) -> list:
     return [param.llvm_type]
 
 
+class _BoundsReader:
+    """The record of a program's bounds checks (abi.BOUNDS_RECORD, a global of the program), read and cleared
+    after each launch through the program's kernel abi.BOUNDS_READER: None, or the IndexError of the launch's
+    first failed check (docs/debugging.md, "Bounds checks")."""
+
+    def __init__(self, s: Session, program) -> None:
+        cl = s.cl
+        self.kernel = cl.Kernel(program, BOUNDS_READER)
+        self.record = np.zeros(BOUNDS_DEVICE_RECORD_WORDS, np.int64)
+        self.buffer = cl.Buffer(s.context, cl.mem_flags.READ_WRITE, self.record.nbytes)
+        self.kernel.set_args(self.buffer)
+
+    def read(self, s: Session, after) -> IndexError | None:
+        cl = s.cl
+        done = cl.enqueue_nd_range_kernel(s.queue, self.kernel, (1,), (1,), wait_for=[after])
+        cl.enqueue_copy(s.queue, self.record, self.buffer, wait_for=[done])  # blocking
+        return device_error(self.record)
+
+
 class OpenCLLauncher:
-    """A built kernel with its signature: `launch(n, args, block=None, shared=0)`."""
+    """A built kernel with its signature: `launch(n, args, block=None, shared=0)`. With `bounds` (the program
+    checks its indices), a launch whose check failed raises its IndexError once the arrays are copied back."""
 
     def __init__(self, program, entry: EntryABI, signature: KernelSignature, *, whole_blocks: bool = False,
-                 name: str = "") -> None:
+                 name: str = "", bounds: bool = False) -> None:
         s = session()
         self.session, self.entry, self.whole_blocks = s, entry, whole_blocks
+        self.bounds = _BoundsReader(s, program) if bounds else None
         self.kernel = s.cl.Kernel(program, entry.name)  # its own kernel object: programs are shared by SPIR-V
         self.signature = signature
         self.slots, self.dynamic_shared = _plan(signature, entry)
@@ -675,14 +697,19 @@ class OpenCLLauncher:
                 kernel_args += [cl.LocalMemory(max(shared, 1)), shared]
             if self.sizes:
                 kernel_args += n + (1,) * (3 - len(n))
+            failure = None
             with self._lock:
                 self.kernel.set_args(*kernel_args)
                 event = cl.enqueue_nd_range_kernel(s.queue, self.kernel, global_size, local_size)
+                if self.bounds is not None:
+                    failure = self.bounds.read(s, event)
             copies.finish(event)
         except cl.Error as exc:
             raise OpenCLError(f"launching @{self.entry.name} on {s.info.name} failed: {exc}") from None
         finally:
             copies.release()
+        if failure is not None:
+            raise failure
 
 
 def _host_view(a: np.ndarray) -> CLArray:

@@ -133,6 +133,16 @@ class Target:
     #: Whether `llvm.trap` stops a work item and makes its launch report an error (SPIR-V's OpenCL
     #: environment has no such instruction: code that would trap there takes a documented other way).
     can_trap = True
+    # -- debugging (docs/debugging.md): print() and bounds checks where code runs on a device --
+    #: The printf length modifier of 64-bit integers ("l" in OpenCL, "ll" in CUDA) where print() in
+    #: kernels calls the target's own printf (`printf`); None where it has none: print() is then a
+    #: located error, unless the CPU runtime of this process runs the code (`host_executable`).
+    printf_long = None
+    #: The LLVM address space of constant data: print()'s format strings, the bounds checks' sites.
+    constant_address_space = 0
+    #: Whether bounds checks keep their record in the module itself (abi.BOUNDS_DEVICE_RECORD_WORDS,
+    #: defined at finish) for the device's runtime to read after a launch.
+    device_bounds_record = False
     #: Function pointers: calls whose callee is not a function of the module, and functions used as
     #: values (deferred compilation's pointers, when the optimizer cannot make them direct calls).
     #: Where it is False, validation reports each one left after optimization, and
@@ -207,6 +217,12 @@ class Target:
     #: arguments): `ptr addrspace(S) %gpuc.shared, i64 %gpuc.shared_bytes`, threaded to every function
     #: that uses them, before the launch sizes; else `dynamic_shared` says where it is.
     dynamic_shared_parameters = False
+
+    def printf(self, builder, module: Module, format, args) -> None:
+        """Emit printf(`format`, *`args`) at `builder`'s position (only asked where `printf_long` is set):
+        `format` a constant C string in `constant_address_space`, `args` i32, i64, double or float values
+        and pointers to such strings, as the format's conversions take them."""
+        raise NotImplementedError(f"{type(self).__name__} has no printf")
 
     def work_item(self, builder, module: Module, what: str, dim: int):
         """An i64: `what` along `dim` (0-2; 0 for the last two) — "thread_index" (within the block),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import CompilationError
 from ..llvm import ArrayType, Builder, Constant, ConstantInt, FunctionType, Module
+from .device_debug import cuda_vprintf, define_bounds_record
 from .interface import MathLowering, shuffle_by_words, shuffle_source_lane, MathOp, Target, float_element, split_intrinsic, unselectable_table
 
 # Lowest PTX ISA version that supports each compute capability (by sm number).
@@ -191,6 +192,11 @@ class PTXTarget(Target):
     # No `frem`: NVPTX expands it as x - trunc(x/y)*y, wrong for large quotients (1e17 % 3.0
     # gives 4), so fmod calls libdevice's exact __nv_fmod.
     cli_options = {"cap": ("cap", "PTX compute capability")}
+    # print() calls CUDA's vprintf; bounds checks keep their record in the module, where the CUDA runtime
+    # finds it by name (gpuc/targets/device_debug.py).
+    printf_long = "ll"
+    constant_address_space = 1
+    device_bounds_record = True
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"sm_\d+[af]?", self.cap):
@@ -236,6 +242,9 @@ class PTXTarget(Target):
 
     def math_library_call(self, op: MathOp, bits: int) -> MathLowering:
         return MathLowering("call", f"__nv_{op.c_name}f" if bits == 32 else f"__nv_{op.c_name}")
+
+    def printf(self, builder, module: Module, format, args) -> None:
+        cuda_vprintf(builder, module, format, args)
 
     def global_index(self, builder, module: Module, dim: int):
         # blockIdx * blockDim + threadIdx, from the special registers %ctaid, %ntid and %tid.
@@ -360,6 +369,7 @@ class PTXTarget(Target):
         return name.startswith("__nv_")
 
     def finish_module(self, job, module: Module, tm) -> None:
+        define_bounds_record(module)
         # PTX identifiers cannot contain "." (gpuc's symbols, e.g. `axpy.f32.f32.f32`, do) nor
         # anything outside [A-Za-z0-9_$] (a Python kernel may be named in any script), and LLVM
         # aborts on such a name. Its nvptx-assign-valid-global-names renames only local symbols;

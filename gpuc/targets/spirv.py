@@ -11,6 +11,7 @@ from ..llvm import Argument, ArrayType, CallInst, Constant, ConstantExpr, Functi
 from .aggregate_params import flatten_aggregate_params
 from .compare_exchange import bit_width, expand_atomic_rmw, expand_narrow_cmpxchg
 from .converged_barriers import converge_barriers, inline_collectives
+from .device_debug import add_bounds_reader, define_bounds_record, opencl_printf
 from .ordered_reductions import keep_reduction_order
 from .interface import (MathLowering, MathOp, Target, shuffle_source_lane, split_intrinsic, unselectable_table,
                         without_pass)
@@ -110,9 +111,17 @@ class SPIRVTarget(Target):
     # The OpenCL extended instruction set: the backend turns the mangled OpenCL C builtin
     # declarations into OpExtInst. OpenCL's fmod is exact by its specification.
     math_library = "OpenCL"
+    # print() calls OpenCL's printf, its format in the constant address space; bounds checks keep their
+    # record in the program, read through a kernel (gpuc/targets/device_debug.py).
+    printf_long = "l"
+    constant_address_space = 2  # UniformConstant
+    device_bounds_record = True
 
     def triple(self) -> str:
         return "spirv64-unknown-unknown"
+
+    def printf(self, builder, module: Module, format, args) -> None:
+        opencl_printf(builder, module, format, args)
 
     def prepare_module(self, job, module: Module, tm) -> None:
         super().prepare_module(job, module, tm)
@@ -123,7 +132,7 @@ class SPIRVTarget(Target):
 
     def allows_external(self, name: str) -> bool:
         # OpenCL built-ins reach the backend as mangled declarations and become OpExtInst/builtins.
-        return name.startswith(("llvm.", "_Z", "__spirv_"))
+        return name.startswith(("llvm.", "_Z", "__spirv_")) or name == "printf"
 
     def intrinsic_issue(self, name: str, approximate: bool = False) -> str | None:
         if _ldexp_builtin(name) is not None:
@@ -223,6 +232,9 @@ class SPIRVTarget(Target):
         return None if flat == fn else flat
 
     def finish_module(self, job, module: Module, tm) -> None:
+        record = define_bounds_record(module)
+        if record is not None:
+            add_bounds_reader(module, record, self.kernel_calling_convention)
         _ldexp_as_builtin(module)
         # Intel's OpenCL CPU runtime (2026.2, on hosts with AVX-512) returns y for fmod(x, y) of a float32
         # subnormal y dividing x, where the result is 0: a result as large as |y| is taken back by |y|.

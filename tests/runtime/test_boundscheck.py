@@ -200,12 +200,13 @@ def test_unchecked_kernels_compile_no_checks_and_the_cache_keys_on_it(monkeypatc
     assert cache.key(job, "jit") != cache.key(checked, "jit")
 
 
-def test_other_targets_warn_that_they_compile_without_checks():
+def test_targets_without_a_record_warn_that_they_compile_without_checks():
+    # SPIR-V and PTX keep the record in the module (tests/runtime/test_device_debug.py); GCN has no runtime here
     types = (gpuc.Array[gpuc.float64, 1],) * 2
-    job = gpuc.CompilerJob((shift, types), gpuc.CompilerConfig(gpuc.PTXTarget(), kernel=True))
-    with pytest.warns(gpuc.errors.LaunchWarning, match="bounds checks run on the CPU only"):
-        ptx = gpuc.compile(job, "asm").output
-    assert "gpuc_boundscheck_record" not in ptx
+    job = gpuc.CompilerJob((shift, types), gpuc.CompilerConfig(gpuc.GCNTarget(), kernel=True))
+    with pytest.warns(gpuc.errors.LaunchWarning, match=r"bounds checks run on the CPU, OpenCL \(spirv\) and CUDA"):
+        llvm = gpuc.compile(job, "llvm").output
+    assert "gpuc_boundscheck_record" not in llvm
 
 
 def test_bad_option_values_are_refused():

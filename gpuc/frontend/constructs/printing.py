@@ -2,8 +2,9 @@
 literals and tuples of them, separated by `sep` and ended by `end` (string literals), as Python prints
 them. On the CPU a call hands the runtime a description of the line and its values
 (abi.PRINT_HOOK); the runtime formats them in Python and writes the whole line to sys.stdout, so each
-work item's lines come out whole and in its own order, and pytest and Jupyter see them. Other targets
-refuse print() with a located error."""
+work item's lines come out whole and in its own order, and pytest and Jupyter see them. Targets with a
+printf of their own (SPIR-V: OpenCL's, PTX: CUDA's vprintf) make each print() one printf call
+(printf_format.py); the others refuse print() with a located error."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..core.errors import UserError
 from ..core.plans import CallPlan, Handler
 from ..core.types import ComplexType, ScalarType, TupleType, none
 from ..core.types import an
+from .printf_format import Line
 
 #: The separator of the description's fields (a C string: the printed type per value, "s" + text per literal).
 FIELD = abi.PRINT_FIELD
@@ -76,8 +78,10 @@ class Print(Handler):
 
     def lower(self, lw, node, plan):
         if not lw.target.host_executable:  # the CPU runtime of this process defines the hook
-            raise UserError(f"print() in kernels runs on the CPU, not on {lw.target.name}"
-                            f"{'' if lw.target.is_gpu else ' (a CPU other than this one)'}",
+            if lw.target.printf_long is not None:
+                return _printf(lw, node, plan)
+            raise UserError(f"print() in kernels runs on the CPU, OpenCL (spirv) and CUDA (ptx), not on "
+                            f"{lw.target.name}{'' if lw.target.is_gpu else ' (a CPU other than this one)'}",
                             hint="launch with device='cpu' to see the output, or store the values in an array")
         items, sep, end = plan.extra
         b, i64 = lw.b, lw.ctx.i64
@@ -101,6 +105,22 @@ class Print(Handler):
         fnty = FunctionType.get(lw.ctx.void, [lw.ctx.ptr(), lw.ctx.ptr()])
         b.call(callee, [lw.site(FIELD.join(fields)), slots], fnty=fnty)
         return None
+
+
+def _printf(lw, node, plan) -> None:
+    """print() as one call of the target's printf (gpuc/frontend/constructs/printf_format.py)."""
+    items, sep, end = plan.extra
+    line = Line(lw)
+    for k, ((what, x), a) in enumerate(zip(items, node.args)):
+        if k:
+            line.text(sep)
+        if what == "s":
+            line.text(x)
+        else:
+            line.value(lw.expr(a), x)
+    line.text(end)
+    line.emit()
+    return None
 
 
 def _scalars(lw, value, t) -> list:

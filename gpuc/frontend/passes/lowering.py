@@ -226,9 +226,10 @@ class Program:
         """Bounds checks were asked for on a target that cannot report them: a warning, once."""
         if not self._warned_unchecked:
             self._warned_unchecked = True
-            warnings.warn(f"bounds checks run on the CPU only: {function.__qualname__} is compiled for "
-                          f"{self.target.name} without them; launch it with device='cpu' to check its indices "
-                          "(docs/debugging.md, \"Bounds checks\")", LaunchWarning, stacklevel=2)
+            warnings.warn(f"bounds checks run on the CPU, OpenCL (spirv) and CUDA (ptx) only: "
+                          f"{function.__qualname__} is compiled for {self.target.name} without them; launch it "
+                          "with device='cpu' to check its indices (docs/debugging.md, \"Bounds checks\")",
+                          LaunchWarning, stacklevel=2)
 
     def ltype(self, t: GType):
         return llvm_type(t, self.ctx, self.addrspace)
@@ -283,6 +284,7 @@ class Lowerer(LocatingVisitor):
         self.slots = {}
         self.loops = []  # (continue block, break block)
         self.b = None
+        self._local_scratch = None  # bounds_scratch's slot for local arrays, made on first use
 
     # -- services used by the builtin tables --------------------------------------------------
     def ltype(self, t: GType):
@@ -401,10 +403,10 @@ class Lowerer(LocatingVisitor):
     @functools.cached_property
     def boundscheck(self) -> bool:
         """Whether this function checks its indices: the compile's setting or its own decorator's, for code
-        the CPU runtime runs (it reads the record; other targets compile the function unchecked, and say
-        so once per module)."""
+        the CPU runtime runs or a target that keeps the record for its runtime (Target.device_bounds_record;
+        other targets compile the function unchecked, and say so once per module)."""
         wanted = self.program.boundscheck or bool(self.typed.function.options.get("boundscheck"))
-        if wanted and not self.target.host_executable:
+        if wanted and not (self.target.host_executable or self.target.device_bounds_record):
             self.program.unchecked(self.typed.function)
             return False
         return wanted
@@ -432,7 +434,7 @@ class Lowerer(LocatingVisitor):
         b.position_at_end(fail)
         padded = shapes[:abi.BOUNDS_SHAPE_WORDS] + [ConstantInt.get(i64, 0)] * (abi.BOUNDS_SHAPE_WORDS - len(shapes))
         where = f"{self.typed.info.location(node)}: {ast.unparse(node)} in {self.typed.function.__qualname__}"
-        b.call(self.bounds_failure(), [self.site(where), failed_dim, failed_index, ConstantInt.get(i64, ndim),
+        b.call(self.bounds_failure(), [self.site(where, self.target.constant_address_space), failed_dim, failed_index, ConstantInt.get(i64, ndim),
                                        *padded])
         b.store(ConstantInt.get(self.ctx.i1, 1), self.bounds_failed)
         b.br(cont)
@@ -454,11 +456,13 @@ class Lowerer(LocatingVisitor):
         fn = module.functions.get(name)
         if fn is not None:
             return fn
-        fn = self.declare(name, self.ctx.void, [self.ctx.ptr(), *[i64] * (3 + abi.BOUNDS_SHAPE_WORDS)])
+        site = self.ctx.ptr(self.target.constant_address_space)  # where self.site() puts its text
+        fn = self.declare(name, self.ctx.void, [site, *[i64] * (3 + abi.BOUNDS_SHAPE_WORDS)])
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         fn.attributes.add("cold")
         record = self.bounds_record()
+        device = not self.target.host_executable  # the runtime cannot read the site's text where it is
         from ...llvm import Builder
         with Builder(self.ctx) as b:
             entry, fill, done = fn.append_block("entry"), fn.append_block("fill"), fn.append_block("done")
@@ -467,20 +471,48 @@ class Lowerer(LocatingVisitor):
                                             success="monotonic", align=8), 1)
             b.cond_br(won, fill, done)
             b.position_at_end(fill)
-            values = [b.ptrtoint(fn.args[0], i64), *fn.args[1:]]
-            for k, value in enumerate(values, start=1):
+            site = ConstantInt.get(i64, 0) if device else b.ptrtoint(fn.args[0], i64)
+            for k, value in enumerate([site, *fn.args[1:]], start=1):
                 b.store(value, b.gep(i64, record, [ConstantInt.get(i64, k)]), align=8)
-            b.br(done)
+            if device:
+                self._copy_site(b, fn, record, done)
+            else:
+                b.br(done)
             b.position_at_end(done)
             b.ret()
         return fn
+
+    def _copy_site(self, b, fn, record, done) -> None:
+        """The failure function's copy of its site's text (a C string) into the record, after its words: at
+        most abi.BOUNDS_SITE_BYTES bytes, the last a NUL (device targets, abi.BOUNDS_DEVICE_RECORD_WORDS)."""
+        i8, i64 = self.ctx.i8, self.ctx.i64
+        text = b.gep(i8, record, [ConstantInt.get(i64, 8 * abi.BOUNDS_RECORD_WORDS)])
+        start, loop, last = b.block, fn.append_block("copy"), fn.append_block("copy.end")
+        b.br(loop)
+        b.position_at_end(loop)
+        k = b.phi(i64, name="k")
+        byte = b.load(i8, b.gep(i8, fn.args[0], [k]))
+        b.store(byte, b.gep(i8, text, [k]))
+        following = b.add(k, ConstantInt.get(i64, 1))
+        more = b.and_(b.icmp("ne", byte, ConstantInt.get(i8, 0)),
+                      b.icmp("ult", following, ConstantInt.get(i64, abi.BOUNDS_SITE_BYTES - 1)))
+        k.add_incoming(ConstantInt.get(i64, 0), start)
+        k.add_incoming(following, loop)
+        b.cond_br(more, loop, last)
+        b.position_at_end(last)
+        b.store(ConstantInt.get(i8, 0), b.gep(i8, text, [ConstantInt.get(i64, abi.BOUNDS_SITE_BYTES - 1)]))
+        b.br(done)
 
     def bounds_record(self):
         """The runtime's record of the first failed check (abi.BOUNDS_RECORD), declared."""
         module = self.program.module
         gv = module.globals.get(abi.BOUNDS_RECORD)
         if gv is None:
-            gv = module.add_global(LLArrayType.get(self.ctx.i64, abi.BOUNDS_RECORD_WORDS), abi.BOUNDS_RECORD)
+            if self.target.host_executable:
+                gv = module.add_global(LLArrayType.get(self.ctx.i64, abi.BOUNDS_RECORD_WORDS), abi.BOUNDS_RECORD)
+            else:  # the module's own, defined at finish (gpuc/targets/device_debug.py)
+                gv = module.add_global(LLArrayType.get(self.ctx.i64, abi.BOUNDS_DEVICE_RECORD_WORDS),
+                                       abi.BOUNDS_RECORD, self.program.addrspace["global"])
             gv.alignment = 8
         return gv
 
@@ -494,13 +526,24 @@ class Lowerer(LocatingVisitor):
         return gv
 
     def bounds_scratch(self, ty):
-        """Where an access whose index failed its check goes: a zeroed slot of the module's own."""
-        module = self.program.module
-        gv = module.globals.get("gpuc.boundscheck.scratch")
+        """Where an access whose index failed its check goes: a zeroed slot of the module's own in the address
+        space of the access (GPU targets cannot cast between global, shared and local memory); a slot of the
+        function's own for local arrays where they have an address space of their own."""
+        module, space = self.program.module, ty.address_space
+        scratch = LLArrayType.get(self.ctx.i64, 4)  # the widest element, a complex128, is 16 bytes
+        spaces = self.program.addrspace
+        if space == spaces["local"] and space not in (spaces["global"], spaces["shared"]):
+            if self._local_scratch is None:
+                self._local_scratch = self.alloca_builder.alloca(scratch, "bounds.scratch", align=16)
+            return self._local_scratch
+        if space == spaces["global"] or space != spaces["shared"]:
+            space = spaces["global"]
+        name = "gpuc.boundscheck.scratch" + ("" if space == spaces["global"] else ".shared")
+        gv = module.globals.get(name)
         if gv is None:
-            scratch = LLArrayType.get(self.ctx.i64, 4)  # the widest element, a complex128, is 16 bytes
-            gv = module.add_global(scratch, "gpuc.boundscheck.scratch", self.program.addrspace["global"])
-            gv.initializer = Constant.null(scratch)
+            gv = module.add_global(scratch, name, space)
+            # shared memory takes no initial value on GPUs: what a failed access reads there is unspecified
+            gv.initializer = Constant.null(scratch) if space == spaces["global"] else Constant.undef(scratch)
             gv.linkage = "internal"
             gv.alignment = 16
         return gv if gv.type == ty else self.b.addrspacecast(gv, ty)
@@ -525,15 +568,15 @@ class Lowerer(LocatingVisitor):
         else:
             b.ret(Constant.null(self.ltype(rt)))
 
-    def site(self, text: str):
+    def site(self, text: str, address_space: int = 0):
         """A `ptr` to the constant C string `text` (a location, "file:line:col", and what is there),
-        one per module and text: errors found at run time name it."""
+        one per module, text and address space: errors found at run time name it."""
         module = self.program.module
-        name = f"gpuc.site.{text}"
+        name = f"gpuc.site.{text}" if not address_space else f"gpuc.site{address_space}.{text}"
         gv = module.globals.get(name)
         if gv is None:
             data = Constant.string(self.ctx, text)
-            gv = module.add_global(data.type, name)
+            gv = module.add_global(data.type, name, address_space)
             gv.initializer = data
             gv.is_global_constant = True
             gv.linkage = "private"

@@ -68,7 +68,9 @@ def cuda_vprintf(builder, module: Module, format, args) -> None:
     if values:
         layout = llctx.struct_type([v.type for v in values])
         with Builder(llctx) as entry:  # in the entry block: a print() in a loop reuses one buffer
-            entry.position_before(builder.block.parent.entry_block.instructions.first)
+            block = builder.block.parent.entry_block
+            first = block.instructions.first
+            entry.position_before(first) if first is not None else entry.position_at_end(block)
             buffer = entry.alloca(layout, "printf.args")
         for k, value in enumerate(values):
             builder.store(value, builder.struct_gep(layout, buffer, k))

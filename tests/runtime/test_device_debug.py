@@ -120,6 +120,7 @@ def _ptx(kernel, types, boundscheck: bool = False) -> str:
 
 @needs_ptxas
 def test_ptx_prints_through_vprintf_and_passes_ptxas():
+    assert gpuc.PTXTarget().assemble(_ptx(K.print_first, (F64,)))
     ptx = _ptx(K.print_tuples, (F64,))
     assert re.search(r"call\.uni \(retval0\),\s*vprintf", ptx) or "vprintf," in ptx, ptx
     # the format strings, as bytes of global constants
@@ -156,6 +157,7 @@ def _cpu_and_opencl_errors(launch) -> tuple[str, str]:
     ("shared", lambda d: K.shared_reverse[16](np.arange(16.0), np.zeros(16), 1, block=8, device=d)),
     ("local", lambda d: K.local_window[4](np.arange(4.0), np.zeros(4), 5, device=d)),
     ("atomic", lambda d: K.count[1](np.array([0, 9], np.int64), 1, np.zeros(4, np.int64), device=d)),
+    ("view", lambda d: K.row_sums[3](np.ones((3, 4)), np.zeros(3), 1, device=d)),
 ])
 def test_opencl_raises_the_cpu_s_index_error(what, launch):
     cpu_message, opencl_message = _cpu_and_opencl_errors(launch)

@@ -120,3 +120,18 @@ def print_cases():
     cases.append(("tuples", print_tuples, (np.array([0.5, -2.0]),)))
     cases.append(("numpy scalars", print_small_types, (np.array([0.5], np.float32), np.array([-3], np.int8))))
     return cases
+
+
+@gpuc.kernel(boundscheck=True)
+def row_sums(a, out, k):
+    i = gpuc.index()
+    r = a[i + k, :]
+    s = 0.0
+    for v in r:
+        s += v
+    out[i] = s
+
+
+@gpuc.kernel
+def print_first(a):
+    print(a[0], a[0] > 0)  # the first statement of the kernel: PTX's argument buffer starts the entry block

@@ -20,6 +20,7 @@ import threading
 import numpy as np
 
 from ..abi import ArrayParam, ScalarParam
+from ..llvm import LLJIT, Context, Module
 from ..runtime import cpu
 
 # -- the C API's layouts (x86-64 / AArch64: 8-byte pointers and size_t) -----------------------------
@@ -113,18 +114,32 @@ class FFILaunch:
                           and cpu.launch_threads(self._total, threads) == 1
                           and min(cpu.SERIAL_CHUNKS, self._total // cpu.MIN_ITEMS_PER_CHUNK) <= 1)
         self._callback = _HANDLER(self._handle)
-        self.target = None
+        self.target, self.compiled = None, False
 
     def register(self, jax) -> str:
         """Register the handler with XLA's CPU platform under a fresh name, returned."""
         with _REGISTER_LOCK:
             if self.target is None:
                 name = f"gpuc_{next(self._counter)}_{_identifier(self.what)}"
-                address = ctypes.cast(self._callback, ctypes.c_void_p).value
+                address = self._compiled(name)
+                #: Whether XLA calls machine code made for this launch (else the Python handler, `_handle`).
+                self.compiled = address is not None
+                address = address or ctypes.cast(self._callback, ctypes.c_void_p).value
                 jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(address), platform="cpu")
                 _KEPT.append(self)  # XLA holds the bare pointer: the callback lives as long as the process
                 self.target = name
         return self.target
+
+    def _compiled(self, name: str) -> int | None:
+        """The address of a handler compiled for this launch by LLVM (compiled_handler), or None where the launch
+        needs Python at run time: the work is split into chunks for gpuc's threads, or each call is checked
+        after it runs (bounds checks, interrupts: the launch entry is wrapped)."""
+        fn = self.launcher._fn
+        if not self._one_call or not isinstance(fn, ctypes._CFuncPtr) or not self._total:
+            return None
+        entry = ctypes.cast(fn, ctypes.c_void_p).value
+        return compiled_handler(name, self._template, self._writes, self._zeroed, entry, self._total, self._sizes,
+                                keep=self.launcher)
 
     def _handle(self, frame: int) -> int:
         try:
@@ -167,6 +182,90 @@ class FFILaunch:
         launcher.run(self.n, argv, self.threads, apart=self.apart)
 
 
+def compiled_handler(name: str, template: bytes, writes: tuple, zeroed: tuple, entry: int, total: int,
+                     sizes: bytes, keep) -> int:
+    """An XLA FFI handler in machine code (LLVM IR below, compiled by gpuc's JIT) that does what FFILaunch._handle
+    does for a launch of one call: answer the metadata query, copy the argv template, write the buffers'
+    addresses (and scalars' bytes) into it, zero `zeroed` results and call the launch entry at `entry` over
+    `[0, total)`. `keep` (the launcher) lives as long as the handler: its code is what the handler calls."""
+    lines = [f"@tmpl = private unnamed_addr constant [{len(template)} x i8] c\"{_ir_bytes(template)}\", align 8",
+             f"@sizes = private unnamed_addr constant [{len(sizes)} x i8] c\"{_ir_bytes(sizes)}\", align 8",
+             "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
+             "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
+             f"define ptr @{name}(ptr %frame) {{",
+             "entry:",
+             f"  %ext.p = getelementptr i8, ptr %frame, i64 {_FRAME_EXTENSION}",
+             "  %ext = load ptr, ptr %ext.p",
+             "  %has.ext = icmp ne ptr %ext, null",
+             "  br i1 %has.ext, label %ext.kind, label %stage",
+             "ext.kind:",
+             "  %kind.p = getelementptr i8, ptr %ext, i64 8",
+             "  %kind = load i32, ptr %kind.p",
+             f"  %is.meta = icmp eq i32 %kind, {_METADATA}",
+             "  br i1 %is.meta, label %meta, label %stage",
+             "meta:",
+             "  %meta.p = getelementptr i8, ptr %ext, i64 24",
+             "  %m = load ptr, ptr %meta.p",
+             f"  store i64 {_METADATA_SIZE}, ptr %m",
+             f"  %m.version = getelementptr i8, ptr %m, i64 {_Metadata.api_version.offset}",
+             f"  store i64 {_VERSION_SIZE}, ptr %m.version",
+             "  %m.ext = getelementptr i8, ptr %m.version, i64 8",
+             "  store ptr null, ptr %m.ext",
+             f"  %m.major = getelementptr i8, ptr %m.version, i64 {_ApiVersion.major_version.offset}",
+             f"  store i32 {_API_MAJOR}, ptr %m.major",
+             f"  %m.minor = getelementptr i8, ptr %m.version, i64 {_ApiVersion.minor_version.offset}",
+             f"  store i32 {_API_MINOR}, ptr %m.minor",
+             f"  %m.traits = getelementptr i8, ptr %m, i64 {_Metadata.traits.offset}",
+             "  store i32 0, ptr %m.traits",
+             "  ret ptr null",
+             "stage:",
+             f"  %stage.p = getelementptr i8, ptr %frame, i64 {_FRAME_STAGE}",
+             "  %stage.v = load i32, ptr %stage.p",
+             f"  %is.exec = icmp eq i32 %stage.v, {_EXECUTE}",
+             "  br i1 %is.exec, label %run, label %done",
+             "done:",
+             "  ret ptr null",
+             "run:",
+             f"  %argv = alloca [{len(template)} x i8], align 8",
+             f"  call void @llvm.memcpy.p0.p0.i64(ptr %argv, ptr @tmpl, i64 {len(template)}, i1 false)",
+             f"  %args.p = getelementptr i8, ptr %frame, i64 {_FRAME_ARGS + _LIST_ITEMS}",
+             "  %args = load ptr, ptr %args.p",
+             f"  %rets.p = getelementptr i8, ptr %frame, i64 {_FRAME_RETS + _LIST_ITEMS}",
+             "  %rets = load ptr, ptr %rets.p"]
+    for k, (side, index, offset, size) in enumerate(writes):
+        lines += [f"  %b{k}.p = getelementptr ptr, ptr %{'rets' if side == 'ret' else 'args'}, i64 {index}",
+                  f"  %b{k} = load ptr, ptr %b{k}.p",
+                  f"  %d{k}.p = getelementptr i8, ptr %b{k}, i64 {_BUFFER_DATA}",
+                  f"  %d{k} = load ptr, ptr %d{k}.p",
+                  f"  %slot{k} = getelementptr i8, ptr %argv, i64 {offset}"]
+        lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr %slot{k}, ptr %d{k}, i64 {size}, i1 false)" if size
+                     else f"  store ptr %d{k}, ptr %slot{k}")
+    for k, (index, nbytes) in enumerate(zeroed):
+        lines += [f"  %z{k}.p = getelementptr ptr, ptr %rets, i64 {index}",
+                  f"  %z{k} = load ptr, ptr %z{k}.p",
+                  f"  %zd{k}.p = getelementptr i8, ptr %z{k}, i64 {_BUFFER_DATA}",
+                  f"  %zd{k} = load ptr, ptr %zd{k}.p",
+                  f"  call void @llvm.memset.p0.i64(ptr %zd{k}, i8 0, i64 {nbytes}, i1 false)"]
+    lines += [f"  call void inttoptr (i64 {entry} to ptr)(ptr %argv, i64 0, i64 {total}, ptr @sizes)",
+              "  ret ptr null",
+              "}"]
+    module = Module.parse("\n".join(lines) + "\n", Context(), name=name)
+    with _JIT_LOCK:
+        global _JIT
+        if _JIT is None:
+            _JIT = LLJIT()
+        _JIT.add_module(module)
+        address = _JIT.lookup(name)
+    _KEPT.append(keep)
+    return address
+
+
+def _ir_bytes(data: bytes) -> str:
+    return "".join(f"\\{b:02X}" for b in data)
+
+
+_JIT = None  # one JIT for every compiled handler of the process; handlers are never removed
+_JIT_LOCK = threading.Lock()
 _KEPT: list = []
 _REGISTER_LOCK = threading.Lock()
 

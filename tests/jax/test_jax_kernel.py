@@ -132,11 +132,16 @@ def test_vmap_launches_once_per_batch_element():
 
 
 def test_two_threads_match_one(monkeypatch):
-    # 100k items: the launch runs in chunks on gpuc's CPU threads, from XLA's calling thread
+    # 100k items: the launch runs in chunks on gpuc's CPU threads, from XLA's calling thread (through the
+    # Python handler; a launch of one call has a handler in machine code)
     x = RNG.standard_normal(100_000).astype(np.float32)
     monkeypatch.setenv("GPUC_NUM_THREADS", "2")
-    got = jax.jit(jax_kernel(saxpy))(np.float32(0.5), x, x)
+    f = jax_kernel(saxpy)
+    got = jax.jit(f)(np.float32(0.5), x, x)
     np.testing.assert_array_equal(np.asarray(got), numpy_saxpy(np.float32(0.5), x, x))
+    small = jax.jit(f)(np.float32(0.5), X, Y)
+    np.testing.assert_array_equal(np.asarray(small), numpy_saxpy(np.float32(0.5), X, Y))
+    assert sorted(launch.compiled for launch in f._launches.values() if hasattr(launch, "compiled")) == [False, True]
 
 
 # -- bad input -----------------------------------------------------------------------------------------

@@ -303,3 +303,24 @@ def test_the_cuda_runtime_reads_and_clears_the_record(tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "bounds checks passed" in done.stdout
+
+
+# -- in range, checks change nothing ------------------------------------------------------------------
+
+def _programs():
+    from support.user_programs import PROGRAMS
+    return [p for p in PROGRAMS if p.spirv_error is None]
+
+
+@needs_opencl
+@pytest.mark.parametrize("p", _programs(), ids=[p.id for p in _programs()])
+def test_in_range_programs_compute_the_same_with_checks_through_opencl(p):
+    checked = gpuc.kernel(boundscheck=True)(p.kernel.py_func)
+    want, got = p.make(), p.make()
+    p.kernel[p.n](*want, device="opencl")
+    checked[p.n](*got, device="opencl")
+    from gpuc.runtime.dispatch import launcher_for
+    assert launcher_for(checked, got, "opencl").opencl.bounds is not None  # it did compile the checks
+    for w, g in zip(want, got):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=p.rtol, atol=p.atol, strict=True)

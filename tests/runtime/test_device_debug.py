@@ -83,19 +83,28 @@ def test_opencl_prints_floats_as_python_does_where_printf_can(opencl_prints):
 
 @needs_opencl
 def test_opencl_prints_with_printf_s_digits_where_python_has_fewer():
-    # documented: %.17g reads back as the same float, but is not always the shortest such text; and a complex
-    # number with a real part of +0 keeps its parentheses and real part
+    # documented: %.17g reads back as the same float, but is not always the shortest such text; and past
+    # four complex numbers in one print() each keeps its parentheses and real part
     done = _run("""
         import numpy as np, gpuc, gpuc.opencl
         from support import device_debug_kernels as K
         K.print_values[1](np.array([0.1]), device="opencl")
-        K.print_values[1](np.array([2j]), device="opencl")
+        K.print_many_complex[1](np.array([2j, 1 + 1j, 3j, 4j, 5j]), device="opencl")
         gpuc.opencl.synchronize()
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ("0.10000000000000001\nk = 0 twice: 0.20000000000000001;\n"
-                           "(0+2j)\nk = 0 twice: (0+4j);\n")
+                           "(0+2j) (1+1j) (0+3j) (0+4j) (0+5j)\n")
     assert float("0.10000000000000001") == 0.1
+
+
+def test_print_of_complex_numbers_branches_between_their_forms():
+    ptx = _ptx(K.print_many_complex, (gpuc.Array[gpuc.complex128, 1, "C"],))
+    assert ptx.count("vprintf,") + len(re.findall(r"call\.uni[^;]*vprintf", ptx)) >= 1
+    job = gpuc.CompilerJob((K.print_complex_tuples, (gpuc.Array[gpuc.complex128, 1, "C"],)),
+                           gpuc.CompilerConfig(gpuc.SPIRVTarget(), kernel=True, optimize=False))
+    llvm = gpuc.compile(job, "llvm").output
+    assert llvm.count("call spir_func i32 (ptr addrspace(2), ...) @printf") == 8  # three complex numbers, 2**3 lines
 
 
 @needs_opencl

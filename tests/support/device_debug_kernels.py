@@ -30,6 +30,17 @@ def print_small_types(a, b):
 
 
 @gpuc.kernel
+def print_complex_tuples(a):
+    for k in range(len(a) - 1):
+        print((a[k], k), a[k + 1], (a[k].conjugate(),), sep="; ")  # each complex number its own form
+
+
+@gpuc.kernel
+def print_many_complex(a):
+    print(a[0], a[1], a[2], a[3], a[4])  # more than printf_format.MOST_CHOICES: each in parentheses
+
+
+@gpuc.kernel
 def print_per_item(out):
     i = gpuc.index()
     print("work item", i, "of", len(out))
@@ -117,6 +128,10 @@ def print_cases():
     cases.append(("bool", print_values, (np.array([True, False]),)))
     for t in (np.complex64, np.complex128):
         cases.append((np.dtype(t).name, print_values, (np.array([1 + 2j, -0.5 - 1.5j, 3 + 0j, 0.5 - 0.0j], t),)))
+    zeros = [2j, -0.0 + 1j, 0j, complex(0.0, -np.inf), complex(-0.0, -0.0), complex(0.0, np.nan)]
+    for t in (np.complex64, np.complex128):
+        cases.append((np.dtype(t).name + " real +0", print_values, (np.array(zeros, t),)))
+    cases.append(("complex in tuples", print_complex_tuples, (np.array(zeros),)))
     cases.append(("tuples", print_tuples, (np.array([0.5, -2.0]),)))
     cases.append(("numpy scalars", print_small_types, (np.array([0.5], np.float32), np.array([-3], np.int8))))
     return cases

@@ -4,14 +4,16 @@ print(), its format and arguments chosen so that it writes what Python prints as
 Integers and bools print exactly as Python prints them; floats with the fewest digits of `%.17g` (float64),
 `%.9g` (float32) and `%.5g` (float16), which read back as the same number, plus ".0" where the value is
 whole (as Python prints 3.0), and "nan" for every NaN. A float whose shortest decimal form has fewer digits
-than that prints with more than Python's (0.1 prints 0.10000000000000001). Inside a tuple, numbers of NumPy's
-types print as their repr (np.float32(0.5)), as on the CPU."""
+than that prints with more than Python's (0.1 prints 0.10000000000000001). A complex number prints as (re+imj),
+or imj where its real part is +0: the two forms are two printf calls in two branches (up to MOST_CHOICES complex
+numbers per line). Inside a tuple, numbers of NumPy's types print as their repr (np.float32(0.5)), as on the
+CPU."""
 
 from __future__ import annotations
 
 import hashlib
 
-from ...llvm import Constant, ConstantFP, FunctionType
+from ...llvm import Constant, ConstantFP, ConstantInt, FunctionType
 from ..core.types import ComplexType, ScalarType, TupleType
 
 #: The printf precision that gives back the same float, per width in bits.
@@ -29,6 +31,15 @@ class Line:
     def __init__(self, lw) -> None:
         self.lw, self.parts, self.args = lw, [], []
         self.long = lw.target.printf_long
+        #: The line so far before `parts` and `args`: (format, arguments) pieces and _Choice between two lines.
+        self.pieces = []
+
+    def _close(self) -> list:
+        """`pieces`, with `parts` and `args` made one more piece."""
+        if self.parts or self.args:
+            self.pieces.append(("".join(self.parts), self.args))
+            self.parts, self.args = [], []
+        return self.pieces
 
     def text(self, text: str) -> None:
         self.parts.append(text.replace("%", "%%"))
@@ -80,12 +91,21 @@ class Line:
             self.args.append(b.select(whole, self.string(".0"), self.string("")))
 
     def _complex(self, value, t: ComplexType) -> None:
-        """(re+imj), the parts as Python writes them in a complex number: without ".0"."""
-        b = self.lw.b
-        self.text("(")
-        self._float(b.extract_value(value, 0), t.part.bits, suffix=False)
-        self._float(b.extract_value(value, 1), t.part.bits, suffix=False, sign="+")
-        self.text("j)")
+        """As Python writes a complex number: imj where the real part is +0, else (re+imj); the parts without
+        ".0". The two forms are two printf calls, one of which runs (`emit`)."""
+        b, bits = self.lw.b, t.part.bits
+        re, im = b.extract_value(value, 0), b.extract_value(value, 1)
+        imaginary, both = Line(self.lw), Line(self.lw)
+        imaginary._float(im, bits, suffix=False)
+        imaginary.text("j")
+        both.text("(")
+        both._float(re, bits, suffix=False)
+        both._float(im, bits, suffix=False, sign="+")
+        both.text("j)")
+        integer = self.lw.ctx.int_type(bits)
+        positive_zero = b.icmp("eq", b.bitcast(re, integer), ConstantInt.get(integer, 0))
+        self._close()
+        self.pieces.append(_Choice(positive_zero, imaginary._close(), both._close()))
 
     def _intrinsic(self, name: str, value):
         module = self.lw.program.module
@@ -107,7 +127,40 @@ class Line:
         return gv
 
     def emit(self) -> None:
-        self.lw.target.printf(self.lw.b, self.lw.program.module, self.string("".join(self.parts)), self.args)
+        """The printf call of the line: one per combination of the complex numbers' forms, each its own branch
+        (past MOST_CHOICES complex numbers, each in parentheses)."""
+        pieces = self._close()
+        if sum(isinstance(p, _Choice) for p in pieces) > MOST_CHOICES:
+            pieces = [q for p in pieces for q in (p.otherwise if isinstance(p, _Choice) else [p])]
+        self._print(pieces, [], [])
+
+    def _print(self, pieces: list, formats: list, args: list) -> None:
+        b = self.lw.b
+        for k, piece in enumerate(pieces):
+            if isinstance(piece, _Choice):
+                fn = self.lw.fn
+                yes, no, join = fn.append_block("print.then"), fn.append_block("print.else"), fn.append_block("print.join")
+                b.cond_br(piece.condition, yes, no)
+                for block, line in ((yes, piece.then), (no, piece.otherwise)):
+                    b.position_at_end(block)
+                    self._print(line + pieces[k + 1:], list(formats), list(args))
+                    b.br(join)
+                b.position_at_end(join)
+                return
+            formats.append(piece[0])
+            args += piece[1]
+        self.lw.target.printf(b, self.lw.program.module, self.string("".join(formats)), args)
 
 
-__all__ = ["DIGITS", "Line", "PYTHON_NUMBERS", "WHOLE_BELOW"]
+#: The most complex numbers of one print() written as Python writes them (2**MOST_CHOICES printf calls).
+MOST_CHOICES = 4
+
+
+class _Choice:
+    """Where a line goes on as one of two lines' pieces: `then` where `condition` holds, else `otherwise`."""
+
+    def __init__(self, condition, then: list, otherwise: list) -> None:
+        self.condition, self.then, self.otherwise = condition, then, otherwise
+
+
+__all__ = ["DIGITS", "Line", "MOST_CHOICES", "PYTHON_NUMBERS", "WHOLE_BELOW"]

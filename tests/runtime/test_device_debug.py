@@ -333,3 +333,20 @@ def test_in_range_programs_compute_the_same_with_checks_through_opencl(p):
     for w, g in zip(want, got):
         if isinstance(w, np.ndarray):
             np.testing.assert_allclose(g, w, rtol=p.rtol, atol=p.atol, strict=True)
+
+
+@needs_opencl
+def test_derivatives_of_checked_funcs_through_opencl():
+    # the failure call, which on GPU targets also copies its site's text, stays transparent to the autodiff plugin
+    xs, w, out = np.linspace(-1, 1, 8), np.array([0.5, 1.5, 2.0]), np.zeros(8)
+    K.weighted_slopes[8](xs, w, 3, out, device="opencl")
+    np.testing.assert_allclose(out, 2 * w.sum() * xs, rtol=1e-14)
+    with pytest.raises(IndexError, match=r"index 3 is out of bounds for axis 0 with size 3 in w\[k\] in weighted"):
+        K.weighted_slopes[8](xs, w, 4, out, device="opencl")
+
+
+@needs_ptxas
+def test_checked_reverse_mode_passes_ptxas():
+    ptx = _ptx(K.weighted_gradients, (F64, F64, gpuc.int64, F64))
+    assert abi.BOUNDS_RECORD in ptx
+    assert gpuc.PTXTarget().assemble(ptx)

@@ -150,3 +150,23 @@ def row_sums(a, out, k):
 @gpuc.kernel
 def print_first(a):
     print(a[0], a[0] > 0)  # the first statement of the kernel: PTX's argument buffer starts the entry block
+
+
+@gpuc.func
+def weighted(x, w, n):
+    s = 0.0
+    for k in range(n):
+        s += w[k] * x * x
+    return s
+
+
+@gpuc.kernel(boundscheck=True)
+def weighted_slopes(xs, w, n, out):
+    i = gpuc.index()
+    out[i] = gpuc.derivative(weighted, xs[i], w, n)
+
+
+@gpuc.kernel(boundscheck=True)
+def weighted_gradients(xs, w, n, out):
+    i = gpuc.index()
+    out[i] = gpuc.grad(weighted, xs[i], w, n)[0] + gpuc.derivative(weighted, xs[i], w, n)

@@ -609,6 +609,14 @@ class _BoundsReader:
 
     def __init__(self, s: Session, program) -> None:
         cl = s.cl
+        try:
+            room = s.device.max_global_variable_size  # OpenCL 2.0's program-scope variables
+        except (cl.Error, AttributeError):
+            room = 0
+        if room < BOUNDS_DEVICE_RECORD_WORDS * 8:
+            raise DeviceLacksError(f"bounds checks keep their record in a global variable of the program, and "
+                                   f"{s.info.name} has no program-scope global variables (OpenCL 2.0); launch "
+                                   "with device='cpu' to check the kernel's indices")
         self.kernel = cl.Kernel(program, BOUNDS_READER)
         self.record = np.zeros(BOUNDS_DEVICE_RECORD_WORDS, np.int64)
         self.buffer = cl.Buffer(s.context, cl.mem_flags.READ_WRITE, self.record.nbytes)

@@ -350,3 +350,18 @@ def test_checked_reverse_mode_passes_ptxas():
     ptx = _ptx(K.weighted_gradients, (F64, F64, gpuc.int64, F64))
     assert abi.BOUNDS_RECORD in ptx
     assert gpuc.PTXTarget().assemble(ptx)
+
+
+@needs_opencl
+def test_a_device_without_program_scope_variables_says_so(monkeypatch):
+    class Device:  # an OpenCL 1.2 device: pyopencl raises for the attribute it does not know
+        @property
+        def max_global_variable_size(self):
+            raise opencl.session().cl.Error("CL_INVALID_VALUE")
+
+    s = opencl.session()
+    program = opencl.build(gpuc.compile(gpuc.CompilerJob((K.shift, (F64, F64)), gpuc.CompilerConfig(
+        gpuc.SPIRVTarget(), kernel=True)), "obj").output)
+    monkeypatch.setattr(s, "device", Device())
+    with pytest.raises(opencl.DeviceLacksError, match="no program-scope global variables"):
+        opencl._BoundsReader(s, program)

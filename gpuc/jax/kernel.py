@@ -8,6 +8,7 @@ import threading
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 from ..compiler import compile_module
 from ..errors import user_facing
@@ -50,7 +51,6 @@ class JaxKernel:
         self._launch_dims, self._output_dims, self._output_dtypes = launch_dims, output_dims, output_dtypes
         self._launches: dict = {}
         self._lock = threading.Lock()
-        code = kernel.py_func.__code__
         self.where = f"{code.co_filename}:{code.co_firstlineno}"
         self.__name__ = self.__qualname__ = f"jax_kernel({kernel.__qualname__})"
         self._call = jax.custom_vjp(self._forward)
@@ -93,7 +93,7 @@ class JaxKernel:
         if self._output_dtypes is None and not floats:
             raise TypeError(f"{self.__name__} ({self.where}) has no float input to take its outputs' dtype from; "
                             "give output_dtypes=")
-        n = self._value(self._launch_dims, shapes, "launch_dims") if self._launch_dims is not None else first
+        n = _value(self._launch_dims, shapes) if self._launch_dims is not None else first
         n = _dims(n, f"launch_dims of {self.__name__}")
         dims = self._per_output(self._output_dims, shapes, "output_dims", first, _is_shape)
         dims = tuple(_dims(d, f"output_dims of {self.__name__} (output {self.outputs[j]})") for j, d in enumerate(dims))
@@ -107,11 +107,8 @@ class JaxKernel:
                        for j, t in enumerate(dtypes))
         return n, dims, dtypes
 
-    def _value(self, given, shapes, what: str):
-        return given(shapes) if callable(given) and not isinstance(given, (type, np.dtype)) else given
-
     def _per_output(self, given, shapes, what: str, default, is_one) -> tuple:
-        value = default if given is None else self._value(given, shapes, what)
+        value = default if given is None else _value(given, shapes)
         if is_one(value):
             return (value,) * len(self.outputs)
         values = tuple(value)
@@ -175,7 +172,7 @@ class JaxKernel:
     def _backward(self, args, cotangents):
         n, dims, dtypes = self._spec(args)
         floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
-        seeds = [jnp.zeros(dims[j], dtypes[j]) if type(cotangents[j]).__name__ == "SymbolicZero"
+        seeds = [jnp.zeros(dims[j], dtypes[j]) if isinstance(cotangents[j], SymbolicZero)
                  else jnp.asarray(cotangents[j], dtypes[j]) for j in floats_out]
         launch = self._prepared(("adjoint", _key(args), n, dims, dtypes),
                                 lambda: self._adjoint_launch(args, n, dims, dtypes))
@@ -252,6 +249,11 @@ def _probe(shape, dtype):
     """A NumPy value of `shape` and `dtype` standing for a JAX operand when a launch is typed and marshalled."""
     dtype = np.dtype(dtype)
     return dtype.type(0) if shape == () else np.empty(shape, dtype)
+
+
+def _value(given, shapes):
+    """`given`, or what it returns for the inputs' shapes where it is a function (a dtype's type is no function)."""
+    return given(shapes) if callable(given) and not isinstance(given, (type, np.dtype)) else given
 
 
 def _is_shape(value) -> bool:

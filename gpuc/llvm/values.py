@@ -668,6 +668,21 @@ class Instruction(User):
         text = lib.LLVMGetMDString(operands[0], ctypes.byref(size))
         return None if text is None else text[:size.value].decode("utf-8", "surrogateescape")
 
+    def set_loop_hints(self, *hints: str) -> None:
+        """Attach `!llvm.loop !{<itself>, !{!"hint"}, ...}` to this branch, a loop's back edge: hints the
+        loop passes read (`llvm.loop.unroll.runtime.disable`, ...). Inlining and cloning keep them."""
+        ctx = lib.LLVMGetTypeContext(lib.LLVMTypeOf(self))
+        temporary = lib.LLVMTemporaryMDNode(ctx, None, 0)
+        operands = [temporary]
+        for hint in hints:
+            data = hint.encode()
+            text = lib.LLVMMDStringInContext2(ctx, data, len(data))
+            operands.append(lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 1)(text), 1))
+        node = lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * len(operands))(*operands), len(operands))
+        lib.LLVMMetadataReplaceAllUsesWith(temporary, node)  # the node refers to itself; the temporary is freed
+        name = b"llvm.loop"
+        lib.LLVMSetMetadata(self, lib.LLVMGetMDKindIDInContext(ctx, name, len(name)), lib.LLVMMetadataAsValue(ctx, node))
+
     @property
     def can_use_fast_math(self) -> bool:
         """Whether the instruction can carry fast-math flags: floating-point arithmetic, fneg,

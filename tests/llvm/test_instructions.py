@@ -384,3 +384,26 @@ def test_flags_an_operation_cannot_carry_are_refused_and_leave_nothing(fn_i32, b
     with pytest.raises(TypeError, match="unknown instruction flag 'volatile'"):
         builder.binop("add", a, b, volatile=True)
     assert len(fn_i32.entry_block.instructions) == 0
+
+
+def test_loop_hints_refer_to_themselves(module, ctx, builder):
+    # `!llvm.loop` is a node whose first operand is itself, then one node per hint: what the loop passes read
+    fn, entry = define(module, "count", ctx.void, [ctx.i64])
+    loop, done = fn.append_block("loop"), fn.append_block("done")
+    builder.position_at_end(entry)
+    builder.br(loop)
+    builder.position_at_end(loop)
+    i = builder.phi(ctx.i64, [(const(ctx.i64, 0), entry)], "i")
+    step = builder.add(i, const(ctx.i64, 1), "step")
+    i.add_incoming(step, loop)
+    back = builder.cond_br(builder.icmp("ult", step, fn.args[0]), loop, done)
+    builder.position_at_end(done)
+    builder.ret()
+    back.set_loop_hints("llvm.loop.unroll.runtime.disable", "llvm.loop.mustprogress")
+    module.verify()
+    filecheck(str(module), """
+        CHECK: br i1 {{.*}}, label %loop, label %done, !llvm.loop [[LOOP:![0-9]+]]
+        CHECK: [[LOOP]] = {{(distinct )?}}!{[[LOOP]], [[A:![0-9]+]], [[B:![0-9]+]]}
+        CHECK-DAG: [[A]] = !{!"llvm.loop.unroll.runtime.disable"}
+        CHECK-DAG: [[B]] = !{!"llvm.loop.mustprogress"}
+    """)

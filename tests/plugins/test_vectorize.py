@@ -155,3 +155,33 @@ def test_the_kernel_option_turns_it_off():
     assert "vectoriz" not in str(off.inspect(np.full(64, 9.0)).trace)
     with pytest.raises(ValueError, match=r"@gpuc.kernel\(vectorize=...\) is True or False"):
         gpuc.kernel(vectorize=1)(halve)
+
+
+@gpuc.kernel
+def read_then_clear(a, steps, out):
+    i = gpuc.index()
+    s = steps[i]
+    v = 0.5
+    if s > 5:
+        for _ in range(s):
+            v = v * 0.5 + 1.0
+    elif s > 0:
+        for _ in range(s):
+            v += 2.0
+    else:
+        v = a[i]
+        a[i] = 0.0
+    out[i] = v
+
+
+def test_a_load_stays_before_the_store_that_follows_it():
+    # LLVM 22's instcombine made `select(mask, masked.load(p, mask, 0), x)` a new masked load of p where the
+    # select is, after the branch's store to p: out[i] read 0 where a[i] was (the lanes' loads are frozen since).
+    n = 40
+
+    def make():
+        return [np.arange(1.0, n + 1), np.array([(j * 7) % 9 - 2 for j in range(n)]), np.zeros(n)]
+
+    vectorized, scalar = both(read_then_clear, n, make)
+    assert differences(vectorized, scalar) == []
+    assert trace_line(read_then_clear, *make()).startswith("vectorized at simplified")

@@ -51,7 +51,8 @@ Checks, per program, with a seed (the incoming gradient) in the shadow of every 
 - the primal against the Python run of the program (within 1e-9 for float64, 1e-3 for float32 in
   float64 Python), a check of the generator;
 - the primal launch against the same launch without vectorization across work items
-  (CompilerConfig(vectorize=False), support/vectorize.py): every array equal bit for bit.
+  (CompilerConfig(vectorize=False), support/vectorize.py): every array equal bit for bit; and the
+  adjoint launch on one thread likewise (arrays and shadows after it).
 
 Programs run in a worker process (`Worker`): one that crashes or hangs is a finding of the program it
 had begun, and the next program starts a fresh process. Findings are grouped by kind and by the role of
@@ -1066,6 +1067,7 @@ class Run:
     fd_noise: dict = field(default_factory=dict)     # name -> the differences' rounding, per element
     error: str | None = None
     item_by_item: dict = field(default_factory=dict)  # name -> array after a launch without vectorization
+    adjoint_item_by_item: tuple = ()  # (arrays after, shadows after) of the adjoint without vectorization, 1 thread
 
 
 def load(case: Case, workdir: Path, tag: str = ""):
@@ -1093,6 +1095,7 @@ def execute(case: Case, workdir: Path, tag: str = "") -> Run:
         adjoint = gpuc.adjoint(kernel)
         for threads in (1, 2, 3):
             run.adjoint[threads] = _adjoint(adjoint, case, threads)
+        run.adjoint_item_by_item = _adjoint(gpuc.adjoint(item_by_item(kernel)), case, 1)
         if case.dtype is np.float32:
             # the kernel is generic in its float type: the float64 adjoint is compared with the differences,
             # the float32 one with it, within how far it moves when the arguments move by a few float32 ulps
@@ -1222,6 +1225,13 @@ def judge(case: Case, run: Run, stats: Stats | None = None, skip=()) -> list[Fin
         if diffs:
             findings.append(Finding(case, "vectorize", name, "the vectorized primal launch and the one without "
                                     "vectorization differ:\n" + "\n".join(diffs[:10])))
+    # the adjoint with and without vectorization across work items, on one thread: bit for bit
+    for part, (got, want) in zip(("array", "shadow"), zip(run.adjoint[1], run.adjoint_item_by_item)):
+        for name in want:
+            diffs = vector_differences([got[name]], [want[name]])
+            if diffs:
+                findings.append(Finding(case, "vectorize", name, f"the vectorized adjoint launch and the one without "
+                                        f"vectorization differ ({part} {name} after it):\n" + "\n".join(diffs[:10])))
     # the primal: the Python run
     for p in floats:
         got, want = run.primal[p.name].astype(np.float64), case.python[p.name]

@@ -73,6 +73,7 @@ def resolve_blocks(state: CompileState, marker: Function, module: Module) -> boo
     changed = False
     for call in [c for c in _marker_calls(module) if c.callee.name in _ADJOINTS]:
         kernel = call.function
+        changed |= _keep_loops_whole(module, kernel)
         if not _inline_callees(state, module, kernel) or not (blocks.uses_blocks(kernel) or state.config.whole_blocks):
             continue
         others = [c for c in _marker_calls(module) if c != call and c.function == kernel]
@@ -91,6 +92,28 @@ def resolve_blocks(state: CompileState, marker: Function, module: Module) -> boo
         if fn.is_declaration and not fn.uses:
             fn.erase()
     return changed
+
+
+#: The hint on the loops an adjoint kernel runs: no runtime unrolling before the reverse sweep is built.
+_LOOP_HINT = "llvm.loop.unroll.runtime.disable"
+
+
+def _keep_loops_whole(module: Module, kernel: Function) -> bool:
+    """Ask the optimizer not to unroll by a run-time factor the loops of the adjoint kernel `kernel` (and of
+    the functions it reaches): an unrolled copy and its remainder loop would both be taped and reversed,
+    and across work items in vector lanes (the CPU) every lane would run both, up to twice the trips of
+    the loop itself. Whether anything was marked."""
+    marked = False
+    for name in sorted(_reached([kernel])):
+        order = reverse_post_order(module.functions[name])
+        position = {block: k for k, block in enumerate(order)}
+        for block in order:
+            term = block.terminator
+            if any(succ in position and position[succ] <= position[block] for succ in successors(block)):
+                if "!llvm.loop" not in str(term):  # (a loop's own hints stay)
+                    term.set_loop_hints(_LOOP_HINT)
+                    marked = True
+    return marked
 
 
 def _inline_callees(state: CompileState, module: Module, kernel: Function) -> bool:

@@ -7,7 +7,8 @@ pops the record back (`pop`). Records are popped in the reverse order of their p
 serves every loop, nested loops and recursion alike. Growing (doubling, from 256 bytes) and freeing
 go through two small helper functions per module that call the target's allocator
 (`Target.heap_functions`): the tape is bounded by the work item's own trip counts, never by a
-fixed maximum.
+fixed maximum. The growing helper takes the state's fields and returns the new ones, so that the
+state slot's address never leaves the function and the optimizer keeps its fields in registers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ FREE = "gpuc.autodiff.tape.free"
 _ALIGN = 16
 _FIRST = 256
 INLINE_BYTES = 512
+#: Metadata on every access of a tape (its state, its records) and on the calls that grow and free it: they
+#: touch only memory of the work item's own, so that a CPU launch may run items in vector lanes, each with
+#: its own tape (the vectorize plugin's `PRIVATE`, gpuc/plugins/vectorize/private.py).
+PRIVATE = "gpuc.item.private"
+
+
+def _own(inst):
+    inst.set_string_metadata(PRIVATE, "")
+    return inst
 
 
 def state_type(module: llvm.Module):
@@ -38,18 +48,18 @@ def record_size(b: llvm.Builder, module: llvm.Module, record) -> llvm.Value:
 def init(b: llvm.Builder, module: llvm.Module, state, first) -> None:
     """Start the tape at `state` empty, in the INLINE_BYTES stack buffer `first` (16-byte aligned)."""
     ty, i64 = state_type(module), module.context.i64
-    b.store(first, b.struct_gep(ty, state, 0))
-    b.store(llvm.ConstantInt.get(i64, 0), b.struct_gep(ty, state, 1))
-    b.store(llvm.ConstantInt.get(i64, INLINE_BYTES), b.struct_gep(ty, state, 2))
-    b.store(first, b.struct_gep(ty, state, 3))
+    _own(b.store(first, b.struct_gep(ty, state, 0)))
+    _own(b.store(llvm.ConstantInt.get(i64, 0), b.struct_gep(ty, state, 1)))
+    _own(b.store(llvm.ConstantInt.get(i64, INLINE_BYTES), b.struct_gep(ty, state, 2)))
+    _own(b.store(first, b.struct_gep(ty, state, 3)))
 
 
 def push(b: llvm.Builder, module: llvm.Module, state, heap, values) -> None:
     """Store `values` as one record on the tape at `state` (growing it when full)."""
     record = module.context.struct_type([v.type for v in values])
-    at = b.call(_reserve(module, heap), [state, record_size(b, module, record)])
+    at = _own(b.call(_reserve(module, heap), [state, record_size(b, module, record)]))
     for k, v in enumerate(values):
-        b.store(v, b.struct_gep(record, at, k), align=_align(module, v.type))
+        _own(b.store(v, b.struct_gep(record, at, k), align=_align(module, v.type)))
 
 
 def pop(b: llvm.Builder, module: llvm.Module, state, types) -> list:
@@ -58,11 +68,11 @@ def pop(b: llvm.Builder, module: llvm.Module, state, types) -> list:
     record = ctx.struct_type(list(types))
     ty = state_type(module)
     top_ptr = b.struct_gep(ty, state, 1)
-    top = b.sub(b.load(i64, top_ptr), record_size(b, module, record))
-    b.store(top, top_ptr)
-    data = b.load(ctx.ptr(), b.struct_gep(ty, state, 0))
+    top = b.sub(_own(b.load(i64, top_ptr)), record_size(b, module, record))
+    _own(b.store(top, top_ptr))
+    data = _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 0)))
     at = b.gep(ctx.i8, data, [top])
-    return [b.load(t, b.struct_gep(record, at, k), align=_align(module, t)) for k, t in enumerate(types)]
+    return [_own(b.load(t, b.struct_gep(record, at, k), align=_align(module, t))) for k, t in enumerate(types)]
 
 
 def _align(module: llvm.Module, ty) -> int:
@@ -72,7 +82,7 @@ def _align(module: llvm.Module, ty) -> int:
 
 
 def release(b: llvm.Builder, module: llvm.Module, state, heap) -> None:
-    b.call(_free(module, heap), [state])
+    _own(b.call(_free(module, heap), [state]))
 
 
 def _heap(module: llvm.Module, heap):
@@ -99,40 +109,44 @@ def _reserve(module: llvm.Module, heap) -> llvm.Function:
     with llvm.Builder(ctx) as b:
         b.position_at_end(fn.append_block("entry"))
         top_ptr = b.struct_gep(ty, state, 1)
-        top = b.load(i64, top_ptr)
+        top = _own(b.load(i64, top_ptr))
         end = b.add(top, size)
-        full = b.icmp("ugt", end, b.load(i64, b.struct_gep(ty, state, 2)))
+        full = b.icmp("ugt", end, _own(b.load(i64, b.struct_gep(ty, state, 2))))
         grow, done = fn.append_block("grow"), fn.append_block("done")
         b.cond_br(full, grow, done)
         b.position_at_end(grow)
-        b.call(_grow(module, heap), [state, end])
+        data_ptr, cap_ptr = b.struct_gep(ty, state, 0), b.struct_gep(ty, state, 2)
+        doubled = b.shl(_own(b.load(i64, cap_ptr)), llvm.ConstantInt.get(i64, 1))  # at least double it
+        wanted = b.select(b.icmp("ugt", doubled, end), doubled, end)
+        least = llvm.ConstantInt.get(i64, _FIRST)
+        capacity = b.select(b.icmp("ugt", wanted, least), wanted, least)
+        old = _own(b.load(ctx.ptr(), data_ptr))
+        first = _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 3)))
+        _own(b.store(_own(b.call(_grow(module, heap), [old, top, first, capacity])), data_ptr))
+        _own(b.store(capacity, cap_ptr))
         b.br(done)
         b.position_at_end(done)
-        b.store(end, top_ptr)
-        b.ret(b.gep(ctx.i8, b.load(ctx.ptr(), b.struct_gep(ty, state, 0)), [top]))
+        _own(b.store(end, top_ptr))
+        b.ret(b.gep(ctx.i8, _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 0))), [top]))
     return fn
 
 
 def _grow(module: llvm.Module, heap) -> llvm.Function:
-    """`void @gpuc.autodiff.tape.grow(ptr %state, i64 %needed)`: at least double the tape's memory."""
+    """`ptr @gpuc.autodiff.tape.grow(ptr %data, i64 %top, ptr %first, i64 %size)`: the tape's memory
+    moved to `size` bytes of the heap (its first `top` bytes copied, the old memory freed unless it is
+    the stack buffer `first`)."""
     existing = module.functions.get(GROW)
     if existing is not None and not existing.is_declaration:
         return existing
     ctx, i64 = module.context, module.context.i64
-    fn = existing or module.add_function(GROW, llvm.FunctionType.get(ctx.void, [ctx.ptr(), i64]))
+    fn = existing or module.add_function(GROW, llvm.FunctionType.get(ctx.ptr(), [ctx.ptr(), i64, ctx.ptr(), i64]))
     fn.linkage = "internal"
     for attr in ("noinline", "cold", "nounwind"):
         fn.attributes.add(attr)
-    state, needed = fn.args
+    old, top, first_buffer, size = fn.args
     malloc, free = _heap(module, heap)
-    ty = state_type(module)
     with llvm.Builder(ctx) as b:
         b.position_at_end(fn.append_block("entry"))
-        data_ptr, top_ptr, cap_ptr = (b.struct_gep(ty, state, k) for k in range(3))
-        doubled = b.shl(b.load(i64, cap_ptr), llvm.ConstantInt.get(i64, 1))
-        wanted = b.select(b.icmp("ugt", doubled, needed), doubled, needed)
-        first = llvm.ConstantInt.get(i64, _FIRST)
-        size = b.select(b.icmp("ugt", wanted, first), wanted, first)
         new = b.call(malloc, [size])
         failed, got = fn.append_block("out_of_memory"), fn.append_block("allocated")
         b.cond_br(b.icmp("eq", new, llvm.Constant.null(ctx.ptr())), failed, got)
@@ -140,19 +154,16 @@ def _grow(module: llvm.Module, heap) -> llvm.Function:
         b.call(module.declare_intrinsic("llvm.trap", llvm.FunctionType.get(ctx.void, [])), [])
         b.unreachable()
         b.position_at_end(got)
-        old = b.load(ctx.ptr(), data_ptr)
         memcpy = module.declare_intrinsic("llvm.memcpy.p0.p0.i64", llvm.FunctionType.get(
             ctx.void, [ctx.ptr(), ctx.ptr(), i64, ctx.i1]))
-        b.call(memcpy, [new, old, b.load(i64, top_ptr), llvm.ConstantInt.get(ctx.i1, 0)])
+        b.call(memcpy, [new, old, top, llvm.ConstantInt.get(ctx.i1, 0)])
         release, done = fn.append_block("release"), fn.append_block("done")
-        b.cond_br(b.icmp("eq", old, b.load(ctx.ptr(), b.struct_gep(ty, state, 3))), done, release)
+        b.cond_br(b.icmp("eq", old, first_buffer), done, release)
         b.position_at_end(release)  # the stack buffer is not the heap's
         b.call(free, [old])
         b.br(done)
         b.position_at_end(done)
-        b.store(new, data_ptr)
-        b.store(size, cap_ptr)
-        b.ret()
+        b.ret(new)
     return fn
 
 
@@ -165,17 +176,18 @@ def _free(module: llvm.Module, heap) -> llvm.Function:
     ctx = module.context
     fn = existing or module.add_function(FREE, llvm.FunctionType.get(ctx.void, [ctx.ptr()]))
     fn.linkage = "internal"
-    fn.attributes.add("nounwind")
+    for attr in ("alwaysinline", "nounwind"):  # inlined, the state slot's address stays in its function
+        fn.attributes.add(attr)
     (state,) = fn.args
     _, free = _heap(module, heap)
     with llvm.Builder(ctx) as b:
         b.position_at_end(fn.append_block("entry"))
         ty = state_type(module)
-        data = b.load(ctx.ptr(), b.struct_gep(ty, state, 0))
+        data = _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 0)))
         release, done = fn.append_block("release"), fn.append_block("done")
-        b.cond_br(b.icmp("eq", data, b.load(ctx.ptr(), b.struct_gep(ty, state, 3))), done, release)
+        b.cond_br(b.icmp("eq", data, _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 3)))), done, release)
         b.position_at_end(release)
-        b.call(free, [data])
+        _own(b.call(free, [data]))
         b.br(done)
         b.position_at_end(done)
         b.ret()

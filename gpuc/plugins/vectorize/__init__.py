@@ -17,7 +17,9 @@ Bodies without a loop are left to LLVM's loop vectorizer, which handles them (sa
 A body that calls a derivative or gradient marker (resolved by the autodiff plugin at the `optimized`
 point) keeps the marker call until that point, where the callback runs again once the derived code is in
 place (the autodiff plugin's priority is higher), on the optimized loop; there bodies without a loop
-vectorize too, since LLVM's loop vectorizer has run already.
+vectorize too, since LLVM's loop vectorizer has run already. So does a body calling a function kept out of
+line that holds such a marker (an adjoint kernel, until its reverse sweep is built). Stack slots each item
+starts afresh get a copy per lane (private.py).
 
 Each launch entry's outcome is a line of `result.trace`: "vectorized at simplified: @k.range, 8 lanes
 (...)" with what ran lane by lane, or "not vectorized" with the reason (docs/targets.md).
@@ -36,6 +38,7 @@ from .calls import Calls, callee_name
 from .emit import VectorBody
 from .loops import ControlFlow, ItemLoop, Unsupported
 from .memory import Memory
+from .private import private_slots
 from .uniform import Uniformity
 
 MARKER = VECTORIZE_MARKER
@@ -94,19 +97,21 @@ def vectorize(state, call, module) -> str:
     calls = Calls(getattr(state.target, "vector_variants", None))
     for blk in item.body:
         for inst in blk.instructions:
-            if isinstance(inst, CallInst) and callee_name(inst) and callee_name(inst).startswith("gpuc.") \
-                    and calls.kind(inst) != "skip":
+            if _is_marker(inst, calls):
                 if state.point == "simplified":
                     raise Later()
                 raise Unsupported(f"the body calls the marker @{callee_name(inst)}")
+            if state.point == "simplified" and isinstance(inst, CallInst) and _calls_marker(inst.callee, calls):
+                raise Later()  # a kernel kept out of line until a plugin rewrites it (an adjoint's)
     cf = ControlFlow(item)
     if not cf.loops and state.point == "simplified":  # at the optimized point LLVM's has run already
         raise Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
-    uni = Uniformity(cf, calls.pure)
-    mem = Memory(item, calls.pure)
+    private = private_slots(item)
+    uni = Uniformity(cf, calls.pure, private)
+    mem = Memory(item, calls.pure, private)
     _rows_per_item(cf, uni, mem)
     lanes = width(state.target)
-    body = VectorBody(item, cf, uni, mem, calls, lanes, module)
+    body = VectorBody(item, cf, uni, mem, calls, lanes, module, private)
     body.precheck()
     term = item.preheader.terminator
     with Builder(module.context) as b:
@@ -178,6 +183,19 @@ def _inline_callees(calls) -> bool:
             marked = True
         todo.extend(i.callee for i in callee.instructions() if isinstance(i, CallInst))
     return marked
+
+
+def _is_marker(inst, calls: Calls) -> bool:
+    """Whether `inst` calls a marker (a declared `gpuc.*` function) that a plugin resolves later."""
+    return (isinstance(inst, CallInst) and isinstance(inst.callee, Function) and inst.callee.is_declaration
+            and inst.callee.name.startswith("gpuc.") and calls.kind(inst) != "skip")
+
+
+def _calls_marker(fn, calls: Calls) -> bool:
+    """Whether `fn`, a function kept out of line (`noinline`), calls a marker that a plugin resolves later."""
+    if not isinstance(fn, Function) or fn.is_declaration or "noinline" not in fn.attributes:
+        return False
+    return any(_is_marker(inst, calls) for inst in fn.instructions())
 
 
 def _recursive(fn) -> bool:

@@ -43,8 +43,8 @@ class Calls:
         name = callee_name(call)
         if name is None:
             return "other"
-        if name in SKIPPED or name in MARKERS or name.startswith("llvm.dbg."):
-            return "skip"
+        if name in SKIPPED or name in MARKERS or name.startswith("llvm.dbg.") or call.intrinsic_name in SKIPPED:
+            return "skip"  # (intrinsic_name: `llvm.lifetime.start` for `llvm.lifetime.start.p0`)
         if name in self.variants and _all_scalar(call):
             return "libmvec"
         base = call.intrinsic_name

@@ -13,7 +13,7 @@ lanes by 1. The remainder of a row runs in a last chunk with the lanes past its 
 
 from __future__ import annotations
 
-from gpuc.llvm import (BinaryOperator, Builder, BranchInst, CallInst, CastInst, CompareInst, Constant, ConstantInt,
+from gpuc.llvm import (ArrayType, BinaryOperator, Builder, BranchInst, CallInst, CastInst, CompareInst, Constant, ConstantInt,
                        FreezeInst, Function, FunctionType, GetElementPtrInst, IntegerType, LoadInst, PHINode,
                        SelectInst, StoreInst, UnaryOperator, VectorType)
 
@@ -28,8 +28,10 @@ class VectorBody:
     """Builds the vector loop of `item` (see the module doc) in front of it: `build(guard)` branches
     from the loop's preheader to it where `guard` holds and to the original loop elsewhere."""
 
-    def __init__(self, item, cf, uni, mem, calls, width, module):
+    def __init__(self, item, cf, uni, mem, calls, width, module, private=None):
         self.item, self.cf, self.uni, self.mem, self.calls = item, cf, uni, mem, calls
+        self.private = private or {}  # an item's own slots and addresses in them (private.py)
+        self.slots = []  # their copies, a slot per lane
         self.W, self.module = width, module
         self.fn = item.header.parent
         self.llctx = module.context
@@ -128,6 +130,11 @@ class VectorBody:
         for blk in self.created:
             blk.erase()
         self.created = []
+        for slot in self.slots:
+            if slot.uses:
+                slot.replace_all_uses_with(Constant.poison(slot.type))
+            slot.erase()
+        self.slots = []
 
     # -- small helpers -----------------------------------------------------------------------------
 
@@ -160,7 +167,7 @@ class VectorBody:
         """The new value of the body's `v` read in the original block `ctx`."""
         home = self.uni.def_block.get(v)
         if home is None:
-            return v
+            return self.vals.get(v, v) if v in self.private else v
         for loop in self.cf.loops_containing(home):
             if ctx not in loop.blocks:
                 return self.liveout[(loop, v)]
@@ -207,6 +214,7 @@ class VectorBody:
             chunk = b.icmp("ult", lanes, self.splat(item.stop), "vec.mask")
             self.vals[item.iv] = lanes
             self.chunk = chunk
+            self.privatize(offsets)
             self.region(self.cf.schedule)
             nxt = b.add(iv, self.const(self.W), "vec.next")
             iv.add_incoming(nxt, b.block)
@@ -218,6 +226,31 @@ class VectorBody:
             entry = b.split_before(term, f"{pre.name}.vec")
             iv.add_incoming(item.first, entry)
             b.cond_br(guard, head, pre)
+
+    def privatize(self, offsets) -> None:
+        """A slot per lane for each of the item's own stack slots (private.py): `alloca [W x T]` in the
+        entry block, and the addresses in it as vectors, in the chunk's first block."""
+        b, entry = self.b, self.fn.entry_block
+        here = b.block
+        copies = {}
+        for slot in dict.fromkeys(self.private.values()):
+            b.position_before(entry.instructions.first)
+            copies[slot] = b.alloca(ArrayType.get(slot.allocated_type, self.W), f"{slot.name}.lanes",
+                                    align=max(slot.alignment, 1))
+            self.slots.append(copies[slot])
+        b.position_at_end(here)
+        todo = list(self.private)
+        while todo:
+            v = todo.pop(0)
+            if v in copies:
+                self.vals[v] = b.gep(ArrayType.get(v.allocated_type, self.W), copies[v], [self.const(0), offsets],
+                                     f"{v.name}.lane")
+                continue
+            base = v.operands[0]
+            if base not in self.vals:
+                todo.append(v)
+                continue
+            self.vals[v] = b.gep(v.source_element_type, self.vals[base], list(v.indices), inbounds=False)
 
     def region(self, region) -> None:
         for node in region:
@@ -494,8 +527,12 @@ class VectorBody:
         if self.mem.stride(ptr) == type_size(ty):
             first = self.lane(pointers, 0)
             self.consecutive += 1
-            self.vals[inst] = self.masked(f"llvm.masked.load.{_mangle(vty)}.p0", vty, [first, mask, Constant.null(vty)],
-                                          inst.alignment)
+            loaded = self.masked(f"llvm.masked.load.{_mangle(vty)}.p0", vty, [first, mask, Constant.null(vty)],
+                                 inst.alignment)
+            # Frozen: LLVM 22's instcombine folds `select(mask, masked.load(p, mask, 0), x)` into a new
+            # `masked.load(p, mask, x)` where the select is, past any store to p in between (a branch that
+            # reads an element and then overwrites it, as the adjoint consumes a seed).
+            self.vals[inst] = self.b.freeze(loaded)
         else:
             self.gathers += 1
             self.vals[inst] = self.masked(f"llvm.masked.gather.{_mangle(vty)}.v{self.W}p0", vty,
@@ -596,7 +633,11 @@ class VectorBody:
         mask = self.mask[blk]
         typed = str(inst.type) != "void"
         result = Constant.poison(self.vty(inst.type)) if typed else None
-        operands = [(k, op) for k, op in enumerate(inst.operands) if op in self.uni.def_block]
+        operands = [(k, op) for k, op in enumerate(inst.operands) if op in self.uni.def_block or op in self.private]
+        # Where no lane runs it (a tape's growth: rarely any), one test instead of one per lane.
+        start, lanes, rest = b.block, self.new_block("vec.lanes"), self.new_block("vec.lanes.done")
+        b.cond_br(self.any(mask), lanes, rest)
+        b.position_at_end(lanes)
         for k in range(self.W):
             bit = self.lane(mask, k)
             then = self.new_block(f"vec.lane{k}")
@@ -615,6 +656,11 @@ class VectorBody:
             if typed:
                 got = b.phi(inst.type, [(new, then), (Constant.poison(inst.type), before)])
                 result = b.insert_element(result, got, self.const(k, self.i32))
+        last = b.block
+        b.br(rest)
+        b.position_at_end(rest)
+        if typed:
+            result = b.phi(result.type, [(result, last), (Constant.poison(result.type), start)])
         return result
 
 

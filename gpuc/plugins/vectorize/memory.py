@@ -11,13 +11,16 @@ window of |S| bytes). Accesses of another form (gathers, addresses that change i
 and calls that may write memory pass the test only for rows of one item, with one exception: integer
 atomics of a single operation that commutes (add, and, or, xor, max, min) whose old value nothing reads end
 in the same state in any order, so they pass where no other access touches their arrays. A row that fails
-it runs item by item, as it would without vectorization.
+it runs item by item, as it would without vectorization. Accesses of memory that is the item's own (its
+stack slots, a copy per lane, and what a plugin marks so: private.py) are not part of the test.
 """
 
 from __future__ import annotations
 
 from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantInt, FunctionType, GetElementPtrInst, Instruction,
                        IntegerType, LoadInst, StoreInst)
+
+from .private import marked, rooted
 
 #: Above this many accesses the test is not built (rows of one item still vectorize).
 MAX_ACCESSES = 48
@@ -41,11 +44,15 @@ class Memory:
     """The body's accesses: `accesses` (loads and stores with a pointer), `opaque` (instructions that
     touch memory in a way the test cannot bound: atomics, calls), `writes` whether anything writes."""
 
-    def __init__(self, item, pure_call):
+    def __init__(self, item, pure_call, private=None):
         self.item = item
         self.accesses, self.opaque, self.atomics = [], [], []
+        private = private or {}
         for blk in item.body:
             for inst in blk.instructions:
+                if isinstance(inst, (LoadInst, StoreInst, CallInst)) and (
+                        marked(inst) or (not isinstance(inst, CallInst) and rooted(inst.pointer, private, item.inside))):
+                    continue  # memory of the item's own (private.py)
                 if isinstance(inst, LoadInst):
                     self.accesses.append(Access(inst, inst.operands[0], type_size(inst.type), False))
                 elif isinstance(inst, StoreInst):

@@ -16,10 +16,10 @@ from .loops import ControlFlow
 
 
 class Uniformity:
-    def __init__(self, cf: ControlFlow, pure_call):
+    def __init__(self, cf: ControlFlow, pure_call, private=()):
         self.cf, self.item = cf, cf.item
         self.pure_call = pure_call  # CallInst -> whether it computes its result from its arguments alone
-        self.varying: set = {self.item.iv}
+        self.varying: set = {self.item.iv, *private}  # an item's own slots: one per lane (private.py)
         self.divergent: set = set()  # loops some lanes leave before others
         self.def_block = {i: blk for blk in self.item.body for i in blk.instructions}
         reach = cf.dag_reach()

@@ -1,0 +1,72 @@
+"""Adjoint kernels in vector lanes on the CPU (gpuc/plugins/vectorize at the `optimized` point, once the
+reverse sweep is built): the trace says they vectorize, each lane keeps a tape of its own, and shadows and
+arrays equal the item-by-item launch's bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.llvm_testing import filecheck
+from support.reverse_kernels import dynamic_loop, elementwise
+from support.vectorize import differences, item_by_item
+
+import gpuc
+
+
+def _trace_line(adjoint, *args) -> str:
+    lines = [l.strip() for l in str(adjoint.inspect(*args).trace).splitlines() if "vectorized at" in l]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def _loop_arguments(n, rng):
+    # trip counts 0 (no tape), past the unrolled loop's 8 and past the tape's 512-byte stack buffer
+    steps = rng.choice([0, 1, 3, 8, 9, 40, 70], n).astype(np.int64)
+    return [rng.uniform(-2, 2, n), np.zeros(n), steps, np.zeros(n), rng.uniform(0.5, 1.5, n)]
+
+
+def test_adjoints_vectorize_once_built():
+    n = 40
+    line = _trace_line(gpuc.adjoint(dynamic_loop), *_loop_arguments(n, np.random.default_rng(0)))
+    assert line.startswith("vectorized at optimized"), line
+    assert "tested per row" in line, line  # the tape's accesses are each lane's own: rows of many items in lanes
+    assert "lane by lane: call @free, call @gpuc.autodiff.tape.grow" in line, line
+    x = np.linspace(-1, 1, n)
+    line = _trace_line(gpuc.adjoint(elementwise), x, np.zeros(n), np.zeros(n), np.ones(n))
+    assert line.startswith("vectorized at optimized") and "lane by lane" not in line, line
+
+
+@pytest.mark.parametrize("n", (1, 3, 31, 33, 100))
+@pytest.mark.parametrize("threads", (1, 2))
+def test_tapes_in_lanes_equal_item_by_item(n, threads):
+    # Lanes of one chunk with 0 to 70 trips: each pushes onto and pops from its own tape, some grow it.
+    out = []
+    for kernel in (dynamic_loop, item_by_item(dynamic_loop)):
+        args = _loop_arguments(n, np.random.default_rng(n))
+        gpuc.adjoint(kernel).launch(n, *args, threads=threads)
+        out.append(args)
+    assert differences(*out) == []
+
+
+def test_items_without_trips_pass_their_seed_on():
+    n = 40
+    x, steps = np.full(n, 0.3), np.zeros(n, np.int64)
+    steps[::3] = 5
+    dx, y, dy = np.zeros(n), np.zeros(n), np.arange(1.0, n + 1)
+    gpuc.adjoint(dynamic_loop).launch(n, x, dx, steps, y, dy, threads=1)
+    np.testing.assert_array_equal(dx[steps == 0], np.arange(1.0, n + 1)[steps == 0])
+    np.testing.assert_array_equal(dy, np.zeros(n))
+
+
+def test_adjoint_loops_are_not_unrolled_by_a_run_time_factor():
+    # Unrolled by 8 before the reverse sweep was built, the loop had a copy and a remainder loop, both taped
+    # and reversed; in lanes every lane ran both (the adjoint took twice as long).
+    f32, i64 = gpuc.Array[gpuc.float32, 1], gpuc.Array[gpuc.int64, 1]
+    ir = gpuc.code_llvm(gpuc.adjoint(dynamic_loop), (f32, f32, i64, f32, f32))
+    filecheck(ir, """
+        CHECK-LABEL: define void @dynamic_loop.adjoint
+        CHECK-NOT: .epil
+        CHECK: !llvm.loop [[LOOP:![0-9]+]]
+        CHECK: [[LOOP]] = distinct !{[[LOOP]], [[HINT:![0-9]+]]
+        CHECK: [[HINT]] = !{!"llvm.loop.unroll.runtime.disable"}
+    """)

@@ -110,7 +110,7 @@ class FFILaunch:
         dims = cpu.index_space(n)
         self.n, self._total = n, math.prod(dims)
         self._sizes = struct.pack("<3q", *dims)
-        self._one_call = (not launcher.blocks and apart is None and threads is None
+        self._one_call = (not launcher.blocks and apart is None and threads in (None, 1)
                           and cpu.launch_threads(self._total, threads) == 1
                           and min(cpu.SERIAL_CHUNKS, self._total // cpu.MIN_ITEMS_PER_CHUNK) <= 1)
         self._callback = _HANDLER(self._handle)

@@ -120,6 +120,7 @@ class JaxKernel:
     # -- the forward launch ----------------------------------------------------------------------
 
     def _forward(self, *args):
+        args = tuple(jnp.asarray(a) for a in args)  # JAX may hand a Python scalar on as its own (TypedFloat)
         n, dims, dtypes = self._spec(args)
         launch = self._prepared(("forward", _key(args), n, dims, dtypes),
                                 lambda: self._forward_launch(args, n, dims, dtypes))
@@ -170,6 +171,7 @@ class JaxKernel:
         return self._forward(*args), args
 
     def _backward(self, args, cotangents):
+        args = tuple(jnp.asarray(a) for a in args)
         n, dims, dtypes = self._spec(args)
         floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
         seeds = [jnp.zeros(dims[j], dtypes[j]) if isinstance(cotangents[j], SymbolicZero)
@@ -216,8 +218,9 @@ class JaxKernel:
                 sources.append(("ret", seed))
                 seed += 1
         launcher, apart = adjoint.cpu_launcher(n, tuple(probes))
+        # The adjoint for work items run in order stays on one thread, whatever GPUC_NUM_THREADS says later.
         return FFILaunch(launcher, n, tuple(probes), tuple(sources), zeroed=tuple(zeroed), apart=apart,
-                         what=f"jax_kernel({adjoint.__qualname__})")
+                         threads=1 if apart is None else None, what=f"jax_kernel({adjoint.__qualname__})")
 
     def __repr__(self) -> str:
         return f"<{self.__name__}: ({', '.join(self.inputs)}) -> ({', '.join(self.outputs)})>"

@@ -169,3 +169,47 @@ def test_grad_under_vmap():
     got = jax.vmap(jax.grad(lambda x: jnp.sum(f(x, jnp.asarray(Y)))))(xs)
     for row, x in zip(np.asarray(got), xs):
         np.testing.assert_allclose(row, np.cos(x) * Y + 2 * x, rtol=1e-12)
+
+
+@gpuc.kernel
+def heat_fixed_ends(u, rate, out):
+    i = gpuc.index()
+    n = u.shape[0]
+    if i == 0 or i == n - 1:
+        out[i] = u[i]
+    else:
+        out[i] = u[i] + rate * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_large_stencils_on_gpuc_threads_against_pure_jax(monkeypatch, threads):
+    # 50,000 cells: the launches run in chunks on gpuc's threads, the adjoint for several threads where there
+    # are two (work items two apart at once for fixed ends; atomic adds for periodic ones, whose item 0 reads
+    # item n - 1), the in-order adjoint on one thread even when more are allowed when it runs
+    monkeypatch.setenv("GPUC_NUM_THREADS", threads)
+    n = 50_000
+    u0 = np.sin(np.linspace(0.0, 6.0, n)) ** 2
+    rate = RNG.uniform(0.05, 0.2, n)
+    interior = (np.arange(n) > 0) & (np.arange(n) < n - 1)
+
+    def pure_periodic(u, k):
+        return u + k * (jnp.roll(u, 1) - 2.0 * u + jnp.roll(u, -1))
+
+    def pure_fixed(u, k):
+        return jnp.where(interior, u + k * (jnp.roll(u, 1) - 2.0 * u + jnp.roll(u, -1)), u)
+
+    for kernel, pure, scalar in ((heat_step, pure_periodic, False), (heat_fixed_ends, pure_fixed, True)):
+        step = jax_kernel(kernel)
+        k = 0.15 if scalar else rate
+
+        def loss(u, advance):
+            u, _ = jax.lax.scan(lambda u, _: (advance(u, k), None), u, None, length=10)
+            return jnp.sum(u ** 3)
+
+        got = jax.jit(jax.grad(lambda u: loss(u, step)))(u0)
+        monkeypatch.setenv("GPUC_NUM_THREADS", "2")  # after tracing: the schedule was fixed then
+        again = jax.jit(jax.grad(lambda u: loss(u, step)))(u0)
+        monkeypatch.setenv("GPUC_NUM_THREADS", threads)
+        want = jax.grad(lambda u: loss(u, pure))(u0)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(np.asarray(again), np.asarray(got))

@@ -93,6 +93,7 @@ class FFILaunch:
     def __init__(self, launcher, n, args: tuple, sources: tuple, zeroed: tuple = (), threads=None,
                  apart: tuple | None = None, what: str = "") -> None:
         self.launcher, self.what, self.threads, self.apart = launcher, what, threads, apart
+        launcher.geometry.check(n, None)  # what a launch would refuse, refused when traced
         self._template = launcher.marshal(args)
         writes, slot = [], 0
         for param, arg, (side, index) in zip(launcher.signature.params, args, sources):
@@ -108,6 +109,8 @@ class FFILaunch:
         self._zeroed = tuple((index, args[k].nbytes) for k, (side, index) in enumerate(sources)
                              if side == "ret" and index in zeroed)
         dims = cpu.index_space(n)
+        if isinstance(n, tuple) and len(n) == 1:
+            n = n[0]  # launch_marshalled's shortest path takes an int
         self.n, self._total = n, math.prod(dims)
         self._sizes = struct.pack("<3q", *dims)
         self._one_call = (not launcher.blocks and apart is None and threads in (None, 1)

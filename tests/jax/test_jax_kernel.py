@@ -193,3 +193,17 @@ def test_num_outputs_out_of_range():
 def test_not_a_kernel():
     with pytest.raises(TypeError, match="@gpuc.kernel"):
         jax_kernel(math.sin)
+
+
+@gpuc.kernel
+def block_sums(x, out):
+    i = gpuc.index()
+    tile = gpuc.shared.array(64, gpuc.float32)
+    tile[gpuc.thread_index()] = x[i]
+    gpuc.barrier()
+    out[i] = tile[0]
+
+
+def test_block_kernel_without_a_block_is_refused_when_traced():
+    with pytest.raises(ValueError, match="uses the block model"):
+        jax_kernel(block_sums)(X)

@@ -7,7 +7,8 @@ calls that compile):
 
 1. per-call overhead under `jax.jit` of a 1,000-element float32 saxpy through gpuc's FFI handler, against
    the same kernel through `jax.pure_callback` (a NumPy launch in the callback) and against the kernel's
-   own run time (a prepared launch on NumPy arrays); once as one jitted call per launch, once as 100
+   own run time (a prepared launch on NumPy arrays, its Python call included: an upper bound, which a
+   launch inside a jitted loop can undercut); once as one jitted call per launch, once as 100
    launches in one jitted `lax.fori_loop` (JAX's own dispatch shared by the 100); JAX's own floor beside
    them (a jitted identity; the same loop doing only its `v * 0.5`). Targets (issue 29): <= 0.3x
    pure_callback's time, <= 10 us above the kernel's own time.

@@ -16,6 +16,10 @@ calling thread's CPU time; the ratios are best against best:
   leaves them to LLVM's loop vectorizer; the column shows they cost nothing).
 Every output is checked equal between the three.
 
+First, on two threads (wall time, best of --reps rounds): saxpy, the stencil and the blur launched with
+threads=2 against the same loops under `numba.njit(parallel=True)` with `prange` over the outer loop and
+numba.set_num_threads(2) (target: gpuc <= Numba on every kernel).
+
 Then, on one core (the process pinned to it, wall time, best of --reps rounds):
 - AVX2 lanes on this host: the Mandelbrot and Newton kernels compiled for `NativeTarget(cpu_name=
   "haswell")` with AVX2 and FMA only (4 float64 lanes per register, where this host may have AVX-512's
@@ -205,6 +209,58 @@ def anchor_rows(quick: bool, reps: int) -> tuple[list, list]:
     return rows, notes
 
 
+def numba_prange_loops():
+    """saxpy, the stencil and the blur with `prange` over the outer loop (Numba's own threads)."""
+    import numba
+
+    @numba.njit(parallel=True)
+    def saxpy_nb(a, x, y, out):
+        for i in numba.prange(x.shape[0]):
+            out[i] = a * x[i] + y[i]
+
+    @numba.njit(parallel=True)
+    def stencil_nb(u, v):
+        n, m = u.shape
+        for i in numba.prange(1, n - 1):
+            for j in range(1, m - 1):
+                v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) - u[i, j]
+
+    @numba.njit(parallel=True)
+    def blur_nb(src, dst, gain):
+        height, width = src.shape[0], src.shape[1]
+        for y in numba.prange(height):
+            for x in range(width):
+                for c in range(3):
+                    total = np.int32(0)
+                    for dy in range(-1, 2):
+                        row = min(max(y + dy, 0), height - 1)
+                        for dx in range(-1, 2):
+                            column = min(max(x + dx, 0), width - 1)
+                            total += src[row, column, c]
+                    dst[y, x, c] = min(max((total * gain + 4) // 9, 0), 255)
+
+    return {"saxpy": saxpy_nb, "stencil": stencil_nb, "blur": blur_nb}
+
+
+def two_thread_rows(quick: bool, reps: int) -> list:
+    """saxpy, stencil and blur: gpuc with threads=2 against Numba's prange on 2 threads."""
+    import numba
+
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    loops = numba_prange_loops()
+    rows = []
+    for title, kernel, grid, make, nb in cases(quick):
+        if nb not in loops:
+            continue
+        ours, theirs = make(), make()
+        wall = paired_rounds([lambda: kernel.launch(grid, *ours, threads=2), lambda: loops[nb](*theirs)], reps)
+        if not np.array_equal(ours[-1] if nb != "blur" else ours[1], theirs[-1] if nb != "blur" else theirs[1]):
+            raise SystemExit(f"{title} (two threads): the outputs differ")
+        best = [min(t) for t in wall]
+        rows.append([title, f"{best[0] * 1e3:.2f}", f"{best[1] * 1e3:.2f}", f"{best[0] / best[1]:.2f}x"])
+    return rows
+
+
 def cases(quick: bool):
     """(name, kernel, grid, make_args, numba name, numba args from the gpuc args) per benchmark."""
     rng = np.random.default_rng(0)
@@ -239,11 +295,18 @@ def main() -> None:
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
     args = parser.parse_args()
     reps = 5 if args.quick else args.reps
-    if not args.no_pin and hasattr(os, "sched_setaffinity"):
-        # before any runtime starts its threads, which inherit the mask: JAX and OpenCL run on this core too
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
     facts = machine_facts()
     print(banner(facts))
+    try:
+        two = two_thread_rows(args.quick, reps)
+        print(table(["two threads", "gpuc ms", "numba prange ms", "gpuc / numba"], two))
+        print()
+    except ImportError:
+        two = []
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):
+        # before JAX and OpenCL start their threads, which inherit the mask: they run on this core too
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     try:
         anchors = numba_loops()
     except ImportError:
@@ -278,7 +341,8 @@ def main() -> None:
     for note in notes:
         print("  skipped:", note)
     if args.json:
-        write_json(args.json, {"results": results, "avx2": avx2, "anchors": anchored, "machine": facts})
+        write_json(args.json, {"results": results, "two_threads": two, "avx2": avx2, "anchors": anchored,
+                               "machine": facts})
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ class _Entry:
     closed = False
     blocks = grid = False  # libraries export kernels without the block model (aot.py)
     bounds_record = None  # nor bounds checks: a library's code has no runtime to read their record
+    polls = False  # so its loops do not poll the interrupt flag either
 
     def __init__(self, library: "Library", record: dict) -> None:
         self.library, self.entry, self.launch_entry = library, record["name"], record["range"]

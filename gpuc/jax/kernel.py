@@ -26,7 +26,7 @@ def jax_kernel(kernel, num_outputs: int = 1, launch_dims=None, output_dims=None,
     and returned (one array, or a tuple of them when `num_outputs` > 1). The others are its inputs, in
     order: arrays, and scalars (Python numbers or rank-0 arrays, which may be traced). The launch
     covers the first input array's shape unless `launch_dims` says otherwise; outputs have that shape
-    and the dtype of the first float input unless `output_dims` / `output_dtypes` say otherwise.
+    and the dtype of the first float (or complex) input unless `output_dims` / `output_dtypes` say otherwise.
     Each of the three is a value, or a function called with the tuple of the inputs' shapes (`()` for
     a scalar) that returns one; `output_dims` and `output_dtypes` may also give one value per output
     (a list). The function works eagerly, under `jax.jit`, inside `lax.scan` and the like;
@@ -89,9 +89,9 @@ class JaxKernel:
         if (self._launch_dims is None or self._output_dims is None) and first is None:
             raise TypeError(f"{self.__name__} ({self.where}) has no input array to take the launch's shape from; "
                             "give launch_dims= and output_dims=")
-        floats = [a.dtype for a in args if jnp.issubdtype(a.dtype, jnp.floating)]
+        floats = [a.dtype for a in args if jnp.issubdtype(a.dtype, jnp.inexact)]
         if self._output_dtypes is None and not floats:
-            raise TypeError(f"{self.__name__} ({self.where}) has no float input to take its outputs' dtype from; "
+            raise TypeError(f"{self.__name__} ({self.where}) has no float or complex input to take its outputs' dtype from; "
                             "give output_dtypes=")
         n = _value(self._launch_dims, shapes) if self._launch_dims is not None else first
         n = _dims(n, f"launch_dims of {self.__name__}")
@@ -168,12 +168,19 @@ class JaxKernel:
                 raise TypeError(f"{self._name(k)}: gpuc.adjoint treats float scalar parameters as constants, so its "
                                 "gradient is not computed; pass it as a one-element array (x[0] in the kernel), or "
                                 "close over it so that JAX does not differentiate it")
+            if p.perturbed and jnp.issubdtype(a.dtype, jnp.complexfloating):
+                raise TypeError(f"{self._name(k)}: gpuc.adjoint differentiates real float arrays, not "
+                                f"{a.dtype} ones, so this gradient is not computed")
         return self._forward(*args), args
 
     def _backward(self, args, cotangents):
         args = tuple(jnp.asarray(a) for a in args)
         n, dims, dtypes = self._spec(args)
         floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+        for j, t in enumerate(dtypes):
+            if j not in floats_out and jnp.issubdtype(t, jnp.inexact) and not isinstance(cotangents[j], SymbolicZero):
+                raise TypeError(f"{self._name(j, True)}: gpuc.adjoint differentiates real float arrays, not {t} "
+                                "ones, so a gradient flowing into this output cannot be taken back through the kernel")
         seeds = [jnp.zeros(dims[j], dtypes[j]) if isinstance(cotangents[j], SymbolicZero)
                  else jnp.asarray(cotangents[j], dtypes[j]) for j in floats_out]
         launch = self._prepared(("adjoint", _key(args), n, dims, dtypes),

@@ -213,3 +213,18 @@ def test_large_stencils_on_gpuc_threads_against_pure_jax(monkeypatch, threads):
         want = jax.grad(lambda u: loss(u, pure))(u0)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-12)
         np.testing.assert_array_equal(np.asarray(again), np.asarray(got))
+
+
+@gpuc.kernel
+def rotate(z, w, out):
+    i = gpuc.index()
+    out[i] = z[i] * w[i]
+
+
+def test_complex_arrays_are_not_differentiated_silently():
+    f = jax_kernel(rotate)
+    z = jnp.asarray(X + 1j * Y)
+    w = jnp.asarray(Y + 0.5j)
+    np.testing.assert_allclose(np.asarray(f(z, w)), np.asarray(z * w), rtol=1e-12)
+    with pytest.raises(TypeError, match=r"argument 0 \(z\) of rotate .* not complex128"):
+        jax.grad(lambda z: jnp.sum(jnp.abs(f(z, w)) ** 2), holomorphic=False)(z)

@@ -7,14 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.llvm_testing import filecheck
-from support.reverse_kernels import dynamic_loop, elementwise
+from support.reverse_kernels import dynamic_loop, elementwise, stencil
 from support.vectorize import differences, item_by_item
 
 import gpuc
+from gpuc.frontend.constructs.reverse import CONCURRENT, SERIAL
+from gpuc.runtime.dispatch import typeof
 
 
-def _trace_line(adjoint, *args) -> str:
-    lines = [l.strip() for l in str(adjoint.inspect(*args).trace).splitlines() if "vectorized at" in l]
+def _trace_line(adjoint, *args, schedule=CONCURRENT) -> str:
+    """The vectorize line of the adjoint's compile for work items that run `schedule` (CONCURRENT, what
+    `adjoint.inspect` compiles; SERIAL, what a one-thread launch runs)."""
+    flags = adjoint._layout([typeof(a, k) for k, a in enumerate(args)])
+    lines = [l.strip() for l in str(adjoint._kernel(flags, schedule).inspect(*args).trace).splitlines()
+             if "vectorized at" in l]
     assert len(lines) == 1, lines
     return lines[0]
 
@@ -70,3 +76,26 @@ def test_adjoint_loops_are_not_unrolled_by_a_run_time_factor():
         CHECK: [[LOOP]] = distinct !{[[LOOP]], [[HINT:![0-9]+]]
         CHECK: [[HINT]] = !{!"llvm.loop.unroll.runtime.disable"}
     """)
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_a_stencils_adds_into_its_neighbours_run_in_lanes(threads):
+    # dx[i - 1], dx[i] and dx[i + 1] += ...: the rows used to fail the memory test (stores that meet) and ran
+    # item by item; the adds may come in any order, so the lanes run them, each element getting every share.
+    n = 1000
+    x, seed = np.linspace(-1.0, 1.0, n), np.linspace(0.5, 1.5, n)
+    line = _trace_line(gpuc.adjoint(stencil), x, np.zeros(n), np.zeros(n), seed.copy(), schedule=SERIAL)
+    assert line.startswith("vectorized at optimized") and "3 adds in any order, tested per row" in line, line
+    out = []
+    for kernel in (stencil, item_by_item(stencil)):
+        dx, y, dy = np.zeros(n), np.zeros(n), seed.copy()
+        gpuc.adjoint(kernel).launch(n, x, dx, y, dy, threads=threads)
+        out.append((dx, y, dy))
+    want = np.zeros(n)
+    inner = seed[1:-1]
+    want[:-2] += 0.25 * inner
+    want[1:-1] += x[1:-1] * inner
+    want[2:] += 0.25 * inner
+    for dx, y, dy in out:
+        np.testing.assert_allclose(dx, want, rtol=1e-14, atol=1e-15)
+    assert differences([out[0][1], out[0][2]], [out[1][1], out[1][2]]) == []

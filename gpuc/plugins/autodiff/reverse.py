@@ -40,6 +40,12 @@ _UNSUPPORTED = ("invoke", "callbr", "va_arg", "landingpad", "resume", "indirectb
 _DERIVED = ("getelementptr", "addrspacecast", "bitcast", "select", "phi")
 
 
+#: Metadata on the load and the store of `shadow += contribution` into an array's shadow (not atomic): the
+#: adds of several work items into one element may run in any order, so that a CPU launch may run items in
+#: vector lanes where their elements meet (a stencil's neighbours; gpuc/plugins/vectorize/memory.py).
+ACCUMULATE = "gpuc.accumulate"
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the target offers the reverse sweep."""
@@ -536,7 +542,11 @@ class _Reverse(Copier):
         ty = contribution.type
         if pointer in self.stack or not self._roots_of(pointer) & self.atomic_bases:
             align = inst.alignment if inst.opcode_name == "load" else None  # as the primal's, not the vector's
-            b.store(b.fadd(b.load(ty, s, align=align), contribution), s, align=align)
+            old = b.load(ty, s, align=align)
+            new = b.store(b.fadd(old, contribution), s, align=align)
+            if pointer not in self.stack:  # adds of several work items into one element: any order will do
+                old.set_string_metadata(ACCUMULATE, "")
+                new.set_string_metadata(ACCUMULATE, "")
             return
         add = self._atomic_fadd if self.settings.float_atomics else self._compare_exchange_fadd
         if isinstance(ty, llvm.VectorType):

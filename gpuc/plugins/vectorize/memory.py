@@ -27,10 +27,16 @@ MAX_ACCESSES = 48
 _LINEAR_OPS = ("add", "sub", "mul", "shl")
 
 
+#: Metadata a plugin puts on the load and the store of `*p = *p + v` (fadd) where the adds of several work
+#: items into one element may run in any order (an adjoint's adds into a shadow).
+ACCUMULATE = "gpuc.accumulate"
+
+
 class Access:
     def __init__(self, inst, pointer, size, write):
         self.inst, self.pointer, self.size, self.write = inst, pointer, size, write
         self.affine = None  # (A at first, S) once materialized
+        self.adds = False  # one half of an add whose order between items is free (_accumulations)
 
 
 def type_size(ty) -> int | None:
@@ -63,6 +69,7 @@ class Memory:
                     self.opaque.append(inst)
                 elif isinstance(inst, CallInst) and not pure_call(inst):
                     self.opaque.append(inst)
+        _accumulations(self.accesses)
         if len({(a.operation, str(a.type)) for a in self.atomics}) > 1:
             self.opaque += self.atomics  # an add and a max on one element do not commute
             self.atomics = []
@@ -173,8 +180,8 @@ class Memory:
             s = w.affine[1]
             ok = b.and_(ok, b.icmp("sge", _pick(b, "abs", s), ConstantInt.get(i64, w.size)))
             for a in self.accesses:
-                if a is w or (a.write and self.accesses.index(a) < self.accesses.index(w)):
-                    continue
+                if a is w or (a.write and self.accesses.index(a) < self.accesses.index(w)) or (w.adds and a.adds):
+                    continue  # (adds into one element in any order: each lane's add is whole, lanes apart)
                 ok = b.and_(ok, self._apart(b, w, a, ranges))
         # Atomics of one integer operation whose results nothing reads commute: in lanes they may run in
         # another order, so no other access may touch their arrays.
@@ -184,6 +191,8 @@ class Memory:
                 ok = b.and_(ok, b.or_(b.icmp("sle", hi_t, lo_a), b.icmp("sle", hi_a, lo_t)))
         gathers = f", {bounded} bounded by their arrays" if bounded else ""
         gathers += f", {len(self.atomics)} commuting atomics" if self.atomics else ""
+        adds = sum(a.adds and a.write for a in self.accesses)
+        gathers += f", {adds} adds in any order" if adds else ""
         return (b.or_(one_item, b.freeze(ok)),
                 f"{len(self.accesses)} accesses, {len(writes)} of them stores{gathers}, tested per row")
 
@@ -254,6 +263,31 @@ class Memory:
             return False
         seen.add(v)
         return any(self._depends(op, seen) for op in v.operands if not _is_callee(v, op))
+
+
+def _accumulations(accesses) -> None:
+    """Mark the loads and stores of the adds whose order between items is free: a load and a store marked
+    ACCUMULATE of one address in one block, the store's value an fadd of the load (its only use), and
+    nothing touching memory between them. In lanes each such add runs whole for every lane at once (a
+    vector load, add and store), and the test keeps the lanes' elements apart (|S| >= size): the adds of
+    several items into one element all arrive, in another order than item by item."""
+    by_inst = {a.inst: a for a in accesses}
+    for store in [a for a in accesses if a.write and a.inst.string_metadata(ACCUMULATE) is not None]:
+        value = store.inst.operands[0]
+        if not isinstance(value, BinaryOperator) or value.opcode_name != "fadd" or len(value.uses) != 1:
+            continue
+        load = next((by_inst.get(op) for op in value.operands if isinstance(op, LoadInst) and op in by_inst), None)
+        if (load is None or load.pointer != store.pointer or load.inst.string_metadata(ACCUMULATE) is None
+                or len(load.inst.uses) != 1 or load.inst.parent != store.inst.parent):
+            continue
+        between, inst = [], load.inst.next
+        while inst is not None and inst != store.inst:
+            between.append(inst)
+            inst = inst.next
+        if inst is None or any(isinstance(i, (LoadInst, StoreInst, CallInst)) or i.opcode_name in (
+                "atomicrmw", "cmpxchg", "fence") for i in between):
+            continue
+        load.adds = store.adds = True
 
 
 class Extents:

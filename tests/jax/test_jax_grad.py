@@ -228,3 +228,12 @@ def test_complex_arrays_are_not_differentiated_silently():
     np.testing.assert_allclose(np.asarray(f(z, w)), np.asarray(z * w), rtol=1e-12)
     with pytest.raises(TypeError, match=r"argument 0 \(z\) of rotate .* not complex128"):
         jax.grad(lambda z: jnp.sum(jnp.abs(f(z, w)) ** 2), holomorphic=False)(z)
+
+
+def test_second_derivatives_are_refused_and_jacrev_works():
+    f = jax_kernel(wave)
+    y = jnp.asarray(Y)
+    with pytest.raises(ValueError, match=r"FFI call to `gpuc_\d+_jax_kernel_wave_` cannot be differentiated"):
+        jax.grad(lambda x: jnp.sum(jax.grad(lambda v: jnp.sum(f(v, y)))(x)))(jnp.asarray(X))
+    jacobian = jax.jacrev(lambda x: f(x, y))(jnp.asarray(X[:5]))
+    np.testing.assert_allclose(np.asarray(jacobian), np.diag(np.cos(X[:5]) * Y[:5] + 2 * X[:5]), rtol=1e-12, atol=0)

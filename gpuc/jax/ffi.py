@@ -113,9 +113,11 @@ class FFILaunch:
             n = n[0]  # launch_marshalled's shortest path takes an int
         self.n, self._total = n, math.prod(dims)
         self._sizes = struct.pack("<3q", *dims)
+        #: On one thread (GPUC_NUM_THREADS as it is now, or `threads`): one call into the kernel over the
+        #: whole space, where a NumPy launch makes a few in a row only so that Ctrl-C can stop it between
+        #: two (inside XLA's call there is no Python to stop).
         self._one_call = (not launcher.blocks and apart is None and threads in (None, 1)
-                          and cpu.launch_threads(self._total, threads) == 1
-                          and min(cpu.SERIAL_CHUNKS, self._total // cpu.MIN_ITEMS_PER_CHUNK) <= 1)
+                          and cpu.launch_threads(self._total, threads) == 1)
         self._callback = _HANDLER(self._handle)
         self.target, self.compiled = None, False
 

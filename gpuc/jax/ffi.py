@@ -106,6 +106,8 @@ class FFILaunch:
             else:
                 raise TypeError(f"{what}: a {param} parameter cannot be passed from JAX")
         self._writes = tuple(writes)
+        #: How many operands and results the call must have (at least): what `sources` names.
+        self._counts = tuple(1 + max((i for side, i in sources if side == want), default=-1) for want in ("arg", "ret"))
         self._zeroed = tuple((index, args[k].nbytes) for k, (side, index) in enumerate(sources)
                              if side == "ret" and index in zeroed)
         dims = cpu.index_space(n)
@@ -153,6 +155,11 @@ class FFILaunch:
                 return 0
             if _read_int32(frame + _FRAME_STAGE).value != _EXECUTE:
                 return 0
+            counts = (_read_int64(frame + _FRAME_ARGS + _LIST_SIZE).value,
+                      _read_int64(frame + _FRAME_RETS + _LIST_SIZE).value)
+            if counts[0] < self._counts[0] or counts[1] < self._counts[1]:
+                raise TypeError(f"called with {counts[0]} operand(s) and {counts[1]} result(s), made for "
+                                f"{self._counts[0]} and {self._counts[1]}")
             self.run(_read_pointer(frame + _FRAME_ARGS + _LIST_ITEMS).value,
                      _read_pointer(frame + _FRAME_RETS + _LIST_ITEMS).value)
             return 0

@@ -435,3 +435,37 @@ def test_pointer_chosen_between_an_array_and_a_local():
         CHECK: atomicrmw fadd
     """)
 
+
+
+@gpuc.func
+def _cube(p):
+    return p * p * p
+
+
+@gpuc.kernel
+def gated_overwrite(x0, x1, y0, c):
+    j, i = gpuc.index(0), gpuc.index(1)
+    t1 = x1[j] / (x0[i, j] * x0[i, j] + 1.0)
+    t2 = x0[i, j]
+    if _cube(math.exp(-(t2 * t2))) > t1 * t2 / (x1[j] * x1[j] + 2.0):
+        return
+    y0[i, j] = math.cos(c) * (x0[i, j] * c + x0[i, j])
+    y0[i, j] = t1
+
+
+@pytest.mark.parametrize("vectorize", (True, False))
+@pytest.mark.parametrize("threads", (1, 2))
+def test_a_seed_read_under_a_branch_is_read_before_it_is_zeroed(vectorize, threads):
+    # LLVM's loop vectorizer predicated the read of dy0 and the store of 0 after it; LLVM 22's instcombine then
+    # folded the select of the read into a masked load placed after that store: dx1 was 0 on one thread.
+    from support.vectorize import item_by_item
+    kernel = gated_overwrite if vectorize else item_by_item(gated_overwrite)
+    rng = np.random.default_rng(1)
+    x0, x1 = rng.uniform(0.2, 1.5, (9, 8)), rng.uniform(-1, 1, 8)
+    dx0, dx1, y0 = np.zeros_like(x0), np.zeros_like(x1), np.zeros_like(x0)
+    seed = np.linspace(0.5, 1.5, x0.size).reshape(x0.shape)
+    gpuc.adjoint(kernel).launch((8, 9), x0, dx0, x1, dx1, y0, seed.copy(), 0.7, threads=threads)
+    t1 = x1 / (x0 * x0 + 1.0)
+    kept = ~(np.exp(-(x0 * x0)) ** 3 > t1 * x0 / (x1 * x1 + 2.0))
+    assert kept.any() and not kept.all()
+    np.testing.assert_allclose(dx1, (kept * seed / (x0 * x0 + 1.0)).sum(axis=0), rtol=1e-13)

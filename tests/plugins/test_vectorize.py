@@ -185,3 +185,27 @@ def test_a_load_stays_before_the_store_that_follows_it():
     vectorized, scalar = both(read_then_clear, n, make)
     assert differences(vectorized, scalar) == []
     assert trace_line(read_then_clear, *make()).startswith("vectorized at simplified")
+
+
+@gpuc.kernel
+def take_under_branch(a, c, out):
+    i = gpuc.index()
+    v = 1.0
+    if c[i] > 0.0:
+        v = a[i]
+        a[i] = 0.0
+    out[i] = v
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_a_read_before_a_write_under_a_branch_survives_llvms_vectorizer(threads):
+    # A body without a loop goes to LLVM's loop vectorizer, which made `v = a[i]` a masked load and the phi
+    # of v a select on its mask; LLVM 22's instcombine folded them into a masked load placed after the masked
+    # store `a[i] = 0.0`: out[i] was 0 where it should be a[i]. The plugin freezes such reads first.
+    n = 64
+    a, c, out = np.arange(1.0, n + 1), np.where(np.arange(n) % 3 == 0, 1.0, -1.0), np.zeros(n)
+    take_under_branch.launch(n, a, c, out, threads=threads)
+    np.testing.assert_array_equal(out, np.where(c > 0, np.arange(1.0, n + 1), 1.0))
+    np.testing.assert_array_equal(a, np.where(c > 0, 0.0, np.arange(1.0, n + 1)))
+    ir = take_under_branch.inspect(a, c, out).llvm
+    assert "llvm.masked.load" in ir and "freeze" in ir  # LLVM's vectorizer still takes the loop

@@ -1204,7 +1204,7 @@ class Stats:
     worst: dict = field(default_factory=lambda: Counter())
 
     def note(self, key, value):
-        if value > self.worst.get(key, 0.0):
+        if value > self.worst.get(key, -1.0):  # (a check that ran shows, 0 where all was equal)
             self.worst[key] = value
 
 

@@ -32,7 +32,8 @@ import time
 from gpuc.abi import VECTORIZE_MARKER
 from gpuc.compiler import CompileState
 from gpuc.compiler.trace import TransformationRecord
-from gpuc.llvm import Builder, CallInst, Constant, Function, Module
+from gpuc.llvm import (AtomicCmpXchgInst, AtomicRMWInst, Builder, CallInst, Constant, Function, Instruction, LoadInst,
+                       Module, StoreInst)
 
 from .calls import Calls, callee_name
 from .emit import VectorBody
@@ -68,6 +69,7 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
             continue  # the call stays, for the optimized point
         except Unsupported as exc:
             text = f"not vectorized: {exc}"
+            changed |= getattr(exc, "changed", False)
         if call.parent is not None:
             call.erase()
         state.trace.transformations.append(TransformationRecord(
@@ -105,7 +107,9 @@ def vectorize(state, call, module) -> str:
                 raise Later()  # a kernel kept out of line until a plugin rewrites it (an adjoint's)
     cf = ControlFlow(item)
     if not cf.loops and state.point == "simplified":  # at the optimized point LLVM's has run already
-        raise Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
+        left = Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
+        left.changed = _freeze_reads_before_writes(item, calls)
+        raise left
     private = private_slots(item)
     uni = Uniformity(cf, calls.pure, private)
     mem = Memory(item, calls.pure, private)
@@ -183,6 +187,32 @@ def _inline_callees(calls) -> bool:
             marked = True
         todo.extend(i.callee for i in callee.instructions() if isinstance(i, CallInst))
     return marked
+
+
+def _freeze_reads_before_writes(item, calls: Calls) -> bool:
+    """Freeze the value of each load in the body that its block follows with a write to memory and that is
+    used in another block: LLVM's loop vectorizer makes such a load (under a branch) a masked load, the
+    phi of its value a select on the same mask, and LLVM 22's instcombine folds the two into a masked load
+    placed where the select is, after the write (`v = a[i]; a[i] = 0` in a branch then read 0). The fold
+    does not look through freeze. Whether any was frozen."""
+    frozen = False
+    with Builder(item.header.parent.parent.context) as b:
+        for blk in item.body:
+            insts = list(blk.instructions)
+            for k, inst in enumerate(insts):
+                if not isinstance(inst, LoadInst) or inst.is_volatile or inst.ordering not in (None, "notatomic"):
+                    continue
+                if not any(isinstance(u, Instruction) and u.parent != blk for u in inst.users):
+                    continue
+                if not any(isinstance(later, (StoreInst, AtomicRMWInst, AtomicCmpXchgInst))
+                           or (isinstance(later, CallInst) and not calls.pure(later)) for later in insts[k + 1:]):
+                    continue
+                b.position_after(inst)
+                value = b.freeze(inst)
+                inst.replace_all_uses_with(value)
+                value.operands[0] = inst
+                frozen = True
+    return frozen
 
 
 def _is_marker(inst, calls: Calls) -> bool:

@@ -3,6 +3,8 @@ bit for bit, and the trace says what was vectorized and what ran lane by lane.""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -209,3 +211,29 @@ def test_a_read_before_a_write_under_a_branch_survives_llvms_vectorizer(threads)
     np.testing.assert_array_equal(a, np.where(c > 0, 0.0, np.arange(1.0, n + 1)))
     ir = take_under_branch.inspect(a, c, out).llvm
     assert "llvm.masked.load" in ir and "freeze" in ir  # LLVM's vectorizer still takes the loop
+
+
+@gpuc.kernel
+def local_scratch(x, steps, out):
+    i = gpuc.index()
+    buf = gpuc.local.array(8, gpuc.float64)
+    for j in range(8):
+        buf[j] = x[i] * j
+    s = 0.0
+    for j in range(steps[i]):
+        s += buf[j % 8] * math.sin(s + 1.0)
+        buf[(j * 3) % 8] = s
+    out[i] = s + buf[steps[i] % 8]
+
+
+@pytest.mark.parametrize("n", (1, 31, 77))
+def test_local_arrays_get_a_copy_per_lane(n):
+    # A local array is a stack slot each item starts afresh (llvm.lifetime.start in the body): a copy per lane.
+    def make():
+        rng = np.random.default_rng(n)
+        return [rng.uniform(-1, 1, n), rng.integers(0, 20, n), np.zeros(n)]
+
+    vectorized, scalar = both(local_scratch, n, make)
+    assert differences(vectorized, scalar) == []
+    line = trace_line(local_scratch, *make())
+    assert line.startswith("vectorized at simplified") and "tested per row" in line, line

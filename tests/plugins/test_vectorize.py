@@ -237,3 +237,28 @@ def test_local_arrays_get_a_copy_per_lane(n):
     assert differences(vectorized, scalar) == []
     line = trace_line(local_scratch, *make())
     assert line.startswith("vectorized at simplified") and "tested per row" in line, line
+
+
+@gpuc.kernel
+def large_local(x, out):
+    i = gpuc.index()
+    buf = gpuc.local.array(4096, gpuc.float64)
+    for j in range(4096):
+        buf[j] = x[i] + j
+    s = 0.0
+    for j in range(int(x[i] * 10.0) % 7 + 1):
+        s += buf[j * 5]
+    out[i] = s
+
+
+def test_large_local_arrays_keep_one_copy():
+    # 32 copies of 32 KiB would be 1 MiB of a pool thread's stack: rows with such a slot run item by item.
+    n = 40
+
+    def make():
+        return [np.linspace(0.0, 1.0, n), np.zeros(n)]
+
+    vectorized, scalar = both(large_local, n, make)
+    assert differences(vectorized, scalar) == []
+    ir = large_local.inspect(*make()).llvm
+    assert "x [4096 x double]]" not in ir and "[4096 x double]" in ir

@@ -110,11 +110,11 @@ def vectorize(state, call, module) -> str:
         left = Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
         left.changed = _freeze_reads_before_writes(item, calls)
         raise left
-    private = private_slots(item)
+    lanes = width(state.target)
+    private = private_slots(item, lanes)
     uni = Uniformity(cf, calls.pure, private)
     mem = Memory(item, calls.pure, private)
     _rows_per_item(cf, uni, mem)
-    lanes = width(state.target)
     body = VectorBody(item, cf, uni, mem, calls, lanes, module, private)
     body.precheck()
     term = item.preheader.terminator

@@ -14,32 +14,40 @@ run lane by lane, each with its lane's addresses.
 
 from __future__ import annotations
 
-from gpuc.llvm import AllocaInst, CallInst, ConstantInt, GetElementPtrInst, Instruction
+from gpuc.llvm import AllocaInst, CallInst, ConstantInt, GetElementPtrInst, Instruction, TargetData
 
 #: The metadata kind that marks an access of memory no other work item reaches (see the module doc).
 PRIVATE = "gpuc.item.private"
+#: At most this many bytes of copies (all slots, all lanes) on the launch entry's stack, which a thread of
+#: the pool shares with everything else; larger slots keep one copy (the memory test then sends their rows
+#: item by item).
+MAX_COPY_BYTES = 64 * 1024
 
 
 def marked(inst) -> bool:
     return inst.string_metadata(PRIVATE) is not None
 
 
-def private_slots(item) -> dict:
+def private_slots(item, lanes: int) -> dict:
     """The stack slots the body uses as each item's own, and addresses computed from them outside the
     body: value -> its base alloca. A slot qualifies when the body starts its lifetime and nothing
-    outside the body (but addresses computed from it) uses it."""
-    starts = set()
+    outside the body (but addresses computed from it) uses it, while `lanes` copies of the slots so far
+    fit in MAX_COPY_BYTES."""
+    starts = {}  # in the body's order: which slots get copies, where not all fit, is the same every compile
     for blk in item.body:
         for inst in blk.instructions:
             if isinstance(inst, CallInst) and (inst.intrinsic_name or "").startswith("llvm.lifetime.start"):
-                starts.add(inst.args[-1])
-    found = {}
-    for slot in starts:
-        if not isinstance(slot, AllocaInst) or slot in item.inside or not _static(slot):
-            continue
-        derived = _derived(slot, item)
-        if derived is not None:
-            found.update({v: slot for v in derived})
+                starts.setdefault(inst.args[-1], None)
+    found, total = {}, 0
+    with TargetData.from_layout(item.header.parent.parent.data_layout) as td:
+        for slot in starts:
+            if not isinstance(slot, AllocaInst) or slot in item.inside or not _static(slot):
+                continue
+            size = td.size_of(slot.allocated_type) * lanes
+            derived = _derived(slot, item)
+            if derived is not None and total + size <= MAX_COPY_BYTES:
+                total += size
+                found.update({v: slot for v in derived})
     return found
 
 

@@ -16,6 +16,7 @@ from . import plugins  # noqa: E402,F401  - registers the built-in plugins
 from . import runtime  # noqa: E402,F401  - installs the launcher behind kernel[n](*args)
 from .runtime import derivatives as _derivatives  # noqa: E402,F401  - gpuc.derivative/jvp called from Python
 from .runtime.adjoint import adjoint  # noqa: E402
+from .runtime.tangent import tangent  # noqa: E402  - forward mode over a whole launch (docs/autodiff.md)
 from .runtime.tape import Tape  # noqa: E402  - reverse mode over many launches (docs/autodiff.md)
 from .runtime.prepared import PreparedLaunch  # noqa: E402  - what kernel.prepare returns (docs/launching.md)
 from .runtime.library import load_library  # noqa: E402  - libraries from `gpuc compile --emit lib` (docs/aot.md)
@@ -27,7 +28,7 @@ __all__ = [
     "code_llvm", "code_native", "compile", "compile_module", "load_library", "make_plugin", "plugin_scope", "register_plugin",
     "registered_plugins", "unregister_plugin",
     # the Python frontend: the decorators, then what kernels call, as the frontend's registry lists it
-    "adjoint", "func", "kernel", *_frontend.PUBLIC,
+    "adjoint", "func", "kernel", "tangent", *_frontend.PUBLIC,
 ]
 __all__ += ["Tape"]
 __all__ += ["LaunchWarning", "PreparedLaunch"]  # docs/debugging.md, "Launch geometry"; docs/launching.md
@@ -48,7 +49,8 @@ _INSTEAD = {
     **dict.fromkeys(("gradient", "diff", "differentiate", "autograd", "jacfwd", "jacobian", "hessian"),
                     "gpuc differentiates @gpuc.func functions: gpuc.grad(f, *args) (reverse mode, every float "
                     "argument at once), gpuc.derivative(f, x, *consts) and gpuc.jvp(f, primals, tangents) (forward "
-                    "mode); nest them for higher orders"),
+                    "mode); nest them for higher orders; gpuc.tangent(kernel) and gpuc.adjoint(kernel) differentiate "
+                    "whole kernels"),
     **dict.fromkeys(("backward", "jacrev"),
                     "gpuc.vjp(f, primals, cotangent) pulls a cotangent back through a func; gpuc.adjoint(kernel) is "
                     "the reverse sweep of a whole kernel; gpuc.Tape records many launches and runs their adjoints "

@@ -1,5 +1,8 @@
 """`jax_kernel(kernel, ...)`: a gpuc kernel as a function of JAX arrays, called through XLA's FFI and
-differentiated in reverse mode with `gpuc.adjoint(kernel)` (docs/jax.md)."""
+differentiated with gpuc's own derivative kernels (docs/jax.md): a `jax.custom_jvp` whose tangents come from
+`gpuc.tangent(kernel)`, launched by a primitive (`gpuc_tangent`) that is linear in them and whose transpose
+launches `gpuc.adjoint(kernel)`. So `jax.jvp` runs the tangent kernel, and `jax.grad`/`jax.vjp` the adjoint
+alone: JAX transposes the tangent launch without running it."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
+from jax.extend import core as _core
+from jax.interpreters import ad, batching, mlir
 
 from ..compiler import compile_module
 from ..errors import user_facing
@@ -16,6 +21,7 @@ from ..frontend.core.types import ArrayType
 from ..frontend.core.functions import Kernel
 from ..runtime import adjoint as _adjoint
 from ..runtime import dispatch
+from ..runtime import tangent as _tangent
 from .ffi import FFILaunch
 
 
@@ -30,8 +36,8 @@ def jax_kernel(kernel, num_outputs: int = 1, launch_dims=None, output_dims=None,
     Each of the three is a value, or a function called with the tuple of the inputs' shapes (`()` for
     a scalar) that returns one; `output_dims` and `output_dtypes` may also give one value per output
     (a list). The function works eagerly, under `jax.jit`, inside `lax.scan` and the like;
-    `jax.grad`, `jax.vjp` and `jax.value_and_grad` run the kernel's adjoint; `jax.vmap` launches once
-    per batch element."""
+    `jax.jvp` runs the kernel's tangent kernel (gpuc.tangent), `jax.grad`, `jax.vjp` and
+    `jax.value_and_grad` its adjoint (gpuc.adjoint); `jax.vmap` launches once per batch element."""
     if not isinstance(kernel, Kernel) or isinstance(kernel, _adjoint.AdjointKernel):
         raise TypeError(f"jax_kernel takes a @gpuc.kernel, not {kernel!r}")
     return JaxKernel(kernel, num_outputs, launch_dims, output_dims, output_dtypes)
@@ -53,8 +59,8 @@ class JaxKernel:
         self._lock = threading.Lock()
         self.where = f"{code.co_filename}:{code.co_firstlineno}"
         self.__name__ = self.__qualname__ = f"jax_kernel({kernel.__qualname__})"
-        self._call = jax.custom_vjp(self._forward)
-        self._call.defvjp(self._forward_for_vjp, self._backward, symbolic_zeros=True)
+        self._call = jax.custom_jvp(self._forward)
+        self._call.defjvp(self._jvp, symbolic_zeros=True)
 
     @user_facing
     def __call__(self, *args):
@@ -159,24 +165,88 @@ class JaxKernel:
                     self._launches[key] = found
         return found
 
-    # -- reverse mode ----------------------------------------------------------------------------
+    # -- derivatives -----------------------------------------------------------------------------
 
-    def _forward_for_vjp(self, *primals):
-        args = tuple(jnp.asarray(p.value) for p in primals)
-        for k, (p, a) in enumerate(zip(primals, args)):
-            if p.perturbed and a.ndim == 0 and jnp.issubdtype(a.dtype, jnp.inexact):
-                raise TypeError(f"{self._name(k)}: gpuc.adjoint treats float scalar parameters as constants, so its "
-                                "gradient is not computed; pass it as a one-element array (x[0] in the kernel), or "
-                                "close over it so that JAX does not differentiate it")
-            if p.perturbed and jnp.issubdtype(a.dtype, jnp.complexfloating):
-                raise TypeError(f"{self._name(k)}: gpuc.adjoint differentiates real float arrays, not "
-                                f"{a.dtype} ones, so this gradient is not computed")
-        return self._forward(*args), args
+    def _jvp(self, primals, tangents):
+        """The custom_jvp rule: the values, and the tangents of the float outputs from the `gpuc_tangent`
+        primitive (zeros of the other outputs)."""
+        args = tuple(jnp.asarray(a) for a in primals)
+        for k, (t, a) in enumerate(zip(tangents, args)):
+            if isinstance(t, SymbolicZero):
+                continue
+            if a.ndim == 0 and jnp.issubdtype(a.dtype, jnp.inexact):
+                raise TypeError(f"{self._name(k)}: gpuc's derivative kernels treat float scalar parameters as "
+                                "constants, so no derivative with respect to it is computed; pass it as a "
+                                "one-element array (x[0] in the kernel), or close over it so that JAX does not "
+                                "differentiate it")
+            if jnp.issubdtype(a.dtype, jnp.complexfloating):
+                raise TypeError(f"{self._name(k)}: gpuc's derivative kernels differentiate real float arrays, not "
+                                f"{a.dtype} ones, so this derivative is not computed")
+        out = self._forward(*args)
+        n, dims, dtypes = self._spec(args)
+        floats_in = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
+        directions = [jnp.zeros(args[k].shape, args[k].dtype) if isinstance(tangents[k], SymbolicZero)
+                      else jnp.asarray(tangents[k], args[k].dtype) for k in floats_in]
+        found = iter(_tangent_p.bind(*args, *directions, kernel=self))
+        tangents_out = []
+        for d, t in zip(dims, dtypes):
+            if _shadowed(d, t):
+                tangents_out.append(next(found))
+            elif jnp.issubdtype(t, jnp.inexact):  # complex outputs: gpuc's tangent kernels have none
+                tangents_out.append(SymbolicZero(jax.core.ShapedArray(d, t)))
+            else:
+                tangents_out.append(SymbolicZero(jax.core.ShapedArray(d, jax.dtypes.float0)))
+        return out, tuple(tangents_out)
+
+    def _tangents(self, args, directions):
+        """The tangents of the float outputs after gpuc.tangent(kernel)'s launch on `args`, the float input
+        arrays' tangents `directions`: what `gpuc_tangent` computes."""
+        n, dims, dtypes = self._spec(args)
+        launch = self._prepared(("tangent", _key(args), n, dims, dtypes),
+                                lambda: self._tangent_launch(args, n, dims, dtypes))
+        floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+        results = ([jax.ShapeDtypeStruct(d, t) for d, t in zip(dims, dtypes)]
+                   + [jax.ShapeDtypeStruct(dims[j], dtypes[j]) for j in floats_out])
+        out = jax.ffi.ffi_call(launch.target, results, vmap_method="sequential")(*args, *directions)
+        return tuple(out[len(dims):])
+
+    def _tangent_launch(self, args, n, dims, dtypes) -> FFILaunch:
+        """The tangent kernel's launch: operands are the inputs, then the float input arrays' tangents; results
+        are the outputs (written again, as the primal writes them) and the float outputs' tangents (zeroed:
+        an element the kernel does not write keeps the tangent of its zero)."""
+        tangent = _tangent.tangent(self.kernel)
+        probes, sources, zeroed = [], [], []
+        shadow = len(args)
+        for k, a in enumerate(args):
+            probes.append(_probe(a.shape, a.dtype))
+            sources.append(("arg", k))
+            if _shadowed(a.shape, a.dtype):
+                probes.append(np.empty(a.shape, a.dtype))
+                sources.append(("arg", shadow))
+                shadow += 1
+        read = self._read_outputs(args, tuple(_probe(a.shape, a.dtype) for a in args)
+                                  + tuple(np.empty(d, t) for d, t in zip(dims, dtypes)))
+        result = len(dims)
+        for j, (d, t) in enumerate(zip(dims, dtypes)):
+            probes.append(np.empty(d, t))
+            sources.append(("ret", j))
+            if j in read:
+                zeroed.append(j)
+            if _shadowed(d, t):
+                probes.append(np.empty(d, t))
+                sources.append(("ret", result))
+                zeroed.append(result)
+                result += 1
+        launcher = tangent.cpu_launcher(n, tuple(probes))
+        return FFILaunch(launcher, n, tuple(probes), tuple(sources), zeroed=tuple(zeroed),
+                         what=f"jax_kernel({tangent.__qualname__})")
 
     def _backward(self, args, cotangents):
         args = tuple(jnp.asarray(a) for a in args)
         n, dims, dtypes = self._spec(args)
         floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+        cotangents = [SymbolicZero(jax.core.ShapedArray(dims[j], dtypes[j])) if c is None else c
+                      for j, c in enumerate(cotangents)]
         for j, t in enumerate(dtypes):
             if j not in floats_out and jnp.issubdtype(t, jnp.inexact) and not isinstance(cotangents[j], SymbolicZero):
                 raise TypeError(f"{self._name(j, True)}: gpuc.adjoint differentiates real float arrays, not {t} "
@@ -231,6 +301,61 @@ class JaxKernel:
 
     def __repr__(self) -> str:
         return f"<{self.__name__}: ({', '.join(self.inputs)}) -> ({', '.join(self.outputs)})>"
+
+
+# -- the primitive of a tangent launch ---------------------------------------------------------------
+#
+# `gpuc_tangent(*inputs, *directions, kernel=JaxKernel)`: the float outputs' tangents along `directions` (one
+# per float input array). Linear in the directions: its transpose is the adjoint launch, so that JAX's reverse
+# mode (which linearizes the custom_jvp rule, then transposes) runs gpuc.adjoint and never the tangent kernel.
+
+_tangent_p = _core.Primitive("gpuc_tangent")
+_tangent_p.multiple_results = True
+
+
+def _tangent_impl(*args, kernel):
+    inputs, directions = args[:len(kernel.inputs)], args[len(kernel.inputs):]
+    return kernel._tangents(tuple(jnp.asarray(a) for a in inputs), tuple(directions))
+
+
+def _tangent_abstract(*args, kernel):
+    inputs = args[:len(kernel.inputs)]
+    n, dims, dtypes = kernel._spec(inputs)
+    return [jax.core.ShapedArray(d, t) for d, t in zip(dims, dtypes) if _shadowed(d, t)]
+
+
+def _tangent_transpose(cotangents, *args, kernel):
+    inputs = args[:len(kernel.inputs)]
+    if any(ad.is_undefined_primal(a) for a in inputs):
+        raise TypeError(f"{kernel.__name__}: its inputs are not linear in a tangent launch; JAX asked to transpose "
+                        "with respect to them")
+    inputs = tuple(jnp.asarray(a) for a in inputs)  # JAX may hand a Python scalar on as its own (TypedFloat)
+    n, dims, dtypes = kernel._spec(inputs)
+    floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+    full = [None] * len(dims)
+    for j, c in zip(floats_out, cotangents):
+        full[j] = None if type(c) is ad.Zero else c
+    grads = kernel._backward(inputs, full)
+    floats_in = [k for k, a in enumerate(inputs) if _shadowed(a.shape, a.dtype)]
+    directions = args[len(kernel.inputs):]
+    return [None] * len(inputs) + [grads[k] if ad.is_undefined_primal(d) else None
+                                   for k, d in zip(floats_in, directions)]
+
+
+def _tangent_batched(args, dims, *, kernel):
+    """vmap: one launch per batch element (as the kernel's own launches under vmap)."""
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    moved = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
+             for a, d in zip(args, dims)]
+    out = jax.lax.map(lambda xs: tuple(_tangent_p.bind(*xs, kernel=kernel)), tuple(moved))
+    return list(out), [0] * len(out)
+
+
+_tangent_p.def_impl(_tangent_impl)
+_tangent_p.def_abstract_eval(_tangent_abstract)
+mlir.register_lowering(_tangent_p, mlir.lower_fun(_tangent_impl, multiple_results=True))
+ad.primitive_transposes[_tangent_p] = _tangent_transpose
+batching.primitive_batchers[_tangent_p] = _tangent_batched
 
 
 def _may_read(kernel, probes, positions) -> tuple:

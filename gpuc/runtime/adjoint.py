@@ -22,25 +22,27 @@ from ..frontend.core.types import ArrayType, as_type
 from .cpu import index_space, launch_threads
 from .dispatch import _device_of, launcher_for, recording, typeof
 
-class AdjointKernel(Kernel):
-    """The adjoint of `primal` (a @gpuc.kernel): `gpuc.adjoint(k)[n](x, dx, y, dy, a)`.
+class ShadowedKernel(Kernel):
+    """A kernel derived from `primal` (a @gpuc.kernel) whose parameters are the primal's with each float array
+    followed by its shadow (same shape, dtype and strides): adjoint and tangent kernels. Which arguments
+    are shadows follows from their types, so one object serves every signature, each layout of float
+    arrays getting a generated kernel of its own (`_kernel`)."""
 
-    On entry the shadow of an array the kernel writes holds the incoming gradient (the seed); after
-    the launch the shadow of every array it reads has the gradient added, and the shadows of the
-    elements it overwrote were consumed (zeroed before the reads' shares were added). Float scalar
-    parameters are constants: pass a one-element array to get a scalar's gradient."""
+    #: "adjoint" or "tangent": what it is, in names and messages
+    what = ""
 
     def __init__(self, primal: Kernel) -> None:
-        if not isinstance(primal, Kernel) or isinstance(primal, AdjointKernel):
-            what = "an adjoint kernel" if isinstance(primal, AdjointKernel) else repr(primal)
-            raise TypeError(f"gpuc.adjoint takes a @gpuc.kernel, not {what}"
-                            + ("; for funcs use gpuc.grad or gpuc.vjp" if callable(primal) else ""))
+        if not isinstance(primal, Kernel) or isinstance(primal, ShadowedKernel):
+            derived = f"{primal.what} kernel" if isinstance(primal, ShadowedKernel) else None
+            article = "an" if derived and derived[0] in "aeiou" else "a"
+            raise TypeError(f"gpuc.{self.what} takes a @gpuc.kernel, not "
+                            + (f"{article} {derived}" if derived else repr(primal))
+                            + ("; for funcs use gpuc.grad or gpuc.vjp" if callable(primal) and not derived else ""))
         self.primal = primal
-        self.adjoint_of = primal
         self.options = primal.options
-        self.__name__ = f"{primal.__name__}_adjoint"
-        self.__qualname__ = f"{primal.__qualname__}.adjoint"
-        self.__doc__ = f"The adjoint kernel of {primal.__qualname__}."
+        self.__name__ = f"{primal.__name__}_{self.what}"
+        self.__qualname__ = f"{primal.__qualname__}.{self.what}"
+        self.__doc__ = f"The {self.what} kernel of {primal.__qualname__}."
         self.__module__ = primal.__module__
         self._by_layout: dict = {}
         self._lock = threading.Lock()
@@ -51,12 +53,70 @@ class AdjointKernel(Kernel):
     def source_info(self):
         return self.primal.source_info
 
+    def resolve(self, name: str):
+        return _NOT_FOUND
+
+    def _checked_layout(self, args) -> tuple:
+        """The layout of `args` (see _layout), each shadow checked against its array."""
+        flags = self._layout([typeof(a, k) for k, a in enumerate(args)])
+        for k, shadow in enumerate(flags):
+            if shadow:
+                _check_shadow(args[k - 1], args[k], k)
+        return flags
+
+    def _layout(self, types) -> tuple:
+        """Which of the arguments (of these types) are shadows: the one after each float array."""
+        flags, k = [], 0
+        for name in self._params:
+            if k >= len(types):
+                break
+            flags.append(False)
+            t = types[k]
+            k += 1
+            if isinstance(t, ArrayType) and getattr(t.dtype, "is_float", False):  # (complex arrays have none)
+                flags.append(True)
+                k += 1
+        wanted = len(flags)
+        if wanted != len(types) or len(self._params) != sum(1 for f in flags if not f):
+            raise TypeError(f"{self.__qualname__} takes {self.primal.__qualname__}'s {len(self._params)} "
+                            f"argument(s) with each float array followed by its shadow, but {len(types)} were "
+                            "given")
+        return tuple(flags)
+
+    def _kernel(self, flags: tuple, schedule: str | None = None) -> Kernel:
+        key = (flags, schedule)
+        found = self._by_layout.get(key)
+        if found is None:
+            with self._lock:
+                found = self._by_layout.get(key)
+                if found is None:
+                    found = self._by_layout[key] = _generate(self, flags, self._request(flags, schedule), schedule)
+        return found
+
+    def _request(self, flags: tuple, schedule: str | None):
+        raise NotImplementedError
+
+
+class AdjointKernel(ShadowedKernel):
+    """The adjoint of `primal` (a @gpuc.kernel): `gpuc.adjoint(k)[n](x, dx, y, dy, a)`.
+
+    On entry the shadow of an array the kernel writes holds the incoming gradient (the seed); after
+    the launch the shadow of every array it reads has the gradient added, and the shadows of the
+    elements it overwrote were consumed (zeroed before the reads' shares were added). Float scalar
+    parameters are constants: pass a one-element array to get a scalar's gradient."""
+
+    what = "adjoint"
+
+    def __init__(self, primal: Kernel) -> None:
+        super().__init__(primal)
+        self.adjoint_of = primal
+
     def __reduce__(self):
         # the primal travels (by reference or by value); the adjoint is made again from it
         return adjoint, (self.primal,)
 
-    def resolve(self, name: str):
-        return _NOT_FOUND
+    def _request(self, flags: tuple, schedule: str | None):
+        return AdjointRequest(self.primal, flags, schedule)
 
     @user_facing
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
@@ -65,10 +125,7 @@ class AdjointKernel(Kernel):
         if record is not None:  # a gpuc.Tape refuses it (its backward launches adjoints), located
             record(self, n, args, device=device, threads=threads, block=block, shared=shared)
             return
-        flags = self._layout([typeof(a, k) for k, a in enumerate(args)])
-        for k, shadow in enumerate(flags):
-            if shadow:
-                _check_shadow(args[k - 1], args[k], k)
+        flags = self._checked_layout(args)
         device = device or _device_of(args)
         blocks = {"block": block, "shared": shared} if block is not None or shared else {}
         if device != "cpu":
@@ -99,35 +156,6 @@ class AdjointKernel(Kernel):
         types = [as_type(t) for t in (argtypes if isinstance(argtypes, (tuple, list)) else (argtypes,))]
         return self._kernel(self._layout(types), CONCURRENT).__gpuc_source__(tuple(types))
 
-    def _layout(self, types) -> tuple:
-        """Which of the arguments (of these types) are shadows: the one after each float array."""
-        flags, k = [], 0
-        for name in self._params:
-            if k >= len(types):
-                break
-            flags.append(False)
-            t = types[k]
-            k += 1
-            if isinstance(t, ArrayType) and t.dtype.is_float:
-                flags.append(True)
-                k += 1
-        wanted = len(flags)
-        if wanted != len(types) or len(self._params) != sum(1 for f in flags if not f):
-            raise TypeError(f"{self.__qualname__} takes {self.primal.__qualname__}'s {len(self._params)} "
-                            f"argument(s) with each float array followed by its shadow, but {len(types)} were "
-                            "given")
-        return tuple(flags)
-
-    def _kernel(self, flags: tuple, schedule: str) -> Kernel:
-        key = (flags, schedule)
-        found = self._by_layout.get(key)
-        if found is None:
-            with self._lock:
-                found = self._by_layout.get(key)
-                if found is None:
-                    found = self._by_layout[key] = _generate(self, flags, schedule)
-        return found
-
 
 def _reach(launcher) -> tuple:
     """How far apart (in items, per dimension) work items must be to run at once, as the autodiff
@@ -139,26 +167,28 @@ def _reach(launcher) -> tuple:
     return (0, 0, 0)
 
 
-def _generate(adjoint: AdjointKernel, flags: tuple, schedule: str) -> Kernel:
-    names, primal_names = [], iter(adjoint._params)
+def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | None) -> Kernel:
+    """The kernel of one layout: `def k_<what>(x, x_shadow, ...): request(x, x_shadow, ...)`."""
+    names, primal_names = [], iter(derived._params)
     last = None
     for shadow in flags:
         if shadow:
-            names.append(_fresh(f"{last}_shadow", adjoint._params + names))
+            names.append(_fresh(f"{last}_shadow", derived._params + names))
         else:
             last = next(primal_names)
             names.append(last)
-    name = re.sub(r"\W", "_", f"{adjoint.primal.__name__}_adjoint")
+    name = re.sub(r"\W", "_", f"{derived.primal.__name__}_{derived.what}")
     lines = [f"def {name}({', '.join(names)}):\n", f"    request({', '.join(names)})\n"]
     # Named by what it is made from, the same in every process: the disk cache keys it by its source.
     layout = "".join("s" if shadow else "p" for shadow in flags)
-    filename = f"<gpuc.adjoint of {adjoint.primal.__module__}.{adjoint.primal.__qualname__}, {layout}, {schedule}>"
+    how = f", {schedule}" if schedule else ""
+    filename = f"<gpuc.{derived.what} of {derived.primal.__module__}.{derived.primal.__qualname__}, {layout}{how}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
-    namespace = {"request": AdjointRequest(adjoint.primal, flags, schedule)}
+    namespace = {"request": request}
     exec(compile("".join(lines), filename, "exec"), namespace)
-    generated = Kernel(namespace[name], adjoint.primal.options)  # compiled as the primal is (opt_level, ...)
-    generated.__qualname__ = adjoint.__qualname__
-    generated.adjoint_of = adjoint.primal  # errors in its reverse sweep point at the primal kernel
+    generated = Kernel(namespace[name], derived.primal.options)  # compiled as the primal is (opt_level, ...)
+    generated.__qualname__ = derived.__qualname__
+    generated.adjoint_of = derived.primal  # errors in its derivative point at the primal kernel
     return generated
 
 

@@ -1,6 +1,7 @@
-"""jax.grad, jax.vjp and jax.value_and_grad through gpuc.jax.jax_kernel (gpuc.adjoint as a custom_vjp): against
-central finite differences and the same computation in pure JAX; what does not differentiate is a located
-error raised when JAX asks for the derivative, and the process goes on."""
+"""jax.grad, jax.vjp, jax.value_and_grad and jax.jvp through gpuc.jax.jax_kernel (a custom_jvp whose tangents are
+gpuc.tangent's launch, transposed into gpuc.adjoint's): against central finite differences and the same
+computation in pure JAX; what does not differentiate is a located error raised when JAX asks for the
+derivative, and the process goes on."""
 
 from __future__ import annotations
 
@@ -156,11 +157,44 @@ def test_non_differentiable_kernel_fails_when_jax_asks_for_the_derivative():
     np.testing.assert_allclose(np.asarray(f(x)), np.asarray(values))  # the process goes on
 
 
-def test_forward_mode_is_refused():
-    # gpuc has no forward mode for kernels that store into arrays: jax.jvp is JAX's error for a custom_vjp
+def test_jvp_runs_the_tangent_kernel():
+    # jax.jvp: gpuc.tangent(kernel) along the given directions, against pure JAX's jvp and central differences
     f = jax_kernel(wave)
-    with pytest.raises(TypeError, match="custom_vjp"):
-        jax.jvp(lambda x: f(x, jnp.asarray(Y)), (jnp.asarray(X),), (jnp.ones(N),))
+    dx, dy = RNG.standard_normal(N), RNG.standard_normal(N)
+    value, tangent = jax.jvp(f, (jnp.asarray(X), jnp.asarray(Y)), (jnp.asarray(dx), jnp.asarray(dy)))
+    pure = jax.jvp(lambda x, y: jnp.sin(x) * y + x * x, (jnp.asarray(X), jnp.asarray(Y)),
+                   (jnp.asarray(dx), jnp.asarray(dy)))
+    np.testing.assert_allclose(np.asarray(value), np.asarray(pure[0]), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(tangent), np.asarray(pure[1]), rtol=1e-13, atol=1e-15)
+    h = 1e-6
+    fd = (np.asarray(f(X + h * dx, Y + h * dy)) - np.asarray(f(X - h * dx, Y - h * dy))) / (2 * h)
+    np.testing.assert_allclose(np.asarray(tangent), fd, rtol=1e-7, atol=1e-8)
+
+
+def test_jvp_under_jit_with_several_outputs_and_a_scalar():
+    f = jax_kernel(split, num_outputs=2)
+    dx = RNG.standard_normal(N)
+    run = jax.jit(lambda x, d: jax.jvp(lambda u: f(u, 0.75), (x,), (d,)))
+    (total, product), (dtotal, dproduct) = run(jnp.asarray(X), jnp.asarray(dx))
+    np.testing.assert_allclose(np.asarray(dtotal), dx, rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(dproduct), 2 * X * 0.75 * dx, rtol=1e-14)
+
+
+def test_jacfwd_and_jacrev_agree():
+    # jacfwd is jvp under vmap (one tangent launch per basis direction), jacrev the adjoint under vmap
+    f = jax_kernel(heat_step)
+    u, k = jnp.asarray(X[:12]), jnp.asarray(0.1 + 0.05 * Y[:12])
+    forward = np.asarray(jax.jacfwd(f)(u, k))
+    reverse = np.asarray(jax.jacrev(f)(u, k))
+    np.testing.assert_allclose(forward, reverse, rtol=1e-14, atol=1e-15)
+    expected = np.asarray(jax.jacfwd(lambda v: v + k * (jnp.roll(v, 1) - 2.0 * v + jnp.roll(v, -1)))(u))
+    np.testing.assert_allclose(forward, expected, rtol=1e-14, atol=1e-15)
+
+
+def test_jvp_with_respect_to_a_float_scalar_is_refused():
+    f = jax_kernel(split, num_outputs=2)
+    with pytest.raises(TypeError, match="float scalar parameters as constants"):
+        jax.jvp(lambda s: f(jnp.asarray(X), s), (0.75,), (1.0,))
 
 
 def test_grad_under_vmap():

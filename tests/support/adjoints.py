@@ -54,6 +54,10 @@ Checks, per program, with a seed (the incoming gradient) in the shadow of every 
   (CompilerConfig(vectorize=False), support/vectorize.py): every array equal bit for bit; and the
   adjoint launch on one thread likewise, its shadows within the tolerance of the threads' (the adds of
   several items into one element run in lanes in another order).
+- the tangent kernel (`gpuc.tangent(kernel)`, float64 arguments, random directions d in the tangents of
+  every float array): Σ_B seed_B · tangent_B after it, the derivative of L along d, against the adjoint's
+  Σ_B shadow_B · d_B within RTOL_TANGENT of the sum of the terms' magnitudes; and (float64 programs) its
+  arrays after it bit for bit those of the primal launch.
 
 Programs run in a worker process (`Worker`): one that crashes or hangs is a finding of the program it
 had begun, and the next program starts a fresh process. Findings are grouped by kind and by the role of
@@ -100,6 +104,7 @@ RTOL_FLOAT32 = 1e-3     # float32 shadows against float64 ones (plus how far tho
 JITTER = 8.0 * float(np.finfo(np.float32).eps)
 RTOL_SCHEDULE = {np.float64: 1e-12, np.float32: 1e-4}
 RTOL_PYTHON = {np.float64: 1e-9, np.float32: 1e-3}
+RTOL_TANGENT = 1e-9     # the tangent kernel's directional derivative against the adjoint's, both float64
 EPS64 = float(np.finfo(np.float64).eps)
 ROLES = ("in", "table", "row", "col", "inplace", "out", "mirror", "acc")
 FLOAT_ROLES = set(ROLES)
@@ -1069,6 +1074,7 @@ class Run:
     error: str | None = None
     item_by_item: dict = field(default_factory=dict)  # name -> array after a launch without vectorization
     adjoint_item_by_item: tuple = ()  # (arrays after, shadows after) of the adjoint without vectorization, 1 thread
+    tangent: tuple = ()  # (arrays after, tangents after, directions) of gpuc.tangent(kernel) on float64 arguments
 
 
 def load(case: Case, workdir: Path, tag: str = ""):
@@ -1106,6 +1112,7 @@ def execute(case: Case, workdir: Path, tag: str = "") -> Run:
                 moved = _adjoint(adjoint, case, 1, np.float64, jitter)[1]
                 for name, g in moved.items():
                     run.wobble[name] = np.maximum(run.wobble.get(name, 0.0), np.abs(g - run.adjoint64[name]))
+        run.tangent = _tangent(gpuc.tangent(kernel), case)
         run.fd, run.fd_noise = differences(kernel, case)
     except Exception as exc:  # noqa: BLE001 -- every error on a defined program is a finding
         first = str(exc).strip().splitlines()
@@ -1126,6 +1133,28 @@ def _adjoint(adjoint, case: Case, threads: int, dtype=None, jitter=None):
             shadows[p.name] = full[k]
             k += 1
     return arrays, shadows
+
+
+def _tangent(tangent, case: Case):
+    """The arrays and the tangents after a tangent kernel launch on float64 arguments (one thread), and the
+    directions the tangents started from (random, one per element of every float array), by name."""
+    rng = np.random.default_rng(case.index + 1)
+    full, directions, k = [], {}, 0
+    for p, value in zip(case.params, _args(case, np.float64)):
+        full.append(value)
+        if p.is_float:
+            d = rng.standard_normal(value.shape)
+            directions[p.name] = d
+            full.append(_make(d, p.layout))
+    tangent.launch(case.launch, *full, device="cpu", threads=1)
+    arrays, tangents = {}, {}
+    for p in case.params:
+        arrays[p.name] = full[k]
+        k += 1
+        if p.is_float:
+            tangents[p.name] = full[k]
+            k += 1
+    return arrays, tangents, directions
 
 
 def differences(kernel, case: Case, scale: float = 1.0, only=None):
@@ -1173,7 +1202,7 @@ def differences(kernel, case: Case, scale: float = 1.0, only=None):
 @dataclass
 class Finding:
     case: Case
-    kind: str          # "exception", "gradient", "schedule", "primal", "python", "vectorize"
+    kind: str          # "exception", "gradient", "schedule", "primal", "python", "vectorize", "tangent"
     array: str         # the array it is about ("" for exceptions)
     detail: str
     ratio: float = 0.0
@@ -1302,6 +1331,27 @@ def judge(case: Case, run: Run, stats: Stats | None = None, skip=()) -> list[Fin
             if not ratio <= 1.0:
                 findings.append(Finding(case, "float32", p.name, _mismatch(p.name, got, want, tol, "float64 launch"),
                                         ratio))
+    # the tangent kernel: along directions d, Σ seed · (tangents after) is the derivative of L along d, which
+    # the adjoint gives as Σ (shadows after) · d; its arrays after are the primal's (float64 programs: bit for bit)
+    if run.tangent:
+        arrays, tangents, directions = run.tangent
+        shadows = run.adjoint64 if dt is np.float32 else serial  # the float64 adjoint
+        along = sum(float(np.sum(case.seeds[p.name].astype(np.float64) * tangents[p.name])) for p in floats)
+        pulled = sum(float(np.sum(shadows[p.name] * directions[p.name])) for p in floats)
+        size = sum(float(np.sum(np.abs(case.seeds[p.name] * tangents[p.name]))) + float(np.sum(np.abs(
+                   shadows[p.name] * directions[p.name]))) for p in floats)
+        ratio = abs(along - pulled) / (RTOL_TANGENT * size + 1e-300)
+        stats.note("tangent", ratio * RTOL_TANGENT)
+        if not ratio <= 1.0:
+            findings.append(Finding(case, "tangent", "", f"the tangent kernel's derivative along random directions, "
+                                    f"Σ seed · tangents = {along!r}, differs from the adjoint's Σ shadows · directions "
+                                    f"= {pulled!r} (tolerance {RTOL_TANGENT * size:.3g})", ratio))
+        if dt is np.float64:
+            for p in floats:
+                diffs = vector_differences([arrays[p.name]], [run.primal[p.name]])
+                if diffs:
+                    findings.append(Finding(case, "primal", p.name, "after the tangent kernel's launch the arrays "
+                                            "differ from the primal launch's:\n" + "\n".join(diffs[:10]), math.inf))
     # more threads against one
     for threads in (2, 3):
         shadows = run.adjoint[threads][1]

@@ -27,7 +27,7 @@ from ..core.errors import UserError
 from ..core.plans import CallPlan, Handler
 from ..core.functions import GpucFunction
 from ..numeric.complex import refuse_in_derivative
-from ..core.types import ArrayType, FunctionPointerType, GType, PyObject, ScalarType, TupleType, float64
+from ..core.types import ArrayType, FunctionPointerType, GType, PyObject, ScalarType, TupleType, float64, none
 from ..core.types import an
 
 #: Every marker the frontend emits starts with this; the autodiff plugin claims the prefix.
@@ -305,5 +305,78 @@ def marker_name(mask: str, fnty, prefix: str = MARKER_PREFIX) -> str:
     return f"{prefix}{mask}.{''.join(parts)}"
 
 
+# -- tangent kernels ----------------------------------------------------------------------------------
+
+
+class TangentRequest:
+    """The one statement of a generated tangent kernel (gpuc.tangent(kernel), built by the runtime):
+    `request(x, dx, y, dy, a)` runs `kernel` on the primal arguments; `shadows` flags the parameters that
+    hold the tangents of the float array before them."""
+
+    def __init__(self, kernel, shadows: tuple) -> None:
+        self.kernel, self.shadows = kernel, tuple(shadows)
+
+    def __repr__(self) -> str:
+        return f"<the tangent kernel of {self.kernel.__qualname__}>"
+
+
+def shadowed_call(typer, node, kernel, flags: tuple, api: str):
+    """The types of a generated derivative kernel's arguments (`flags`: which are the shadow of the float
+    array before them) and the primal kernel's function for the others; located errors where they do not fit."""
+    if len(node.args) != len(flags):
+        raise UserError(f"the {api} kernel of {kernel.__qualname__} takes {len(flags)} arguments, not {len(node.args)}")
+    types = [typer.value_expr(a, "an argument") for a in node.args]
+    for k, (t, shadow) in enumerate(zip(types, flags)):
+        if shadow:
+            primal = types[k - 1]
+            if not (k and isinstance(primal, ArrayType) and getattr(primal.dtype, "is_float", False)
+                    and t == primal):  # (complex arrays have no shadows: complex.refuse_in_derivative)
+                raise UserError(f"argument {k} is the shadow of the float array before it and must have its "
+                                f"type ({primal}), not {t}", node=node.args[k])
+    signature = tuple(t for t, shadow in zip(types, flags) if not shadow)
+    callee = typer.session.function(kernel, signature)
+    refused = refuse_in_derivative(callee, f"gpuc.{api}")
+    if refused is not None:
+        raise refused
+    return types, callee
+
+
+def call_primal(lw, node, plan, flags: tuple):
+    """Lower a generated derivative kernel's statement up to its marker: the primal body called (inlined
+    where it is optimized) on the primal arguments; the (array, shadow) data pointers pairwise."""
+    values = [lw.expr(a) for a in node.args]
+    flats = [lw.flatten(v, t) for v, t in zip(values, plan.args)]
+    primal = lw.program.functions[plan.extra.symbol]
+    primal.attributes.add("alwaysinline")
+    lw.b.call(primal, [v for f, shadow in zip(flats, flags) if not shadow for v in f])
+    pairs = []
+    for k, shadow in enumerate(flags):
+        if shadow:
+            pairs += [flats[k - 1][0], flats[k][0]]
+    return flats, pairs
+
+
+class TangentCall(Handler):
+    """A tangent kernel's statement: the primal body, then `gpuc.autodiff.fwd.kernel(x, dx, ...)`, which
+    the autodiff plugin turns into the kernel's forward sweep (values and tangents together)."""
+
+    name = "gpuc.tangent"
+
+    def __init__(self, request: TangentRequest) -> None:
+        self.request = request
+
+    def type(self, typer, node):
+        types, callee = shadowed_call(typer, node, self.request.kernel, self.request.shadows, "tangent")
+        return CallPlan(none, tuple(types), callee, calls=(callee,))
+
+    def lower(self, lw, node, plan):
+        _, pairs = call_primal(lw, node, plan, self.request.shadows)
+        marker = lw.declare(abi.TANGENT_KERNEL_MARKER, lw.ctx.void, [p.type for p in pairs])
+        lw.b.call(marker, pairs)
+        lw.fn.attributes.add("noinline")  # whole until the plugin has built its tangents
+        return None
+
+
 registry.register(derivative, Derivative(), public="derivative", group="forward-mode derivatives")
 registry.register(jvp, JVP(), public="jvp", group="forward-mode derivatives")
+registry.register_type(TangentRequest, TangentCall)

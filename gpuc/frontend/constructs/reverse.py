@@ -18,13 +18,12 @@ from __future__ import annotations
 from ... import abi
 from ...llvm import ConstantInt, FunctionType
 from . import autodiff
-from .autodiff import (_argument, _arity, _callee, _function, _primals, _tangent, _value, _values,
-                       is_float_structure, marker_name, request)
+from .autodiff import (_argument, _arity, _callee, _function, _primals, _tangent, _value, _values, call_primal,
+                       is_float_structure, marker_name, request, shadowed_call)
 from ..core import registry
 from ..core.errors import UserError
 from ..core.plans import CallPlan, Handler
-from ..numeric.complex import refuse_in_derivative
-from ..core.types import ArrayType, ScalarType, TupleType, none
+from ..core.types import ScalarType, TupleType, none
 from ..core.types import an
 
 
@@ -156,42 +155,16 @@ class AdjointCall(Handler):
         self.request = request
 
     def type(self, typer, node):
-        flags = self.request.shadows
-        if len(node.args) != len(flags):
-            raise UserError(f"the adjoint of {self.request.kernel.__qualname__} takes {len(flags)} arguments, "
-                            f"not {len(node.args)}")
-        types = [typer.value_expr(a, "an argument") for a in node.args]
-        for k, (t, shadow) in enumerate(zip(types, flags)):
-            if shadow:
-                primal = types[k - 1]
-                if not (k and isinstance(primal, ArrayType) and getattr(primal.dtype, "is_float", False)
-                        and t == primal):  # (complex arrays have no shadows: complex.refuse_in_derivative)
-                    raise UserError(f"argument {k} is the shadow of the float array before it and must have its "
-                                    f"type ({primal}), not {t}", node=node.args[k])
-        signature = tuple(t for t, shadow in zip(types, flags) if not shadow)
-        callee = typer.session.function(self.request.kernel, signature)
-        refused = refuse_in_derivative(callee, "gpuc.adjoint")
-        if refused is not None:
-            raise refused
+        types, callee = shadowed_call(typer, node, self.request.kernel, self.request.shadows, "adjoint")
         return CallPlan(none, tuple(types), callee, calls=(callee,))
 
     def lower(self, lw, node, plan):
-        callee = plan.extra
-        flags = self.request.shadows
-        values = [lw.expr(a) for a in node.args]
-        flats = [lw.flatten(v, t) for v, t in zip(values, plan.args)]
         ctx = lw.ctx
         index = lw.declare(abi.INDEX_MARKER, ctx.i64, [ctx.i32])
         # Read first, before the primal body writes anything: the body's own reads become these values,
         # which tell the plugin which array elements are the work item's own.
         indices = [lw.b.call(index, [ConstantInt.get(ctx.i32, d)]) for d in range(3)]
-        primal = lw.program.functions[callee.symbol]
-        primal.attributes.add("alwaysinline")
-        lw.b.call(primal, [v for f, shadow in zip(flats, flags) if not shadow for v in f])
-        pairs = []
-        for k, shadow in enumerate(flags):
-            if shadow:
-                pairs += [flats[k - 1][0], flats[k][0]]
+        _, pairs = call_primal(lw, node, plan, self.request.shadows)
         marker = lw.declare(_MARKERS[self.request.schedule], ctx.void, [ctx.i64] * 3 + [p.type for p in pairs])
         lw.b.call(marker, indices + pairs)
         lw.fn.attributes.add("noinline")  # whole until the plugin has built its reverse sweep

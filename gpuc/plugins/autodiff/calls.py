@@ -75,6 +75,10 @@ def _free(self, inst) -> None:
 def _external(self, inst, callee) -> None:
     fnty = callee.function_type
     types = [fnty.return_type, *fnty.params]
+    if callee.name.startswith(("llvm.masked.load.", "llvm.masked.store.")) and _masked_on_shadow(self, inst):
+        return
+    if any(a in self.duplicated for a in inst.args) and not callee.name.startswith(("llvm.prefetch", "llvm.lifetime.")):
+        raise self.error(inst, f"a pointer into an array with a tangent passed to {callee.name} is not differentiated")
     if callee.name.startswith("llvm."):
         # An intrinsic that computes no floats (integer arithmetic, float-to-integer conversions,
         # target registers) has no tangent; one that does and has no rule is an error.
@@ -90,16 +94,39 @@ def _external(self, inst, callee) -> None:
     self.vmap[inst] = self.clone(inst)
 
 
+def _masked_on_shadow(self, inst) -> bool:
+    """`llvm.masked.load(ptr, mask, passthru)` / `llvm.masked.store(value, ptr, mask)` of memory with a
+    shadow: the same access of the shadow, under the same mask, for the tangents. False where the memory
+    has none."""
+    load = inst.callee.name.startswith("llvm.masked.load.")
+    pointer, mask = (0, 1) if load else (1, 2)
+    if inst.args[pointer] not in self.shadows or not carries_floats(inst.type if load else inst.args[0].type):
+        return False
+    new = self.vmap[inst] = self.clone(inst)
+    t = self.b.insert(inst.clone())
+    t.operands[pointer] = self.shadows[inst.args[pointer]]
+    t.operands[mask] = new.operands[mask]
+    value = 2 if load else 0  # the passthru, or the value stored
+    t.operands[value] = self.tangent_or_zero(inst.args[value])
+    if load:
+        self.tangents[inst] = t
+    return True
+
+
 def _defined(self, inst, callee) -> None:
     args = inst.args
     if any(a in self.stack for a in args):
         raise self.error(inst, f"a pointer to a stack slot passed to {callee.name} is not differentiated")
-    active = [carries_floats(a.type) and self.tangent(a) is not None for a in args]
+    # a pointer into an array with a tangent goes with its shadow (the callee's tangent takes both)
+    active = [(carries_floats(a.type) and self.tangent(a) is not None) or a in self.duplicated for a in args]
     if not any(active):
         self.vmap[inst] = self.clone(inst)  # nothing it computes depends on the active inputs
         return
+    if any(a in self.duplicated and a not in self.shadows for a in args):
+        raise self.error(inst, f"a pointer into an array with a tangent, passed to {callee.name}, whose shadow "
+                               "is not known here")
     tfn = self.callee_tangent(callee, active)
-    tangents = [self.tangent(a) for a, flag in zip(args, active) if flag]
+    tangents = [self.shadows[a] if a in self.duplicated else self.tangent(a) for a, flag in zip(args, active) if flag]
     result = self.b.call(tfn, [self.value(a) for a in args] + tangents)
     if carries_floats(inst.type):
         self.vmap[inst] = self.b.extract_value(result, 0)

@@ -66,7 +66,7 @@ def _kept(allocation, fn: llvm.Function, heap) -> bool:
     """Whether the heap temporary `allocation` is freed by fn and its address never leaves it: every
     pointer derived from it is only loaded from, stored to, compared, freed or given to memory
     intrinsics."""
-    derived = _derived_from(allocation, fn)
+    derived = derived_from(allocation, fn)
     freed = False
     for pointer in derived:
         for use in pointer.uses:
@@ -89,7 +89,7 @@ def _kept(allocation, fn: llvm.Function, heap) -> bool:
     return freed
 
 
-def _derived_from(root, fn: llvm.Function) -> set:
+def derived_from(root, fn: llvm.Function) -> set:
     """`root` and the pointers GEPs, casts, selects and phis derive from it."""
     found = {root}
     changed = True
@@ -147,7 +147,8 @@ def alloca(self, inst) -> None:
 
 
 def pointer_op(self, inst) -> None:
-    """GEPs and pointer casts: the same on the shadow pointer, when the base is a stack slot."""
+    """GEPs and pointer casts: the same on the shadow pointer, when the base has a shadow (a stack slot,
+    an active pointer parameter's memory)."""
     new = self.vmap[inst] = self.clone(inst)
     base = inst.operands[0]
     if base in self.shadows:
@@ -171,8 +172,9 @@ def load(self, inst) -> None:
 
 def store(self, inst) -> None:
     value, pointer = inst.operands
-    if value in self.stack:
-        raise self.error(inst, "a pointer to a stack slot escapes into memory")
+    if value in self.stack or value in getattr(self, "duplicated", ()):
+        raise self.error(inst, "a pointer to memory with tangents (a stack slot, or an array with a tangent) is "
+                               "stored into memory: its tangents would be lost")
     if pointer in self.shadows:
         self.clone(inst)
         t = self.b.insert(inst.clone())
@@ -186,8 +188,19 @@ def store(self, inst) -> None:
 
 
 def atomic(self, inst) -> None:
+    pointer = inst.operands[0]
+    if (inst.opcode_name == "atomicrmw" and inst.operation in ("fadd", "fsub") and pointer in self.shadows
+            and len(inst.uses) == 0):
+        # an atomic add into memory with tangents (gpuc.atomic_add on an array with a tangent): the
+        # tangent's own atomic add into the shadow, whose result is not used either
+        self.vmap[inst] = self.clone(inst)
+        t = self.b.insert(inst.clone())
+        t.operands[0] = self.shadows[pointer]
+        t.operands[1] = self.tangent_or_zero(inst.operands[1])
+        return
     if any(carries_floats(op.type) for op in inst.operands) or carries_floats(inst.type):
-        raise self.error(inst, "atomic operations on floats are not differentiated")
+        raise self.error(inst, "atomic operations on floats are not differentiated, but for adds into an "
+                               "array with a tangent whose old value is not used")
     if any(op in self.stack for op in inst.operands):
         raise self.error(inst, "atomic operations on stack slots are not differentiated")
     self.vmap[inst] = self.clone(inst)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 
 from gpuc.abi import (ADJOINT_MARKER, FORWARD_MARKER_PREFIX, PARITY_ADJOINT_MARKER, REVERSE_MARKER_PREFIX,
+                      TANGENT_KERNEL_MARKER,
                       SERIAL_ADJOINT_MARKER)
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
@@ -34,6 +35,8 @@ REVERSE = REVERSE_MARKER_PREFIX
 #: The plugin claims every function named with either prefix: one marker per call shape.
 MARKERS = (PREFIX + "*", REVERSE + "*")
 _ADJOINTS = (ADJOINT_MARKER, SERIAL_ADJOINT_MARKER, PARITY_ADJOINT_MARKER)
+#: Requests that make a whole kernel into its derivative: adjoints, and tangent kernels.
+_KERNELS = _ADJOINTS + (TANGENT_KERNEL_MARKER,)
 #: Above the context plugin's (0), below deferred compilation's: at the early point, adjoints of
 #: kernels that use blocks are built once pointers are resolved and before the block model is lowered.
 PRIORITY = 50
@@ -54,6 +57,8 @@ def resolve(state: CompileState, marker: Function, module: Module) -> bool:
         for call in ready:
             if call.callee.name in _ADJOINTS:
                 callers |= _adjoint(state, module, call)
+            elif call.callee.name == TANGENT_KERNEL_MARKER:
+                callers |= _tangent_kernel(state, module, call)
             else:
                 _replace(state, module, call)
         changed = True
@@ -137,6 +142,8 @@ def _marker_calls(module: Module) -> list[CallInst]:
     for fn in module.functions:
         if fn.name in _ADJOINTS:
             calls += [_checked_adjoint(use.user, fn) for use in fn.uses]
+        elif fn.name == TANGENT_KERNEL_MARKER:
+            calls += [_checked_tangent_kernel(use.user, fn) for use in fn.uses]
         elif fn.name.startswith((PREFIX, REVERSE)):
             calls += [_checked(use.user, fn) for use in fn.uses]
     return calls
@@ -146,7 +153,7 @@ def _ready(calls: list[CallInst], heap) -> list[CallInst]:
     """The requests to resolve now: inner requests first, except that a reverse request in a function
     another request differentiates waits for it when the rules of nested.py can differentiate it in
     place (its own derivative then needs no tape of its gradient)."""
-    reach = {call: _reached([call.function] if call.callee.name in _ADJOINTS else [call.args[0]]) for call in calls}
+    reach = {call: _reached([call.function] if call.callee.name in _KERNELS else [call.args[0]]) for call in calls}
 
     def waits(call: CallInst) -> bool:
         for other in calls:
@@ -164,7 +171,7 @@ def _ready(calls: list[CallInst], heap) -> list[CallInst]:
     # Requests waiting on each other: strictly inner ones first (an adjoint request last in its kernel).
     holding = {call.function.name for call in calls}
     return [call for call in calls if not (reach[call] - {call.function.name}) & holding
-            and not (call.callee.name in _ADJOINTS and sum(1 for c in calls if c.function == call.function) > 1)]
+            and not (call.callee.name in _KERNELS and sum(1 for c in calls if c.function == call.function) > 1)]
 
 
 def _defers(request: CallInst, inner: CallInst, heap) -> bool:
@@ -184,6 +191,20 @@ def _checked_adjoint(user, marker: Function) -> CallInst:
         raise CompilationError(f"the adjoint request in @{caller.name} is malformed: it must be `call void "
                                f"@{marker.name}(i64 index0, i64 index1, i64 index2, ptr array, ptr shadow, ...)`: "
                                f"{text}", locate(caller, user))
+    return user
+
+
+def _checked_tangent_kernel(user, marker: Function) -> CallInst:
+    """`call void @gpuc.autodiff.fwd.kernel(ptr array, ptr tangent, ...)`, each a parameter of the kernel."""
+    caller = user.function if isinstance(user, Instruction) else None
+    text = str(user).strip()
+    if not isinstance(user, CallInst) or user.callee != marker or caller is None:
+        raise CompilationError(f"@{marker.name} is used other than by a direct call in a kernel: {text}")
+    args = user.args
+    if (not marker.is_declaration or str(user.type) != "void" or not args or len(args) % 2
+            or any(not isinstance(a.type, PointerType) for a in args)):
+        raise CompilationError(f"the tangent kernel request in @{caller.name} is malformed: it must be `call void "
+                               f"@{marker.name}(ptr array, ptr tangent, ...)`: {text}", locate(caller, user))
     return user
 
 
@@ -223,10 +244,15 @@ def _checked(user, marker: Function) -> CallInst:
     if [str(t) for t in given] != [str(t) for t in wanted]:
         raise fail(f"the arguments after @{fn.name} must be its own ({', '.join(map(str, params))}) and then "
                    f"one tangent per active parameter ({', '.join(map(str, tangents))})")
-    if not all(carries_floats(t) for t in tangents):
-        raise fail("an active parameter carries no floats")
+    if not all(carries_floats(t) or isinstance(t, PointerType) for t in tangents):
+        raise fail("an active parameter carries no floats and is no pointer (whose tangent is its shadow)")
     ret = fn.return_type
-    if not carries_floats(ret) or str(user.type) != str(marker.parent.context.struct_type([ret, ret])):
+    if not carries_floats(ret):  # a function that only writes memory, as a kernel: its tangents go to shadows
+        if str(user.type) != str(ret) or not any(isinstance(t, PointerType) for t in tangents):
+            raise fail(f"@{fn.name} returns {ret}, which carries no floats: the call must return {ret} and "
+                       "give a shadow for at least one pointer, where the tangents go")
+        return user
+    if str(user.type) != str(marker.parent.context.struct_type([ret, ret])):
         raise fail(f"the call must return {{R, R}} for @{fn.name}'s result type R = {ret}, which carries floats")
     return user
 
@@ -278,6 +304,40 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     if callers:
         kernel.attributes.add("alwaysinline")
     return callers | {kernel.name}
+
+
+def _tangent_kernel(state: CompileState, module: Module, call: CallInst) -> set[str]:
+    """Turn the kernel holding a tangent kernel request into its tangent kernel: its body becomes the
+    tangent function of itself with each requested array's pointer active and the tangent array its
+    shadow (tangent.py); the functions to optimize again."""
+    kernel = call.function
+    args = call.args
+    if any(a not in set(kernel.args) for a in args):  # optimized, they are the kernel's own parameters
+        raise CompilationError(f"the tangent kernel request in @{kernel.name} names arrays that are not parameters "
+                               f"of @{kernel.name}: {str(call).strip()}", locate(kernel, call))
+    shadow_of = dict(zip(args[0::2], args[1::2]))
+    call.erase()
+    start = time.perf_counter()
+    active = [a in shadow_of for a in kernel.args]
+    try:
+        tangent = tangent_function(module, kernel, active, _settings(state, concurrent=True).heap)
+    except CompilationError as exc:
+        raise exc.located_at(_definition(state, kernel.name)).with_note(
+            f"while building the tangent kernel @{kernel.name}", None)
+    state.trace.transformations.append(TransformationRecord(
+        tangent.name, f"@{kernel.name} (tangent kernel)", state.point, False, time.perf_counter() - start,
+        kernel.name))
+    kernel.delete_body()
+    with Builder(module.context) as b:
+        b.position_at_end(kernel.append_block("entry"))
+        b.call(tangent, list(kernel.args) + [shadow_of[a] for a in kernel.args if a in shadow_of])
+        b.ret()
+    tangent.attributes.add("alwaysinline")
+    kernel.attributes.remove("noinline")  # kept whole until now; the launch wrapper may inline it
+    callers = {use.user.function.name for use in kernel.uses if isinstance(use.user, CallInst)}
+    if callers:
+        kernel.attributes.add("alwaysinline")
+    return callers | {kernel.name, tangent.name}
 
 
 def _inline_for_loop(call: CallInst, fn: Function) -> bool:

@@ -14,11 +14,21 @@ from . import mathrules
 from .calls import call
 from .cfg import Copier, reverse_post_order
 from .kinds import carries_floats, define, error
-from .memory import MEMORY_HANDLERS, only_compared, pointer_op, stack_pointers
+from .memory import MEMORY_HANDLERS, derived_from, only_compared, pointer_op, stack_pointers
 
 _STRUCTURAL = frozenset({"extractvalue", "insertvalue", "extractelement", "insertelement", "shufflevector", "fneg",
                          "fpext", "fptrunc", "freeze"})
 _UNSUPPORTED = ("invoke", "callbr", "va_arg", "landingpad", "resume", "indirectbr", "catchswitch", "cleanupret")
+
+
+#: The slots a failed bounds check sends an access to (gpuc/frontend/passes/lowering.py: bounds_scratch).
+_BOUNDS_SCRATCH = "gpuc.boundscheck.scratch"
+
+
+def _bounds_scratch(pointer) -> bool:
+    if isinstance(pointer, llvm.ConstantExpr) and pointer.opcode_name in ("addrspacecast", "bitcast"):
+        pointer = pointer.operands[0]
+    return isinstance(pointer, llvm.GlobalVariable) and pointer.name.startswith(_BOUNDS_SCRATCH)
 
 
 def tangent_name(fn: llvm.Function, active) -> str:
@@ -30,7 +40,9 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active, heap=None) 
 
     `active` is one bool per parameter (or a collection of active parameter indices); active
     parameters must carry floats (float, double, vectors of them, literal structs/arrays holding
-    some). The result,
+    some) or be pointers: an active pointer's tangent is its shadow, memory of the same layout that holds
+    the tangents of the floats it points to (loads read them, stores write them), as Enzyme's duplicated
+    arguments (the tangent kernels of gpuc.tangent). The result,
     an internal function named `<fn>.tangent.<mask>`, takes fn's parameters followed by one tangent
     per active parameter (of the same type) and returns `{R, R}` (the result and its tangent) for a
     result type R that carries floats, else fn's result alone. It is built once per function and
@@ -47,8 +59,9 @@ def tangent_function(module: llvm.Module, fn: llvm.Function, active, heap=None) 
     if len(active) != len(params):
         raise ValueError(f"{fn.name} has {len(params)} parameters; activity given for {len(active)}")
     for i, (flag, ty) in enumerate(zip(active, params)):
-        if flag and not carries_floats(ty):
-            raise ValueError(f"parameter {i} of {fn.name} has type {ty}, which carries no floats to differentiate")
+        if flag and not (carries_floats(ty) or isinstance(ty, llvm.PointerType)):
+            raise ValueError(f"parameter {i} of {fn.name} has type {ty}, which carries no floats to differentiate "
+                             "and is no pointer")
     if fn.is_declaration:
         raise ValueError(f"{fn.name} is a declaration; only a defined function can be differentiated")
     name = tangent_name(fn, active)
@@ -80,13 +93,19 @@ class _Transformer(Copier):
         n = len(fn.args)
         targs = tfn.args
         extra = iter(targs[n:])
+        #: fn's pointers derived from its active pointer parameters: their shadows hold tangents
+        self.duplicated: set = set()
         for arg, new, flag in zip(fn.args, targs, active):
             new.name = arg.name
             self.vmap[arg] = new
             if flag:
                 tangent = next(extra)
                 tangent.name = f"{arg.name or 'arg'}.d"
-                self.tangents[arg] = tangent
+                if isinstance(arg.type, llvm.PointerType):
+                    self.shadows[arg] = tangent
+                    self.duplicated |= derived_from(arg, fn)
+                else:
+                    self.tangents[arg] = tangent
 
     def run(self) -> None:
         for block in self.fn.blocks:
@@ -116,6 +135,19 @@ class _Transformer(Copier):
 
     def error(self, inst, message: str) -> CompilationError:
         return error(self.fn, inst, message)
+
+    def shadow_of(self, pointer):
+        """The shadow of a pointer whose memory has one, else None. The slot a failed bounds check sends an
+        access to is its own shadow: its tangents mean as little as its values."""
+        shadow = self.shadows.get(pointer)
+        if shadow is None and _bounds_scratch(pointer):
+            return pointer
+        return shadow
+
+    def has_shadow(self, pointer) -> bool:
+        """Whether `pointer` points into memory with a shadow: a stack slot, a temporary, or the memory of
+        an active pointer parameter."""
+        return pointer in self.stack or pointer in self.duplicated
 
     def callee_tangent(self, callee: llvm.Function, active) -> llvm.Function:
         return tangent_function(self.module, callee, active, self.heap)
@@ -187,10 +219,12 @@ class _Transformer(Copier):
     def _select(self, inst) -> None:
         new = self.vmap[inst] = self.clone(inst)
         cond, x, y = inst.operands
-        if inst in self.stack:
-            if not (x in self.shadows and y in self.shadows):
-                raise self.error(inst, "a select between a stack slot and other memory")
-            self.shadows[inst] = self.b.select(new.operands[0], self.shadows[x], self.shadows[y])
+        if self.has_shadow(inst):
+            sx, sy = self.shadow_of(x), self.shadow_of(y)
+            if sx is None or sy is None:
+                raise self.error(inst, "a select between memory with tangents (a stack slot, or an array with a "
+                                       "tangent) and other memory")
+            self.shadows[inst] = self.b.select(new.operands[0], sx, sy)
         elif carries_floats(inst.type) and (self.tangent(x) is not None or self.tangent(y) is not None):
             self.tangents[inst] = self.b.select(new.operands[0], self.tangent_or_zero(x), self.tangent_or_zero(y))
 
@@ -199,7 +233,7 @@ class _Transformer(Copier):
         tangent = shadow = None
         if carries_floats(inst.type):
             tangent = self.tangents[inst] = self.b.phi(inst.type, name=f"{inst.name}.d" if inst.name else "")
-        elif inst in self.stack:
+        elif self.has_shadow(inst):
             shadow = self.shadows[inst] = self.b.phi(inst.type)
         self.phis.append((inst, new, tangent, shadow))
 
@@ -213,14 +247,16 @@ class _Transformer(Copier):
                 if tangent is not None:
                     tangent.add_incoming(self.tangent_or_zero(value), target)
                 if shadow is not None:
-                    if value not in self.shadows:
-                        raise self.error(inst, "a phi of a stack slot and other memory")
-                    shadow.add_incoming(self.shadows[value], target)
+                    if self.shadow_of(value) is None:
+                        raise self.error(inst, "a phi of memory with tangents (a stack slot, or an array with a "
+                                               "tangent) and other memory")
+                    shadow.add_incoming(self.shadow_of(value), target)
 
     def _ret(self, inst) -> None:
         if not inst.operands or not carries_floats(inst.operands[0].type):
-            if inst.operands and inst.operands[0] in self.stack:
-                raise self.error(inst, "a pointer to a stack slot escapes")
+            if inst.operands and self.has_shadow(inst.operands[0]):
+                raise self.error(inst, "a pointer to memory with tangents (a stack slot, or an array with a "
+                                       "tangent) is returned: its tangents would be lost")
             self.clone(inst)
             return
         v = inst.operands[0]

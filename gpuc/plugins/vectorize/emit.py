@@ -88,7 +88,10 @@ class VectorBody:
                 if op in ("alloca", "fence", "va_arg", "landingpad", "invoke", "callbr"):
                     raise Unsupported(f"the body has an `{op}`")
                 if isinstance(inst, (LoadInst, StoreInst)):
-                    if inst.is_volatile or inst.ordering not in (None, "notatomic"):
+                    # a volatile or atomic load of one address for all items (the interrupt flag loops poll
+                    # in the debug mode, docs/debugging.md) is made once per chunk of lanes, as a plain one
+                    if (inst.is_volatile or inst.ordering not in (None, "notatomic")) and (
+                            isinstance(inst, StoreInst) or self.uni.is_varying_at(inst.operands[0], blk)):
                         raise Unsupported("a volatile or atomic load or store")
                     ty = inst.type if isinstance(inst, LoadInst) else inst.operands[0].type
                     uniform = not any(self.uni.is_varying_at(op, blk) for op in inst.operands)
@@ -515,9 +518,9 @@ class VectorBody:
         return call
 
     def load(self, inst, blk, varying):
-        if inst.is_volatile or inst.ordering not in (None, "notatomic"):
-            raise Unsupported("a volatile or atomic load")
         ty, ptr = inst.type, inst.operands[0]
+        if (inst.is_volatile or inst.ordering not in (None, "notatomic")) and self.uni.is_varying_at(ptr, blk):
+            raise Unsupported("a volatile or atomic load")
         if not self.uni.is_varying_at(ptr, blk):
             value = self.clone(inst, blk) if blk in self.always else self.guarded(inst, blk)
             self.vals[inst] = self.splat(value) if varying else value

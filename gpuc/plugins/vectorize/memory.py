@@ -17,8 +17,10 @@ stack slots, a copy per lane, and what a plugin marks so: private.py) are not pa
 
 from __future__ import annotations
 
-from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantInt, FunctionType, GetElementPtrInst, Instruction,
-                       IntegerType, LoadInst, StoreInst)
+from gpuc.abi import BOUNDS_FAILURE, INTERRUPT_FLAG
+from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantExpr, ConstantInt, Function, FunctionType,
+                       GetElementPtrInst, GlobalVariable, Instruction, IntegerType, LoadInst, PHINode, SelectInst,
+                       StoreInst)
 
 from .private import marked, rooted
 
@@ -46,6 +48,45 @@ def type_size(ty) -> int | None:
     return {"half": 2, "float": 4, "double": 8, "ptr": 8, "bfloat": 2}.get(text)
 
 
+#: The slots a failed bounds check sends its access to (gpuc/frontend/passes/lowering.py: bounds_scratch).
+_BOUNDS_SCRATCH = "gpuc.boundscheck.scratch"
+
+
+def _past_scratch(pointer):
+    """Where an access goes when its bounds check passes: the other operand of a select or two-way phi between it
+    and the module's scratch slot. Failed accesses write the slot, which no access of the kernel's reaches, so
+    the memory test bounds the access by that operand alone."""
+    if isinstance(pointer, SelectInst):
+        options = list(pointer.operands)[1:]
+    elif isinstance(pointer, PHINode) and len(pointer.incoming) == 2:
+        options = pointer.incoming_values
+    else:
+        return pointer
+    kept = [p for p in options if not _is_scratch(p)]
+    return kept[0] if len(kept) == 1 else pointer
+
+
+def _is_scratch(value) -> bool:
+    if isinstance(value, ConstantExpr) and value.opcode_name in ("addrspacecast", "bitcast"):
+        value = value.operands[0]
+    return isinstance(value, GlobalVariable) and value.name.startswith(_BOUNDS_SCRATCH)
+
+
+def _runtime_only(inst) -> bool:
+    """The debug mode's accesses of the runtime's own memory (docs/debugging.md): the call a failed bounds check
+    makes (it writes only the launch's record, abi.BOUNDS_FAILURE) and the poll of the interrupt flag (a
+    volatile load through abi.INTERRUPT_FLAG). No access of the kernel's reaches that memory, so they do not
+    decide whether items may run in lanes; they still run lane by lane, or once per chunk of lanes."""
+    if isinstance(inst, CallInst):
+        callee = inst.callee
+        return isinstance(callee, Function) and callee.name == BOUNDS_FAILURE
+    if isinstance(inst, LoadInst) and inst.is_volatile:
+        source = inst.operands[0]
+        return (isinstance(source, LoadInst) and isinstance(source.operands[0], GlobalVariable)
+                and source.operands[0].name == INTERRUPT_FLAG)
+    return False
+
+
 class Memory:
     """The body's accesses: `accesses` (loads and stores with a pointer), `opaque` (instructions that
     touch memory in a way the test cannot bound: atomics, calls), `writes` whether anything writes."""
@@ -59,10 +100,13 @@ class Memory:
                 if isinstance(inst, (LoadInst, StoreInst, CallInst)) and (
                         marked(inst) or (not isinstance(inst, CallInst) and rooted(inst.pointer, private, item.inside))):
                     continue  # memory of the item's own (private.py)
+                if _runtime_only(inst):
+                    continue  # the runtime's own memory, which the kernel's accesses never touch
                 if isinstance(inst, LoadInst):
-                    self.accesses.append(Access(inst, inst.operands[0], type_size(inst.type), False))
+                    self.accesses.append(Access(inst, _past_scratch(inst.operands[0]), type_size(inst.type), False))
                 elif isinstance(inst, StoreInst):
-                    self.accesses.append(Access(inst, inst.operands[1], type_size(inst.operands[0].type), True))
+                    self.accesses.append(Access(inst, _past_scratch(inst.operands[1]), type_size(inst.operands[0].type),
+                                                True))
                 elif _commutes(inst):
                     self.atomics.append(inst)
                 elif inst.opcode_name in ("atomicrmw", "cmpxchg", "fence", "va_arg"):

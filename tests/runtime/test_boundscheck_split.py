@@ -81,3 +81,29 @@ def test_the_checked_hot_loop_is_the_unchecked_one():
     llvm = saxpy.inspect(np.float32(2), x, x, x).llvm
     assert re.search(r"<\d+ x float>", llvm), "the checked saxpy did not vectorize"
     assert "gpuc.boundscheck.fail" in llvm
+
+
+@gpuc.kernel(boundscheck=True)
+def escape(c, out, limit):
+    i = gpuc.index()
+    z = 0.0
+    k = 0
+    while k < limit and abs(z) < 2.0:
+        z = z * z + c[i]
+        k += 1
+    out[i] = k + z * 0.0 + c[i + k - k]
+
+
+def test_checked_loops_run_in_vector_lanes():
+    """A checked kernel with a per-item loop (its loop polls the interrupt flag, its accesses may fail) runs in
+    lanes, computing what it computes item by item; a failure inside lanes is still an IndexError."""
+    n = 1000
+    c = np.linspace(-2.2, 0.6, n)
+    lines = [line for line in str(escape.inspect(c, np.zeros(n), 50).trace).splitlines() if "vectorized at" in line]
+    assert lines and lines[0].strip().startswith("vectorized"), lines
+    got, want = np.zeros(n), np.zeros(n)
+    escape[n](c, got, 50, threads=1)
+    gpuc.kernel(escape.py_func, boundscheck=True, vectorize=False)[n](c, want, 50, threads=1)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(IndexError, match=rf"index {n} is out of bounds for axis 0 with size {n}"):
+        escape[n + 1](c, np.zeros(n + 1), 50, threads=1)

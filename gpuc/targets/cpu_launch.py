@@ -33,7 +33,9 @@ def add_launch_entry(job, module: Module, entry: Function) -> Function | None:
         return add_blocks_wrapper(module, entry, grid)
     split = (job.config.optimize and job.config.opt_level > 0
              and any(m == SPLIT_MARKER for _, m in job.config.markers_at("simplified")))
-    vectorize = (job.config.optimize and job.config.opt_level > 0 and job.config.vectorize
+    # (also with CompilerConfig(vectorize=False): the plugin then only guards the loop against LLVM 22's
+    # masked-load fold, gpuc/plugins/vectorize: _freeze_reads_before_writes)
+    vectorize = (job.config.optimize and job.config.opt_level > 0
                  and any(m == VECTORIZE_MARKER for _, m in job.config.markers_at("simplified")))
     return add_range_wrapper(module, entry, split, vectorize)
 

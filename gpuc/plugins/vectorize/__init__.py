@@ -97,6 +97,10 @@ def width(target) -> int:
 def vectorize(state, call, module) -> str:
     item = ItemLoop(call)
     calls = Calls(getattr(state.target, "vector_variants", None))
+    if not state.config.vectorize:  # CompilerConfig(vectorize=False): LLVM's loop vectorizer takes the loop
+        left = Unsupported("vectorize=False; LLVM's loop vectorizer takes it")
+        left.changed = _freeze_reads_before_writes(item, calls)
+        raise left
     for blk in item.body:
         for inst in blk.instructions:
             if _is_marker(inst, calls):

@@ -499,15 +499,17 @@ def draw(seed: int, index: int, base: Base, funcs: list, xs: list, source: str) 
 KNOWN_TAPE_ERRORS = ("a pointer to a stack slot escapes into memory",
                      "a pointer to memory that has a shadow is stored into memory",
                      # the tape's state in registers: its stack buffer reaches the helper that grows it
-                     "a pointer to a stack slot passed to gpuc.autodiff.tape.grow is not differentiated")
+                     "a pointer to a stack slot passed to gpuc.autodiff.tape.grow is not differentiated",
+                     # ... and the phi of the tape's pointer: its stack buffer or what grow returned
+                     "a phi of memory that has a shadow and other memory")
 
 
 def known_tape_error(exc: Exception) -> str | None:
     """The h whose derivative a CompilationError of the known tape kind refuses (h itself, or the gradient
     it calls, differentiated for it), else None."""
     text = str(exc)
-    m = re.search(r"cannot differentiate (\S+) at `(?:store ptr %tape[\w.]*, ptr |[^`]*call ptr @gpuc\.autodiff\.tape\.grow\()"
-                  r"[^`]*`: ([^\n]*)", text)
+    m = re.search(r"cannot differentiate (\S+) at `(?:store ptr %tape[\w.]*, ptr |[^`]*call ptr @gpuc\.autodiff\.tape\.grow\(|"
+                  r"%tape[\w.]* = phi ptr )[^`]*`: ([^\n]*)", text)
     if type(exc).__name__ != "CompilationError" or not m or m.group(2).strip() not in KNOWN_TAPE_ERRORS:
         return None
     h = re.match(r"(h\d+)\.", m.group(1)) or re.search(r"while differentiating @(h\d+)\.", text)

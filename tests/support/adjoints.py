@@ -1125,6 +1125,11 @@ def _adjoint(adjoint, case: Case, threads: int, dtype=None, jitter=None):
     """The arrays and the shadows after an adjoint launch, by name."""
     full = _args(case, dtype, True, jitter)
     adjoint.launch(case.launch, *full, device="cpu", threads=threads)
+    return _by_name(case, full)
+
+
+def _by_name(case: Case, full: list):
+    """The arrays of a launch with a shadow after each float array, and the shadows, by name."""
     arrays, shadows, k = {}, {}, 0
     for p in case.params:
         arrays[p.name] = full[k]
@@ -1139,7 +1144,7 @@ def _tangent(tangent, case: Case):
     """The arrays and the tangents after a tangent kernel launch on float64 arguments (one thread), and the
     directions the tangents started from (random, one per element of every float array), by name."""
     rng = np.random.default_rng(case.index + 1)
-    full, directions, k = [], {}, 0
+    full, directions = [], {}
     for p, value in zip(case.params, _args(case, np.float64)):
         full.append(value)
         if p.is_float:
@@ -1147,14 +1152,7 @@ def _tangent(tangent, case: Case):
             directions[p.name] = d
             full.append(_make(d, p.layout))
     tangent.launch(case.launch, *full, device="cpu", threads=1)
-    arrays, tangents = {}, {}
-    for p in case.params:
-        arrays[p.name] = full[k]
-        k += 1
-        if p.is_float:
-            tangents[p.name] = full[k]
-            k += 1
-    return arrays, tangents, directions
+    return (*_by_name(case, full), directions)
 
 
 def differences(kernel, case: Case, scale: float = 1.0, only=None):

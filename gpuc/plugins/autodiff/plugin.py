@@ -179,12 +179,18 @@ def _defers(request: CallInst, inner: CallInst, heap) -> bool:
     return nested.defers(inner, reverse, heap)
 
 
-def _checked_adjoint(user, marker: Function) -> CallInst:
+def _kernel_request(user, marker: Function):
+    """(the kernel, the call's text, its arguments) of a request that makes a whole kernel its derivative,
+    or a CompilationError where `user` is no call of `marker` in a function."""
     caller = user.function if isinstance(user, Instruction) else None
     text = str(user).strip()
     if not isinstance(user, CallInst) or user.callee != marker or caller is None:
         raise CompilationError(f"@{marker.name} is used other than by a direct call in a kernel: {text}")
-    args = user.args
+    return caller, text, user.args
+
+
+def _checked_adjoint(user, marker: Function) -> CallInst:
+    caller, text, args = _kernel_request(user, marker)
     if (not marker.is_declaration or str(user.type) != "void" or len(args) < 3 or len(args) % 2 == 0
             or any(str(a.type) != "i64" for a in args[:3])
             or any(not isinstance(a.type, PointerType) for a in args[3:])):
@@ -196,11 +202,7 @@ def _checked_adjoint(user, marker: Function) -> CallInst:
 
 def _checked_tangent_kernel(user, marker: Function) -> CallInst:
     """`call void @gpuc.autodiff.fwd.kernel(ptr array, ptr tangent, ...)`, each a parameter of the kernel."""
-    caller = user.function if isinstance(user, Instruction) else None
-    text = str(user).strip()
-    if not isinstance(user, CallInst) or user.callee != marker or caller is None:
-        raise CompilationError(f"@{marker.name} is used other than by a direct call in a kernel: {text}")
-    args = user.args
+    caller, text, args = _kernel_request(user, marker)
     if (not marker.is_declaration or str(user.type) != "void" or not args or len(args) % 2
             or any(not isinstance(a.type, PointerType) for a in args)):
         raise CompilationError(f"the tangent kernel request in @{caller.name} is malformed: it must be `call void "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 
 import pytest
 
@@ -42,17 +41,30 @@ def test_helper_that_died_is_restarted(spirv_machine, ctx):
 
 
 def test_server_reports_errors_without_dying():
-    # Drive the helper's loop in-process: a bad request gets an error reply, the next one works.
-    good = llvm.Module.parse(KERNEL, llvm.Context()).to_bitcode()
-    stdin = io.BytesIO()
-    for bitcode, triple in ((b"not bitcode", "spirv64-unknown-unknown"), (good, "spirv64-unknown-unknown")):
-        isolated._write(stdin, {"triple": triple, "cpu": "", "features": "", "opt_level": 2, "kind": "obj",
-                                "size": len(bitcode)}, bitcode)
-    stdin.seek(0)
-    stdout = io.BytesIO()
-    isolated.serve(stdin, stdout)
-    stdout.seek(0)
-    first, _ = isolated._read(stdout)
-    second, payload = isolated._read(stdout)
-    assert first["ok"] is False and first["error"]
-    assert second["ok"] is True and payload[:4] == b"\x03\x02\x23\x07"
+    # Drive the helper's loop (it forks a child per request) in a fresh interpreter: this test process may have
+    # threads of its own (JAX's, once tests/jax ran), and a fork of a threaded process can deadlock its child.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import io
+        from gpuc import llvm
+        from gpuc.llvm import isolated
+        KERNEL = {KERNEL!r}
+        good = llvm.Module.parse(KERNEL, llvm.Context()).to_bitcode()
+        stdin = io.BytesIO()
+        for bitcode in (b"not bitcode", good):
+            isolated._write(stdin, {{"triple": "spirv64-unknown-unknown", "cpu": "", "features": "", "opt_level": 2,
+                                     "kind": "obj", "size": len(bitcode)}}, bitcode)
+        stdin.seek(0)
+        stdout = io.BytesIO()
+        isolated.serve(stdin, stdout)
+        stdout.seek(0)
+        first, _ = isolated._read(stdout)
+        second, payload = isolated._read(stdout)
+        print(first["ok"], bool(first["error"]), second["ok"], payload[:4] == b"\\x03\\x02\\x23\\x07")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True", "True", "True"], proc.stdout + proc.stderr

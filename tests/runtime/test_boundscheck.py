@@ -19,43 +19,11 @@ from gpuc.abi import KernelSignature
 from gpuc.compiler import cache
 from gpuc.runtime import cpu
 from gpuc.runtime.dispatch import launch_job, signature_spec, typeof
+from support.device_debug_kernels import (count, diagonal_plus, from_the_end, local_window, runaway, shared_reverse,
+                                          shift, store_past, weighted_gradients)
 from support.user_programs import PROGRAMS
 
-HERE = os.path.basename(__file__)
-
-
-@gpuc.kernel(boundscheck=True)
-def shift(a, out):
-    i = gpuc.index()
-    out[i] = a[i + 1]
-
-
-@gpuc.kernel(boundscheck=True)
-def from_the_end(a, out, k):
-    i = gpuc.index()
-    out[i] = a[i - k]
-
-
-@gpuc.kernel(boundscheck=True)
-def store_past(out):
-    i = gpuc.index()
-    out[2 * i] = 1.0
-
-
-@gpuc.func(boundscheck=True)
-def at(a, i, j):
-    return a[i, j]
-
-
-@gpuc.kernel  # unchecked itself: the func checks its own indices
-def diagonal_plus(a, out, d):
-    i = gpuc.index()
-    out[i] = at(a, i, i + d)
-
-
-@gpuc.kernel(boundscheck=True)
-def count(a, i, hits):
-    gpuc.atomic_add(hits, a[i], 1)
+HERE = "device_debug_kernels.py"  # where the kernels are (shared with the OpenCL and CUDA tests)
 
 
 @gpuc.kernel(boundscheck=True)
@@ -66,35 +34,6 @@ def row_view(a, out, k):
     for v in r:
         s += v
     out[i] = s
-
-
-@gpuc.kernel(boundscheck=True)
-def runaway(a, out):
-    i = gpuc.index()
-    k = 0
-    while a[k] != -1.0:  # no -1 in a: without the check this reads on past the array forever
-        k += 1
-    out[i] = k
-
-
-@gpuc.kernel(boundscheck=True)
-def shared_reverse(x, out, skew):
-    t = gpuc.thread_index()
-    buf = gpuc.shared.array(8, gpuc.float64)
-    buf[t] = x[gpuc.index()]
-    gpuc.barrier()
-    out[gpuc.index()] = buf[7 - t + skew]
-
-
-@gpuc.kernel(boundscheck=True)
-def local_window(x, out, width):
-    i = gpuc.index()
-    w = gpuc.local.array(4, gpuc.float64)
-    for k in range(width):
-        w[k] = x[i] * k
-    out[i] = w[0] + w[1]
-
-
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -250,20 +189,6 @@ def test_in_range_programs_compute_the_same_with_checks(p):
     for w, g in zip(want, got):
         if isinstance(w, np.ndarray):
             np.testing.assert_array_equal(g, w, strict=True)
-
-
-@gpuc.func
-def weighted(x, w, n):
-    s = 0.0
-    for k in range(n):
-        s += w[k] * x * x
-    return s
-
-
-@gpuc.kernel(boundscheck=True)
-def weighted_gradients(xs, w, n, out):
-    i = gpuc.index()
-    out[i] = gpuc.grad(weighted, xs[i], w, n)[0] + gpuc.derivative(weighted, xs[i], w, n)
 
 
 def test_derivatives_of_checked_funcs():

@@ -37,7 +37,7 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
 from gpuc.errors import CompilationError
 from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
-                       Instruction, PHINode, StoreInst, TargetData)
+                       Instruction, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
 
 #: Work items per warp on the CPU: the width of NVIDIA's warps, so that kernels written for them
 #: (ballots into 32 bits, `lane == 31` tests) give the same results.
@@ -187,6 +187,10 @@ class BlockKernel:
     def _copy_tree(self, value, tree, made):
         if value in made:
             return made[value]
+        if isinstance(value, PHINode):  # a phi of one value (and undef): that value
+            source = _single_source(value)
+            made[value] = self._copy_tree(source, tree, made) if source in tree else source
+            return made[value]
         new = value.clone()
         for i, op in enumerate(value.operands):
             if op in tree:
@@ -254,6 +258,16 @@ def _recomputable(value):
         inst = work.pop()
         if inst in tree:
             continue
+        if isinstance(inst, PHINode):
+            # SSA construction's phi of a value and undef (a slot written on some paths only): the
+            # value, wherever the phi is not undef
+            source = _single_source(inst)
+            if source is None:
+                return None
+            tree.add(inst)
+            if isinstance(source, Instruction):
+                work.append(source)
+            continue
         if isinstance(inst, CallInst):
             callee = inst.callee
             if callee is None or callee.name not in _RECOMPUTABLE_MARKERS:
@@ -267,6 +281,12 @@ def _recomputable(value):
             return None
         work += [op for op in inst.operands if isinstance(op, Instruction)]
     return tree
+
+
+def _single_source(phi):
+    """The one value `phi` takes but for undef, poison and itself, or None."""
+    found = {v for v in phi.incoming_values if v != phi and not isinstance(v, (UndefValue, PoisonValue))}
+    return found.pop() if len(found) == 1 else None
 
 
 def _where(inst) -> str:

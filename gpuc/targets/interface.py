@@ -120,6 +120,9 @@ class Target:
     #: "atomic_add on float32 arrays ...".
     float_atomics = True
     float_atomics_missing = ""
+    #: Whether the work items of a block run one after another on one thread (the CPU's work-item
+    #: loops): the reverse sweep's adds into shared memory's shadow then need no atomics.
+    serial_blocks = False
     #: The other gpuc.atomic_* the backend cannot compile: {(operation, element type): why}, e.g.
     #: {("max", "float32"): "needs ..."}, `why` completing "atomic_max on float32 arrays ..." (see
     #: `atomic_issue`).

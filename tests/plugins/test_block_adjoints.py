@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, finite_differences, gathered, halo_stencil,
-                                    matmul, prefix_sum, shared_atomics, warp_sum)
+                                    matmul, prefix_sum, rotating_tile, shared_atomics, warp_sum)
 
 import gpuc
 
@@ -30,6 +30,7 @@ CASES = {
     "gathered_shuffles": (gathered, [U(64), np.array([6], np.int64), np.zeros(64)], 45, 45),
     "prefix_sum": (prefix_sum, [U(128), np.zeros(128)], 128, TPB),
     "shared_atomics_and_votes": (shared_atomics, [U(48), U(3), np.zeros(1)], 48, 16),
+    "rotating_tile": (rotating_tile, [U(3 * BS), np.zeros(3 * BS)], 3 * BS, BS),
 }
 
 
@@ -59,7 +60,7 @@ A1, A2 = gpuc.Array[gpuc.float64, 1, "C"], gpuc.Array[gpuc.float64, 2, "C"]
 I1 = gpuc.Array[gpuc.int64, 1, "C"]
 TYPES = {"block_sums": (A1,) * 4, "tiled_matmul": (A2,) * 6, "halo_stencil": (A1,) * 4,
          "warp_shuffle_sum": (A1,) * 4, "butterfly": (A1,) * 4, "gathered_shuffles": (A1, A1, I1, A1, A1),
-         "prefix_sum": (A1,) * 4, "shared_atomics_and_votes": (A1,) * 6}
+         "prefix_sum": (A1,) * 4, "shared_atomics_and_votes": (A1,) * 6, "rotating_tile": (A1,) * 4}
 
 
 def _compile(name, target, output):
@@ -74,8 +75,25 @@ def test_adjoint_compiles_for_ptx(name, ptxas):
     ptxas(_compile(name, gpuc.PTXTarget(cap="sm_90"), "asm"))
 
 
-# GCN and SPIR-V have no allocator for the tape of the matmul's loop over tiles.
-NO_TAPE = {"tiled_matmul"}
+# GCN and SPIR-V have no allocator for the tape of the matmul's loop over tiles (and the tile's rounds).
+NO_TAPE = {"tiled_matmul", "rotating_tile"}
+
+
+def _reloaded(name) -> int:
+    """How many loads from shared memory the CPU adjoint of CASES[name] loads again in its reverse."""
+    trace = gpuc.compile(gpuc.CompilerJob((gpuc.adjoint(CASES[name][0]), TYPES[name]), gpuc.CompilerConfig(
+        gpuc.NativeTarget(), kernel=True, whole_blocks=True)), "asm").trace
+    [found] = [dict(t.details)["reloaded shared loads"] for t in trace.transformations
+               if "reloaded shared loads" in dict(t.details)]
+    return found
+
+
+# Values loaded from shared memory inside a loop went on every item's tape (the tiled matmul's items
+# taped a row and a column of each tile); the reverse now restores shared memory and loads them again.
+def test_shared_loads_used_at_once_are_loaded_again():
+    assert _reloaded("tiled_matmul") == 2 * TILE  # sa[ty, kk] and sb[kk, tx], the loop over kk unrolled
+    assert _reloaded("rotating_tile") == 3        # the three reads of neighbours, not `kept`
+    assert _reloaded("shared_atomics_and_votes") == 0  # atomics into shared memory: everything on the tape
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))

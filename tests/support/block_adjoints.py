@@ -129,6 +129,27 @@ def shared_atomics(x, w, total):
         gpuc.atomic_add(total, 0, acc[0] * acc[1] + float(c))
 
 
+@gpuc.kernel
+def rotating_tile(x, y):
+    """A shared tile written again on each round of a loop, items reading their neighbours' entries:
+    products of values loaded just before (the reverse loads them again, shared memory restored as it
+    goes) and a value kept past a store and barriers (the reverse takes it from the tape)."""
+    s = gpuc.shared.array(BS, gpuc.float64)
+    t, i, n = gpuc.thread_index(0), gpuc.index(0), gpuc.block_dim(0)
+    acc = 0.0
+    for k in range(len(x) // n):  # a loop of run-time length: its values need a tape
+        s[t] = x[i] * (k + 1.0) + acc
+        gpuc.barrier()
+        acc += s[(t + n - 1) % n] * s[(t + 1) % n]
+        kept = s[t]
+        gpuc.barrier()
+        s[t] = acc * 0.5
+        gpuc.barrier()
+        acc += kept * s[(t + 1) % n]
+        gpuc.barrier()
+    y[i] = acc
+
+
 def finite_differences(kernel, arrays, n, block, *, threads=1, h=1e-6, samples=40, seed=1):
     """The worst relative difference between the shadows after `gpuc.adjoint(kernel)` launched with a
     random seed in every float array's shadow and the gradient of L = Σ seed · arrays after the

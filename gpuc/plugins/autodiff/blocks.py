@@ -130,7 +130,8 @@ def site_of(fn: llvm.Function):
     """A source site to name at the barriers the adjoint adds: one of fn's synchronization calls'."""
     for inst in fn.instructions():
         if isinstance(inst, llvm.CallInst) and isinstance(inst.callee, llvm.Function) and inst.args \
-                and inst.callee.name.startswith("gpuc.ctx.") and str(inst.args[-1].type) == "ptr":
+                and inst.callee.name.startswith("gpuc.ctx.") and inst.callee.name != SHARED_MARKER \
+                and inst.args[-1].name.startswith("gpuc.site"):
             return inst.args[-1]
     return llvm.Constant.null(fn.parent.context.ptr())
 
@@ -229,3 +230,110 @@ def _scatter(r, inst, a, value, kind, operand, lane, shuffle) -> None:
     b.cond_br(b.icmp("ult", k_next, width), loop, done)
     b.position_at_end(done)
     r.accumulate(value, total_next)
+
+
+# -- shared memory read again in the reverse -------------------------------------------------------
+#
+# A value loaded from shared memory inside a loop would go on every work item's tape (a tiled
+# matmul's items each tape a row and a column of every tile: TILE times the tile per block). Instead,
+# the reverse restores shared memory as it goes: each store into a shared array keeps the value it
+# overwrites (on the tape), and its reverse puts that value back. So when the reverse of an
+# instruction runs, shared memory holds what it held when the instruction ran forward, and a value
+# loaded from it just before can be loaded again: one float per store on the tape, none per load.
+# This holds for kernels free of data races (what the GPUs require of the primal): between two
+# barriers, an element one item writes is read or written by no other item.
+
+#: Calls between a shared load and its user that cannot write memory: pure LLVM intrinsics.
+_PURE_INTRINSIC_PREFIXES = ("llvm.fmuladd", "llvm.fma.", "llvm.fabs", "llvm.sqrt", "llvm.minnum", "llvm.maxnum",
+                            "llvm.minimum", "llvm.maximum", "llvm.copysign", "llvm.floor", "llvm.ceil", "llvm.trunc",
+                            "llvm.round", "llvm.rint", "llvm.assume", "llvm.dbg.")
+
+
+def reloaded_loads(r) -> tuple[set, set]:
+    """(the loads from shared memory whose value the reverse of their users loads again, the stores
+    into those shared arrays, which the reverse undoes). Empty when the function writes shared memory
+    other than with plain stores (atomics, calls): then every value the reverse needs goes on the tape."""
+    arrays_of = {}
+
+    def arrays(pointer):
+        if pointer not in r.shadowed or pointer in r.stack:
+            return None
+        found = arrays_of.get(pointer)
+        if found is None:
+            roots = r._roots_of(pointer)
+            found = arrays_of[pointer] = (frozenset(x.args[0] for x in roots)
+                                          if roots and all(is_shared(x) for x in roots) else frozenset())
+        return found or None
+
+    loads, stores = set(), []
+    for block in r.order:
+        for inst in block.instructions:
+            op = inst.opcode_name
+            if op in ("atomicrmw", "cmpxchg") and arrays(inst.operands[0]):
+                return set(), set()
+            if op == "call" and not is_shared(inst) and any(arrays(a) for a in inst.args):
+                return set(), set()
+            if op == "store" and arrays(inst.operands[1]):
+                stores.append(inst)
+            elif op == "load" and arrays(inst.operands[0]) and inst in r.varied and _used_at_once(inst) \
+                    and _available(r, inst.operands[0], block):
+                loads.add(inst)
+    read = set().union(*(arrays(load.operands[0]) for load in loads))
+    return loads, {store for store in stores if arrays(store.operands[1]) & read}
+
+
+def _used_at_once(load) -> bool:
+    """Whether every user of `load` follows it in its block with nothing between them that may write
+    memory (so the value is still in memory where the user runs)."""
+    users = {u.user for u in load.uses}
+    if any(u.parent != load.parent or isinstance(u, llvm.PHINode) for u in users):
+        return False
+    inst = load.next
+    while users and inst is not None:
+        users.discard(inst)
+        op = inst.opcode_name
+        if op in ("store", "atomicrmw", "cmpxchg", "fence"):
+            break
+        if op == "call" and not (isinstance(inst.callee, llvm.Function)
+                                 and inst.callee.name.startswith(_PURE_INTRINSIC_PREFIXES)):
+            break
+        inst = inst.next
+    return not users
+
+
+#: Instructions the reverse computes again from their operands instead of taping their value (an address).
+_RECOMPUTED = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor", "udiv", "sdiv", "urem",
+                         "srem", "icmp", "select", "trunc", "zext", "sext", "getelementptr", "addrspacecast"})
+_RECOMPUTE_LIMIT = 16
+
+
+def _taped(r, value, block) -> bool:
+    """Whether the reverse of `block` would take fn's `value` from the tape (computed per iteration of a
+    loop that `block` is in)."""
+    return isinstance(value, llvm.Instruction) and value.parent in r.cyclic and block in r.cyclic
+
+
+def _available(r, pointer, block) -> bool:
+    """Whether the reverse of `block` gets `pointer` without a tape: computed outside the loops `block` is
+    in, or from such values by a few integer operations and GEPs (computed again: they ran forward with
+    the same operands, so they cannot fault). Else taping the loaded value is as cheap."""
+    seen, work = set(), [pointer]
+    while work:
+        v = work.pop()
+        if v in seen or not _taped(r, v, block):
+            continue
+        if v.opcode_name not in _RECOMPUTED or len(seen) >= _RECOMPUTE_LIMIT:
+            return False
+        seen.add(v)
+        work += v.operands
+    return True
+
+
+def recomputed(r, value):
+    """fn's `value` in the reverse block being built, computed again where `_available` allows."""
+    if not _taped(r, value, r.current):
+        return r.primal(value)
+    new = r.vmap[value].clone()
+    for k, op in enumerate(value.operands):
+        new.operands[k] = recomputed(r, op)
+    return r.b.insert(new)

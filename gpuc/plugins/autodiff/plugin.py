@@ -283,7 +283,7 @@ def _settings(state: CompileState, *, concurrent: bool, parity: bool = False) ->
     target = state.target
     return Settings(heap=getattr(target, "heap_functions", None), float_atomics=getattr(target, "float_atomics", True),
                     float_atomics_missing=getattr(target, "float_atomics_missing", ""), concurrent=concurrent,
-                    parity=parity, target_name=repr(target))
+                    parity=parity, serial_blocks=getattr(target, "serial_blocks", False), target_name=repr(target))
 
 
 def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
@@ -293,13 +293,13 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     schedule = call.callee.name
     settings = _settings(state, concurrent=schedule != SERIAL_ADJOINT_MARKER, parity=schedule == PARITY_ADJOINT_MARKER)
     try:
-        reach = adjoint_body(module, kernel, call, settings)
+        reach, reloaded = adjoint_body(module, kernel, call, settings)
     except CompilationError as exc:
         raise exc.located_at(_definition(state, kernel.name)).with_note(
             f"while building the adjoint kernel @{kernel.name}", None)
     state.trace.transformations.append(TransformationRecord(
         f"{kernel.name}.adjoint", f"@{kernel.name} (adjoint kernel)", state.point, False,
-        time.perf_counter() - start, kernel.name, details=(("reach", reach),)))
+        time.perf_counter() - start, kernel.name, details=(("reach", reach), ("reloaded shared loads", reloaded))))
     # Kept out of line until now (its primal body had to stay whole): let the launch wrapper inline it.
     kernel.attributes.remove("noinline")
     callers = {use.user.function.name for use in kernel.uses if isinstance(use.user, CallInst)}

@@ -60,6 +60,9 @@ class Settings:
     #: With `concurrent`: only work items farther apart than every shift of a NEAR array run at once
     #: (the CPU's parity schedule), so only ANY arrays need atomic adds (access.py).
     parity: bool = False
+    #: With `concurrent`: a block's work items run one after another (the CPU), so adds into the shadow of
+    #: its shared memory need no atomics.
+    serial_blocks: bool = False
     target_name: str = "this target"
 
 
@@ -70,7 +73,7 @@ def gradient_name(fn: llvm.Function, mask: str, settings: Settings) -> str:
 def callee_settings(settings: Settings) -> Settings:
     """What a callee's gradient is built with: it cannot tell work items' elements apart."""
     return Settings(settings.heap, settings.float_atomics, settings.float_atomics_missing, settings.concurrent,
-                    False, settings.target_name)
+                    False, settings.serial_blocks, settings.target_name)
 
 
 def gradient_function(module: llvm.Module, fn: llvm.Function, mask: str, settings: Settings) -> llvm.Function:
@@ -119,7 +122,8 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
 
     into its own adjoint: the body before the marker is the primal; each (array, shadow) pair names a
     shadow for the array's data pointer; the index values say which offsets are the work item's own.
-    Returns the largest shift along each dimension of the arrays work items share (access.py)."""
+    Returns (the largest shift along each dimension of the arrays work items share (access.py), how many
+    loads from shared memory the reverse loads again instead of taping their values (blocks.py))."""
     args = marker.args
     if len(args) < 3 or len(args) % 2 == 0:
         raise CompilationError(f"the adjoint request in @{kernel.name} is malformed: {str(marker).strip()}")
@@ -165,7 +169,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         b.position_at_end(kernel.append_block("entry"))
         b.call(grad, list(kernel.args))
         b.ret()
-    return builder.reach
+    return builder.reach, len(builder.reloaded)
 
 
 class _Reverse(Copier):
@@ -240,6 +244,9 @@ class _Reverse(Copier):
                         varied.add(inst)
                         changed = True
         self.varied = varied
+        # shared memory restored by the reverse, its loads read again (blocks.py)
+        self.reloaded, self.restored = blocks.reloaded_loads(self)
+        self.overwritten: dict = {}  # fn's restored stores -> the value each overwrote (gfn's forward part)
         self.atomic_bases = self._atomic_bases()
         self.writes_memory = memory_effects(fn, heap=self.settings.heap)[1]
 
@@ -289,7 +296,8 @@ class _Reverse(Copier):
         reach = [max((f.reach[d] for f in found.values() if f.kind == access.NEAR), default=0) for d in range(3)]
         self.reach = tuple(reach)
         shared = (access.ANY,) if self.settings.parity else (access.ANY, access.NEAR)
-        return {base for base, f in found.items() if f.kind in shared}
+        return {base for base, f in found.items() if f.kind in shared
+                and not (self.settings.serial_blocks and blocks.is_shared(base))}
 
     def _roots_of(self, pointer) -> set:
         """The parameters and slots fn's shadowed `pointer` may point into."""
@@ -396,6 +404,9 @@ class _Reverse(Copier):
                                              [self.value(inst.args[0])], f"{inst.name}.shadow" if inst.name else "")
         else:
             self._check_memory(inst)
+            if inst in self.restored:
+                self.overwritten[inst] = self.b.load(inst.operands[0].type, self.value(inst.operands[1]),
+                                                     align=inst.alignment)
             new = self.vmap[inst] = self.clone(inst)
             if inst in self.shadowed and blocks.is_shared(inst):
                 self.shadows[inst] = blocks.shared_shadow(self, inst, new)
@@ -470,6 +481,8 @@ class _Reverse(Copier):
     # -- primal values in the reverse ------------------------------------------------------------
     def primal(self, v):
         """fn's value `v` as the forward part computed it, usable in the reverse block being built."""
+        if v in self.reloaded and v.parent == self.current:  # shared memory holds it again here (blocks.py)
+            return self.b.load(v.type, blocks.recomputed(self, v.operands[0]), align=v.alignment)
         if isinstance(v, llvm.Instruction):
             return self.need(self.vmap[v], v.parent)
         return self.value(v)
@@ -604,6 +617,9 @@ class _Reverse(Copier):
             rule(self, inst)
         elif inst in self.varied:
             raise self.error(inst, f"no derivative rule for `{inst.opcode_name}` on floats")
+        old = self.overwritten.get(inst)
+        if old is not None:  # shared memory as it was before the store
+            self.b.store(self.need(old, inst.parent), self.primal(inst.operands[1]), align=inst.alignment)
 
     def _dispatch(self, block) -> None:
         """The end of `block`'s reverse: phis' adjoints to their incoming values, then back to the

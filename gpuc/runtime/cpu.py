@@ -10,7 +10,7 @@ to, reading the kernel's flattened arguments from `argv` (gpuc/abi.py: one 8-byt
 scalar). This module hands the finished module to the JIT and marshals arguments with the
 kernel's `abi.KernelSignature`.
 
-`launch` splits `[0, total)` into chunks that the calling thread and pool threads take in turn
+`launch` runs `[0, total)` in chunks that the calling thread and pool threads claim in turn
 (gpuc/runtime/pool.py); ctypes releases the GIL during foreign calls, so chunks run in parallel.
 """
 
@@ -437,9 +437,9 @@ def index_space(n) -> tuple[int, int, int]:
 
 #: With the default thread count, each thread gets at least this many work items.
 MIN_ITEMS_PER_THREAD = 4096
-#: A launch on k threads is split into up to k * CHUNKS_PER_THREAD chunks of at least
-#: MIN_ITEMS_PER_CHUNK items (but at least k chunks): threads that finish early take more, and an
-#: interrupted launch stops at the next chunk boundary.
+#: A launch on k threads is cut into chunks as the threads claim them, large first and small last, each
+#: lasting at most a few milliseconds (gpuc/runtime/pool.py: run_chunks). A launch with `apart=` runs
+#: in up to 2 * k * CHUNKS_PER_THREAD runs (launch_in_two_phases).
 CHUNKS_PER_THREAD = 8
 MIN_ITEMS_PER_CHUNK = 4096  # a chunk costs a couple of microseconds: as much as ~10k cheap items
 #: A launch on one thread runs in at most this many chunks, one after another, so that Ctrl-C stops it
@@ -487,9 +487,7 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
             fn(argv, begin, end, sizes)
             begin = end
         return
-    chunks = max(threads, min(threads * CHUNKS_PER_THREAD, total // MIN_ITEMS_PER_CHUNK))
-    bounds = [total * k // chunks for k in range(chunks + 1)]
-    run_chunks(fn, argv, bounds, sizes, helpers=threads - 1)
+    run_chunks(fn, argv, [0, total], sizes, helpers=threads - 1)
 
 
 _SIZES = struct.Struct("<3q")
@@ -543,8 +541,6 @@ def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *
         threads = max(1, min(default_threads(), blocks * items // MIN_BLOCK_ITEMS_PER_THREAD, blocks))
     else:
         threads = max(1, min(launch_threads(blocks, threads), blocks))
-    chunks = max(threads, min(threads * CHUNKS_PER_THREAD, blocks))
-    bounds = [blocks * k // chunks for k in range(chunks + 1)]
     try:
         while True:
             if threads == 1:  # in order, in chunks between which Ctrl-C stops the launch
@@ -552,7 +548,7 @@ def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *
                 for k in range(serial):
                     fn(argv, blocks * k // serial, blocks * (k + 1) // serial, launch)
             else:
-                run_chunks(fn, argv, bounds, launch, helpers=threads - 1)
+                run_chunks(fn, argv, [0, blocks], launch, helpers=threads - 1)
             if record[0]:
                 _diverged(record, grid, block3)
             if states is None or not _next_phase(states, blocks, grid):

@@ -1,11 +1,19 @@
 """The CPU launcher's worker threads: one shared pool that grows on demand and is never shut down.
 
-A launch is split into chunks that the calling thread and `helpers` pool threads claim one at a
-time from a shared counter. Nothing is handed to a particular thread, so launches from many
-threads share the pool safely whatever their `threads=` (a launch whose helpers are still queued
-behind another launch's work simply runs more chunks on the threads it has), and a launch can
-stop at a chunk boundary: when the caller is interrupted (Ctrl-C) or a chunk raises, no new chunk
-starts, the running ones finish, and only then does the exception reach the caller.
+A launch runs on the calling thread and `helpers` pool threads, each claiming chunks of it in turn.
+`run_chunks` cuts the range as it goes (guided self-scheduling): a claim takes the share of what is
+left that would be the thread's if every thread took as much, so the first chunks are large and the
+last ones small, and a thread's chunks never last much longer than CHUNK_SECONDS once it has timed
+one. A short launch so costs each thread a few calls, as a static schedule would, yet nothing waits
+for a particular thread: launches from many threads share the pool safely whatever their `threads=`
+(a launch whose helpers are still queued behind another launch's work is simply finished by the
+threads it has). Pool threads leave the last crumbs to the calling thread, so that it seldom has to
+sleep until a pool thread's chunk ends (waking it costs tens of microseconds). `run_ranges` never
+splits its ranges: each is one chunk, taken in order.
+
+Either way a launch stops at a chunk boundary: when the caller is interrupted (Ctrl-C) or a chunk
+raises, no new chunk starts, the running ones finish, and only then does the exception reach the
+caller.
 """
 
 from __future__ import annotations
@@ -13,10 +21,19 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from time import perf_counter
+
+#: Once a thread has timed a chunk, its chunks last about this long at most: long enough that a
+#: call and a claim (microseconds) cost nothing, short enough that Ctrl-C and the last chunks are prompt.
+CHUNK_SECONDS = 0.002
+#: A thread's first chunk is at most this part of its share of the launch (it has no timing yet).
+FIRST_CHUNK_PARTS = 8
+#: Pool threads claim no chunk that would run shorter than this: such crumbs are the calling thread's.
+CRUMB_SECONDS = 20e-6
 
 
 class _Pool:
-    """Daemon threads running queued callables; `ensure(n)` grows it to at least n threads."""
+    """Daemon threads running queued calls; `ensure(n)` grows it to at least n threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -24,18 +41,21 @@ class _Pool:
         self._size = 0
 
     def ensure(self, workers: int) -> None:
+        if self._size >= workers:
+            return
         with self._lock:
             while self._size < workers:
                 thread = threading.Thread(target=self._work, name=f"gpuc-cpu-{self._size}", daemon=True)
                 thread.start()
                 self._size += 1
 
-    def submit(self, task) -> None:
-        self._queue.put(task)
+    def submit(self, task, *args) -> None:
+        self._queue.put((task, args))
 
     def _work(self) -> None:
         while True:
-            self._queue.get()()
+            task, args = self._queue.get()
+            task(*args)
 
 
 _POOL = _Pool()
@@ -51,25 +71,28 @@ if hasattr(os, "register_at_fork"):
 
 
 class ChunkedLaunch:
-    """Chunks `[begin, end)` of one launch (`ranges`), each run as `fn(argv, begin, end, sizes)`."""
+    """One launch: `fn(argv, begin, end, sizes)` over chunks of `[begin, end)` that `threads` threads
+    claim (guided, see the module docstring), or over the given `ranges`, each whole."""
 
-    def __init__(self, fn, argv: bytes, ranges: list[tuple[int, int]], sizes: bytes) -> None:
-        self._fn, self._argv, self._ranges, self._sizes = fn, argv, ranges, sizes
+    def __init__(self, fn, argv: bytes, sizes: bytes, threads: int, begin: int = 0, end: int = 0,
+                 ranges: list[tuple[int, int]] | None = None) -> None:
+        self._fn, self._argv, self._sizes, self._threads = fn, argv, sizes, threads
+        self._begin, self._end, self._ranges = begin, end, ranges
+        self._first = max(1, (end - begin) // (threads * FIRST_CHUNK_PARTS))
         self._cond = threading.Condition(threading.Lock())
-        self._next = 0  # the next chunk to claim
         self._running = 0  # chunks pool threads claimed and have not finished
         self._stopped = False  # no further chunk may start
         self._error: BaseException | None = None  # the first exception a pool thread's chunk raised
 
-    def run(self, helpers: int) -> None:
-        """Run every chunk on the calling thread and `helpers` pool threads; return when all are done.
+    def run(self) -> None:
+        """Run every chunk on the calling thread and `threads - 1` pool threads; return when all are done.
 
         An exception (KeyboardInterrupt included) stops the launch at the next chunk boundary and
         is raised once no chunk is running any more.
         """
-        if helpers:
-            _POOL.ensure(helpers)
-            for _ in range(helpers):
+        if self._threads > 1:
+            _POOL.ensure(self._threads - 1)
+            for _ in range(self._threads - 1):
                 _POOL.submit(self._help)
         try:
             self._claim_and_run(counted=False)
@@ -80,25 +103,48 @@ class ChunkedLaunch:
         if self._error is not None:
             raise self._error
 
-    def _claim(self, counted: bool) -> int | None:
+    def _claim(self, want: int, crumb: int, counted: bool) -> tuple[int, int] | None:
+        """The next chunk, of at most `want` items and, for a pool thread, at least `crumb`; or None."""
         with self._cond:
-            if self._stopped or self._next >= len(self._ranges):
+            if self._stopped:
                 return None
+            if self._ranges is not None:
+                if self._begin >= len(self._ranges):
+                    return None
+                self._begin += 1
+                chunk = self._ranges[self._begin - 1]
+            else:
+                left = self._end - self._begin
+                take = min(want, max(crumb, -(-left // self._threads)), left)
+                if counted:  # a pool thread leaves at least a crumb to the calling thread
+                    take = min(take, left - crumb)
+                    if take < crumb:
+                        return None
+                elif left - take < crumb:  # no crumb is left behind for a chunk of its own
+                    take = left
+                if take <= 0:
+                    return None
+                chunk = (self._begin, self._begin + take)
+                self._begin += take
             self._running += counted
-            self._next += 1
-            return self._next - 1
+            return chunk
 
     def _claim_and_run(self, counted: bool) -> None:
         # Only pool threads' chunks are counted as running: the launching thread, the one that
         # gets KeyboardInterrupt, is done with its chunk whenever it runs Python code again.
-        while (k := self._claim(counted)) is not None:
+        want, crumb = self._first, 1
+        while (chunk := self._claim(want, crumb, counted)) is not None:
+            start = perf_counter()
             try:
-                self._fn(self._argv, *self._ranges[k], self._sizes)
+                self._fn(self._argv, *chunk, self._sizes)
             finally:
                 if counted:
                     with self._cond:
                         self._running -= 1
-                        self._cond.notify_all()
+                        if self._stopped and not self._running:
+                            self._cond.notify_all()
+            rate = (chunk[1] - chunk[0]) / max(perf_counter() - start, 1e-9)  # items per second
+            want, crumb = max(1, int(rate * CHUNK_SECONDS)), max(1, int(rate * CRUMB_SECONDS))
 
     def _help(self) -> None:
         try:
@@ -126,10 +172,11 @@ class ChunkedLaunch:
 
 
 def run_chunks(fn, argv: bytes, bounds: list[int], sizes: bytes, helpers: int) -> None:
-    """Run chunks `[bounds[k], bounds[k+1])` (see ChunkedLaunch) on the calling thread and `helpers` pool threads."""
-    run_ranges(fn, argv, list(zip(bounds, bounds[1:])), sizes, helpers)
+    """Run `[bounds[0], bounds[-1])`, cut into chunks as it goes (see ChunkedLaunch), on the calling thread
+    and `helpers` pool threads; any two items may run at once."""
+    ChunkedLaunch(fn, argv, sizes, helpers + 1, bounds[0], bounds[-1]).run()
 
 
 def run_ranges(fn, argv: bytes, ranges: list[tuple[int, int]], sizes: bytes, helpers: int) -> None:
-    """Run the chunks `ranges` (see ChunkedLaunch) on the calling thread and `helpers` pool threads."""
-    ChunkedLaunch(fn, argv, ranges, sizes).run(helpers)
+    """Run each of `ranges` as one chunk (see ChunkedLaunch) on the calling thread and `helpers` pool threads."""
+    ChunkedLaunch(fn, argv, sizes, helpers + 1, ranges=ranges).run()

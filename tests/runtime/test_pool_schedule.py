@@ -1,0 +1,132 @@
+"""The CPU launcher's schedule (gpuc/runtime/pool.py): threads claim chunks of a launch, large first and small
+last; every item runs exactly once, whichever threads come, and an error stops the launch."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gpuc
+from gpuc.runtime import pool
+
+pytestmark = pytest.mark.devices("cpu")
+
+
+def _recorder(item_seconds: float = 0.0, slow_thread=None):
+    """A chunk runner recording (thread, begin, end) of every chunk; each item takes `item_seconds`, ten times
+    as long on `slow_thread`."""
+    seen: list = []
+    lock = threading.Lock()
+
+    def run(argv, begin, end, sizes):
+        me = threading.get_ident()
+        if item_seconds:
+            time.sleep((end - begin) * item_seconds * (10 if me == slow_thread else 1))
+        with lock:
+            seen.append((me, begin, end))
+    return run, seen
+
+
+def _items(seen, total: int) -> np.ndarray:
+    counts = np.zeros(total, np.int64)
+    for _, begin, end in seen:
+        assert 0 <= begin < end <= total
+        counts[begin:end] += 1
+    return counts
+
+
+@pytest.mark.parametrize("total, threads", [(1, 1), (2, 2), (3, 2), (1001, 2), (1001, 3), (97, 4), (10_007, 5)])
+def test_every_item_runs_exactly_once(total, threads):
+    run, seen = _recorder()
+    pool.run_chunks(run, b"", [0, total], b"", helpers=threads - 1)
+    assert (_items(seen, total) == 1).all()
+
+
+def test_the_calling_thread_runs_what_helpers_that_never_come_would_have():
+    # Helpers queued behind another launch's work: the launch must not wait for them.
+    release = threading.Event()
+    pool._POOL.ensure(2)
+    for _ in range(pool._POOL._size):  # every pool thread, however many earlier launches asked for
+        pool._POOL.submit(release.wait)
+    try:
+        run, seen = _recorder()
+        pool.run_chunks(run, b"", [0, 1200], b"", helpers=2)
+        assert (_items(seen, 1200) == 1).all()
+        assert {me for me, _, _ in seen} == {threading.get_ident()}
+    finally:
+        release.set()
+
+
+def test_a_slow_thread_takes_less():
+    caller = threading.get_ident()
+    run, seen = _recorder(item_seconds=1e-5, slow_thread=caller)
+    pool.run_chunks(run, b"", [0, 8192], b"", helpers=1)
+    assert (_items(seen, 8192) == 1).all()
+    mine = sum(end - begin for me, begin, end in seen if me == caller)
+    assert 0 < mine < 8192 // 4, "the calling thread's chunks were not sized by its speed"
+
+
+def test_a_long_launch_runs_in_chunks_of_a_few_milliseconds():
+    # Ctrl-C stops a launch between chunks: after the first, a chunk lasts about pool.CHUNK_SECONDS.
+    seen = []
+
+    def run(argv, begin, end, sizes):
+        time.sleep((end - begin) * 1e-5)  # 10 us an item
+        seen.append(end - begin)
+    pool.run_chunks(run, b"", [0, 20_000], b"", helpers=0)
+    assert sum(seen) == 20_000
+    assert seen[0] == 20_000 // pool.FIRST_CHUNK_PARTS
+    assert max(seen[1:]) * 1e-5 < 4 * pool.CHUNK_SECONDS
+
+
+def test_an_error_in_a_chunk_stops_the_launch():
+    started = []
+
+    def run(argv, begin, end, sizes):
+        started.append(begin)
+        if len(started) == 3:
+            raise ValueError("chunk failed")
+        time.sleep(0.001)
+    with pytest.raises(ValueError, match="chunk failed"):
+        pool.run_chunks(run, b"", [0, 1 << 20, 1 << 21], b"", helpers=1)
+    count = len(started)
+    time.sleep(0.05)
+    assert len(started) == count, "chunks started after the launch raised"
+    assert count < 100
+
+
+def test_ranges_are_never_split():
+    ranges = [(0, 10), (20, 30), (40, 41), (50, 90)]
+    run, seen = _recorder()
+    pool.run_ranges(run, b"", ranges, b"", helpers=2)
+    assert sorted((begin, end) for _, begin, end in seen) == ranges
+
+
+@gpuc.kernel
+def count_items(out):
+    i = gpuc.index()
+    out[i] += 1
+
+
+@gpuc.kernel
+def count_items_2d(out):
+    x, y = gpuc.index(0), gpuc.index(1)
+    out[y, x] += 1
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4095, 4097, 12_345, 100_003, 1_000_003])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_launch_on_threads_runs_every_item_once(n, threads):
+    out = np.zeros(n, np.int64)
+    count_items.launch(n, out, threads=threads)
+    assert (out == 1).all()
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (1001, 7), (513, 2049)])
+def test_a_2d_launch_on_two_threads_runs_every_item_once(shape):
+    out = np.zeros(shape, np.int64)
+    count_items_2d.launch((shape[1], shape[0]), out, threads=2)
+    assert (out == 1).all()

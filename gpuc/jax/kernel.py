@@ -6,6 +6,7 @@ alone: JAX transposes the tangent launch without running it."""
 
 from __future__ import annotations
 
+import math
 import threading
 
 import jax
@@ -18,11 +19,14 @@ from jax.interpreters import ad, batching, mlir
 from ..compiler import compile_module
 from ..errors import user_facing
 from ..frontend.core.types import ArrayType
+from ..frontend.constructs.reverse import PARITY, SERIAL
 from ..frontend.core.functions import Kernel
 from ..runtime import adjoint as _adjoint
+from ..runtime import cpu
 from ..runtime import dispatch
 from ..runtime import tangent as _tangent
 from .ffi import FFILaunch
+from .needs import values_needed
 
 
 def jax_kernel(kernel, num_outputs: int = 1, launch_dims=None, output_dims=None, output_dtypes=None):
@@ -154,6 +158,21 @@ class JaxKernel:
             found = self._launches[key] = _may_read(self.kernel, probes, range(len(args), len(probes)))
         return tuple(k - len(args) for k in found)
 
+    def _needs(self, args, n, dims, dtypes) -> tuple:
+        """(the float input arrays whose values neither gpuc.adjoint(kernel) nor gpuc.tangent(kernel) reads into a
+        derivative, gpuc/jax/needs.py: the kernel is linear in them; the outputs the adjoint only writes). Where
+        the derivative kernels cannot be compiled, none of either: the error comes where it always did, from
+        the launch that needs them."""
+        key = ("needs", _key(args), n, dims, dtypes, cpu.launch_threads(math.prod(cpu.index_space(n))) == 1)
+        found = self._launches.get(key)
+        if found is None:
+            try:
+                found = _derivative_needs(self.kernel, args, n, dims, dtypes)
+            except Exception:  # noqa: BLE001 - raised again, located, by the derivative's own launch
+                found = ((), ())
+            self._launches[key] = found
+        return found
+
     def _prepared(self, key, make) -> FFILaunch:
         found = self._launches.get(key)
         if found is None:
@@ -187,7 +206,12 @@ class JaxKernel:
         floats_in = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
         directions = [jnp.zeros(args[k].shape, args[k].dtype) if isinstance(tangents[k], SymbolicZero)
                       else jnp.asarray(tangents[k], args[k].dtype) for k in floats_in]
-        found = iter(_tangent_p.bind(*args, *directions, kernel=self))
+        # Inputs whose values no derivative reads are left out of the tangent launch's operands, so that JAX
+        # keeps no residual of them for the backward pass (a stencil's state at every step of a scan).
+        free = self._needs(args, n, dims, dtypes)[0]
+        kept = [a for k, a in enumerate(args) if k not in free]
+        avals = tuple((tuple(a.shape), np.dtype(a.dtype)) for a in args)
+        found = iter(_tangent_p.bind(*kept, *directions, kernel=self, inputs=avals, free=free))
         tangents_out = []
         for d, t in zip(dims, dtypes):
             if _shadowed(d, t):
@@ -198,28 +222,31 @@ class JaxKernel:
                 tangents_out.append(SymbolicZero(jax.core.ShapedArray(d, jax.dtypes.float0)))
         return out, tuple(tangents_out)
 
-    def _tangents(self, args, directions):
+    def _tangents(self, args, directions, free=()):
         """The tangents of the float outputs after gpuc.tangent(kernel)'s launch on `args`, the float input
-        arrays' tangents `directions`: what `gpuc_tangent` computes."""
+        arrays' tangents `directions`: what `gpuc_tangent` computes. The inputs at positions `free` are only
+        their shapes (jax.ShapeDtypeStruct): the launch reads zeros in their place."""
         n, dims, dtypes = self._spec(args)
-        launch = self._prepared(("tangent", _key(args), n, dims, dtypes),
-                                lambda: self._tangent_launch(args, n, dims, dtypes))
+        launch = self._prepared(("tangent", _key(args), n, dims, dtypes, free),
+                                lambda: self._tangent_launch(args, n, dims, dtypes, free))
         floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
         results = ([jax.ShapeDtypeStruct(d, t) for d, t in zip(dims, dtypes)]
                    + [jax.ShapeDtypeStruct(dims[j], dtypes[j]) for j in floats_out])
-        out = jax.ffi.ffi_call(launch.target, results, vmap_method="sequential")(*args, *directions)
+        kept = [a for k, a in enumerate(args) if k not in free]
+        out = jax.ffi.ffi_call(launch.target, results, vmap_method="sequential")(*kept, *directions)
         return tuple(out[len(dims):])
 
-    def _tangent_launch(self, args, n, dims, dtypes) -> FFILaunch:
-        """The tangent kernel's launch: operands are the inputs, then the float input arrays' tangents; results
-        are the outputs (written again, as the primal writes them) and the float outputs' tangents (zeroed:
-        an element the kernel does not write keeps the tangent of its zero)."""
+    def _tangent_launch(self, args, n, dims, dtypes, free=()) -> FFILaunch:
+        """The tangent kernel's launch: operands are the inputs (but those at `free`), then the float input arrays'
+        tangents; results are the outputs (written again, as the primal writes them) and the float outputs'
+        tangents (zeroed: an element the kernel does not write keeps the tangent of its zero)."""
         tangent = _tangent.tangent(self.kernel)
         probes, sources, zeroed = [], [], []
-        shadow = len(args)
+        operand = {k: i for i, k in enumerate(k for k in range(len(args)) if k not in free)}
+        shadow = len(operand)
         for k, a in enumerate(args):
-            probes.append(_probe(a.shape, a.dtype))
-            sources.append(("arg", k))
+            probes.append(_stand_in(a) if k in free else _probe(a.shape, a.dtype))
+            sources.append(("fixed", None) if k in free else ("arg", operand[k]))
             if _shadowed(a.shape, a.dtype):
                 probes.append(np.empty(a.shape, a.dtype))
                 sources.append(("arg", shadow))
@@ -241,8 +268,11 @@ class JaxKernel:
         return FFILaunch(launcher, n, tuple(probes), tuple(sources), zeroed=tuple(zeroed),
                          what=f"jax_kernel({tangent.__qualname__})")
 
-    def _backward(self, args, cotangents):
-        args = tuple(jnp.asarray(a) for a in args)
+    def _backward(self, args, cotangents, free=()):
+        """The float input arrays' gradients (None for the other inputs) from gpuc.adjoint(kernel)'s launch on
+        `args` with the outputs' `cotangents` (None: zero). The inputs at positions `free` are only their
+        shapes (jax.ShapeDtypeStruct): the launch reads zeros in their place."""
+        args = tuple(a if k in free else jnp.asarray(a) for k, a in enumerate(args))
         n, dims, dtypes = self._spec(args)
         floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
         cotangents = [SymbolicZero(jax.core.ShapedArray(dims[j], dtypes[j])) if c is None else c
@@ -253,43 +283,54 @@ class JaxKernel:
                                 "ones, so a gradient flowing into this output cannot be taken back through the kernel")
         seeds = [jnp.zeros(dims[j], dtypes[j]) if isinstance(cotangents[j], SymbolicZero)
                  else jnp.asarray(cotangents[j], dtypes[j]) for j in floats_out]
-        launch = self._prepared(("adjoint", _key(args), n, dims, dtypes),
-                                lambda: self._adjoint_launch(args, n, dims, dtypes))
+        scratch = self._needs(args, n, dims, dtypes)[1]
+        launch = self._prepared(("adjoint", _key(args), n, dims, dtypes, free, scratch),
+                                lambda: self._adjoint_launch(args, n, dims, dtypes, free, scratch))
         floats_in = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
+        rewritten = [j for j in range(len(dims)) if j not in scratch]
         results = ([jax.ShapeDtypeStruct(args[k].shape, args[k].dtype) for k in floats_in]
-                   + [jax.ShapeDtypeStruct(d, t) for d, t in zip(dims, dtypes)]
+                   + [jax.ShapeDtypeStruct(dims[j], dtypes[j]) for j in rewritten]
                    + [jax.ShapeDtypeStruct(dims[j], dtypes[j]) for j in floats_out])
-        first_seed = len(floats_in) + len(dims)
-        aliases = {len(args) + i: first_seed + i for i in range(len(floats_out))}
+        kept = [a for k, a in enumerate(args) if k not in free]
+        first_seed = len(floats_in) + len(rewritten)
+        aliases = {len(kept) + i: first_seed + i for i in range(len(floats_out))}
         out = jax.ffi.ffi_call(launch.target, results, vmap_method="sequential",
-                               input_output_aliases=aliases)(*args, *seeds)
+                               input_output_aliases=aliases)(*kept, *seeds)
         grads = [None] * len(args)
         for i, k in enumerate(floats_in):
             grads[k] = out[i]
         return tuple(grads)
 
-    def _adjoint_launch(self, args, n, dims, dtypes) -> FFILaunch:
-        """The adjoint's launch: operands are the inputs, then the float outputs' seeds; results are the
-        float input arrays' shadows (zeroed: gradients are added to them), the outputs (written again by
-        the adjoint, as its primal writes them) and the seeds, aliased to their operands (consumed)."""
+    def _adjoint_launch(self, args, n, dims, dtypes, free=(), scratch=()) -> FFILaunch:
+        """The adjoint's launch: operands are the inputs (but those at `free`), then the float outputs' seeds;
+        results are the float input arrays' shadows (zeroed: gradients are added to them), the outputs but
+        those at `scratch` (written again by the adjoint, as its primal writes them, and thrown away) and the
+        seeds, aliased to their operands (consumed). The outputs at `scratch`, which the adjoint only writes,
+        are written into memory of the launch's own: XLA need not allocate them, and concurrent launches
+        writing there at once store values nobody reads."""
         adjoint = _adjoint.adjoint(self.kernel)
         shadows = sum(1 for a in args if _shadowed(a.shape, a.dtype))
+        operand = {k: i for i, k in enumerate(k for k in range(len(args)) if k not in free)}
         probes, sources, zeroed = [], [], []
         for k, a in enumerate(args):
-            probes.append(_probe(a.shape, a.dtype))
-            sources.append(("arg", k))
+            probes.append(_stand_in(a) if k in free else _probe(a.shape, a.dtype))
+            sources.append(("fixed", None) if k in free else ("arg", operand[k]))
             if _shadowed(a.shape, a.dtype):
                 zeroed.append(len(zeroed))
                 probes.append(np.empty(a.shape, a.dtype))
                 sources.append(("ret", zeroed[-1]))
-        seed = shadows + len(dims)
+        result, seed = shadows, shadows + len(dims) - len(scratch)
         read = self._read_outputs(args, tuple(_probe(a.shape, a.dtype) for a in args)
                                   + tuple(np.empty(d, t) for d, t in zip(dims, dtypes)))
         for j, (d, t) in enumerate(zip(dims, dtypes)):
             probes.append(np.empty(d, t))
-            sources.append(("ret", shadows + j))
-            if j in read:  # the adjoint runs the primal: it reads what the forward launch read
-                zeroed.append(shadows + j)
+            if j in scratch:
+                sources.append(("fixed", None))
+            else:
+                sources.append(("ret", result))
+                if j in read:  # the adjoint runs the primal: it reads what the forward launch read
+                    zeroed.append(result)
+                result += 1
             if _shadowed(d, t):
                 probes.append(np.empty(d, t))
                 sources.append(("ret", seed))
@@ -305,49 +346,58 @@ class JaxKernel:
 
 # -- the primitive of a tangent launch ---------------------------------------------------------------
 #
-# `gpuc_tangent(*inputs, *directions, kernel=JaxKernel)`: the float outputs' tangents along `directions` (one
-# per float input array). Linear in the directions: its transpose is the adjoint launch, so that JAX's reverse
-# mode (which linearizes the custom_jvp rule, then transposes) runs gpuc.adjoint and never the tangent kernel.
+# `gpuc_tangent(*inputs, *directions, kernel=JaxKernel, inputs=avals, free=positions)`: the float outputs' tangents
+# along `directions` (one per float input array). Linear in the directions: its transpose is the adjoint launch, so
+# that JAX's reverse mode (which linearizes the custom_jvp rule, then transposes) runs gpuc.adjoint and never the
+# tangent kernel. The inputs at positions `free` (JaxKernel._needs) are not among its operands: only their shapes
+# and dtypes (`inputs` holds every input's) are, so JAX saves no residual of them.
 
 _tangent_p = _core.Primitive("gpuc_tangent")
 _tangent_p.multiple_results = True
 
 
-def _tangent_impl(*args, kernel):
-    inputs, directions = args[:len(kernel.inputs)], args[len(kernel.inputs):]
-    return kernel._tangents(tuple(jnp.asarray(a) for a in inputs), tuple(directions))
+def _split(args, kernel, inputs, free) -> tuple:
+    """(every input, a jax.ShapeDtypeStruct standing for those at `free`; the directions) of the operands `args`."""
+    given = iter(args)
+    full = tuple(jax.ShapeDtypeStruct(*inputs[k]) if k in free else next(given) for k in range(len(inputs)))
+    return full, tuple(given)
 
 
-def _tangent_abstract(*args, kernel):
-    inputs = args[:len(kernel.inputs)]
-    n, dims, dtypes = kernel._spec(inputs)
+def _tangent_impl(*args, kernel, inputs, free):
+    full, directions = _split(args, kernel, inputs, free)
+    full = tuple(a if k in free else jnp.asarray(a) for k, a in enumerate(full))
+    return kernel._tangents(full, directions, free)
+
+
+def _tangent_abstract(*args, kernel, inputs, free):
+    n, dims, dtypes = kernel._spec(tuple(jax.ShapeDtypeStruct(*a) for a in inputs))
     return [jax.core.ShapedArray(d, t) for d, t in zip(dims, dtypes) if _shadowed(d, t)]
 
 
-def _tangent_transpose(cotangents, *args, kernel):
-    inputs = args[:len(kernel.inputs)]
-    if any(ad.is_undefined_primal(a) for a in inputs):
+def _tangent_transpose(cotangents, *args, kernel, inputs, free):
+    full, directions = _split(args, kernel, inputs, free)
+    if any(ad.is_undefined_primal(a) for a in full):
         raise TypeError(f"{kernel.__name__}: its inputs are not linear in a tangent launch; JAX asked to transpose "
                         "with respect to them")
-    inputs = tuple(jnp.asarray(a) for a in inputs)  # JAX may hand a Python scalar on as its own (TypedFloat)
-    n, dims, dtypes = kernel._spec(inputs)
+    # JAX may hand a Python scalar on as its own (TypedFloat)
+    full = tuple(a if k in free else jnp.asarray(a) for k, a in enumerate(full))
+    n, dims, dtypes = kernel._spec(full)
     floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
-    full = [None] * len(dims)
+    seeds = [None] * len(dims)
     for j, c in zip(floats_out, cotangents):
-        full[j] = None if type(c) is ad.Zero else c
-    grads = kernel._backward(inputs, full)
-    floats_in = [k for k, a in enumerate(inputs) if _shadowed(a.shape, a.dtype)]
-    directions = args[len(kernel.inputs):]
-    return [None] * len(inputs) + [grads[k] if ad.is_undefined_primal(d) else None
-                                   for k, d in zip(floats_in, directions)]
+        seeds[j] = None if type(c) is ad.Zero else c
+    grads = kernel._backward(full, seeds, free)
+    floats_in = [k for k, a in enumerate(full) if _shadowed(a.shape, a.dtype)]
+    return [None] * (len(args) - len(directions)) + [grads[k] if ad.is_undefined_primal(d) else None
+                                                     for k, d in zip(floats_in, directions)]
 
 
-def _tangent_batched(args, dims, *, kernel):
+def _tangent_batched(args, dims, *, kernel, inputs, free):
     """vmap: one launch per batch element (as the kernel's own launches under vmap)."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     moved = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
              for a, d in zip(args, dims)]
-    out = jax.lax.map(lambda xs: tuple(_tangent_p.bind(*xs, kernel=kernel)), tuple(moved))
+    out = jax.lax.map(lambda xs: tuple(_tangent_p.bind(*xs, kernel=kernel, inputs=inputs, free=free)), tuple(moved))
     return list(out), [0] * len(out)
 
 
@@ -356,6 +406,54 @@ _tangent_p.def_abstract_eval(_tangent_abstract)
 mlir.register_lowering(_tangent_p, mlir.lower_fun(_tangent_impl, multiple_results=True))
 ad.primitive_transposes[_tangent_p] = _tangent_transpose
 batching.primitive_batchers[_tangent_p] = _tangent_batched
+
+
+def _derivative_needs(kernel, args, n, dims, dtypes) -> tuple:
+    """(the positions of the float input arrays whose loads reach only the primal outputs in both derivative
+    kernels of `kernel` compiled for `args`, each float array followed by its shadow, and outputs of `dims`,
+    `dtypes`; the outputs the adjoint never reads, its parameter `writeonly`)."""
+    probes = []
+    for a in args:
+        probes.append(_probe(a.shape, a.dtype))
+        if _shadowed(a.shape, a.dtype):
+            probes.append(np.empty(a.shape, a.dtype))
+    for d, t in zip(dims, dtypes):
+        probes.append(np.empty(d, t))
+        if _shadowed(d, t):
+            probes.append(np.empty(d, t))
+    types = tuple(dispatch.typeof(p, k) for k, p in enumerate(probes))
+    adjoint, tangent = _adjoint.adjoint(kernel), _tangent.tangent(kernel)
+    # the adjoint's variant a launch runs (adjoint.cpu_launcher): work items in order, or in two phases
+    schedule = SERIAL if cpu.launch_threads(math.prod(cpu.index_space(n))) == 1 else PARITY
+    derived = (adjoint._kernel(adjoint._layout(types), schedule), tangent._kernel(tangent._layout(types)))
+    inputs = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
+    position, slot = {}, 0  # each input's position among the derivative kernels' arguments
+    for k, a in enumerate(args):
+        position[k] = slot
+        slot += 2 if _shadowed(a.shape, a.dtype) else 1
+    outputs = [slot + i for i in _primal_outputs(dims, dtypes)]
+    free, scratch = set(inputs), ()
+    for generated in derived:
+        with compile_module(dispatch.launch_job(generated, types, "cpu")) as built:
+            fn = built.module.functions[built.entry]
+            flat, index = [], 0
+            for t in types:
+                flat.append(index)
+                index += 1 + 2 * t.ndim if isinstance(t, ArrayType) else 1
+            data = [fn.args[i] for i in flat]
+            free -= {k for k in inputs if values_needed(fn, data[position[k]], [data[p] for p in outputs])}
+            if generated is derived[0]:
+                scratch = tuple(j for j, p in enumerate(outputs) if "writeonly" in fn.param_attributes(flat[p]))
+    return tuple(sorted(free)), scratch
+
+
+def _primal_outputs(dims, dtypes) -> list:
+    """Where the primal outputs are among the outputs and their shadows (each float output followed by its own)."""
+    found, index = [], 0
+    for d, t in zip(dims, dtypes):
+        found.append(index)
+        index += 2 if _shadowed(d, t) else 1
+    return found
 
 
 def _may_read(kernel, probes, positions) -> tuple:
@@ -384,6 +482,14 @@ def _probe(shape, dtype):
     """A NumPy value of `shape` and `dtype` standing for a JAX operand when a launch is typed and marshalled."""
     dtype = np.dtype(dtype)
     return dtype.type(0) if shape == () else np.empty(shape, dtype)
+
+
+def _stand_in(a):
+    """What a derivative launch reads in the place of an input whose values it does not need (JaxKernel._needs):
+    zeros it never writes, kept with the launch. Fresh zero pages all map the same page of the kernel's until
+    written, so reading them costs no memory traffic; and, unlike a buffer XLA passes, they overlap nothing
+    the launch writes (stores into memory the kernel also reads through another pointer are slow)."""
+    return np.zeros(a.shape, a.dtype)
 
 
 def _value(given, shapes):

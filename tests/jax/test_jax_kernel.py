@@ -132,8 +132,8 @@ def test_vmap_launches_once_per_batch_element():
 
 
 def test_two_threads_match_one(monkeypatch):
-    # 100k items: the launch runs in chunks on gpuc's CPU threads, from XLA's calling thread (through the
-    # Python handler; a launch of one call has a handler in machine code)
+    # 100k items: the launch runs in chunks, claimed by XLA's calling thread and a task on XLA's thread pool
+    # (the handler in machine code, as for a launch of one call)
     x = RNG.standard_normal(100_000).astype(np.float32)
     monkeypatch.setenv("GPUC_NUM_THREADS", "2")
     f = jax_kernel(saxpy)
@@ -141,7 +141,9 @@ def test_two_threads_match_one(monkeypatch):
     np.testing.assert_array_equal(np.asarray(got), numpy_saxpy(np.float32(0.5), x, x))
     small = jax.jit(f)(np.float32(0.5), X, Y)
     np.testing.assert_array_equal(np.asarray(small), numpy_saxpy(np.float32(0.5), X, Y))
-    assert sorted(launch.compiled for launch in f._launches.values() if hasattr(launch, "compiled")) == [False, True]
+    launches = [launch for launch in f._launches.values() if hasattr(launch, "compiled")]
+    assert all(launch.compiled for launch in launches)
+    assert sorted(launch._chunks()[1] for launch in launches) == [1, 2]
 
 
 # -- bad input -----------------------------------------------------------------------------------------

@@ -104,7 +104,8 @@ class ChunkedLaunch:
             raise self._error
 
     def _claim(self, want: int, crumb: int, counted: bool) -> tuple[int, int] | None:
-        """The next chunk, of at most `want` items and, for a pool thread, at least `crumb`; or None."""
+        """The next chunk, of at most `want` items and, for a pool thread, at least `crumb` (the items
+        its thread runs in CRUMB_SECONDS, 0 before it has timed a chunk); or None."""
         with self._cond:
             if self._stopped:
                 return None
@@ -118,7 +119,7 @@ class ChunkedLaunch:
                 take = min(want, max(crumb, -(-left // self._threads)), left)
                 if counted:  # a pool thread leaves at least a crumb to the calling thread
                     take = min(take, left - crumb)
-                    if take < crumb:
+                    if take < max(1, crumb):
                         return None
                 elif left - take < crumb:  # no crumb is left behind for a chunk of its own
                     take = left
@@ -132,7 +133,7 @@ class ChunkedLaunch:
     def _claim_and_run(self, counted: bool) -> None:
         # Only pool threads' chunks are counted as running: the launching thread, the one that
         # gets KeyboardInterrupt, is done with its chunk whenever it runs Python code again.
-        want, crumb = self._first, 1
+        want, crumb = self._first, 0
         while (chunk := self._claim(want, crumb, counted)) is not None:
             start = perf_counter()
             try:
@@ -144,7 +145,7 @@ class ChunkedLaunch:
                         if self._stopped and not self._running:
                             self._cond.notify_all()
             rate = (chunk[1] - chunk[0]) / max(perf_counter() - start, 1e-9)  # items per second
-            want, crumb = max(1, int(rate * CHUNK_SECONDS)), max(1, int(rate * CRUMB_SECONDS))
+            want, crumb = max(1, int(rate * CHUNK_SECONDS)), int(rate * CRUMB_SECONDS)
 
     def _help(self) -> None:
         try:

@@ -60,6 +60,18 @@ def test_the_calling_thread_runs_what_helpers_that_never_come_would_have():
         release.set()
 
 
+@pytest.mark.parametrize("items", [2, 3])
+def test_slow_items_run_at_once(items):
+    # Each item waits until another runs beside it: two long items on two threads must not run one by one.
+    beside = threading.Barrier(2, timeout=10)
+
+    def run(argv, begin, end, sizes):
+        for _ in range(begin, end):
+            if begin < 2:
+                beside.wait()
+    pool.run_chunks(run, b"", [0, items], b"", helpers=1)
+
+
 def test_a_slow_thread_takes_less():
     caller = threading.get_ident()
     run, seen = _recorder(item_seconds=1e-5, slow_thread=caller)

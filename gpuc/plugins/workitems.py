@@ -36,6 +36,7 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
                       BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
 from gpuc.errors import CompilationError
+from gpuc.plugins.vectorize import freeze_reads_before_writes
 from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
                        Instruction, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
 
@@ -122,7 +123,11 @@ class BlockKernel:
         return self.module.get_or_insert_function("gpuc.wi.slot", FunctionType.get(self.ptr, [self.i64]))
 
     def new_slot(self, ty) -> int:
-        size = -(-max(1, self.data.size_of(ty)) // 16) * 16
+        """A value kept per work item: an array of one `ty` per item (consecutive items' values side by side,
+        so that a region's loop over items can load and store them in vectors), each aligned to its size up
+        to 16 bytes."""
+        size = max(1, self.data.size_of(ty))
+        size = 1 << (size - 1).bit_length() if size <= 16 else -(-size // 16) * 16
         self.slots.append((ty, size))
         return len(self.slots) - 1
 
@@ -283,6 +288,12 @@ def _recomputable(value):
     return tree
 
 
+def _pure_intrinsic(call) -> bool:
+    callee = call.callee
+    return callee is not None and callee.name.startswith(("llvm.assume", "llvm.fmuladd", "llvm.fma.", "llvm.fabs",
+                                                          "llvm.smin", "llvm.smax", "llvm.umin", "llvm.umax"))
+
+
 def _single_source(phi):
     """The one value `phi` takes but for undef, poison and itself, or None."""
     found = {v for v in phi.incoming_values if v != phi and not isinstance(v, (UndefValue, PoisonValue))}
@@ -414,13 +425,14 @@ class Dispatcher:
         self.group_size = self.c64(width) if width else self.items
         self.groups = (b.udiv(b.add(self.items, self.c64(width - 1)), self.c64(width), "groups") if width
                        else self.c64(1))
+        self.codes = k.new_slot(self.i32)  # the site each item arrived at, for the divergence error
         per_item = sum(size for _, size in k.slots)
         self.slot_offsets, offset = [], 0
         for _, size in k.slots:
             self.slot_offsets.append(offset)
             offset += size
-        items16 = b.and_(b.add(self.items, self.c64(15)), self.c64(-16))
-        done_at = b.mul(self.items, self.c64(per_item))
+        items16 = self.items16 = b.and_(b.add(self.items, self.c64(15)), self.c64(-16))
+        done_at = b.mul(items16, self.c64(per_item))  # each slot's array 16-byte aligned
         resume_at = b.add(done_at, items16)
         static_at = b.add(resume_at, b.and_(b.add(b.mul(self.groups, self.c64(4)), self.c64(15)), self.c64(-16)))
         # shared arrays: allocas of the function (one per block), but in the scratch memory when it
@@ -603,7 +615,7 @@ class Dispatcher:
 
     def slot_at(self, slot: int, item):
         b = self.b
-        base = b.mul(self.items, self.c64(self.slot_offsets[slot]))
+        base = b.mul(self.items16, self.c64(self.slot_offsets[slot]))
         return b.gep(self.i8, self.scratch, [b.add(base, b.mul(item, self.c64(self.k.slots[slot][1])))])
 
     # -- the schedule ---------------------------------------------------------------------------
@@ -776,8 +788,10 @@ class Dispatcher:
                 b.store(b.select(b.icmp("eq", flag, ConstantInt.get(self.i8, 0)), flag, ConstantInt.get(self.i8, 1)), at)
                 return []
             self.loop(self.lo, self.hi, [], settle, f"r{region.code}.settle")
-        # the least and the greatest site items arrived at, and the first item at each
-        init = [self.c32(INT32_MAX), self.c32(RETURNED), self.c64(-1), self.c64(-1)]
+        # Each item stores the site it arrived at in `codes`; a loop after the region's finds the least and
+        # the greatest. (Carried through the region's loop, they would keep LLVM's loop vectorizer from it:
+        # folded into the phis of the exits' constant codes, they are no reductions it knows.)
+        init = []
         entry = self.block(f"r{region.code}.items")
         latch = self.block(f"r{region.code}.arrived")
         b.br(entry)
@@ -788,6 +802,8 @@ class Dispatcher:
             accs, wi, tids, close = self.nested_items(region, init, latch)
         head = b.block
         copy = _Copy(self, region, wi, tids, latch)
+        # LLVM's loop vectorizer runs these loops in lanes: guard them as the launch loop is
+        freeze_reads_before_writes(copy.bmap.values(), _pure_intrinsic)
         if region.code == 0:  # the first region: no work item has returned yet
             b.br(copy.entry)
             skip = []
@@ -797,20 +813,51 @@ class Dispatcher:
             skip = [(self.c32(RETURNED), head)]
         b.position_at_end(latch)
         code = b.phi(self.i32, skip + copy.exits, "code")
-        low, high, low_item, high_item = accs
-        arrived = b.icmp("ne", code, self.c32(RETURNED))
-        lower, higher = b.and_(arrived, b.icmp("slt", code, low)), b.icmp("sgt", code, high)
-        new = [b.select(lower, code, low), b.select(higher, code, high), b.select(lower, wi, low_item),
-               b.select(higher, wi, high_item)]
-        low, high, low_item, high_item = close(new)
+        b.store(code, self.slot_at(self.codes, wi))
+        close([])
+        low, high = self._arrivals(region)
         # the items agree when every one that arrived somewhere arrived at the same site
         agreed = b.select(b.icmp("eq", high, self.c32(RETURNED)), self.c32(NOBODY), high)
         ok = b.or_(b.icmp("eq", high, self.c32(RETURNED)), b.icmp("eq", low, high))
         after = self.block(f"r{region.code}.end")
-        b.cond_br(ok, after, self.diverging(low, high, low_item, high_item))
+        here = b.block
+        failed = self.block(f"r{region.code}.diverged")
+        b.position_at_end(failed)
+        low_item, high_item = self._first_at(low, high)
+        b.br(self.diverging(low, high, low_item, high_item))
+        b.position_at_end(here)
+        b.cond_br(ok, after, failed)
         b.position_at_end(after)
         self.exit_phi.add_incoming(agreed, b.block)
         b.br(self.group_after)
+
+    def _minmax(self, which: str, a, b_):
+        fn = self.k.module.declare_intrinsic(f"llvm.{which}.i32", FunctionType.get(self.i32, [self.i32, self.i32]))
+        return self.b.call(fn, [a, b_])
+
+    def _arrivals(self, region: _Region):
+        """(the least site an item of the group arrived at, the greatest code: RETURNED when none arrived)."""
+        b = self.b
+
+        def body(j, accs):
+            low, high = accs
+            code = b.load(self.i32, self.slot_at(self.codes, j))
+            arrived = b.icmp("ne", code, self.c32(RETURNED))
+            return [self._minmax("smin", low, b.select(arrived, code, self.c32(INT32_MAX))),
+                    self._minmax("smax", high, code)]
+        return self.loop(self.lo, self.hi, [self.c32(INT32_MAX), self.c32(RETURNED)], body, f"r{region.code}.codes")
+
+    def _first_at(self, low, high):
+        """The first item of the group that arrived at site `low`, and the first at `high` (from `codes`)."""
+        b = self.b
+
+        def body(j, accs):
+            first_low, first_high = accs
+            code = b.load(self.i32, self.slot_at(self.codes, j))
+            none_low, none_high = b.icmp("eq", first_low, self.c64(-1)), b.icmp("eq", first_high, self.c64(-1))
+            return [b.select(b.and_(none_low, b.icmp("eq", code, low)), j, first_low),
+                    b.select(b.and_(none_high, b.icmp("eq", code, high)), j, first_high)]
+        return self.loop(self.lo, self.hi, [self.c64(-1), self.c64(-1)], body, "diverged.items")
 
     def nested_items(self, region: _Region, init, latch):
         """Loops over the block's work items, z, y, x (x innermost: the vectorizable one). Returns the

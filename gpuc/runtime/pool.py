@@ -79,6 +79,7 @@ class ChunkedLaunch:
         self._fn, self._argv, self._sizes, self._threads = fn, argv, sizes, threads
         self._begin, self._end, self._ranges = begin, end, ranges
         self._first = max(1, (end - begin) // (threads * FIRST_CHUNK_PARTS))
+        self._rate = 0.0  # items per second in the chunk that ended last, on any thread
         self._cond = threading.Condition(threading.Lock())
         self._running = 0  # chunks pool threads claimed and have not finished
         self._stopped = False  # no further chunk may start
@@ -133,8 +134,12 @@ class ChunkedLaunch:
     def _claim_and_run(self, counted: bool) -> None:
         # Only pool threads' chunks are counted as running: the launching thread, the one that
         # gets KeyboardInterrupt, is done with its chunk whenever it runs Python code again.
-        want, crumb = self._first, 0
-        while (chunk := self._claim(want, crumb, counted)) is not None:
+        rate = 0.0  # items per second this thread ran in its last chunk (0: none yet)
+        while True:
+            timed = rate or self._rate  # another thread's timing stands in for a first chunk
+            want = max(1, int(timed * CHUNK_SECONDS)) if timed else self._first
+            if (chunk := self._claim(want, int(timed * CRUMB_SECONDS), counted)) is None:
+                return
             start = perf_counter()
             try:
                 self._fn(self._argv, *chunk, self._sizes)
@@ -144,8 +149,7 @@ class ChunkedLaunch:
                         self._running -= 1
                         if self._stopped and not self._running:
                             self._cond.notify_all()
-            rate = (chunk[1] - chunk[0]) / max(perf_counter() - start, 1e-9)  # items per second
-            want, crumb = max(1, int(rate * CHUNK_SECONDS)), int(rate * CRUMB_SECONDS)
+            self._rate = rate = (chunk[1] - chunk[0]) / max(perf_counter() - start, 1e-9)
 
     def _help(self) -> None:
         try:

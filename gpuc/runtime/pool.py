@@ -26,7 +26,7 @@ from time import perf_counter
 #: Once a thread has timed a chunk, its chunks last about this long at most: long enough that a
 #: call and a claim (microseconds) cost nothing, short enough that Ctrl-C and the last chunks are prompt.
 CHUNK_SECONDS = 0.002
-#: A thread's first chunk is at most this part of its share of the launch (it has no timing yet).
+#: Before any thread has timed a chunk, a chunk is this part of a thread's share of the launch.
 FIRST_CHUNK_PARTS = 8
 #: Pool threads claim no chunk that would run shorter than this: such crumbs are the calling thread's.
 CRUMB_SECONDS = 20e-6

@@ -103,7 +103,7 @@ def test_an_error_in_a_chunk_stops_the_launch():
             raise ValueError("chunk failed")
         time.sleep(0.001)
     with pytest.raises(ValueError, match="chunk failed"):
-        pool.run_chunks(run, b"", [0, 1 << 20, 1 << 21], b"", helpers=1)
+        pool.run_chunks(run, b"", [0, 1 << 21], b"", helpers=1)
     count = len(started)
     time.sleep(0.05)
     assert len(started) == count, "chunks started after the launch raised"
@@ -141,4 +141,18 @@ def test_a_launch_on_threads_runs_every_item_once(n, threads):
 def test_a_2d_launch_on_two_threads_runs_every_item_once(shape):
     out = np.zeros(shape, np.int64)
     count_items_2d.launch((shape[1], shape[0]), out, threads=2)
+    assert (out == 1).all()
+
+
+@gpuc.kernel
+def count_items_in_blocks(out):
+    i = gpuc.index(0)
+    gpuc.barrier()  # a block kernel: the CPU runs it block by block
+    out[i] += 1
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3, 101])
+def test_a_block_launch_on_two_threads_runs_every_block_once(blocks):
+    out = np.zeros(64 * blocks, np.int64)
+    count_items_in_blocks.launch(out.size, out, threads=2, block=64)
     assert (out == 1).all()

@@ -131,3 +131,20 @@ def test_gradients_and_jvps_of_linear_and_other_kernels(kernel, pure, args):
     _, tangent = jax.jvp(loss(f), inputs, directions)
     _, expected = jax.jvp(loss(pure), inputs, directions)
     np.testing.assert_allclose(float(tangent), float(expected), rtol=1e-12)
+
+
+def test_free_inputs_under_vmap_jacfwd_and_jacrev():
+    f = jax_kernel(stencil)
+    u = jnp.asarray(X[:16])
+    forward = np.asarray(jax.jacfwd(lambda v: f(v, np.float64(0.2)))(u))
+    reverse = np.asarray(jax.jacrev(lambda v: f(v, np.float64(0.2)))(u))
+    interior = INTERIOR[:16].copy()
+    interior[-1] = False
+    expected = np.asarray(jax.jacfwd(
+        lambda v: jnp.where(interior, v + 0.2 * (jnp.roll(v, 1) - 2.0 * v + jnp.roll(v, -1)), v))(u))
+    np.testing.assert_allclose(forward, expected, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(reverse, expected, rtol=1e-14, atol=1e-15)
+    xs = np.stack([X, 2 * X])
+    got = jax.vmap(jax.grad(lambda x: jnp.sum(jax_kernel(saxpy)(np.float64(3.0), x, jnp.asarray(Y)) ** 2)))(xs)
+    for row, x in zip(np.asarray(got), xs):
+        np.testing.assert_allclose(row, 2 * (3.0 * x + Y) * 3.0, rtol=1e-13)

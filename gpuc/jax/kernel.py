@@ -16,17 +16,14 @@ from jax.custom_derivatives import SymbolicZero
 from jax.extend import core as _core
 from jax.interpreters import ad, batching, mlir
 
-from ..compiler import compile_module
 from ..errors import user_facing
-from ..frontend.core.types import ArrayType
-from ..frontend.constructs.reverse import PARITY, SERIAL
 from ..frontend.core.functions import Kernel
 from ..runtime import adjoint as _adjoint
 from ..runtime import cpu
 from ..runtime import dispatch
 from ..runtime import tangent as _tangent
 from .ffi import FFILaunch
-from .needs import values_needed
+from .needs import derivative_needs, may_read, probe, shadowed
 
 
 def jax_kernel(kernel, num_outputs: int = 1, launch_dims=None, output_dims=None, output_dtypes=None):
@@ -138,7 +135,7 @@ class JaxKernel:
         return tuple(jax.ffi.ffi_call(launch.target, results, vmap_method="sequential")(*args))
 
     def _forward_launch(self, args, n, dims, dtypes) -> FFILaunch:
-        probes = tuple(_probe(a.shape, a.dtype) for a in args) + tuple(np.empty(d, t) for d, t in zip(dims, dtypes))
+        probes = tuple(probe(a.shape, a.dtype) for a in args) + tuple(np.empty(d, t) for d, t in zip(dims, dtypes))
         launcher = dispatch.launcher_for(self.kernel, probes, "cpu")
         for k, param in enumerate(launcher.signature.params[:len(args)]):
             if getattr(param, "written", False):
@@ -155,7 +152,7 @@ class JaxKernel:
         key = ("read", _key(args), tuple(p.shape for p in probes[len(args):]))
         found = self._launches.get(key)
         if found is None:
-            found = self._launches[key] = _may_read(self.kernel, probes, range(len(args), len(probes)))
+            found = self._launches[key] = may_read(self.kernel, probes, range(len(args), len(probes)))
         return tuple(k - len(args) for k in found)
 
     def _needs(self, args, n, dims, dtypes) -> tuple:
@@ -167,7 +164,7 @@ class JaxKernel:
         found = self._launches.get(key)
         if found is None:
             try:
-                found = _derivative_needs(self.kernel, args, n, dims, dtypes)
+                found = derivative_needs(self.kernel, args, n, dims, dtypes)
             except Exception:  # noqa: BLE001 - raised again, located, by the derivative's own launch
                 found = ((), ())
             self._launches[key] = found
@@ -203,7 +200,7 @@ class JaxKernel:
                                 f"{a.dtype} ones, so this derivative is not computed")
         out = self._forward(*args)
         n, dims, dtypes = self._spec(args)
-        floats_in = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
+        floats_in = [k for k, a in enumerate(args) if shadowed(a.shape, a.dtype)]
         directions = [jnp.zeros(args[k].shape, args[k].dtype) if isinstance(tangents[k], SymbolicZero)
                       else jnp.asarray(tangents[k], args[k].dtype) for k in floats_in]
         # Inputs whose values no derivative reads are left out of the tangent launch's operands, so that JAX
@@ -214,7 +211,7 @@ class JaxKernel:
         found = iter(_tangent_p.bind(*kept, *directions, kernel=self, inputs=avals, free=free))
         tangents_out = []
         for d, t in zip(dims, dtypes):
-            if _shadowed(d, t):
+            if shadowed(d, t):
                 tangents_out.append(next(found))
             elif jnp.issubdtype(t, jnp.inexact):  # complex outputs: gpuc's tangent kernels have none
                 tangents_out.append(SymbolicZero(jax.core.ShapedArray(d, t)))
@@ -229,7 +226,7 @@ class JaxKernel:
         n, dims, dtypes = self._spec(args)
         launch = self._prepared(("tangent", _key(args), n, dims, dtypes, free),
                                 lambda: self._tangent_launch(args, n, dims, dtypes, free))
-        floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+        floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if shadowed(d, t)]
         results = ([jax.ShapeDtypeStruct(d, t) for d, t in zip(dims, dtypes)]
                    + [jax.ShapeDtypeStruct(dims[j], dtypes[j]) for j in floats_out])
         kept = [a for k, a in enumerate(args) if k not in free]
@@ -245,13 +242,13 @@ class JaxKernel:
         operand = {k: i for i, k in enumerate(k for k in range(len(args)) if k not in free)}
         shadow = len(operand)
         for k, a in enumerate(args):
-            probes.append(_stand_in(a) if k in free else _probe(a.shape, a.dtype))
+            probes.append(_stand_in(a) if k in free else probe(a.shape, a.dtype))
             sources.append(("fixed", None) if k in free else ("arg", operand[k]))
-            if _shadowed(a.shape, a.dtype):
+            if shadowed(a.shape, a.dtype):
                 probes.append(np.empty(a.shape, a.dtype))
                 sources.append(("arg", shadow))
                 shadow += 1
-        read = self._read_outputs(args, tuple(_probe(a.shape, a.dtype) for a in args)
+        read = self._read_outputs(args, tuple(probe(a.shape, a.dtype) for a in args)
                                   + tuple(np.empty(d, t) for d, t in zip(dims, dtypes)))
         result = len(dims)
         for j, (d, t) in enumerate(zip(dims, dtypes)):
@@ -259,7 +256,7 @@ class JaxKernel:
             sources.append(("ret", j))
             if j in read:
                 zeroed.append(j)
-            if _shadowed(d, t):
+            if shadowed(d, t):
                 probes.append(np.empty(d, t))
                 sources.append(("ret", result))
                 zeroed.append(result)
@@ -274,7 +271,7 @@ class JaxKernel:
         shapes (jax.ShapeDtypeStruct): the launch reads zeros in their place."""
         args = tuple(a if k in free else jnp.asarray(a) for k, a in enumerate(args))
         n, dims, dtypes = self._spec(args)
-        floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+        floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if shadowed(d, t)]
         cotangents = [SymbolicZero(jax.core.ShapedArray(dims[j], dtypes[j])) if c is None else c
                       for j, c in enumerate(cotangents)]
         for j, t in enumerate(dtypes):
@@ -286,7 +283,7 @@ class JaxKernel:
         scratch = self._needs(args, n, dims, dtypes)[1]
         launch = self._prepared(("adjoint", _key(args), n, dims, dtypes, free, scratch),
                                 lambda: self._adjoint_launch(args, n, dims, dtypes, free, scratch))
-        floats_in = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
+        floats_in = [k for k, a in enumerate(args) if shadowed(a.shape, a.dtype)]
         rewritten = [j for j in range(len(dims)) if j not in scratch]
         results = ([jax.ShapeDtypeStruct(args[k].shape, args[k].dtype) for k in floats_in]
                    + [jax.ShapeDtypeStruct(dims[j], dtypes[j]) for j in rewritten]
@@ -309,18 +306,18 @@ class JaxKernel:
         are written into memory of the launch's own: XLA need not allocate them, and concurrent launches
         writing there at once store values nobody reads."""
         adjoint = _adjoint.adjoint(self.kernel)
-        shadows = sum(1 for a in args if _shadowed(a.shape, a.dtype))
+        shadows = sum(1 for a in args if shadowed(a.shape, a.dtype))
         operand = {k: i for i, k in enumerate(k for k in range(len(args)) if k not in free)}
         probes, sources, zeroed = [], [], []
         for k, a in enumerate(args):
-            probes.append(_stand_in(a) if k in free else _probe(a.shape, a.dtype))
+            probes.append(_stand_in(a) if k in free else probe(a.shape, a.dtype))
             sources.append(("fixed", None) if k in free else ("arg", operand[k]))
-            if _shadowed(a.shape, a.dtype):
+            if shadowed(a.shape, a.dtype):
                 zeroed.append(len(zeroed))
                 probes.append(np.empty(a.shape, a.dtype))
                 sources.append(("ret", zeroed[-1]))
         result, seed = shadows, shadows + len(dims) - len(scratch)
-        read = self._read_outputs(args, tuple(_probe(a.shape, a.dtype) for a in args)
+        read = self._read_outputs(args, tuple(probe(a.shape, a.dtype) for a in args)
                                   + tuple(np.empty(d, t) for d, t in zip(dims, dtypes)))
         for j, (d, t) in enumerate(zip(dims, dtypes)):
             probes.append(np.empty(d, t))
@@ -331,7 +328,7 @@ class JaxKernel:
                 if j in read:  # the adjoint runs the primal: it reads what the forward launch read
                     zeroed.append(result)
                 result += 1
-            if _shadowed(d, t):
+            if shadowed(d, t):
                 probes.append(np.empty(d, t))
                 sources.append(("ret", seed))
                 seed += 1
@@ -371,7 +368,7 @@ def _tangent_impl(*args, kernel, inputs, free):
 
 def _tangent_abstract(*args, kernel, inputs, free):
     n, dims, dtypes = kernel._spec(tuple(jax.ShapeDtypeStruct(*a) for a in inputs))
-    return [jax.core.ShapedArray(d, t) for d, t in zip(dims, dtypes) if _shadowed(d, t)]
+    return [jax.core.ShapedArray(d, t) for d, t in zip(dims, dtypes) if shadowed(d, t)]
 
 
 def _tangent_transpose(cotangents, *args, kernel, inputs, free):
@@ -382,12 +379,12 @@ def _tangent_transpose(cotangents, *args, kernel, inputs, free):
     # JAX may hand a Python scalar on as its own (TypedFloat)
     full = tuple(a if k in free else jnp.asarray(a) for k, a in enumerate(full))
     n, dims, dtypes = kernel._spec(full)
-    floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if _shadowed(d, t)]
+    floats_out = [j for j, (d, t) in enumerate(zip(dims, dtypes)) if shadowed(d, t)]
     seeds = [None] * len(dims)
     for j, c in zip(floats_out, cotangents):
         seeds[j] = None if type(c) is ad.Zero else c
     grads = kernel._backward(full, seeds, free)
-    floats_in = [k for k, a in enumerate(full) if _shadowed(a.shape, a.dtype)]
+    floats_in = [k for k, a in enumerate(full) if shadowed(a.shape, a.dtype)]
     return [None] * (len(args) - len(directions)) + [grads[k] if ad.is_undefined_primal(d) else None
                                                      for k, d in zip(floats_in, directions)]
 
@@ -408,80 +405,8 @@ ad.primitive_transposes[_tangent_p] = _tangent_transpose
 batching.primitive_batchers[_tangent_p] = _tangent_batched
 
 
-def _derivative_needs(kernel, args, n, dims, dtypes) -> tuple:
-    """(the positions of the float input arrays whose loads reach only the primal outputs in both derivative
-    kernels of `kernel` compiled for `args`, each float array followed by its shadow, and outputs of `dims`,
-    `dtypes`; the outputs the adjoint never reads, its parameter `writeonly`)."""
-    probes = []
-    for a in args:
-        probes.append(_probe(a.shape, a.dtype))
-        if _shadowed(a.shape, a.dtype):
-            probes.append(np.empty(a.shape, a.dtype))
-    for d, t in zip(dims, dtypes):
-        probes.append(np.empty(d, t))
-        if _shadowed(d, t):
-            probes.append(np.empty(d, t))
-    types = tuple(dispatch.typeof(p, k) for k, p in enumerate(probes))
-    adjoint, tangent = _adjoint.adjoint(kernel), _tangent.tangent(kernel)
-    # the adjoint's variant a launch runs (adjoint.cpu_launcher): work items in order, or in two phases
-    schedule = SERIAL if cpu.launch_threads(math.prod(cpu.index_space(n))) == 1 else PARITY
-    derived = (adjoint._kernel(adjoint._layout(types), schedule), tangent._kernel(tangent._layout(types)))
-    inputs = [k for k, a in enumerate(args) if _shadowed(a.shape, a.dtype)]
-    position, slot = {}, 0  # each input's position among the derivative kernels' arguments
-    for k, a in enumerate(args):
-        position[k] = slot
-        slot += 2 if _shadowed(a.shape, a.dtype) else 1
-    outputs = [slot + i for i in _primal_outputs(dims, dtypes)]
-    free, scratch = set(inputs), ()
-    for generated in derived:
-        with compile_module(dispatch.launch_job(generated, types, "cpu")) as built:
-            fn = built.module.functions[built.entry]
-            flat, index = [], 0
-            for t in types:
-                flat.append(index)
-                index += 1 + 2 * t.ndim if isinstance(t, ArrayType) else 1
-            data = [fn.args[i] for i in flat]
-            free -= {k for k in inputs if values_needed(fn, data[position[k]], [data[p] for p in outputs])}
-            if generated is derived[0]:
-                scratch = tuple(j for j, p in enumerate(outputs) if "writeonly" in fn.param_attributes(flat[p]))
-    return tuple(sorted(free)), scratch
-
-
-def _primal_outputs(dims, dtypes) -> list:
-    """Where the primal outputs are among the outputs and their shadows (each float output followed by its own)."""
-    found, index = [], 0
-    for d, t in zip(dims, dtypes):
-        found.append(index)
-        index += 2 if _shadowed(d, t) else 1
-    return found
-
-
-def _may_read(kernel, probes, positions) -> tuple:
-    """Which of the array arguments at `positions` the kernel compiled for `probes` may read: those whose
-    data pointer LLVM's function-attrs does not mark `writeonly` in the optimized kernel."""
-    types = tuple(dispatch.typeof(p, k) for k, p in enumerate(probes))
-    with compile_module(dispatch.launch_job(kernel, types, "cpu")) as built:
-        fn = built.module.functions[built.entry]
-        flat, index = [], 0
-        for t in types:
-            flat.append(index)
-            index += 1 + 2 * t.ndim if isinstance(t, ArrayType) else 1
-        return tuple(k for k in positions if "writeonly" not in fn.param_attributes(flat[k]))
-
-
 def _key(args) -> tuple:
     return tuple((tuple(a.shape), np.dtype(a.dtype)) for a in args)
-
-
-def _shadowed(shape, dtype) -> bool:
-    """Whether gpuc.adjoint gives an argument of this shape and dtype a shadow: float arrays do."""
-    return len(shape) > 0 and jnp.issubdtype(dtype, jnp.floating)
-
-
-def _probe(shape, dtype):
-    """A NumPy value of `shape` and `dtype` standing for a JAX operand when a launch is typed and marshalled."""
-    dtype = np.dtype(dtype)
-    return dtype.type(0) if shape == () else np.empty(shape, dtype)
 
 
 def _stand_in(a):

@@ -1,4 +1,4 @@
-"""Which inputs' values a derivative kernel needs: those whose loads reach its derivatives, not only the outputs it rewrites.
+"""What a kernel's compiled code reads: the outputs it may read, the inputs whose values its derivative kernels need.
 
 An adjoint (or tangent) kernel reruns its primal, so it reads every input; but for a kernel linear in an
 input (a stencil, a saxpy's `x`), what it reads there goes only into the primal outputs it writes again,
@@ -12,9 +12,20 @@ input is needed. Whatever the analysis does not recognise counts as needed.
 
 from __future__ import annotations
 
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..compiler import compile_module
+from ..frontend.constructs.reverse import PARITY, SERIAL
+from ..frontend.core.types import ArrayType
 from ..llvm.instructions import (AggregateInst, BinaryOperator, CallInst, CastInst, CompareInst,
                                  FreezeInst, GetElementPtrInst, LoadInst, PHINode, SelectInst, ShuffleVectorInst,
                                  StoreInst, UnaryOperator)
+from ..runtime import adjoint as _adjoint
+from ..runtime import cpu, dispatch
+from ..runtime import tangent as _tangent
 
 #: Instructions whose result depends only on their operands' values.
 _ARITHMETIC = (BinaryOperator, UnaryOperator, CastInst, CompareInst, SelectInst, PHINode, FreezeInst,
@@ -103,4 +114,82 @@ def _users(value) -> list:
     return [use.user for use in value.uses]
 
 
-__all__ = ["values_needed"]
+# -- the questions gpuc.jax asks of compiled kernels ------------------------------------------------------
+
+def derivative_needs(kernel, args, n, dims, dtypes) -> tuple:
+    """(the positions of the float input arrays whose loads reach only the primal outputs in both derivative
+    kernels of `kernel` compiled for `args`, each float array followed by its shadow, and outputs of `dims`,
+    `dtypes`; the outputs the adjoint never reads, its parameter `writeonly`)."""
+    probes = []
+    for a in args:
+        probes.append(probe(a.shape, a.dtype))
+        if shadowed(a.shape, a.dtype):
+            probes.append(np.empty(a.shape, a.dtype))
+    for d, t in zip(dims, dtypes):
+        probes.append(np.empty(d, t))
+        if shadowed(d, t):
+            probes.append(np.empty(d, t))
+    types = tuple(dispatch.typeof(p, k) for k, p in enumerate(probes))
+    adjoint, tangent = _adjoint.adjoint(kernel), _tangent.tangent(kernel)
+    # the adjoint's variant a launch runs (adjoint.cpu_launcher): work items in order, or in two phases
+    schedule = SERIAL if cpu.launch_threads(math.prod(cpu.index_space(n))) == 1 else PARITY
+    derived = (adjoint._kernel(adjoint._layout(types), schedule), tangent._kernel(tangent._layout(types)))
+    inputs = [k for k, a in enumerate(args) if shadowed(a.shape, a.dtype)]
+    position, slot = {}, 0  # each input's position among the derivative kernels' arguments
+    for k, a in enumerate(args):
+        position[k] = slot
+        slot += 2 if shadowed(a.shape, a.dtype) else 1
+    outputs = [slot + i for i in _primal_outputs(dims, dtypes)]
+    free, scratch = set(inputs), ()
+    for generated in derived:
+        with compile_module(dispatch.launch_job(generated, types, "cpu")) as built:
+            fn = built.module.functions[built.entry]
+            flat = _flat_positions(types)
+            data = [fn.args[i] for i in flat]
+            free -= {k for k in inputs if values_needed(fn, data[position[k]], [data[p] for p in outputs])}
+            if generated is derived[0]:
+                scratch = tuple(j for j, p in enumerate(outputs) if "writeonly" in fn.param_attributes(flat[p]))
+    return tuple(sorted(free)), scratch
+
+
+def _primal_outputs(dims, dtypes) -> list:
+    """Where the primal outputs are among the outputs and their shadows (each float output followed by its own)."""
+    found, index = [], 0
+    for d, t in zip(dims, dtypes):
+        found.append(index)
+        index += 2 if shadowed(d, t) else 1
+    return found
+
+
+def may_read(kernel, probes, positions) -> tuple:
+    """Which of the array arguments at `positions` the kernel compiled for `probes` may read: those whose
+    data pointer LLVM's function-attrs does not mark `writeonly` in the optimized kernel."""
+    types = tuple(dispatch.typeof(p, k) for k, p in enumerate(probes))
+    with compile_module(dispatch.launch_job(kernel, types, "cpu")) as built:
+        fn = built.module.functions[built.entry]
+        flat = _flat_positions(types)
+        return tuple(k for k in positions if "writeonly" not in fn.param_attributes(flat[k]))
+
+
+def _flat_positions(types) -> list:
+    """Where each argument of these types begins among the kernel function's flattened parameters (gpuc/abi.py:
+    an array is its data pointer, then its shape and strides)."""
+    flat, index = [], 0
+    for t in types:
+        flat.append(index)
+        index += 1 + 2 * t.ndim if isinstance(t, ArrayType) else 1
+    return flat
+
+
+def shadowed(shape, dtype) -> bool:
+    """Whether gpuc.adjoint gives an argument of this shape and dtype a shadow: float arrays do."""
+    return len(shape) > 0 and jnp.issubdtype(dtype, jnp.floating)
+
+
+def probe(shape, dtype):
+    """A NumPy value of `shape` and `dtype` standing for a JAX operand when a launch is typed and marshalled."""
+    dtype = np.dtype(dtype)
+    return dtype.type(0) if shape == () else np.empty(shape, dtype)
+
+
+__all__ = ["derivative_needs", "may_read", "probe", "shadowed", "values_needed"]

@@ -148,3 +148,24 @@ def test_free_inputs_under_vmap_jacfwd_and_jacrev():
     got = jax.vmap(jax.grad(lambda x: jnp.sum(jax_kernel(saxpy)(np.float64(3.0), x, jnp.asarray(Y)) ** 2)))(xs)
     for row, x in zip(np.asarray(got), xs):
         np.testing.assert_allclose(row, 2 * (3.0 * x + Y) * 3.0, rtol=1e-13)
+
+
+@gpuc.kernel
+def accumulate_and_square(x, total, square):
+    i = gpuc.index()
+    total[i] += 2.0 * x[i]
+    square[i] = x[i] * x[i]
+
+
+def test_an_output_read_beside_one_only_written():
+    # `total` is read (zeroed, XLA's buffer), `square` only written (the launch's own memory in the adjoint)
+    assert needs(accumulate_and_square, X, num_outputs=2) == ((), (1,))
+    f = jax_kernel(accumulate_and_square, num_outputs=2)
+    weights = RNG.standard_normal((2, N))
+
+    def loss(g):
+        return lambda x: jnp.sum(weights[0] * g(x)[0] + weights[1] * g(x)[1])
+
+    got = jax.jit(jax.grad(loss(f)))(jnp.asarray(X))
+    want = jax.grad(loss(lambda x: (2.0 * x, x * x)))(jnp.asarray(X))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13)

@@ -6,42 +6,27 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import block_adjoints
 
 import gpuc
 
 TPB = 128
 
 
-@gpuc.kernel
-def tree_sum(a, partials):
-    s = gpuc.shared.array(TPB, gpuc.float32)
-    t, i = gpuc.thread_index(0), gpuc.index(0)
-    s[t] = a[i] if i < len(a) else gpuc.float32(0.0)
-    gpuc.barrier()
-    stride = TPB // 2
-    while stride > 0:
-        if t < stride:
-            s[t] += s[t + stride]
-        gpuc.barrier()
-        stride //= 2
-    if t == 0:
-        partials[gpuc.block_index(0)] = s[0]
-
-
 @pytest.mark.parametrize("threads", (1, 2))
 def test_tree_reduction_runs_its_item_loops_in_lanes(threads):
-    a = np.random.default_rng(3).random(TPB * 37 - 5, dtype=np.float32)
-    partials = np.zeros(37, np.float32)
-    tree_sum.launch(TPB * 37, a, partials, block=TPB, threads=threads)
-    padded = np.concatenate([a, np.zeros(5, np.float32)]).reshape(37, TPB)
-    want = padded.copy()
-    stride = TPB // 2
-    while stride:  # the same tree, in float32, in the same order
+    tpb = block_adjoints.TPB
+    a = np.random.default_rng(3).random(tpb * 37 - 5)
+    out = np.zeros(37)
+    block_adjoints.block_sums.launch(tpb * 37, a, out, block=tpb, threads=threads)
+    want = np.concatenate([a * a, np.zeros(5)]).reshape(37, tpb)
+    stride = tpb // 2
+    while stride:  # the same tree, in the same order
         want[:, :stride] += want[:, stride:2 * stride]
         stride //= 2
-    np.testing.assert_array_equal(partials, want[:, 0])
-    ir = tree_sum.inspect(a, partials, block=TPB).llvm
-    assert "<16 x float>" in ir or "<8 x float>" in ir, "the item loops stay scalar"
+    np.testing.assert_array_equal(out, want[:, 0])
+    ir = block_adjoints.block_sums.inspect(a, out, block=tpb).llvm
+    assert "x double>" in ir, "the item loops stay scalar"
 
 
 @gpuc.kernel

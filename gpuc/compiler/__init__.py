@@ -14,12 +14,14 @@ from .plugins import (POINTS, Plugin, make_plugin, plugin_scope, register_plugin
 from .source import CompiledFunction, IRSource, Source, as_source
 from .state import CompileState
 from .trace import Trace, TransformationRecord
+from .workarounds import freeze_reads_before_writes
 
 __all__ = [
     "CompilationError", "CompileResult", "CompileState", "CompiledFunction", "CompilerConfig", "CompilerError",
     "CompilerJob", "IRIssue", "IRSource", "InternalCompilerError", "ModuleResult", "OUTPUTS", "POINTS", "Pipeline",
     "Plugin", "PluginError", "STAGES", "Source", "SourceLocation", "Trace", "TransformationRecord",
     "ValidationError", "as_source",
-    "build_pipeline", "cache", "code_llvm", "code_native", "compile", "compile_module", "link_into", "make_plugin",
+    "build_pipeline", "cache", "code_llvm", "code_native", "compile", "compile_module", "freeze_reads_before_writes",
+    "link_into", "make_plugin",
     "plugin_scope", "register_plugin", "registered_plugins", "run_deep", "unregister_plugin",
 ]

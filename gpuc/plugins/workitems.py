@@ -35,8 +35,8 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_BYTES_MARKER, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
                       SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
                       BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
+from gpuc.compiler import freeze_reads_before_writes
 from gpuc.errors import CompilationError
-from gpuc.plugins.vectorize import freeze_reads_before_writes
 from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
                        Instruction, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
 

@@ -34,7 +34,7 @@ def add_launch_entry(job, module: Module, entry: Function) -> Function | None:
     split = (job.config.optimize and job.config.opt_level > 0
              and any(m == SPLIT_MARKER for _, m in job.config.markers_at("simplified")))
     # (also with CompilerConfig(vectorize=False): the plugin then only guards the loop against LLVM 22's
-    # masked-load fold, gpuc/plugins/vectorize: _freeze_reads_before_writes)
+    # masked-load fold, gpuc.compiler.freeze_reads_before_writes)
     vectorize = (job.config.optimize and job.config.opt_level > 0
                  and any(m == VECTORIZE_MARKER for _, m in job.config.markers_at("simplified")))
     return add_range_wrapper(module, entry, split, vectorize)

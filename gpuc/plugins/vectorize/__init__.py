@@ -30,10 +30,9 @@ from __future__ import annotations
 import time
 
 from gpuc.abi import VECTORIZE_MARKER
-from gpuc.compiler import CompileState
+from gpuc.compiler import CompileState, freeze_reads_before_writes
 from gpuc.compiler.trace import TransformationRecord
-from gpuc.llvm import (AtomicCmpXchgInst, AtomicRMWInst, Builder, CallInst, Constant, Function, Instruction, LoadInst,
-                       Module, StoreInst)
+from gpuc.llvm import Builder, CallInst, Constant, Function, Module
 
 from .calls import Calls, callee_name
 from .emit import VectorBody
@@ -196,36 +195,6 @@ def _inline_callees(calls) -> bool:
 def _freeze_reads_before_writes(item, calls: Calls) -> bool:
     """Guard the launch loop's body against LLVM 22's masked-load fold (`freeze_reads_before_writes`)."""
     return freeze_reads_before_writes(item.body, calls.pure)
-
-
-def freeze_reads_before_writes(blocks, pure) -> bool:
-    """Freeze the value of each load in `blocks` that its block follows with a write to memory (a store,
-    an atomic, a call that `pure(call)` does not clear) and that is used in another block: LLVM's loop
-    vectorizer makes such a load (under a branch) a masked load, the phi of its value a select on the same
-    mask, and LLVM 22's instcombine folds the two into a masked load placed where the select is, after the
-    write (`v = a[i]; a[i] = 0` in a branch then read 0). The fold does not look through freeze. Whether
-    any was frozen. (Also used on the work-item loops of block kernels, gpuc/plugins/workitems.py.)"""
-    frozen = False
-    blocks = list(blocks)
-    if not blocks:
-        return False
-    with Builder(blocks[0].parent.parent.context) as b:
-        for blk in blocks:
-            insts = list(blk.instructions)
-            for k, inst in enumerate(insts):
-                if not isinstance(inst, LoadInst) or inst.is_volatile or inst.ordering not in (None, "notatomic"):
-                    continue
-                if not any(isinstance(u, Instruction) and u.parent != blk for u in inst.users):
-                    continue
-                if not any(isinstance(later, (StoreInst, AtomicRMWInst, AtomicCmpXchgInst))
-                           or (isinstance(later, CallInst) and not pure(later)) for later in insts[k + 1:]):
-                    continue
-                b.position_after(inst)
-                value = b.freeze(inst)
-                inst.replace_all_uses_with(value)
-                value.operands[0] = inst
-                frozen = True
-    return frozen
 
 
 def _is_marker(inst, calls: Calls) -> bool:

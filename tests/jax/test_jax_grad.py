@@ -15,6 +15,7 @@ jnp = pytest.importorskip("jax.numpy")
 
 import gpuc  # noqa: E402
 from gpuc.jax import jax_kernel  # noqa: E402
+from support.jax_kernels import heat_fixed_ends  # noqa: E402
 
 N = 64
 RNG = np.random.default_rng(2929)
@@ -203,16 +204,6 @@ def test_grad_under_vmap():
     got = jax.vmap(jax.grad(lambda x: jnp.sum(f(x, jnp.asarray(Y)))))(xs)
     for row, x in zip(np.asarray(got), xs):
         np.testing.assert_allclose(row, np.cos(x) * Y + 2 * x, rtol=1e-12)
-
-
-@gpuc.kernel
-def heat_fixed_ends(u, rate, out):
-    i = gpuc.index()
-    n = u.shape[0]
-    if i == 0 or i == n - 1:
-        out[i] = u[i]
-    else:
-        out[i] = u[i] + rate * (u[i - 1] - 2.0 * u[i] + u[i + 1])
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])

@@ -12,6 +12,7 @@ jnp = pytest.importorskip("jax.numpy")
 
 import gpuc  # noqa: E402
 from gpuc.jax import jax_kernel  # noqa: E402
+from support.jax_kernels import heat_fixed_ends as stencil  # noqa: E402
 
 N = 256
 RNG = np.random.default_rng(2930)
@@ -30,16 +31,6 @@ def float64():
 def saxpy(a, x, y, out):
     i = gpuc.index()
     out[i] = a * x[i] + y[i]
-
-
-@gpuc.kernel
-def stencil(u, rate, out):
-    i = gpuc.index()
-    n = u.shape[0]
-    if i == 0 or i == n - 1:
-        out[i] = u[i]
-    else:
-        out[i] = u[i] + rate * (u[i - 1] - 2.0 * u[i] + u[i + 1])
 
 
 @gpuc.kernel

@@ -471,6 +471,11 @@ def launch_marshalled(fn, argv: bytes, n, threads: int | None = None) -> None:
     if n.__class__ is int and 0 < n < _ONE_CALL and (threads is None or threads.__class__ is int and threads == 1):
         fn(argv, 0, n, _SIZES.pack(n, 1, 1))  # what the general case below does for it, sooner
         return
+    if n.__class__ is int and threads.__class__ is int and 1 < threads < n < MAX_WORK_ITEMS:
+        # An explicit thread count over a 1-D space: what the general case below does for it, with
+        # less Python before the threads start (in a cold process, tens of microseconds).
+        run_chunks(fn, argv, [0, n], _SIZES.pack(n, 1, 1), helpers=threads - 1)
+        return
     _, sizes, total, threads = _launch_shape(n, threads)
     if total == 0:
         return

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from ..abi import ArrayParam, ComplexParam, ScalarParam, TupleParam
-from .cpu import _ONE_CALL, _SIZES
+from .cpu import _ONE_CALL, _SIZES, launch_marshalled
 
 #: NumPy's flags (ndarray.flags.num) a plan tests.
 _C_CONTIGUOUS, _WRITEABLE = 0x0001, 0x0400
@@ -103,17 +103,20 @@ def make_plan(launcher, args) -> Plan | None:
     unpack = f"    {', '.join(names)}, = args\n" if names else ""
     checks = (f"    if len(args) != {len(args)}:\n        return None\n{unpack}" + "".join(line + "\n" for line in lines)
               + f"    argv = _pack({', '.join(values)})\n")
-    # launch: one call on this thread where launch_marshalled would make just that call (a range
-    # wrapper, n an int below _ONE_CALL, the default thread count or one), else the launcher's run.
+    # launch: for a range wrapper and an int n, one call on this thread where launch_marshalled would
+    # make just that call (n below _ONE_CALL, the default thread count), else launch_marshalled itself,
+    # as the launcher's run would call it (one frame less before the threads start); else the launcher's run.
     small = "" if launcher.blocks else (
-        "    if n.__class__ is int and 0 < n < _ONE_CALL and block is None and threads is None:\n"
+        "    if n.__class__ is int and block is None:\n"
         "        if _module.closed:\n            return _run(n, argv, threads, block=block, shared=shared)\n"
-        "        _fn(argv, 0, n, _sizes(n, 1, 1))\n        return True\n")
+        "        if 0 < n < _ONE_CALL and threads is None:\n"
+        "            _fn(argv, 0, n, _sizes(n, 1, 1))\n        else:\n"
+        "            _marshalled(_fn, argv, n, threads)\n        return True\n")
     source = (f"def marshal(args):\n{checks}    return argv\n\n\n"
               f"def launch(n, args, threads, block, shared):\n{checks}{small}"
               "    _run(n, argv, threads, block=block, shared=shared)\n    return True\n")
     namespace.update(_ONE_CALL=_ONE_CALL, _module=launcher.module, _fn=launcher._fn, _sizes=_SIZES.pack,
-                     _run=launcher.run)
+                     _run=launcher.run, _marshalled=launch_marshalled)
     exec(compile(source, f"<gpuc launch plan of @{launcher.module.entry}>", "exec"), namespace)  # noqa: S102
     # taken out of their own globals: no reference cycle keeps a dropped kernel's JIT alive
     return Plan(launcher, namespace.pop("marshal"), namespace.pop("launch"), source, kinds_of(args))

@@ -74,16 +74,22 @@ class ChunkedLaunch:
     """One launch: `fn(argv, begin, end, sizes)` over chunks of `[begin, end)` that `threads` threads
     claim (guided, see the module docstring), or over the given `ranges`, each whole."""
 
+    __slots__ = ("_fn", "_argv", "_sizes", "_threads", "_begin", "_end", "_ranges", "_first", "_rate", "_lock",
+                 "_running", "_stopped", "_error", "_idle")
+
     def __init__(self, fn, argv: bytes, sizes: bytes, threads: int, begin: int = 0, end: int = 0,
                  ranges: list[tuple[int, int]] | None = None) -> None:
         self._fn, self._argv, self._sizes, self._threads = fn, argv, sizes, threads
         self._begin, self._end, self._ranges = begin, end, ranges
         self._first = max(1, (end - begin) // (threads * FIRST_CHUNK_PARTS))
         self._rate = 0.0  # items per second in the chunk that ended last, on any thread
-        self._cond = threading.Condition(threading.Lock())
+        # A plain lock, not a Condition: this object is made on every launch, before any thread
+        # starts working, and a Condition costs ten times as much to make (see _stop_and_wait).
+        self._lock = threading.Lock()
         self._running = 0  # chunks pool threads claimed and have not finished
         self._stopped = False  # no further chunk may start
         self._error: BaseException | None = None  # the first exception a pool thread's chunk raised
+        self._idle: threading.Lock | None = None  # held while the calling thread waits for running chunks
 
     def run(self) -> None:
         """Run every chunk on the calling thread and `threads - 1` pool threads; return when all are done.
@@ -92,9 +98,11 @@ class ChunkedLaunch:
         is raised once no chunk is running any more.
         """
         if self._threads > 1:
-            _POOL.ensure(self._threads - 1)
+            pool = _POOL
+            if pool._size < self._threads - 1:
+                pool.ensure(self._threads - 1)
             for _ in range(self._threads - 1):
-                _POOL.submit(self._help)
+                pool.submit(self._help)
         try:
             self._claim_and_run(counted=False)
         except BaseException:
@@ -107,7 +115,7 @@ class ChunkedLaunch:
     def _claim(self, want: int, crumb: int, counted: bool) -> tuple[int, int] | None:
         """The next chunk, of at most `want` items and, for a pool thread, at least `crumb` (the items
         its thread runs in CRUMB_SECONDS, 0 before it has timed a chunk); or None."""
-        with self._cond:
+        with self._lock:
             if self._stopped:
                 return None
             if self._ranges is not None:
@@ -145,31 +153,37 @@ class ChunkedLaunch:
                 self._fn(self._argv, *chunk, self._sizes)
             finally:
                 if counted:
-                    with self._cond:
+                    with self._lock:
                         self._running -= 1
-                        if self._stopped and not self._running:
-                            self._cond.notify_all()
+                        if not self._running and self._idle is not None:
+                            self._idle.release()  # the calling thread waits for this chunk: the last
+                            self._idle = None
             self._rate = rate = (chunk[1] - chunk[0]) / max(perf_counter() - start, 1e-9)
 
     def _help(self) -> None:
         try:
             self._claim_and_run(counted=True)
         except BaseException as exc:  # noqa: BLE001 - handed to the launching thread
-            with self._cond:
+            with self._lock:
                 self._error = self._error or exc
                 self._stopped = True
 
     def _stop_and_wait(self) -> None:
         """Let no new chunk start; wait for the running ones (a second Ctrl-C does not cut this short)."""
         interrupted = None
-        with self._cond:
+        with self._lock:
             self._stopped = True
+            if not self._running:
+                return
+            # The pool thread whose chunk ends last releases it (once: no chunk starts any more).
+            idle = self._idle = threading.Lock()
+            idle.acquire()
         while True:
             try:
-                with self._cond:
-                    while self._running:
-                        self._cond.wait()
-                break
+                with self._lock:
+                    if not self._running:
+                        break
+                idle.acquire()
             except KeyboardInterrupt as exc:
                 interrupted = exc
         if interrupted is not None:

@@ -164,6 +164,22 @@ def test_threads_keeps_its_meaning_on_the_warm_path(monkeypatch):
 # -- prepared launches -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("n, threads, helpers", [(10, 3, 2), (3, 3, 2), (2, 3, 1), (1, 2, 0), (5000, 2, 1)])
+def test_an_explicit_thread_count_gets_as_many_threads_warm_and_cold(monkeypatch, n, threads, helpers):
+    # the plan's shortcut to launch_marshalled, and launch_marshalled's own for an int n, change no count
+    x, y = np.ones(n), np.zeros(n)
+    seen = []
+
+    def chunks(fn, argv, bounds, sizes, helpers):
+        seen.append((bounds[0], bounds[-1], helpers))
+        fn(argv, bounds[0], bounds[-1], sizes)
+    monkeypatch.setattr(cpu, "run_chunks", chunks)
+    for _ in range(2):  # the full path, then the plan
+        axpy.launch(n, 1.0, x, y, threads=threads)
+    np.testing.assert_array_equal(y, 2.0)
+    assert seen == ([(0, n, helpers)] * 2 if helpers else [])
+
+
 def test_a_prepared_launch_reads_the_arrays_anew_each_run():
     x, y = np.arange(8.0), np.zeros(8)
     launch = axpy.prepare(8, 2.0, x, y)

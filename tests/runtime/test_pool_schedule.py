@@ -110,6 +110,36 @@ def test_an_error_in_a_chunk_stops_the_launch():
     assert count < 100
 
 
+@pytest.mark.parametrize("error", [ValueError, KeyboardInterrupt])
+def test_a_launch_raises_only_after_the_pool_threads_chunks_end(error):
+    # The calling thread's chunk raises while a pool thread's chunk runs: the launch waits for it.
+    caller = threading.get_ident()
+    helping, ended = threading.Event(), []
+
+    def run(argv, begin, end, sizes):
+        if threading.get_ident() == caller:
+            if helping.wait(10):
+                raise error("stop")
+            return
+        helping.set()
+        time.sleep(0.05)
+        ended.append(begin)
+    with pytest.raises(error, match="stop"):
+        pool.run_chunks(run, b"", [0, 1000], b"", helpers=1)
+    assert ended, "the launch raised before the pool thread's chunk ended"
+
+
+def test_launches_that_end_at_once_leave_no_thread_waiting():
+    # Many short launches on two threads, one after another: each returns (no wake-up is lost).
+    out = np.zeros(64, np.int64)
+
+    def run(argv, begin, end, sizes):
+        out[begin:end] += 1
+    for _ in range(2000):
+        pool.run_chunks(run, b"", [0, 64], b"", helpers=1)
+    assert (out == 2000).all()
+
+
 def test_ranges_are_never_split():
     ranges = [(0, 10), (20, 30), (40, 41), (50, 90)]
     run, seen = _recorder()

@@ -185,6 +185,13 @@ BLOCK_KERNEL_FLAG = "gpuc.block_kernel"
 #: the first such use ("gpuc.barrier at file:line:col").
 POSITION_DIMS_ATTRIBUTE = "gpuc-position-dims"
 BLOCK_MODEL_ATTRIBUTE = "gpuc-block-model"
+#: A string attribute of a kernel whose accesses to some shared arrays rely on the work items of a block
+#: running one after another between barriers, as the CPU runs them (the adjoint's plain adds of several
+#: items into one element of a shared shadow, on `serial_blocks` targets): the names of those arrays'
+#: globals, comma-separated. The CPU's loops over work items keep their order for accesses there (and
+#: where a pointer's array is not known); every other plain access is declared free of dependences
+#: between items (a race-free kernel, as GPUs require), so that LLVM runs the loops in vector lanes.
+SERIAL_ITEMS_ATTRIBUTE = "gpuc-serial-items"
 #: The name of the last parameter of the CPU's blocks wrapper (the range wrapper names it "sizes").
 BLOCKS_LAUNCH_PARAM = "launch"
 #: ... and of a block kernel with grid barriers, which the runtime runs in phases (GRID_RECORD_WORDS).
@@ -736,7 +743,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

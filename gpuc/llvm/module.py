@@ -142,6 +142,20 @@ class Module(Owner):
     def __str__(self) -> str:
         return capi.take_message(ctypes.c_void_p(lib.LLVMPrintModuleToString(self)))
 
+    def new_access_group(self) -> "AccessGroup":
+        """A new access group, `distinct !{}` in this module's context: mark memory accesses with it
+        (`Instruction.set_access_group`) and declare them free of dependences between a loop's
+        iterations (`set_loop_hints(parallel_accesses=...)`). LLVM-C makes only uniqued nodes, so the
+        distinct one comes from parsing it."""
+        name = b"gpuc.access_group"
+        holder = Module.parse(f"!{name.decode()} = !{{!0}}\n!0 = distinct !{{}}\n", self.context)
+        try:
+            out = (capi.LLVMValueRef * 1)()
+            lib.LLVMGetNamedMetadataOperands(holder, name, out)
+            return AccessGroup(lib.LLVMValueAsMetadata(out[0]), self.context)
+        finally:
+            holder.close()
+
     def to_bitcode(self) -> bytes:
         buf = MemoryBuffer(lib.LLVMWriteBitcodeToMemoryBuffer(self))
         with buf:
@@ -341,3 +355,13 @@ class GlobalList(SymbolList):
 
     def get(self, name: str) -> GlobalVariable | None:
         return super().get(name)
+
+
+class AccessGroup:
+    """A distinct, empty metadata node (`Module.new_access_group`): it belongs to its context, which
+    it keeps alive."""
+
+    __slots__ = ("ref", "context")
+
+    def __init__(self, ref, context: Context) -> None:
+        self.ref, self.context = ref, context

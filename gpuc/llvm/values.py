@@ -668,9 +668,20 @@ class Instruction(User):
         text = lib.LLVMGetMDString(operands[0], ctypes.byref(size))
         return None if text is None else text[:size.value].decode("utf-8", "surrogateescape")
 
-    def set_loop_hints(self, *hints: str) -> None:
+    def set_access_group(self, group) -> None:
+        """Attach `!llvm.access.group` `group` (Module.new_access_group) to this memory access (a load,
+        a store, a call that reads or writes memory)."""
+        ctx = lib.LLVMGetTypeContext(lib.LLVMTypeOf(self))
+        name = b"llvm.access.group"
+        lib.LLVMSetMetadata(self, lib.LLVMGetMDKindIDInContext(ctx, name, len(name)),
+                            lib.LLVMMetadataAsValue(ctx, group.ref))
+
+    def set_loop_hints(self, *hints: str, parallel_accesses=None) -> None:
         """Attach `!llvm.loop !{<itself>, !{!"hint"}, ...}` to this branch, a loop's back edge: hints the
-        loop passes read (`llvm.loop.unroll.runtime.disable`, ...). Inlining and cloning keep them."""
+        loop passes read (`llvm.loop.unroll.runtime.disable`, ...). Inlining and cloning keep them.
+        `parallel_accesses` (an access group) adds `!{!"llvm.loop.parallel_accesses", group}`: the
+        accesses of that group carry no dependence from one iteration of the loop to another, which
+        the caller promises (the loop is parallel when every memory access in it is in the group)."""
         ctx = lib.LLVMGetTypeContext(lib.LLVMTypeOf(self))
         temporary = lib.LLVMTemporaryMDNode(ctx, None, 0)
         operands = [temporary]
@@ -678,6 +689,10 @@ class Instruction(User):
             data = hint.encode()
             text = lib.LLVMMDStringInContext2(ctx, data, len(data))
             operands.append(lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 1)(text), 1))
+        if parallel_accesses is not None:
+            data = b"llvm.loop.parallel_accesses"
+            text = lib.LLVMMDStringInContext2(ctx, data, len(data))
+            operands.append(lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 2)(text, parallel_accesses.ref), 2))
         node = lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * len(operands))(*operands), len(operands))
         lib.LLVMMetadataReplaceAllUsesWith(temporary, node)  # the node refers to itself; the temporary is freed
         name = b"llvm.loop"

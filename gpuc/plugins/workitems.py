@@ -33,12 +33,14 @@ from __future__ import annotations
 from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKER, BLOCK_INDEX_MARKER,
                       DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, GRID_BARRIER_MARKER, GRID_DIM_MARKER, INDEX_MARKER,
                       LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_BYTES_MARKER, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
-                      SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
+                      SERIAL_ITEMS_ATTRIBUTE, SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
                       BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
 from gpuc.compiler import freeze_reads_before_writes
 from gpuc.errors import CompilationError
-from gpuc.llvm import (AllocaInst, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
-                       Instruction, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
+from gpuc.llvm import (AllocaInst, Argument, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
+                       Instruction, LoadInst, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
+
+from .block_uniform import uniform_values
 
 #: Work items per warp on the CPU: the width of NVIDIA's warps, so that kernels written for them
 #: (ballots into 32 bits, `lane == 31` tests) give the same results.
@@ -52,8 +54,6 @@ DIVERGED, OUT_OF_MEMORY = 1, 2
 #: Exit codes of a region: a work item returned (or was done before), no item arrived yet.
 RETURNED, NOBODY = 0, -1
 INT32_MAX = (1 << 31) - 1
-#: The `done` flag of a work item that returned in the region running now.
-RETURNING = 2
 #: The resume point of a group all of whose items returned.
 FINISHED = -2
 _PREDICATES = {name: kind for kind, name in BARRIER_PREDICATE_MARKERS.items()}
@@ -93,6 +93,12 @@ class BlockKernel:
         self.ptr = self.llctx.ptr()
         self.data = TargetData.from_layout(module.data_layout)
         self.slots: list = []  # (LLVM type, per-item bytes) by slot id
+        #: Slots of values uniform across the block: one copy for the whole block, which every item
+        #: that defines the value writes (all with the same value).
+        self.mirrored: set = set()
+        #: Loads of those slots that read the value the slot held when the region began (by slot): the
+        #: region reads it once, before its loop over items.
+        self.entry_reads: dict = {}
         self.b = Builder(self.llctx)
 
     def close(self) -> None:
@@ -205,6 +211,8 @@ class BlockKernel:
 
     def demote_live_values(self, sites: list[Site]) -> None:
         live = _live_in(self.fn, {s.block for s in sites})
+        uniform = self._uniform(sites)
+        stored = {}  # slot of a uniform value -> its store
         for value in live:
             ty = value.type
             slot = self.new_slot(ty)
@@ -213,7 +221,9 @@ class BlockKernel:
                 self.b.position_before(_first_non_phi(value.parent))
             else:
                 self.b.position_after(value)
-            self.b.store(value, self.slot_address(slot))
+            store = self.b.store(value, self.slot_address(slot))
+            if value in uniform:
+                stored[slot] = store
             for user, _ in uses:
                 if isinstance(user, PHINode):
                     for i, (v, pred) in enumerate(user.incoming):
@@ -230,6 +240,83 @@ class BlockKernel:
                 for i, op in enumerate(user.operands):
                     if op == value:
                         user.operands[i] = loaded
+        if stored:
+            entry, mixed = _reads_of(self.fn, {s.block for s in sites}, stored)
+            self.mirrored = set(stored) - mixed
+            self.entry_reads = {load: slot for load, slot in entry.items() if slot in self.mirrored}
+
+    def _uniform(self, sites: list[Site]) -> set:
+        """The values uniform across the block that may be kept once for the block: none in kernels with
+        warp operations (groups run a region one after another, and a group's items would overwrite the
+        value before the next group had read it) or grid barriers; and no operand of a site (read per
+        item there)."""
+        if any(s.warp or s.marker == GRID_BARRIER_MARKER for s in sites):
+            return set()
+        found = uniform_values(self.fn, _same_for_every_item)
+        for s in sites:
+            found -= set(s.call.args)
+        return found
+
+
+def _same_for_every_item(call) -> bool:
+    """Whether `call` gives every work item of a block the same result from the same arguments."""
+    callee = call.callee
+    if callee is None:
+        return False
+    return callee.name in _UNIFORM_MARKERS or callee.name in _PREDICATES or _pure_intrinsic(call)
+
+
+#: Markers whose value is the same for every work item of a block.
+_UNIFORM_MARKERS = frozenset({NDRANGE_MARKER, BLOCK_INDEX_MARKER, BLOCK_DIM_MARKER, GRID_DIM_MARKER,
+                              WARP_SIZE_MARKER, SHARED_BYTES_MARKER, SHARED_MARKER})
+
+
+def _reads_of(fn, heads: set, stored: dict):
+    """For the slots `stored` (slot -> its one store): the loads that no path from a region's start (the
+    function's entry or a site's block) reaches through the slot's store, which read what the slot held
+    when the region began (load -> slot), and the slots some load of which is reached through the
+    store on some paths only. (The other loads follow the store on every path: they read what this
+    item stored in this region.) A forward may/must analysis, one bit per slot."""
+    bit = {slot: 1 << k for k, slot in enumerate(stored)}
+    every = (1 << len(bit)) - 1
+    stores = {store: bit[slot] for slot, store in stored.items()}
+    blocks = list(fn.blocks)
+    starts = set(heads) | {fn.entry_block}
+    out = {blk: (0, every) for blk in blocks}  # (may, must) after each block
+
+    def enter(blk):
+        if blk in starts:
+            return 0, 0
+        may, must = 0, every
+        for pred in blk.predecessors:
+            may, must = may | out[pred][0], must & out[pred][1]
+        return may, must
+
+    def walk(blk, state, entry=None, mixed=None):
+        may, must = state
+        for inst in blk.instructions:
+            if inst in stores:
+                may, must = may | stores[inst], must | stores[inst]
+            elif entry is not None and isinstance(inst, LoadInst):
+                slot = _slot_of(inst)
+                if slot in bit:
+                    if not may & bit[slot]:
+                        entry[inst] = slot
+                    elif not must & bit[slot]:
+                        mixed.add(slot)
+        return may, must
+
+    changed = True
+    while changed:
+        changed = False
+        for blk in blocks:
+            new = walk(blk, enter(blk))
+            if new != out[blk]:
+                out[blk], changed = new, True
+    entry, mixed = {}, set()
+    for blk in blocks:
+        walk(blk, enter(blk), entry, mixed)
+    return entry, mixed
 
 
 def _shared_globals(fn) -> list:
@@ -371,14 +458,14 @@ class _Region:
                     seen.add(succ)
                     work.append(succ)
         self.blocks = order
-        self.has_shuffle = any(isinstance(i, CallInst) and i.callee is not None
-                               and i.callee.name.startswith(SHUFFLE_MARKER_PREFIX) for blk in order
-                               for i in blk.instructions)
         #: Whether a work item can leave the region at a site (else every item returns in it).
         self.reaches_site = any(succ in heads for blk in order for succ in blk.successors)
-        #: Whether a returning item must say so per item: the group goes on after the region, or a
-        #: shuffle in it reads returned items (else the group's flags are set all at once at its end).
-        self.marks_returns = self.reaches_site or self.has_shuffle
+        #: Whether the items that return in the region must be marked done one by one: the group goes
+        #: on after it (else the group's flags are set all at once at its end). They are marked after
+        #: the region's loop over items (_arrivals), so that they stay sources for the region's shuffles
+        #: until it ends, and so that the loop stores no byte per item beside the bytes it loads (a
+        #: masked vector store of bytes stalls the next iteration's load of the flags next to them).
+        self.marks_returns = self.reaches_site
 
 
 class Dispatcher:
@@ -426,15 +513,20 @@ class Dispatcher:
         self.groups = (b.udiv(b.add(self.items, self.c64(width - 1)), self.c64(width), "groups") if width
                        else self.c64(1))
         self.codes = k.new_slot(self.i32)  # the site each item arrived at, for the divergence error
-        per_item = sum(size for _, size in k.slots)
-        self.slot_offsets, offset = [], 0
-        for _, size in k.slots:
-            self.slot_offsets.append(offset)
-            offset += size
+        # per-item slots: an array each; mirrored slots: one copy each, after the resume points
+        self.slot_offsets, per_item, block_wide = [], 0, 0
+        for slot, (_, size) in enumerate(k.slots):
+            if slot in k.mirrored:
+                self.slot_offsets.append(block_wide)
+                block_wide += -(-size // 16) * 16
+            else:
+                self.slot_offsets.append(per_item)
+                per_item += size
         items16 = self.items16 = b.and_(b.add(self.items, self.c64(15)), self.c64(-16))
         done_at = b.mul(items16, self.c64(per_item))  # each slot's array 16-byte aligned
         resume_at = b.add(done_at, items16)
-        static_at = b.add(resume_at, b.and_(b.add(b.mul(self.groups, self.c64(4)), self.c64(15)), self.c64(-16)))
+        self.mirror_at = b.add(resume_at, b.and_(b.add(b.mul(self.groups, self.c64(4)), self.c64(15)), self.c64(-16)))
+        static_at = b.add(self.mirror_at, self.c64(block_wide))
         # shared arrays: allocas of the function (one per block), but in the scratch memory when it
         # must outlive the call (grid barriers)
         self.static_shared, static_bytes = {}, 0
@@ -459,8 +551,14 @@ class Dispatcher:
         self.bar_active = self.static_alloca(self.i32, "barrier.active")
         self.vote_bits = self.static_alloca(self.i64, "vote.bits")
         self.vote_mask = self.static_alloca(self.i64, "vote.mask")
+        # an item that arrived at the site the block waits at: uniform values are read from its copies
         self.shared = {}
         self.sites_table = self._sites_table()
+        # the access group of what a region's loop over items reads and writes: free of dependences
+        # between items but where the kernel relies on their order (SERIAL_ITEMS_ATTRIBUTE)
+        self.parallel = module.new_access_group()
+        serial = self.fn.attributes.get(SERIAL_ITEMS_ATTRIBUTE)
+        self.serial = None if serial is None else set(filter(None, serial.split(",")))
         self.ready = b.block
 
     def _memset(self, module, at, size) -> None:
@@ -582,9 +680,10 @@ class Dispatcher:
         return gv, ty
 
     # -- loops the dispatcher needs ---------------------------------------------------------------
-    def loop(self, lo, hi, inits, body, name: str):
+    def loop(self, lo, hi, inits, body, name: str, parallel: bool = False):
         """for i in [lo, hi): accs = body(i, accs), at the builder's position; returns the final accs
-        with the builder after the loop."""
+        with the builder after the loop. `parallel`: `body` (straight-line code) touches only memory of
+        its own item."""
         b = self.b
         before = b.block
         head, inside, after = self.block(f"{name}.head"), self.block(f"{name}.body"), self.block(f"{name}.end")
@@ -599,7 +698,10 @@ class Dispatcher:
         i.add_incoming(b.add(i, self.c64(1)), latch)
         for phi, v in zip(accs, new):
             phi.add_incoming(v, latch)
-        b.br(head)
+        back = b.br(head)
+        if parallel:
+            self._mark_parallel([inside] if inside == latch else [inside, latch])
+            back.set_loop_hints(parallel_accesses=self.parallel)
         b.position_at_end(after)
         return accs
 
@@ -615,6 +717,8 @@ class Dispatcher:
 
     def slot_at(self, slot: int, item):
         b = self.b
+        if slot in self.k.mirrored:
+            return b.gep(self.i8, self.scratch, [b.add(self.mirror_at, self.c64(self.slot_offsets[slot]))])
         base = b.mul(self.items16, self.c64(self.slot_offsets[slot]))
         return b.gep(self.i8, self.scratch, [b.add(base, b.mul(item, self.c64(self.k.slots[slot][1])))])
 
@@ -779,19 +883,11 @@ class Dispatcher:
     # -- one region: its copy in a loop over the group's work items ----------------------------
     def region_loop(self, region: _Region) -> None:
         b = self.b
-        if region.has_shuffle:
-            # items that returned before this region are no shuffle sources (1); those that return
-            # in it are, until it ends (RETURNING)
-            def settle(j, accs):
-                at = b.gep(self.i8, self.done, [j])
-                flag = b.load(self.i8, at)
-                b.store(b.select(b.icmp("eq", flag, ConstantInt.get(self.i8, 0)), flag, ConstantInt.get(self.i8, 1)), at)
-                return []
-            self.loop(self.lo, self.hi, [], settle, f"r{region.code}.settle")
         # Each item stores the site it arrived at in `codes`; a loop after the region's finds the least and
         # the greatest. (Carried through the region's loop, they would keep LLVM's loop vectorizer from it:
         # folded into the phis of the exits' constant codes, they are no reductions it knows.)
         init = []
+        reads = self._region_entry_reads(region)
         entry = self.block(f"r{region.code}.items")
         latch = self.block(f"r{region.code}.arrived")
         b.br(entry)
@@ -801,7 +897,7 @@ class Dispatcher:
         else:
             accs, wi, tids, close = self.nested_items(region, init, latch)
         head = b.block
-        copy = _Copy(self, region, wi, tids, latch)
+        copy = _Copy(self, region, wi, tids, latch, reads)
         # LLVM's loop vectorizer runs these loops in lanes: guard them as the launch loop is
         freeze_reads_before_writes(copy.bmap.values(), _pure_intrinsic)
         if region.code == 0:  # the first region: no work item has returned yet
@@ -814,6 +910,7 @@ class Dispatcher:
         b.position_at_end(latch)
         code = b.phi(self.i32, skip + copy.exits, "code")
         b.store(code, self.slot_at(self.codes, wi))
+        self._mark_parallel([head, *copy.bmap.values(), latch])
         close([])
         low, high = self._arrivals(region)
         # the items agree when every one that arrived somewhere arrived at the same site
@@ -831,6 +928,43 @@ class Dispatcher:
         self.exit_phi.add_incoming(agreed, b.block)
         b.br(self.group_after)
 
+    def _region_entry_reads(self, region: _Region) -> dict:
+        """The region's loads of uniform values as the region began (BlockKernel.entry_reads), each
+        with its value, loaded here, before the loop over items."""
+        k, b = self.k, self.b
+        values, found = {}, {}
+        for load in (inst for blk in region.blocks for inst in blk.instructions if inst in k.entry_reads):
+            slot = k.entry_reads[load]
+            if slot not in values:
+                values[slot] = b.load(load.type, self.slot_at(slot, None), f"uniform{slot}")
+            found[load] = values[slot]
+        return found
+
+    def _mark_parallel(self, blocks) -> None:
+        """Put the plain loads and stores of `blocks` (a region's loop over items), and the intrinsics that
+        touch memory, in the access group of accesses free of dependences between items. Atomics,
+        volatile accesses, fences, calls of functions, and in a kernel that relies on the items' order
+        for some shared arrays, the accesses that may reach them stay out: a loop holding any is not
+        parallel (LLVM checks its dependences as usual)."""
+        serial = None
+        if self.serial is not None:
+            serial = {address for gv, address in self.shared.items() if gv.name in self.serial}
+        for blk in blocks:
+            for inst in blk.instructions:
+                op = inst.opcode_name
+                if op in ("load", "store"):
+                    if inst.is_volatile or inst.ordering is not None:
+                        continue
+                    pointer = inst.operands[0 if op == "load" else 1]
+                    if serial is not None and _may_reach(pointer, serial, self.scratch):
+                        continue
+                    inst.set_access_group(self.parallel)
+                elif isinstance(inst, CallInst):
+                    name = inst.callee.name if inst.callee is not None else ""
+                    if name.startswith(_GROUPED_INTRINSICS) and \
+                            not (serial is not None and name.startswith(_MEMORY_INTRINSICS)):
+                        inst.set_access_group(self.parallel)
+
     def _minmax(self, which: str, a, b_):
         fn = self.k.module.declare_intrinsic(f"llvm.{which}.i32", FunctionType.get(self.i32, [self.i32, self.i32]))
         return self.b.call(fn, [a, b_])
@@ -843,9 +977,13 @@ class Dispatcher:
             low, high = accs
             code = b.load(self.i32, self.slot_at(self.codes, j))
             arrived = b.icmp("ne", code, self.c32(RETURNED))
+            if region.marks_returns:  # an item that returned in the region (or was done before it)
+                at = b.gep(self.i8, self.done, [j])
+                b.store(b.select(arrived, b.load(self.i8, at), ConstantInt.get(self.i8, 1)), at)
             return [self._minmax("smin", low, b.select(arrived, code, self.c32(INT32_MAX))),
                     self._minmax("smax", high, code)]
-        return self.loop(self.lo, self.hi, [self.c32(INT32_MAX), self.c32(RETURNED)], body, f"r{region.code}.codes")
+        return self.loop(self.lo, self.hi, [self.c32(INT32_MAX), self.c32(RETURNED)], body, f"r{region.code}.codes",
+                         parallel=True)
 
     def _first_at(self, low, high):
         """The first item of the group that arrived at site `low`, and the first at `high` (from `codes`)."""
@@ -893,7 +1031,9 @@ class Dispatcher:
                 counter.add_incoming(following, here)
                 for phi, v in zip(accs, new):
                     phi.add_incoming(v, here)
-                b.cond_br(b.icmp("ult", following, bound), body, after)
+                branch = b.cond_br(b.icmp("ult", following, bound), body, after)
+                if counter is x:
+                    branch.set_loop_hints(parallel_accesses=self.parallel)
                 b.position_at_end(after)
             return new
 
@@ -927,7 +1067,8 @@ class Dispatcher:
             for phi, v in zip((wi, *tids, *accs), (wi_next, nx, ny, nz, *new)):
                 phi.add_incoming(v, here)
             out = self.block(f"r{region.code}.done")
-            b.cond_br(b.icmp("ult", wi_next, self.hi), head, out)
+            branch = b.cond_br(b.icmp("ult", wi_next, self.hi), head, out)
+            branch.set_loop_hints(parallel_accesses=self.parallel)
             b.position_at_end(out)
             return new
 
@@ -974,6 +1115,41 @@ class Dispatcher:
         b.call(memcpy, [self.aside, self.slot_at(slot, self.lo), group_bytes, ConstantInt.get(self.i1, 0)])
 
 
+#: Intrinsics that touch memory only as their operands say (or not at all) and may join a region's
+#: access group.
+_GROUPED_INTRINSICS = ("llvm.assume", "llvm.memcpy.", "llvm.memmove.", "llvm.memset.", "llvm.lifetime.",
+                       "llvm.masked.load.", "llvm.masked.store.", "llvm.experimental.noalias.scope.decl")
+
+
+#: ... of which these write or read memory through their operands.
+_MEMORY_INTRINSICS = ("llvm.memcpy.", "llvm.memmove.", "llvm.memset.", "llvm.masked.")
+
+
+def _may_reach(pointer, serial: set, scratch) -> bool:
+    """Whether `pointer` may point into the shared arrays whose block copies are `serial`: it does
+    unless every value it is computed from (through GEPs, selects and phis) is a function argument, an
+    alloca, or the block's scratch memory (another array, a slot) without passing through them."""
+    seen, work = set(), [pointer]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in serial:
+            return True
+        if v == scratch or isinstance(v, (AllocaInst, Argument)):
+            continue
+        if isinstance(v, Instruction) and v.opcode_name == "getelementptr":
+            work.append(v.operands[0])
+        elif isinstance(v, Instruction) and v.opcode_name == "select":
+            work += [v.operands[1], v.operands[2]]
+        elif isinstance(v, PHINode):
+            work += list(v.incoming_values)
+        else:
+            return True
+    return False
+
+
 def _stored_slots(blocks) -> set:
     """The slots of demoted values that `blocks` store (at the values' definitions)."""
     found = set()
@@ -988,7 +1164,6 @@ def _stored_slots(blocks) -> set:
 
 def _slot_of(value) -> int | None:
     """The slot a demoted value is loaded from, or None."""
-    from gpuc.llvm import LoadInst
     if not isinstance(value, LoadInst):
         return None
     address = value.operands[0]
@@ -1001,7 +1176,7 @@ class _Copy:
     """One region's copy for work item `wi` (its thread index `tids`), branching to `latch` with the
     exit code where the item arrives at a site or returns: `exits` lists (code, block) for its phi."""
 
-    def __init__(self, d: Dispatcher, region: _Region, wi, tids, latch) -> None:
+    def __init__(self, d: Dispatcher, region: _Region, wi, tids, latch, reads: dict) -> None:
         self.d, self.region, self.wi, self.tids, self.latch = d, region, wi, tids, latch
         b = d.b
         here = b.block
@@ -1016,10 +1191,10 @@ class _Copy:
                 if isinstance(inst, PHINode):
                     new = b.phi(inst.type, [], inst.name)
                     phis.append((inst, new))
-                elif inst.opcode_name == "ret":
-                    # 2: returned in this region (still a source for shuffles); 1 once the region ends
-                    if region.marks_returns:
-                        b.store(ConstantInt.get(d.i8, RETURNING), b.gep(d.i8, d.done, [wi]))
+                elif inst in reads:  # read once for the block, before the loop over items
+                    vmap[inst] = reads[inst]
+                    continue
+                elif inst.opcode_name == "ret":  # `done` is set after the region's loop (_arrivals)
                     b.br(latch)
                     self.exits.append((d.c32(RETURNED), b.block))
                     continue

@@ -58,3 +58,137 @@ def test_a_read_before_a_write_under_a_branch_survives_the_item_loops_vectorizer
     np.testing.assert_array_equal(a, np.where(c > 0, 0.0, a0))
     ir = take_under_branch.inspect(a, c, out, block=TPB).llvm
     assert "llvm.masked.load" in ir and "freeze" in ir
+
+
+# -- values uniform across the block, and item loops free of dependences -------------------------------
+
+
+@gpuc.kernel
+def doubling_steps(a, out):
+    # `k`, a barrier loop's counter, is the same in every item: kept once for the block. Each region reads
+    # the copy the last one left (at its start) and, after redefining it, its own.
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    s[t] = a[i]
+    gpuc.barrier()
+    k = 1
+    acc = 0.0
+    while k < TPB:
+        acc += s[(t + k) % TPB] * k
+        gpuc.barrier()
+        k = k * 2 + k % 3
+        acc += k
+        s[t] = acc
+        gpuc.barrier()
+    out[i] = acc + k
+
+
+def _doubling_steps(a):
+    s = a.reshape(-1, TPB).copy()
+    acc, k = np.zeros_like(s), 1
+    while k < TPB:
+        acc += np.roll(s, -k, axis=1) * k
+        k = k * 2 + k % 3
+        acc += k
+        s = acc.copy()
+    return (acc + k).ravel()
+
+
+@gpuc.kernel
+def half_return(a, out):
+    # the upper half of each block returns before the barriers: the uniform `k` and `m` are read by the
+    # items still running
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    if t >= TPB // 2:
+        out[i] = -1.0
+        return
+    m = gpuc.block_dim(0) // 4 + gpuc.block_index(0)
+    k = 0
+    acc = a[i]
+    while k < m:
+        s[t] = acc
+        gpuc.barrier()
+        acc = s[(t + 1) % (TPB // 2)] + k
+        gpuc.barrier()
+        k += 2
+    out[i] = acc * m
+
+
+def _half_return(a):
+    blocks = a.reshape(-1, TPB)
+    out = np.full_like(blocks, -1.0)
+    for b, row in enumerate(blocks):
+        acc, m = row[:TPB // 2].copy(), TPB // 4 + b
+        for k in range(0, m, 2):
+            acc = np.roll(acc, -1) + k
+        out[b, :TPB // 2] = acc * m
+    return out.ravel()
+
+
+@gpuc.kernel
+def barrier_on_even_rounds(a, out):
+    # a barrier under a branch every item takes alike: `k` is read after it (from the region that
+    # began there) and after the loop's head (which defines it): per item, as before
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    acc = a[i]
+    k = 0
+    while k < 6:
+        if k % 2 == 0:
+            s[t] = acc
+            gpuc.barrier()
+            acc += s[(t + 1) % TPB]
+        acc += k * 1.0
+        k += 1
+        gpuc.barrier()
+    out[i] = acc
+
+
+def _barrier_on_even_rounds(a):
+    acc = a.reshape(-1, TPB).copy()
+    for k in range(6):
+        if k % 2 == 0:
+            acc = acc + np.roll(acc, -1, axis=1)
+        acc += k
+    return acc.ravel()
+
+
+@gpuc.kernel
+def counted_twice(a, out):
+    # barrier_count's result is the same in every item: kept once across the next barrier
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    n = gpuc.barrier_count(a[i] > 0.5)
+    s[t] = n * a[i]
+    gpuc.barrier()
+    out[i] = n + s[(t + 1) % TPB]
+
+
+def _counted_twice(a):
+    blocks = a.reshape(-1, TPB)
+    n = (blocks > 0.5).sum(axis=1, keepdims=True)
+    return (n + np.roll(n * blocks, -1, axis=1)).ravel()
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+@pytest.mark.parametrize("kernel, reference", [(doubling_steps, _doubling_steps), (half_return, _half_return),
+                                               (barrier_on_even_rounds, _barrier_on_even_rounds),
+                                               (counted_twice, _counted_twice)],
+                         ids=lambda k: getattr(k, "__name__", ""))
+def test_values_uniform_across_a_block_give_what_each_item_computes(kernel, reference, threads):
+    a = np.random.default_rng(11).random(6 * TPB)
+    out = np.zeros_like(a)
+    kernel.launch(len(a), a, out, block=TPB, threads=threads)
+    np.testing.assert_allclose(out, reference(a), rtol=1e-13)
+
+
+def test_item_loops_are_declared_free_of_dependences_between_items():
+    # A race-free kernel's items touch no memory another item touches between two barriers, so every
+    # region's loop over items is parallel: LLVM vectorizes the tree's `s[t] += s[t + stride]` without a
+    # run-time check of the distance, which would fail for every stride below the block size.
+    tpb = block_adjoints.TPB
+    a, out = np.zeros(tpb * 4), np.zeros(4)
+    ir = block_adjoints.block_sums.inspect(a, out, block=tpb).llvm
+    assert "llvm.loop.parallel_accesses" in ir
+    assert "found.conflict" not in ir and "diff.check" not in ir

@@ -407,3 +407,44 @@ def test_loop_hints_refer_to_themselves(module, ctx, builder):
         CHECK-DAG: [[A]] = !{!"llvm.loop.unroll.runtime.disable"}
         CHECK-DAG: [[B]] = !{!"llvm.loop.mustprogress"}
     """)
+
+
+def test_access_groups_declare_a_loop_parallel(module, ctx, builder):
+    # for i < n: p[i + k] = p[i] + 1.0, with k unknown: LLVM vectorizes it only behind a run-time check of
+    # the distance, unless every access is in a group the loop's `llvm.loop.parallel_accesses` names
+    fn, entry = define(module, "shift", ctx.void, [ctx.ptr(), ctx.i64, ctx.i64])
+    fn.attributes.add("target-cpu", llvm.host_cpu())
+    p, n, k = fn.args
+    loop, done = fn.append_block("loop"), fn.append_block("done")
+    builder.position_at_end(entry)
+    builder.br(loop)
+    builder.position_at_end(loop)
+    i = builder.phi(ctx.i64, [(const(ctx.i64, 0), entry)], "i")
+    x = builder.load(ctx.float, builder.gep(ctx.float, p, [i]))
+    store = builder.store(builder.fadd(x, llvm.ConstantFP.get(ctx.float, 1.0)),
+                          builder.gep(ctx.float, p, [builder.add(i, k)]))
+    step = builder.add(i, const(ctx.i64, 1), "step")
+    i.add_incoming(step, loop)
+    back = builder.cond_br(builder.icmp("ult", step, n), loop, done)
+    builder.position_at_end(done)
+    builder.ret()
+    group, other = module.new_access_group(), module.new_access_group()
+    x.set_access_group(group)
+    store.set_access_group(group)
+    back.set_loop_hints(parallel_accesses=group)
+    module.verify()
+    filecheck(str(module), """
+        CHECK: load float, ptr {{.*}}, !llvm.access.group [[G:![0-9]+]]
+        CHECK: store float {{.*}}, !llvm.access.group [[G]]
+        CHECK: br i1 {{.*}}, !llvm.loop [[LOOP:![0-9]+]]
+        CHECK-DAG: [[G]] = distinct !{}
+        CHECK-DAG: [[LOOP]] = distinct !{[[LOOP]], [[P:![0-9]+]]}
+        CHECK-DAG: [[P]] = !{!"llvm.loop.parallel_accesses", [[G]]}
+    """)
+    assert group.ref != other.ref  # each group is a node of its own
+    llvm.initialize("X86")
+    with llvm.Target.from_triple(llvm.host_triple()).machine(llvm.host_cpu(), llvm.host_features()) as tm:
+        llvm.run_passes(module, "loop-vectorize", tm)
+    text = str(module)
+    assert "<4 x float>" in text or "<8 x float>" in text or "<16 x float>" in text
+    assert "found.conflict" not in text and "diff.check" not in text  # no run-time check of the distance

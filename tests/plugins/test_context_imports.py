@@ -12,13 +12,14 @@ import pytest
 import gpuc.plugins.context
 import gpuc.plugins.context_pointers
 import gpuc.plugins.deferred
+import gpuc.plugins.block_uniform
 import gpuc.plugins.workitems
 
 # What a plugin may import from gpuc: the layers below the plugins, through their public names.
 ALLOWED = ("gpuc.abi", "gpuc.errors", "gpuc.llvm", "gpuc.compiler")
-#: ... and a plugin's own modules (the context plugin's work-item loops and its handling of function
-#: pointers live in files of their own).
-OWN = {"gpuc.plugins.workitems", "gpuc.plugins.context_pointers"}
+#: ... and a plugin's own modules (the context plugin's work-item loops, their uniformity analysis and
+#: its handling of function pointers live in files of their own).
+OWN = {"gpuc.plugins.workitems", "gpuc.plugins.block_uniform", "gpuc.plugins.context_pointers"}
 
 
 def _absolute(node: ast.ImportFrom, package: str) -> str:
@@ -67,7 +68,7 @@ def import_problems(source: str, package: str) -> list[str]:
 
 
 @pytest.mark.parametrize("plugin", [gpuc.plugins.context, gpuc.plugins.context_pointers, gpuc.plugins.deferred,
-                                    gpuc.plugins.workitems],
+                                    gpuc.plugins.workitems, gpuc.plugins.block_uniform],
                          ids=lambda m: m.__name__)
 def test_builtin_plugin_imports_only_public_names(plugin):
     path = Path(plugin.__file__)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gpuc.llvm as llvm
-from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT
+from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT, SERIAL_ITEMS_ATTRIBUTE
 from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, tape, temporaries
@@ -165,6 +165,9 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         primal.erase()
         raise
     primal.erase()
+    if settings.serial_blocks and builder.shared_shadows:
+        # items add into one shadow element without atomics: the CPU's item loops keep their order there
+        kernel.attributes.add(SERIAL_ITEMS_ATTRIBUTE, ",".join(g.name for g in builder.shared_shadows))
     with llvm.Builder(module.context) as b:
         b.position_at_end(kernel.append_block("entry"))
         b.call(grad, list(kernel.args))

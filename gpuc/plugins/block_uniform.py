@@ -1,0 +1,177 @@
+"""Which values of a kernel with barriers are the same in every work item of a block (uniform), for
+the work-item loops of gpuc/plugins/workitems.py: a uniform value kept across a barrier is read, at
+the start of the region after it, once for the whole block instead of once per item, so that the
+region's loop over items sees it as loop-invariant (pocl's uniform regions).
+
+Written against the public API only, like the plugin that uses it.
+
+The analysis errs towards varying: a uniform value taken for varying costs time, never correctness.
+Varying are the thread and work-item indices, whatever reads memory (another item may have written
+it), atomics, calls other than those `pure_call` names, whatever is computed from a varying value,
+a phi where items that took different paths meet (a block reachable, without going round a loop,
+from a branch on a varying condition), the phis of a loop header with several entries or latches
+once any branch varies, and a value defined in a loop that holds a varying branch (items may leave
+it at different iterations) wherever it is used outside that loop.
+
+What "uniform" promises is what the work-item loops need: the items of a block that arrive together
+at a barrier hold the same value of it, each from its latest definition. (Items that go round a
+loop holding a barrier a different number of times do not arrive together: that is the divergence
+error.)
+"""
+
+from __future__ import annotations
+
+from gpuc.llvm import CallInst, Instruction, PHINode, PoisonValue, UndefValue
+
+#: Opcodes whose result depends on more than their operands.
+_READS = frozenset({"load", "atomicrmw", "cmpxchg", "alloca", "va_arg", "landingpad", "catchpad", "cleanuppad"})
+
+
+def uniform_values(fn, pure_call) -> set:
+    """The instructions of `fn` that are uniform across a block (see the module doc); `pure_call(call)`
+    says whether a call gives every item the same result when its arguments are the same. An empty
+    set when `fn`'s control flow is irreducible."""
+    graph = _Graph(fn)
+    if graph.irreducible:
+        return set()
+    varying: set = set()
+    divergent: set = set()  # loops holding a branch on a varying condition
+    insts = [(blk, inst) for blk in graph.rpo for inst in blk.instructions]
+    changed = True
+    while changed:
+        changed = False
+        branching = [blk for blk in graph.rpo if _condition(blk) in varying]
+        joined = set()
+        for blk in branching:
+            joined |= graph.reach[blk]
+        for loop in graph.loops:
+            if loop not in divergent and any(blk in loop.blocks for blk in branching):
+                divergent.add(loop)
+                changed = True
+        escaping = {v for loop in divergent for v in loop.escaping}
+        for blk, inst in insts:
+            if inst not in varying and _varies(inst, blk, graph, varying, escaping, joined, branching, pure_call):
+                varying.add(inst)
+                changed = True
+    return {inst for _, inst in insts if inst not in varying}
+
+
+def _condition(blk):
+    term = blk.terminator
+    if term is None or term.opcode_name not in ("br", "switch") or len(term.operands) < 2:
+        return None
+    return term.operands[0]
+
+
+def _varies(inst, blk, graph, varying, escaping, joined, branching, pure_call) -> bool:
+    if inst in escaping:
+        return True
+    if isinstance(inst, PHINode):
+        sources = {v for v in inst.incoming_values
+                   if v != inst and not isinstance(v, (UndefValue, PoisonValue))}
+        if any(v in varying for v in sources):
+            return True
+        if len(sources) < 2:
+            return False
+        loop = graph.header_of.get(blk)
+        if loop is not None:
+            entries = [p for p in blk.predecessors if p not in loop.blocks]
+            return (len(entries) > 1 or len(loop.latches) > 1) and bool(branching)
+        return blk in joined
+    if isinstance(inst, CallInst):
+        if not pure_call(inst):
+            return True
+        return any(op in varying for op in inst.args)
+    if inst.opcode_name in _READS:
+        return True
+    return any(op in varying for op in inst.operands if isinstance(op, Instruction))
+
+
+class _Loop:
+    def __init__(self, header, blocks, latches) -> None:
+        self.header, self.blocks, self.latches = header, blocks, latches
+        #: Instructions defined inside and used outside.
+        self.escaping = {inst for blk in blocks for inst in blk.instructions
+                         if any(isinstance(u, Instruction) and u.parent not in blocks for u in inst.users)}
+
+
+class _Graph:
+    """`fn`'s reachable blocks in reverse post-order, its natural loops, and for each block the
+    blocks reachable from it without going round a loop."""
+
+    def __init__(self, fn) -> None:
+        entry = fn.entry_block
+        seen, post, retreating = {entry}, [], []
+        stack, on_stack = [(entry, iter(entry.successors))], {entry}
+        while stack:
+            blk, successors = stack[-1]
+            nxt = next(successors, None)
+            if nxt is None:
+                stack.pop()
+                on_stack.discard(blk)
+                post.append(blk)
+            elif nxt in on_stack:
+                retreating.append((blk, nxt))
+            elif nxt not in seen:
+                seen.add(nxt)
+                on_stack.add(nxt)
+                stack.append((nxt, iter(nxt.successors)))
+        self.rpo = post[::-1]
+        index = {blk: k for k, blk in enumerate(self.rpo)}
+        idom = self._dominators(index)
+        self.irreducible = not all(_dominates(idom, dst, src) for src, dst in retreating)
+        latches: dict = {}
+        for src, dst in retreating:
+            latches.setdefault(dst, []).append(src)
+        self.loops, self.header_of = [], {}
+        for header, ends in latches.items():
+            blocks, work = {header}, list(ends)
+            while work:
+                blk = work.pop()
+                if blk not in blocks and blk in index:
+                    blocks.add(blk)
+                    work.extend(blk.predecessors)
+            loop = _Loop(header, blocks, ends)
+            self.loops.append(loop)
+            self.header_of[header] = loop
+        back = set(retreating)
+        self.reach: dict = {}
+        for blk in post:  # successors first
+            found = set()
+            for succ in blk.successors:
+                if (blk, succ) not in back and succ in index:
+                    found.add(succ)
+                    found |= self.reach.get(succ, set())
+            self.reach[blk] = found
+
+    def _dominators(self, index) -> dict:
+        rpo = self.rpo
+        idom = {rpo[0]: rpo[0]}
+        changed = True
+        while changed:
+            changed = False
+            for blk in rpo[1:]:
+                preds = [p for p in blk.predecessors if p in idom]
+                new = preds[0]
+                for p in preds[1:]:
+                    a, c = p, new
+                    while a != c:
+                        while index[a] > index[c]:
+                            a = idom[a]
+                        while index[c] > index[a]:
+                            c = idom[c]
+                    new = a
+                if idom.get(blk) != new:
+                    idom[blk] = new
+                    changed = True
+        return idom
+
+
+def _dominates(idom, a, b) -> bool:
+    while True:
+        if a == b:
+            return True
+        parent = idom[b]
+        if parent == b:
+            return False
+        b = parent

@@ -11,6 +11,13 @@ threads it has). Pool threads leave the last crumbs to the calling thread, so th
 sleep until a pool thread's chunk ends (waking it costs tens of microseconds). `run_ranges` never
 splits its ranges: each is one chunk, taken in order.
 
+Pool threads block on their queue between launches (no thread spins while the process is idle): a
+launch wakes its helpers as it starts, before the calling thread claims its first chunk, and a
+helper starts its first chunk about 10 us later when the cores were busy just before, 50-80 us when
+they had idled (the system's wake-up, then the GIL, which the calling thread gives up as its first
+chunk starts). Every chunk a thread runs also takes the GIL once, after its call returns: when the
+other thread holds it then, the wait costs a wake-up too, so a thread's chunks are few.
+
 Either way a launch stops at a chunk boundary: when the caller is interrupted (Ctrl-C) or a chunk
 raises, no new chunk starts, the running ones finish, and only then does the exception reach the
 caller.

@@ -37,7 +37,7 @@ SIZE = 64
 WARP = 32
 #: The phases a program chains, each as likely as its repetitions make it.
 KINDS = ("exchange", "exchange", "count", "loop", "shuffle", "func", "any_all", "vote", "local", "grid",
-         "warploop", "warploop")
+         "warploop", "warploop", "uniform")
 #: The phases of programs about warp operations in loops, and what they meet on their way.
 WARP_KINDS = ("warploop", "warploop", "warploop", "shuffle", "vote", "exchange", "count")
 #: Block shapes a program runs with: partial warps, 2-D blocks whose warps span rows.
@@ -165,6 +165,9 @@ def program(rng: random.Random, seed: int = 0, kinds=KINDS) -> Program:
             p.phases.append((kind, (_expr(rng, ["v", "t"]), rng.randint(0, 2), rng.randint(0, 2))))
         elif kind == "grid":
             p.phases.append((kind, (_expr(rng, ["v", "t"]), rng.randint(0, 9))))
+        elif kind == "uniform":
+            p.phases.append((kind, (rng.randint(0, 5), rng.randint(0, 3), rng.randint(-20, 20), rng.randint(1, 4),
+                                    rng.randint(0, 1), rng.randint(-3, 3), rng.randint(1, 2))))
         else:
             name = f"phase{len(p.funcs)}"
             e1, e2, c = _expr(rng, ["v", "t"]), _expr(rng, ["v", "u", "t"]), rng.randint(0, 5)
@@ -212,6 +215,14 @@ def _lines(kind, params) -> list[str]:
         return [f"g[gi] = {_text(e)}", "gpuc.grid_barrier()", f"v = v ^ g[(gi + {c}) % len(g)]", "gpuc.grid_barrier()"]
     if kind == "warploop":
         return _warploop_lines(params)
+    if kind == "uniform":
+        # values the same in every item of the block (a barrier loop's counter, a count, what they give),
+        # read across barriers, and a barrier under a branch all items take alike
+        k, m, th, count, p, c, step = params
+        return [f"q = {k} + bd * {m} + gpuc.barrier_count(v > {th})", "r = 0", f"while r < {count}:",
+                "    s[t] = v + q * r", "    gpuc.barrier()", f"    if (r + q) % 2 == {p}:",
+                "        v = v ^ s[(t + q + r) % bd]", "        gpuc.barrier()", f"    v = v + r * {c} + q",
+                f"    r = r + {step}", "    q = q ^ r", "    gpuc.barrier()"]
     name = params[0]
     return [f"v = {name}(s, t, v, bd)"]
 
@@ -256,6 +267,17 @@ def _run(kind, params, v, t, block, loc, warp=WARP):
         return v ^ loc[:, m]
     if kind == "warploop":
         return _warploop_run(params, v, t, block, warp)
+    if kind == "uniform":
+        k, m, th, count, p, c, step = params
+        q, r = np.int64(k + block * m + np.count_nonzero(v > th)), np.int64(0)
+        while r < count:
+            s = v + q * r
+            if (r + q) % 2 == p:
+                v = v ^ s[(t + q + r) % block]
+            v = v + r * c + q
+            r = r + step
+            q = q ^ r
+        return v
     how, d = params
     lane = t % warp
     base = t - lane

@@ -15,8 +15,12 @@ Pool threads block on their queue between launches (no thread spins while the pr
 launch wakes its helpers as it starts, before the calling thread claims its first chunk, and a
 helper starts its first chunk about 10 us later when the cores were busy just before, 50-80 us when
 they had idled (the system's wake-up, then the GIL, which the calling thread gives up as its first
-chunk starts). Every chunk a thread runs also takes the GIL once, after its call returns: when the
-other thread holds it then, the wait costs a wake-up too, so a thread's chunks are few.
+chunk starts). A thread that returns to Python after a chunk takes the GIL again, and when another
+thread holds it then, the wait costs a wake-up too. So where the chunks are calls of a compiled range
+wrapper (a kernel's launch entry: not a Python function wrapping one), a few lines of compiled code
+(_NATIVE_IR) claim and run a pool thread's chunks, with the same rules, and the pool thread takes the
+GIL once per launch, not once per chunk; the calling thread still returns to Python after each of its
+chunks, where Ctrl-C reaches it.
 
 Either way a launch stops at a chunk boundary: when the caller is interrupted (Ctrl-C) or a chunk
 raises, no new chunk starts, the running ones finish, and only then does the exception reach the
@@ -25,8 +29,10 @@ caller.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
+import sys
 import threading
 from time import perf_counter
 
@@ -104,13 +110,13 @@ class ChunkedLaunch:
         An exception (KeyboardInterrupt included) stops the launch at the next chunk boundary and
         is raised once no chunk is running any more.
         """
-        if self._threads > 1:
-            pool = _POOL
-            if pool._size < self._threads - 1:
-                pool.ensure(self._threads - 1)
-            for _ in range(self._threads - 1):
-                pool.submit(self._help)
         try:
+            if self._threads > 1:
+                pool = _POOL
+                if pool._size < self._threads - 1:
+                    pool.ensure(self._threads - 1)
+                for _ in range(self._threads - 1):
+                    pool.submit(self._help)
             self._claim_and_run(counted=False)
         except BaseException:
             self._stop_and_wait()
@@ -197,9 +203,286 @@ class ChunkedLaunch:
             raise interrupted
 
 
+#: The scheduler of launches whose chunks are calls of a compiled range wrapper (see _NativeLaunch): the
+#: state is 11 i64 words, [0] the next item, [1] the end, [2] the threads, [3] nonzero once no chunk may
+#: start, [4] the most items a pool thread's chunk takes and [5] the items it leaves to the calling thread
+#: (its crumb) until it has timed a chunk of its own, [6] the wrapper, [7] its argv, [8] its sizes,
+#: [9] CHUNK_SECONDS and [10] CRUMB_SECONDS in nanoseconds; the claims are ChunkedLaunch._claim's.
+_NATIVE_IR = r"""
+declare i64 @llvm.smin.i64(i64, i64)
+declare i64 @llvm.smax.i64(i64, i64)
+
+declare i32 @clock_gettime(i32, ptr)
+
+define internal i64 @gpuc_pool_now(ptr %ts) {
+entry:
+  %r = call i32 @clock_gettime(i32 1, ptr %ts)
+  %psec = getelementptr i64, ptr %ts, i64 0
+  %pnsec = getelementptr i64, ptr %ts, i64 1
+  %sec = load i64, ptr %psec, align 8
+  %nsec = load i64, ptr %pnsec, align 8
+  %ns = mul i64 %sec, 1000000000
+  %t = add i64 %ns, %nsec
+  ret i64 %t
+}
+
+; Claims and runs chunks for a pool thread until none is left for it or the launch stops; once it has timed
+; a chunk, its own rate sizes its chunks (before, the calling thread's, in [4] and [5]).
+define void @gpuc_pool_help(ptr %s) {
+entry:
+  %ts = alloca [2 x i64], align 8
+  %ratep = alloca double, align 8
+  store double 0.0, ptr %ratep, align 8
+  %pend = getelementptr i64, ptr %s, i64 1
+  %pthreads = getelementptr i64, ptr %s, i64 2
+  %pstop = getelementptr i64, ptr %s, i64 3
+  %pwant = getelementptr i64, ptr %s, i64 4
+  %pcrumb = getelementptr i64, ptr %s, i64 5
+  %pfn = getelementptr i64, ptr %s, i64 6
+  %pargv = getelementptr i64, ptr %s, i64 7
+  %psizes = getelementptr i64, ptr %s, i64 8
+  %pchunkns = getelementptr i64, ptr %s, i64 9
+  %pcrumbns = getelementptr i64, ptr %s, i64 10
+  %end = load i64, ptr %pend, align 8
+  %threads = load i64, ptr %pthreads, align 8
+  %fn = load ptr, ptr %pfn, align 8
+  %argv = load ptr, ptr %pargv, align 8
+  %sizes = load ptr, ptr %psizes, align 8
+  %chunkns.i = load i64, ptr %pchunkns, align 8
+  %crumbns.i = load i64, ptr %pcrumbns, align 8
+  %chunkns = sitofp i64 %chunkns.i to double
+  %crumbns = sitofp i64 %crumbns.i to double
+  br label %loop
+loop:
+  %stop = load atomic i64, ptr %pstop monotonic, align 8
+  %stopped = icmp ne i64 %stop, 0
+  br i1 %stopped, label %done, label %claim
+claim:
+  %rate = load double, ptr %ratep, align 8
+  %timed = fcmp ogt double %rate, 0.0
+  %wantf = fmul double %rate, %chunkns
+  %wanti = fptosi double %wantf to i64
+  %wantmine = call i64 @llvm.smax.i64(i64 1, i64 %wanti)
+  %crumbf = fmul double %rate, %crumbns
+  %crumbmine = fptosi double %crumbf to i64
+  %want0 = load atomic i64, ptr %pwant monotonic, align 8
+  %crumb0 = load atomic i64, ptr %pcrumb monotonic, align 8
+  %want = select i1 %timed, i64 %wantmine, i64 %want0
+  %crumb = select i1 %timed, i64 %crumbmine, i64 %crumb0
+  %b = load atomic i64, ptr %s monotonic, align 8
+  %left = sub i64 %end, %b
+  %up = add i64 %left, %threads
+  %up1 = sub i64 %up, 1
+  %share = sdiv i64 %up1, %threads
+  %t1 = call i64 @llvm.smax.i64(i64 %crumb, i64 %share)
+  %t2 = call i64 @llvm.smin.i64(i64 %want, i64 %t1)
+  %t3 = call i64 @llvm.smin.i64(i64 %t2, i64 %left)
+  %rest = sub i64 %left, %crumb
+  %take = call i64 @llvm.smin.i64(i64 %t3, i64 %rest)
+  %least = call i64 @llvm.smax.i64(i64 1, i64 %crumb)
+  %few = icmp slt i64 %take, %least
+  br i1 %few, label %done, label %cas
+cas:
+  %next = add i64 %b, %take
+  %pair = cmpxchg ptr %s, i64 %b, i64 %next seq_cst seq_cst, align 8
+  %won = extractvalue { i64, i1 } %pair, 1
+  br i1 %won, label %run, label %loop
+run:
+  %start = call i64 @gpuc_pool_now(ptr %ts)
+  call void %fn(ptr %argv, i64 %b, i64 %next, ptr %sizes)
+  %stop.t = call i64 @gpuc_pool_now(ptr %ts)
+  %dt = sub i64 %stop.t, %start
+  %dt1 = call i64 @llvm.smax.i64(i64 %dt, i64 1)
+  %dtf = sitofp i64 %dt1 to double
+  %takef = sitofp i64 %take to double
+  %newrate = fdiv double %takef, %dtf
+  store double %newrate, ptr %ratep, align 8
+  br label %loop
+done:
+  ret void
+}
+
+; Claims and runs one chunk for the calling thread: at most %want items, all that is left where less than
+; %crumb would remain. Returns its items, 0 when none is left or the launch stopped.
+define i64 @gpuc_pool_run_one(ptr %s, i64 %want, i64 %crumb) {
+entry:
+  %pend = getelementptr i64, ptr %s, i64 1
+  %pthreads = getelementptr i64, ptr %s, i64 2
+  %pstop = getelementptr i64, ptr %s, i64 3
+  %end = load i64, ptr %pend, align 8
+  %threads = load i64, ptr %pthreads, align 8
+  br label %loop
+loop:
+  %stop = load atomic i64, ptr %pstop monotonic, align 8
+  %stopped = icmp ne i64 %stop, 0
+  br i1 %stopped, label %none, label %claim
+claim:
+  %b = load atomic i64, ptr %s monotonic, align 8
+  %left = sub i64 %end, %b
+  %empty = icmp sle i64 %left, 0
+  br i1 %empty, label %none, label %size
+size:
+  %up = add i64 %left, %threads
+  %up1 = sub i64 %up, 1
+  %share = sdiv i64 %up1, %threads
+  %t1 = call i64 @llvm.smax.i64(i64 %crumb, i64 %share)
+  %t2 = call i64 @llvm.smin.i64(i64 %want, i64 %t1)
+  %t3 = call i64 @llvm.smin.i64(i64 %t2, i64 %left)
+  %rest = sub i64 %left, %t3
+  %alone = icmp slt i64 %rest, %crumb
+  %take = select i1 %alone, i64 %left, i64 %t3
+  %next = add i64 %b, %take
+  %pair = cmpxchg ptr %s, i64 %b, i64 %next seq_cst seq_cst, align 8
+  %won = extractvalue { i64, i1 } %pair, 1
+  br i1 %won, label %run, label %loop
+run:
+  %pfn = getelementptr i64, ptr %s, i64 6
+  %pargv = getelementptr i64, ptr %s, i64 7
+  %psizes = getelementptr i64, ptr %s, i64 8
+  %fn = load ptr, ptr %pfn, align 8
+  %argv = load ptr, ptr %pargv, align 8
+  %sizes = load ptr, ptr %psizes, align 8
+  call void %fn(ptr %argv, i64 %b, i64 %next, ptr %sizes)
+  ret i64 %take
+none:
+  ret i64 0
+}
+"""
+
+
+class _Native:
+    """The compiled scheduler (_NATIVE_IR), in a JIT of its own that lives as long as the process."""
+
+    def __init__(self) -> None:
+        from ..llvm import LLJIT, Module, process_lifetime
+
+        self._jit = process_lifetime(LLJIT())
+        self._jit.add_module(Module.parse(_NATIVE_IR, name="gpuc.pool"))
+        # CFUNCTYPE: ctypes gives up the GIL for the whole call, every chunk of it included
+        self.help = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._jit.lookup("gpuc_pool_help"))
+        self.run_one = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+            self._jit.lookup("gpuc_pool_run_one"))
+
+
+_native: _Native | None = None
+_native_lock = threading.Lock()
+#: Where a bytes object's data starts, from its address (CPython's PyBytesObject), checked below.
+_BYTES_DATA = bytes.__basicsize__ - 1
+
+
+def _bytes_address(data: bytes) -> int:
+    return id(data) + _BYTES_DATA
+
+
+def _native_scheduler() -> "_Native | None":
+    """The compiled scheduler, made on first use; None where it cannot be (launches then take ChunkedLaunch)."""
+    global _native, _NATIVE_OK
+    if _native is None:
+        with _native_lock:
+            if _native is None and _NATIVE_OK:
+                try:
+                    _native = _Native()
+                except Exception:  # noqa: BLE001 - the Python schedule does the same work
+                    _NATIVE_OK = False
+    return _native
+
+
+_NATIVE_OK = (sys.implementation.name == "cpython" and sys.platform.startswith("linux")  # CLOCK_MONOTONIC is 1
+              and ctypes.sizeof(ctypes.c_void_p) == 8
+              and ctypes.string_at(_bytes_address(b"gpuc"), 4) == b"gpuc")
+
+
+class _NativeLaunch:
+    """A launch over `[begin, end)` whose chunks are calls of a compiled range wrapper at `address`: its
+    claims are ChunkedLaunch's (the pool threads' chunks sized by the calling thread's timing), made and
+    run by compiled code (_NATIVE_IR), so that a pool thread takes the GIL once for the whole launch
+    rather than after every chunk. The calling thread still returns to Python after each chunk (Ctrl-C)."""
+
+    __slots__ = ("_state", "_address", "_argv", "_sizes", "_threads", "_first", "_lock", "_running", "_idle")
+
+    def __init__(self, address: int, argv: bytes, sizes: bytes, threads: int, begin: int, end: int) -> None:
+        self._argv, self._sizes, self._threads = argv, sizes, threads  # kept alive while the launch runs
+        self._first = max(1, (end - begin) // (threads * FIRST_CHUNK_PARTS))
+        state = self._state = (ctypes.c_int64 * 11)(begin, end, threads, 0, self._first, 0, address,
+                                                     _bytes_address(argv), _bytes_address(sizes),
+                                                     int(CHUNK_SECONDS * 1e9), int(CRUMB_SECONDS * 1e9))
+        self._address = ctypes.addressof(state)
+        self._lock = threading.Lock()
+        self._running = 0  # pool threads inside the compiled scheduler
+        self._idle: threading.Lock | None = None
+
+    def run(self) -> None:
+        """As ChunkedLaunch.run."""
+        try:
+            pool = _POOL
+            if pool._size < self._threads - 1:
+                pool.ensure(self._threads - 1)
+            for _ in range(self._threads - 1):
+                pool.submit(self._help)
+            self._run_mine()
+        except BaseException:
+            self._stop_and_wait()
+            raise
+        self._stop_and_wait()
+
+    def _run_mine(self) -> None:
+        run_one, address, state = _native.run_one, self._address, self._state
+        want, crumb = self._first, 0
+        while True:
+            start = perf_counter()
+            took = run_one(address, want, crumb)
+            if not took:
+                return
+            rate = took / max(perf_counter() - start, 1e-9)
+            want, crumb = max(1, int(rate * CHUNK_SECONDS)), int(rate * CRUMB_SECONDS)
+            state[4], state[5] = want, crumb  # the pool threads' next chunks, sized by this one
+
+    def _help(self) -> None:
+        with self._lock:
+            if self._state[3]:
+                return
+            self._running += 1
+        try:
+            _native.help(self._address)
+        finally:
+            with self._lock:
+                self._running -= 1
+                if not self._running and self._idle is not None:
+                    self._idle.release()
+                    self._idle = None
+
+    def _stop_and_wait(self) -> None:
+        """As ChunkedLaunch._stop_and_wait."""
+        interrupted = None
+        with self._lock:
+            self._state[3] = 1
+            if not self._running:
+                return
+            idle = self._idle = threading.Lock()
+            idle.acquire()
+        while True:
+            try:
+                with self._lock:
+                    if not self._running:
+                        break
+                idle.acquire()
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+
+
+_CFUNC = ctypes._CFuncPtr
+
+
 def run_chunks(fn, argv: bytes, bounds: list[int], sizes: bytes, helpers: int) -> None:
     """Run `[bounds[0], bounds[-1])`, cut into chunks as it goes (see ChunkedLaunch), on the calling thread
     and `helpers` pool threads; any two items may run at once."""
+    if helpers and _NATIVE_OK and isinstance(fn, _CFUNC) and argv.__class__ is bytes and sizes.__class__ is bytes:
+        if _native is not None or _native_scheduler() is not None:
+            address = ctypes.c_void_p.from_address(ctypes.addressof(fn)).value
+            _NativeLaunch(address, argv, sizes, helpers + 1, bounds[0], bounds[-1]).run()
+            return
     ChunkedLaunch(fn, argv, sizes, helpers + 1, bounds[0], bounds[-1]).run()
 
 

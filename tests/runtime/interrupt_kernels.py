@@ -1,4 +1,4 @@
-"""A kernel that runs long on one thread, for the Ctrl-C test (run as a script by it)."""
+"""A kernel that runs long on one thread (or two: `items2`), for the Ctrl-C test (run as a script by it)."""
 
 import os
 import signal
@@ -36,6 +36,7 @@ def slow_blocks(out, rounds):
 
 if __name__ == "__main__":
     blocks = sys.argv[1:] == ["blocks"]
+    threads = 2 if sys.argv[1:] == ["items2"] else 1  # two threads: the pool's compiled scheduler
     out = np.zeros(1 << 20)
     slow[1024](out[:1024], 10, threads=1)  # compiled and warm
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
@@ -45,7 +46,7 @@ if __name__ == "__main__":
         if blocks:
             slow_blocks.launch(out.size, out, 200_000, threads=1, block=256)  # about a minute
         else:
-            slow.launch(out.size, out, 200_000, threads=1)
+            slow.launch(out.size, out, 200_000, threads=threads)
         print("finished", time.perf_counter() - start)
     except KeyboardInterrupt:
         print(f"interrupted after {time.perf_counter() - start:.2f} s")

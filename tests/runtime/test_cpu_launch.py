@@ -247,10 +247,11 @@ def test_a_launcher_of_a_closed_module_refuses_to_run():
         launcher(2, (out,))
 
 
-@pytest.mark.parametrize("how", ["items", "blocks"])
+@pytest.mark.parametrize("how", ["items", "blocks", "items2"])
 def test_ctrl_c_stops_a_one_thread_launch_between_chunks(how):
     """A long launch on one thread runs in chunks; Ctrl-C raises KeyboardInterrupt at the next chunk boundary,
-    and the next launch works."""
+    and the next launch works. `items2`: the same on two threads, the pool thread's chunks claimed and run
+    by the pool's compiled scheduler."""
     import subprocess
     import sys
     from pathlib import Path

@@ -3,6 +3,7 @@ last; every item runs exactly once, whichever threads come, and an error stops t
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 
@@ -138,6 +139,65 @@ def test_launches_that_end_at_once_leave_no_thread_waiting():
     for _ in range(2000):
         pool.run_chunks(run, b"", [0, 64], b"", helpers=1)
     assert (out == 2000).all()
+
+
+_RANGE_WRAPPER = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p)
+
+
+def _compiled(run):
+    """`run` as a foreign function pointer, as a kernel's range wrapper is: such launches take the pool's
+    compiled scheduler (a pool thread claims and runs its chunks without taking the GIL in between)."""
+    return _RANGE_WRAPPER(run)
+
+
+def _no_python_schedule(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the launch took the Python schedule")
+    monkeypatch.setattr(pool, "ChunkedLaunch", refuse)
+
+
+@pytest.mark.parametrize("total, threads", [(1, 2), (2, 2), (3, 2), (1001, 2), (1001, 3), (97, 4), (100_003, 2)])
+def test_the_compiled_schedule_runs_every_item_exactly_once(monkeypatch, total, threads):
+    _no_python_schedule(monkeypatch)
+    run, seen = _recorder()
+    fn = _compiled(run)
+    pool.run_chunks(fn, b"argv", [0, total], b"sizes", helpers=threads - 1)
+    assert (_items(seen, total) == 1).all()
+
+
+def test_the_compiled_schedule_passes_the_launch_buffers():
+    got = set()
+
+    def run(argv, begin, end, sizes):
+        got.add((argv, sizes))
+    pool.run_chunks(_compiled(run), b"the argv", [0, 1000], b"the sizes", helpers=1)
+    assert got == {(b"the argv", b"the sizes")}
+
+
+def test_pool_threads_take_part_in_compiled_launches():
+    run, seen = _recorder(item_seconds=2e-5)
+    pool.run_chunks(_compiled(run), b"", [0, 4000], b"", helpers=1)
+    assert (_items(seen, 4000) == 1).all()
+    assert len({me for me, _, _ in seen}) == 2, "the pool thread ran no chunk"
+    caller = threading.get_ident()
+    # after its first, a pool thread's chunk lasts about CHUNK_SECONDS (it times its own)
+    theirs = [end - begin for me, begin, end in seen if me != caller]
+    assert max(theirs[1:] or [0]) * 2e-5 < 4 * pool.CHUNK_SECONDS
+
+
+def test_a_compiled_launch_does_not_wait_for_helpers_that_never_come(monkeypatch):
+    _no_python_schedule(monkeypatch)
+    release = threading.Event()
+    pool._POOL.ensure(2)
+    for _ in range(pool._POOL._size):
+        pool._POOL.submit(release.wait)
+    try:
+        run, seen = _recorder()
+        pool.run_chunks(_compiled(run), b"", [0, 1200], b"", helpers=2)
+        assert (_items(seen, 1200) == 1).all()
+        assert {me for me, _, _ in seen} == {threading.get_ident()}
+    finally:
+        release.set()
 
 
 def test_ranges_are_never_split():

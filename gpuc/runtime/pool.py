@@ -211,6 +211,7 @@ class ChunkedLaunch:
 _NATIVE_IR = r"""
 declare i64 @llvm.smin.i64(i64, i64)
 declare i64 @llvm.smax.i64(i64, i64)
+declare double @llvm.minnum.f64(double, double)  ; below 2**62 (an item count), as fptosi needs
 
 declare i32 @clock_gettime(i32, ptr)
 
@@ -261,10 +262,12 @@ claim:
   %rate = load double, ptr %ratep, align 8
   %timed = fcmp ogt double %rate, 0.0
   %wantf = fmul double %rate, %chunkns
-  %wanti = fptosi double %wantf to i64
+  %wantc = call double @llvm.minnum.f64(double %wantf, double 0x43D0000000000000)
+  %wanti = fptosi double %wantc to i64
   %wantmine = call i64 @llvm.smax.i64(i64 1, i64 %wanti)
   %crumbf = fmul double %rate, %crumbns
-  %crumbmine = fptosi double %crumbf to i64
+  %crumbc = call double @llvm.minnum.f64(double %crumbf, double 0x43D0000000000000)
+  %crumbmine = fptosi double %crumbc to i64
   %want0 = load atomic i64, ptr %pwant monotonic, align 8
   %crumb0 = load atomic i64, ptr %pcrumb monotonic, align 8
   %want = select i1 %timed, i64 %wantmine, i64 %want0

@@ -99,6 +99,9 @@ class BlockKernel:
         #: Loads of those slots that read the value the slot held when the region began (by slot): the
         #: region reads it once, before its loop over items.
         self.entry_reads: dict = {}
+        #: The kernel's values uniform across the block (block_uniform.py), before demotion; empty in
+        #: kernels with warp operations or grid barriers.
+        self.uniform: set = set()
         self.b = Builder(self.llctx)
 
     def close(self) -> None:
@@ -252,10 +255,8 @@ class BlockKernel:
         item there)."""
         if any(s.warp or s.marker == GRID_BARRIER_MARKER for s in sites):
             return set()
-        found = uniform_values(self.fn, _same_for_every_item)
-        for s in sites:
-            found -= set(s.call.args)
-        return found
+        self.uniform = uniform_values(self.fn, _same_for_every_item)
+        return self.uniform - {a for s in sites for a in s.call.args}
 
 
 def _same_for_every_item(call) -> bool:
@@ -888,6 +889,7 @@ class Dispatcher:
         # folded into the phis of the exits' constant codes, they are no reductions it knows.)
         init = []
         reads = self._region_entry_reads(region)
+        uniform_exit = self._uniform_exit(region)
         entry = self.block(f"r{region.code}.items")
         latch = self.block(f"r{region.code}.arrived")
         b.br(entry)
@@ -912,6 +914,14 @@ class Dispatcher:
         b.store(code, self.slot_at(self.codes, wi))
         self._mark_parallel([head, *copy.bmap.values(), latch])
         close([])
+        if uniform_exit:
+            # every item that ran the region left it where the others did (or all returned, and the group
+            # is finished): no divergence to look for, no item to mark done
+            high = self._highest_code(region)
+            self.exit_phi.add_incoming(b.select(b.icmp("eq", high, self.c32(RETURNED)), self.c32(NOBODY), high),
+                                       b.block)
+            b.br(self.group_after)
+            return
         low, high = self._arrivals(region)
         # the items agree when every one that arrived somewhere arrived at the same site
         agreed = b.select(b.icmp("eq", high, self.c32(RETURNED)), self.c32(NOBODY), high)
@@ -927,6 +937,46 @@ class Dispatcher:
         b.position_at_end(after)
         self.exit_phi.add_incoming(agreed, b.block)
         b.br(self.group_after)
+
+    def _uniform_exit(self, region: _Region) -> bool:
+        """Whether every item that runs `region` leaves it at the same site (or every one returns): each
+        branch on a condition that may differ between items has one exit in reach from both its sides.
+        (Blocks in reach of two exits are then reached through branches that agree for all items.)"""
+        uniform, heads = self.k.uniform, self.heads
+        if not uniform:
+            return False
+        inside = set(region.blocks)
+        exits = {blk: set() for blk in region.blocks}
+
+        def out_of(succ):  # what a step into `succ` may reach: a site's block (the region's own start
+            # included) is an arrival there
+            return {heads[succ].code} if succ in heads else exits[succ] if succ in inside else set()
+
+        changed = True
+        while changed:
+            changed = False
+            for blk in reversed(region.blocks):
+                found = set(exits[blk])
+                term = blk.terminator
+                if term is not None and term.opcode_name == "ret":
+                    found.add(RETURNED)
+                for succ in blk.successors:
+                    found |= out_of(succ)
+                if found != exits[blk]:
+                    exits[blk], changed = found, True
+        if not any(exits[blk] for blk in region.blocks):
+            return False
+        for blk in region.blocks:
+            term = blk.terminator
+            condition = _condition_of(term)
+            if condition is None or condition in uniform:
+                continue
+            reached = set()
+            for succ in blk.successors:
+                reached |= out_of(succ)
+            if len(reached) > 1:
+                return False
+        return True
 
     def _region_entry_reads(self, region: _Region) -> dict:
         """The region's loads of uniform values as the region began (BlockKernel.entry_reads), each
@@ -964,6 +1014,14 @@ class Dispatcher:
                     if name.startswith(_GROUPED_INTRINSICS) and \
                             not (serial is not None and name.startswith(_MEMORY_INTRINSICS)):
                         inst.set_access_group(self.parallel)
+
+    def _highest_code(self, region: _Region):
+        """The greatest exit code of the group's items in `region` (RETURNED when every one returned)."""
+        b = self.b
+
+        def body(j, accs):
+            return [self._minmax("smax", accs[0], b.load(self.i32, self.slot_at(self.codes, j)))]
+        return self.loop(self.lo, self.hi, [self.c32(RETURNED)], body, f"r{region.code}.exit", parallel=True)[0]
 
     def _minmax(self, which: str, a, b_):
         fn = self.k.module.declare_intrinsic(f"llvm.{which}.i32", FunctionType.get(self.i32, [self.i32, self.i32]))
@@ -1148,6 +1206,13 @@ def _may_reach(pointer, serial: set, scratch) -> bool:
         else:
             return True
     return False
+
+
+def _condition_of(term):
+    """The condition of a conditional branch or a switch, else None."""
+    if term is None or term.opcode_name not in ("br", "switch") or len(term.operands) < 2:
+        return None
+    return term.operands[0]
 
 
 def _stored_slots(blocks) -> set:

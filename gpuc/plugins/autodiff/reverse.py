@@ -654,11 +654,12 @@ class _Reverse(Copier):
     def _tape(self, block, pending: dict) -> None:
         if self.tape_state is None:
             self.tape_state = self._slot(tape.state_type(self.module), "tape", zeroed=False)
-            first = self._slot(llvm.ArrayType.get(self.ctx.i8, tape.INLINE_BYTES), "tape.first", zeroed=False)
+            size = tape.BLOCK_INLINE_BYTES if blocks.uses_blocks(self.fn) else tape.INLINE_BYTES
+            first = self._slot(llvm.ArrayType.get(self.ctx.i8, size), "tape.first", zeroed=False)
             first.alignment = 16
             b = self.b
             b.position_at_end(self.alloca_block)
-            tape.init(b, self.module, self.tape_state, first)
+            tape.init(b, self.module, self.tape_state, first, size)
         b = self.b
         values = list(pending)
         b.position_before(self.bmap[block].terminator)

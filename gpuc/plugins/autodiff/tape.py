@@ -21,6 +21,10 @@ FREE = "gpuc.autodiff.tape.free"
 _ALIGN = 16
 _FIRST = 256
 INLINE_BYTES = 512
+#: ... and in a kernel with blocks, where the CPU keeps it per work item in the block's scratch memory
+#: (one allocation per block): a tiled loop's records for a few dozen tiles, so that items do not each
+#: call the allocator.
+BLOCK_INLINE_BYTES = 2048
 #: Metadata on every access of a tape (its state, its records) and on the calls that grow and free it: they
 #: touch only memory of the work item's own, so that a CPU launch may run items in vector lanes, each with
 #: its own tape (the vectorize plugin's `PRIVATE`, gpuc/plugins/vectorize/private.py).
@@ -45,12 +49,12 @@ def record_size(b: llvm.Builder, module: llvm.Module, record) -> llvm.Value:
     return b.and_(b.add(size, llvm.ConstantInt.get(ctx.i64, _ALIGN - 1)), llvm.ConstantInt.get(ctx.i64, -_ALIGN))
 
 
-def init(b: llvm.Builder, module: llvm.Module, state, first) -> None:
-    """Start the tape at `state` empty, in the INLINE_BYTES stack buffer `first` (16-byte aligned)."""
+def init(b: llvm.Builder, module: llvm.Module, state, first, size: int = INLINE_BYTES) -> None:
+    """Start the tape at `state` empty, in the stack buffer `first` of `size` bytes (16-byte aligned)."""
     ty, i64 = state_type(module), module.context.i64
     _own(b.store(first, b.struct_gep(ty, state, 0)))
     _own(b.store(llvm.ConstantInt.get(i64, 0), b.struct_gep(ty, state, 1)))
-    _own(b.store(llvm.ConstantInt.get(i64, INLINE_BYTES), b.struct_gep(ty, state, 2)))
+    _own(b.store(llvm.ConstantInt.get(i64, size), b.struct_gep(ty, state, 2)))
     _own(b.store(first, b.struct_gep(ty, state, 3)))
 
 

@@ -21,6 +21,7 @@ error.)
 
 from __future__ import annotations
 
+from gpuc.compiler import dominates, immediate_dominators, reverse_postorder
 from gpuc.llvm import CallInst, Instruction, PHINode, PoisonValue, UndefValue
 
 #: Opcodes whose result depends on more than their operands.
@@ -100,26 +101,10 @@ class _Graph:
     blocks reachable from it without going round a loop."""
 
     def __init__(self, fn) -> None:
-        entry = fn.entry_block
-        seen, post, retreating = {entry}, [], []
-        stack, on_stack = [(entry, iter(entry.successors))], {entry}
-        while stack:
-            blk, successors = stack[-1]
-            nxt = next(successors, None)
-            if nxt is None:
-                stack.pop()
-                on_stack.discard(blk)
-                post.append(blk)
-            elif nxt in on_stack:
-                retreating.append((blk, nxt))
-            elif nxt not in seen:
-                seen.add(nxt)
-                on_stack.add(nxt)
-                stack.append((nxt, iter(nxt.successors)))
-        self.rpo = post[::-1]
+        self.rpo, retreating = reverse_postorder(fn.entry_block, lambda blk: blk.successors)
         index = {blk: k for k, blk in enumerate(self.rpo)}
-        idom = self._dominators(index)
-        self.irreducible = not all(_dominates(idom, dst, src) for src, dst in retreating)
+        idom = immediate_dominators(self.rpo, lambda blk: blk.predecessors)
+        self.irreducible = not all(dominates(idom, dst, src) for src, dst in retreating)
         latches: dict = {}
         for src, dst in retreating:
             latches.setdefault(dst, []).append(src)
@@ -136,42 +121,10 @@ class _Graph:
             self.header_of[header] = loop
         back = set(retreating)
         self.reach: dict = {}
-        for blk in post:  # successors first
+        for blk in reversed(self.rpo):  # successors first
             found = set()
             for succ in blk.successors:
                 if (blk, succ) not in back and succ in index:
                     found.add(succ)
                     found |= self.reach.get(succ, set())
             self.reach[blk] = found
-
-    def _dominators(self, index) -> dict:
-        rpo = self.rpo
-        idom = {rpo[0]: rpo[0]}
-        changed = True
-        while changed:
-            changed = False
-            for blk in rpo[1:]:
-                preds = [p for p in blk.predecessors if p in idom]
-                new = preds[0]
-                for p in preds[1:]:
-                    a, c = p, new
-                    while a != c:
-                        while index[a] > index[c]:
-                            a = idom[a]
-                        while index[c] > index[a]:
-                            c = idom[c]
-                    new = a
-                if idom.get(blk) != new:
-                    idom[blk] = new
-                    changed = True
-        return idom
-
-
-def _dominates(idom, a, b) -> bool:
-    while True:
-        if a == b:
-            return True
-        parent = idom[b]
-        if parent == b:
-            return False
-        b = parent

@@ -1003,7 +1003,7 @@ class Dispatcher:
             for inst in blk.instructions:
                 op = inst.opcode_name
                 if op in ("load", "store"):
-                    if inst.is_volatile or inst.ordering is not None:
+                    if inst.is_volatile or inst.ordering not in (None, "notatomic"):
                         continue
                     pointer = inst.operands[0 if op == "load" else 1]
                     if serial is not None and _may_reach(pointer, serial, self.scratch):

@@ -4,6 +4,7 @@ emission order, and which values are the same in every work item of a chunk (uni
 
 from __future__ import annotations
 
+from gpuc.compiler import dominates, immediate_dominators, reverse_postorder
 from gpuc.llvm import BinaryOperator, BranchInst, CallInst, CompareInst, Instruction, PHINode
 
 #: Bodies with more blocks or instructions than this are left as they are (compile time).
@@ -123,61 +124,18 @@ class ControlFlow:
     # -- dominators and loops ----------------------------------------------------------------------
 
     def _rpo(self):
-        seen, post = set(), []
-        stack = [(self.item.header, iter(self.succ[self.item.header]))]
-        seen.add(self.item.header)
-        on_stack = {self.item.header}
-        self.retreating = []
-        while stack:
-            blk, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                on_stack.discard(blk)
-                post.append(blk)
-                continue
-            if nxt in on_stack:
-                self.retreating.append((blk, nxt))
-            elif nxt not in seen:
-                seen.add(nxt)
-                on_stack.add(nxt)
-                stack.append((nxt, iter(self.succ[nxt])))
-        if len(seen) != len(self.item.body):
+        rpo, self.retreating = reverse_postorder(self.item.header, self.succ.__getitem__)
+        if len(rpo) != len(self.item.body):
             raise Unsupported("the body has unreachable blocks")
-        return post[::-1]
+        return rpo
 
     def _dominators(self):
         rpo = self._rpo()
-        index = {blk: k for k, blk in enumerate(rpo)}
-        idom = {rpo[0]: rpo[0]}
-        changed = True
-        while changed:
-            changed = False
-            for blk in rpo[1:]:
-                preds = [p for p in self.pred[blk] if p in idom]
-                new = preds[0]
-                for p in preds[1:]:
-                    a, c = p, new
-                    while a != c:
-                        while index[a] > index[c]:
-                            a = idom[a]
-                        while index[c] > index[a]:
-                            c = idom[c]
-                    new = a
-                if idom.get(blk) != new:
-                    idom[blk] = new
-                    changed = True
         self.rpo = rpo
-        return idom
+        return immediate_dominators(rpo, self.pred.__getitem__)
 
     def dominates(self, a, b) -> bool:
-        while True:
-            if a == b:
-                return True
-            parent = self.idom[b]
-            if parent == b:
-                return False
-            b = parent
+        return dominates(self.idom, a, b)
 
     def _loops(self):
         headers = {}

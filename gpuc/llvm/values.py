@@ -678,7 +678,9 @@ class Instruction(User):
 
     def set_loop_hints(self, *hints: str, parallel_accesses=None) -> None:
         """Attach `!llvm.loop !{<itself>, !{!"hint"}, ...}` to this branch, a loop's back edge: hints the
-        loop passes read (`llvm.loop.unroll.runtime.disable`, ...). Inlining and cloning keep them.
+        loop passes read (`llvm.loop.unroll.runtime.disable`, ...); a hint that takes a number is a pair
+        (`("llvm.loop.vectorize.width", 8)`: `!{!"llvm.loop.vectorize.width", i32 8}`). Inlining and
+        cloning keep them.
         `parallel_accesses` (an access group) adds `!{!"llvm.loop.parallel_accesses", group}`: the
         accesses of that group carry no dependence from one iteration of the loop to another, which
         the caller promises (the loop is parallel when every memory access in it is in the group)."""
@@ -686,9 +688,16 @@ class Instruction(User):
         temporary = lib.LLVMTemporaryMDNode(ctx, None, 0)
         operands = [temporary]
         for hint in hints:
+            value = None
+            if isinstance(hint, tuple):
+                hint, value = hint
             data = hint.encode()
             text = lib.LLVMMDStringInContext2(ctx, data, len(data))
-            operands.append(lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 1)(text), 1))
+            if value is None:
+                operands.append(lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 1)(text), 1))
+            else:
+                number = lib.LLVMValueAsMetadata(lib.LLVMConstInt(lib.LLVMInt32TypeInContext(ctx), value, 0))
+                operands.append(lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 2)(text, number), 2))
         if parallel_accesses is not None:
             data = b"llvm.loop.parallel_accesses"
             text = lib.LLVMMDStringInContext2(ctx, data, len(data))

@@ -192,3 +192,33 @@ def test_item_loops_are_declared_free_of_dependences_between_items():
     ir = block_adjoints.block_sums.inspect(a, out, block=tpb).llvm
     assert "llvm.loop.parallel_accesses" in ir
     assert "found.conflict" not in ir and "diff.check" not in ir
+
+
+@gpuc.kernel(vectorize=False)
+def doubling_steps_unvectorized(a, out):
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    s[t] = a[i]
+    gpuc.barrier()
+    k = 1
+    acc = 0.0
+    while k < TPB:
+        acc += s[(t + k) % TPB] * k
+        gpuc.barrier()
+        k = k * 2 + k % 3
+        acc += k
+        s[t] = acc
+        gpuc.barrier()
+    out[i] = acc + k
+
+
+def test_vectorize_false_leaves_item_loops_to_llvm_alone():
+    # no parallel declaration, no width asked for: LLVM's vectorizer checks what it must, with the same results
+    a = np.random.default_rng(5).random(4 * TPB)
+    out, out_lanes = np.zeros_like(a), np.zeros_like(a)
+    doubling_steps_unvectorized.launch(len(a), a, out, block=TPB)
+    doubling_steps.launch(len(a), a, out_lanes, block=TPB)
+    np.testing.assert_array_equal(out, out_lanes)
+    ir = doubling_steps_unvectorized.inspect(a, out, block=TPB).llvm
+    assert "llvm.loop.parallel_accesses" not in ir and "llvm.loop.vectorize.width" not in ir
+    assert "llvm.loop.parallel_accesses" in doubling_steps.inspect(a, out, block=TPB).llvm

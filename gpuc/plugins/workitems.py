@@ -10,9 +10,13 @@ Written against the public API only, like the context plugin that calls it (docs
    the next site (or its return) is a *region*.
 2. Values live across a site are *demoted*: stored, per work item, in the block's scratch memory
    right after their definition and loaded where they are used; every alloca (a local array, a
-   variable kept in memory) gets one copy per work item there too. Nothing else crosses a site.
+   variable kept in memory) gets one copy per work item there too. Nothing else crosses a site. A
+   value the same in every item of the block (block_uniform.py) has one copy for the block instead,
+   which a region reads once, before its loop over items, where it reads the value it began with.
 3. Each region is copied into a loop over the work items of a *group*, the sites it reaches
-   becoming exits that say which site the work item arrived at. A group is the whole block, or a
+   becoming exits that say which site the work item arrived at. The loop is declared free of
+   dependences between items (a race-free kernel's items touch no memory another item writes between
+   two barriers), so that LLVM runs it in vector lanes. A group is the whole block, or a
    warp when the kernel uses warp operations: a warp runs on through its warp operations and waits
    at block barriers. The items of a group must agree on the site they arrive at (items that
    returned count as arrived); when they do not, the launch stops with an error naming both

@@ -157,3 +157,32 @@ def voted_inside(x, y):
 @pytest.mark.parametrize("kernel, n", [(shuffled_inside, 40), (voted_inside, 32)], ids=["shfl_down", "barrier_any"])
 def test_reverse_synchronization_stays_where_every_item_reaches_it(kernel, n):
     assert finite_differences(kernel, [U(15), np.zeros(15)], n, n) < 1e-6
+
+
+@gpuc.kernel
+def broadcast_first(x, y):
+    # every item reads s[0]: in the reverse, every item adds into one element of the shared shadow, which
+    # the CPU's loop over items must keep in item order (SERIAL_ITEMS_ATTRIBUTE), not run in lanes
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    s[t] = x[i] if i < len(x) else 0.0
+    gpuc.barrier()
+    if i < len(x):
+        y[i] = s[0] * x[i]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_adds_of_every_item_into_one_shared_shadow_element_are_all_kept(threads):
+    n = 3 * TPB - 7
+    x, dy = U(n), U(n)
+    dx, y = np.zeros(n), np.zeros(n)
+    gpuc.adjoint(broadcast_first).launch(3 * TPB, x, dx, y, dy.copy(), block=TPB, threads=threads)
+    want = np.zeros(n)
+    for start in range(0, n, TPB):
+        block = slice(start, min(start + TPB, n))
+        xs, ds = x[block], dy[block]
+        want[block] += ds * xs[0]            # d(s0 * x[i]) / dx[i]
+        want[start] += (ds * xs).sum()       # ... / d s0, summed over the block's items
+    np.testing.assert_allclose(dx, want, rtol=1e-12, atol=1e-14)
+    kernel = gpuc.adjoint(broadcast_first).inspect(x, dx, y, dy, block=TPB).llvm
+    assert "gpuc-serial-items" in kernel

@@ -161,28 +161,30 @@ def test_reverse_synchronization_stays_where_every_item_reaches_it(kernel, n):
 
 @gpuc.kernel
 def broadcast_first(x, y):
-    # every item reads s[0]: in the reverse, every item adds into one element of the shared shadow, which
-    # the CPU's loop over items must keep in item order (SERIAL_ITEMS_ATTRIBUTE), not run in lanes
+    # every item reads s[0], and items 2k and 2k + 1 read s[k]: in the reverse, several items add into one
+    # element of the shared shadow, which the CPU's loop over items must keep in item order
+    # (SERIAL_ITEMS_ATTRIBUTE), not run in lanes
     s = gpuc.shared.array(TPB, gpuc.float64)
     t, i = gpuc.thread_index(0), gpuc.index(0)
     s[t] = x[i] if i < len(x) else 0.0
     gpuc.barrier()
     if i < len(x):
-        y[i] = s[0] * x[i]
+        y[i] = s[0] * x[i] + s[t // 2]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_adds_of_every_item_into_one_shared_shadow_element_are_all_kept(threads):
+def test_adds_of_several_items_into_one_shared_shadow_element_are_all_kept(threads):
     n = 3 * TPB - 7
     x, dy = U(n), U(n)
     dx, y = np.zeros(n), np.zeros(n)
     gpuc.adjoint(broadcast_first).launch(3 * TPB, x, dx, y, dy.copy(), block=TPB, threads=threads)
     want = np.zeros(n)
     for start in range(0, n, TPB):
-        block = slice(start, min(start + TPB, n))
-        xs, ds = x[block], dy[block]
-        want[block] += ds * xs[0]            # d(s0 * x[i]) / dx[i]
-        want[start] += (ds * xs).sum()       # ... / d s0, summed over the block's items
+        xs, ds = x[start:start + TPB], dy[start:start + TPB]
+        mine = want[start:start + TPB]
+        mine += ds * xs[0]                    # d(s0 * x[i]) / dx[i]
+        mine[0] += (ds * xs).sum()            # ... / d s0, summed over the block's items
+        np.add.at(mine, np.arange(len(xs)) // 2, ds)  # s[t // 2]: items 2k and 2k + 1 read x[k]
     np.testing.assert_allclose(dx, want, rtol=1e-12, atol=1e-14)
     kernel = gpuc.adjoint(broadcast_first).inspect(x, dx, y, dy, block=TPB).llvm
     assert "gpuc-serial-items" in kernel

@@ -194,22 +194,7 @@ def test_item_loops_are_declared_free_of_dependences_between_items():
     assert "found.conflict" not in ir and "diff.check" not in ir
 
 
-@gpuc.kernel(vectorize=False)
-def doubling_steps_unvectorized(a, out):
-    s = gpuc.shared.array(TPB, gpuc.float64)
-    t, i = gpuc.thread_index(0), gpuc.index(0)
-    s[t] = a[i]
-    gpuc.barrier()
-    k = 1
-    acc = 0.0
-    while k < TPB:
-        acc += s[(t + k) % TPB] * k
-        gpuc.barrier()
-        k = k * 2 + k % 3
-        acc += k
-        s[t] = acc
-        gpuc.barrier()
-    out[i] = acc + k
+doubling_steps_unvectorized = gpuc.kernel(vectorize=False)(doubling_steps.py_func)
 
 
 def test_vectorize_false_leaves_item_loops_to_llvm_alone():

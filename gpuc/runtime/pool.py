@@ -181,26 +181,11 @@ class ChunkedLaunch:
                 self._error = self._error or exc
                 self._stopped = True
 
+    def _stop(self) -> None:
+        self._stopped = True
+
     def _stop_and_wait(self) -> None:
-        """Let no new chunk start; wait for the running ones (a second Ctrl-C does not cut this short)."""
-        interrupted = None
-        with self._lock:
-            self._stopped = True
-            if not self._running:
-                return
-            # The pool thread whose chunk ends last releases it (once: no chunk starts any more).
-            idle = self._idle = threading.Lock()
-            idle.acquire()
-        while True:
-            try:
-                with self._lock:
-                    if not self._running:
-                        break
-                idle.acquire()
-            except KeyboardInterrupt as exc:
-                interrupted = exc
-        if interrupted is not None:
-            raise interrupted
+        _stop_and_wait(self)
 
 
 #: The scheduler of launches whose chunks are calls of a compiled range wrapper (see _NativeLaunch): the
@@ -454,25 +439,34 @@ class _NativeLaunch:
                     self._idle.release()
                     self._idle = None
 
+    def _stop(self) -> None:
+        self._state[3] = 1
+
     def _stop_and_wait(self) -> None:
-        """As ChunkedLaunch._stop_and_wait."""
-        interrupted = None
-        with self._lock:
-            self._state[3] = 1
-            if not self._running:
-                return
-            idle = self._idle = threading.Lock()
+        _stop_and_wait(self)
+
+
+def _stop_and_wait(launch) -> None:
+    """Let no new chunk of `launch` (a ChunkedLaunch or _NativeLaunch) start, and wait for the pool threads'
+    running ones (a second Ctrl-C does not cut this short: it is raised after them)."""
+    interrupted = None
+    with launch._lock:
+        launch._stop()
+        if not launch._running:
+            return
+        # The pool thread whose chunk ends last releases it (once: no chunk starts any more).
+        idle = launch._idle = threading.Lock()
+        idle.acquire()
+    while True:
+        try:
+            with launch._lock:
+                if not launch._running:
+                    break
             idle.acquire()
-        while True:
-            try:
-                with self._lock:
-                    if not self._running:
-                        break
-                idle.acquire()
-            except KeyboardInterrupt as exc:
-                interrupted = exc
-        if interrupted is not None:
-            raise interrupted
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 _CFUNC = ctypes._CFuncPtr

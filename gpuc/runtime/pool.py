@@ -212,6 +212,19 @@ entry:
   ret i64 %t
 }
 
+; A thread's portion of the `left` items: its share of them (rounded up), at least the crumb, at most `want`
+; and what is left (ChunkedLaunch._claim).
+define internal i64 @gpuc_pool_portion(i64 %left, i64 %threads, i64 %want, i64 %crumb) alwaysinline {
+entry:
+  %up = add i64 %left, %threads
+  %up1 = sub i64 %up, 1
+  %share = sdiv i64 %up1, %threads
+  %t1 = call i64 @llvm.smax.i64(i64 %crumb, i64 %share)
+  %t2 = call i64 @llvm.smin.i64(i64 %want, i64 %t1)
+  %t3 = call i64 @llvm.smin.i64(i64 %t2, i64 %left)
+  ret i64 %t3
+}
+
 ; Claims and runs chunks for a pool thread until none is left for it or the launch stops; once it has timed
 ; a chunk, its own rate sizes its chunks (before, the calling thread's, in [4] and [5]).
 define void @gpuc_pool_help(ptr %s) {
@@ -259,12 +272,7 @@ claim:
   %crumb = select i1 %timed, i64 %crumbmine, i64 %crumb0
   %b = load atomic i64, ptr %s monotonic, align 8
   %left = sub i64 %end, %b
-  %up = add i64 %left, %threads
-  %up1 = sub i64 %up, 1
-  %share = sdiv i64 %up1, %threads
-  %t1 = call i64 @llvm.smax.i64(i64 %crumb, i64 %share)
-  %t2 = call i64 @llvm.smin.i64(i64 %want, i64 %t1)
-  %t3 = call i64 @llvm.smin.i64(i64 %t2, i64 %left)
+  %t3 = call i64 @gpuc_pool_portion(i64 %left, i64 %threads, i64 %want, i64 %crumb)
   %rest = sub i64 %left, %crumb
   %take = call i64 @llvm.smin.i64(i64 %t3, i64 %rest)
   %least = call i64 @llvm.smax.i64(i64 1, i64 %crumb)
@@ -310,12 +318,7 @@ claim:
   %empty = icmp sle i64 %left, 0
   br i1 %empty, label %none, label %size
 size:
-  %up = add i64 %left, %threads
-  %up1 = sub i64 %up, 1
-  %share = sdiv i64 %up1, %threads
-  %t1 = call i64 @llvm.smax.i64(i64 %crumb, i64 %share)
-  %t2 = call i64 @llvm.smin.i64(i64 %want, i64 %t1)
-  %t3 = call i64 @llvm.smin.i64(i64 %t2, i64 %left)
+  %t3 = call i64 @gpuc_pool_portion(i64 %left, i64 %threads, i64 %want, i64 %crumb)
   %rest = sub i64 %left, %t3
   %alone = icmp slt i64 %rest, %crumb
   %take = select i1 %alone, i64 %left, i64 %t3

@@ -41,8 +41,8 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
 from gpuc.compiler import freeze_reads_before_writes
 from gpuc.errors import CompilationError
-from gpuc.llvm import (AllocaInst, Argument, ArrayType, BasicBlock, Builder, CallInst, Constant, ConstantInt, FunctionType,
-                       Instruction, LoadInst, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
+from gpuc.llvm import (AllocaInst, Argument, ArrayType, BasicBlock, Builder, CallInst, CompareInst, Constant, ConstantInt,
+                       FunctionType, Instruction, LoadInst, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
 
 from .block_uniform import uniform_values
 
@@ -768,9 +768,13 @@ class Dispatcher:
         b.position_at_end(group_after)
         e = b.phi(self.i32, [], "exit")
         self.group_after, self.exit_phi = group_after, e
-        for region, pre in zip(regions, pres):
+        uniform_exits = [self._uniform_exit(region) for region in regions]
+        # (with vectorization off, every region runs every item and looks at every item's exit: the plain
+        # schedule, which the random block kernels compare the other with)
+        self.never_done = self.parallel is not None and self._never_done(regions, uniform_exits)
+        for region, pre, uniform_exit in zip(regions, pres, uniform_exits):
             b.position_at_end(pre)
-            self.region_loop(region)
+            self.region_loop(region, uniform_exit)
         b.position_at_end(group_after)
         finished, barrier = self.block("group.finished"), self.block("group.barrier")
         cases = []
@@ -890,27 +894,30 @@ class Dispatcher:
         b.ret()
 
     # -- one region: its copy in a loop over the group's work items ----------------------------
-    def region_loop(self, region: _Region) -> None:
+    def region_loop(self, region: _Region, uniform_exit: bool) -> None:
         b = self.b
         # Each item stores the site it arrived at in `codes`; a loop after the region's finds the least and
         # the greatest. (Carried through the region's loop, they would keep LLVM's loop vectorizer from it:
         # folded into the phis of the exits' constant codes, they are no reductions it knows.)
         init = []
         reads = self._region_entry_reads(region)
-        uniform_exit = self._uniform_exit(region)
         entry = self.block(f"r{region.code}.items")
         latch = self.block(f"r{region.code}.arrived")
+        # where none has returned, and every item leaves alike: the items past an idle tail need not run
+        tail = self._idle_tails(region) if uniform_exit and self.never_done and self._leaves_at_barrier(region) \
+            else None
+        limit = self._probe_limit(region, tail, reads) if tail is not None else None
         b.br(entry)
         b.position_at_end(entry)
         if self.warp:
             accs, wi, tids, close = self.linear_items(region, init, latch)
         else:
-            accs, wi, tids, close = self.nested_items(region, init, latch)
+            accs, wi, tids, close = self.nested_items(region, init, latch, limit)
         head = b.block
         copy = _Copy(self, region, wi, tids, latch, reads)
         # LLVM's loop vectorizer runs these loops in lanes: guard them as the launch loop is
         freeze_reads_before_writes(copy.bmap.values(), _pure_intrinsic)
-        if region.code == 0:  # the first region: no work item has returned yet
+        if region.code == 0 or self.never_done:  # no work item has returned yet, or all did at once
             b.br(copy.entry)
             skip = []
         else:
@@ -925,7 +932,9 @@ class Dispatcher:
         if uniform_exit:
             # every item that ran the region left it where the others did (or all returned, and the group
             # is finished): no divergence to look for, no item to mark done
-            high = self._highest_code(region)
+            # and where none may have returned before, the group's first item left as every other did
+            high = b.load(self.i32, self.slot_at(self.codes, self.lo)) if self.never_done else \
+                self._highest_code(region)
             self.exit_phi.add_incoming(b.select(b.icmp("eq", high, self.c32(RETURNED)), self.c32(NOBODY), high),
                                        b.block)
             b.br(self.group_after)
@@ -946,20 +955,10 @@ class Dispatcher:
         self.exit_phi.add_incoming(agreed, b.block)
         b.br(self.group_after)
 
-    def _uniform_exit(self, region: _Region) -> bool:
-        """Whether every item that runs `region` leaves it at the same site (or every one returns): each
-        branch on a condition that may differ between items has one exit in reach from both its sides.
-        (Blocks in reach of two exits are then reached through branches that agree for all items.)"""
-        uniform, heads = self.k.uniform, self.heads
-        if not uniform:
-            return False
-        inside = set(region.blocks)
+    def _exits(self, region: _Region) -> dict:
+        """What a work item in each block of `region` may reach on its way out: site codes (the
+        region's own start included, an arrival there) and RETURNED."""
         exits = {blk: set() for blk in region.blocks}
-
-        def out_of(succ):  # what a step into `succ` may reach: a site's block (the region's own start
-            # included) is an arrival there
-            return {heads[succ].code} if succ in heads else exits[succ] if succ in inside else set()
-
         changed = True
         while changed:
             changed = False
@@ -969,22 +968,142 @@ class Dispatcher:
                 if term is not None and term.opcode_name == "ret":
                     found.add(RETURNED)
                 for succ in blk.successors:
-                    found |= out_of(succ)
+                    found |= _step_into(succ, self.heads, exits)
                 if found != exits[blk]:
                     exits[blk], changed = found, True
-        if not any(exits[blk] for blk in region.blocks):
+        return exits
+
+    def _uniform_exit(self, region: _Region) -> bool:
+        """Whether every item that runs `region` leaves it at the same site (or every one returns): each
+        branch on a condition that may differ between items has one exit in reach from both its sides.
+        (Blocks in reach of two exits are then reached through branches that agree for all items.)"""
+        uniform = self.k.uniform
+        if not uniform:
+            return False
+        exits = self._exits(region)
+        if not any(exits.values()):
             return False
         for blk in region.blocks:
-            term = blk.terminator
-            condition = _condition_of(term)
+            condition = _condition_of(blk.terminator)
             if condition is None or condition in uniform:
                 continue
             reached = set()
             for succ in blk.successors:
-                reached |= out_of(succ)
+                reached |= _step_into(succ, self.heads, exits)
             if len(reached) > 1:
                 return False
         return True
+
+    def _never_done(self, regions, uniform_exits) -> bool:
+        """Whether no work item of a group can have returned while others go on: each region where an
+        item may return is left alike by all its items (then all return, and the group is finished)."""
+        return all(uniform_exit or not region.reaches_site or RETURNED not in self._exits(region)[region.start]
+                   for region, uniform_exit in zip(regions, uniform_exits))
+
+    def _idle_tails(self, region: _Region):
+        """The branches of `region` past which the items from some x thread index on only leave it, as
+        (block, how the limit follows from the compare's operand, that operand), and the blocks before
+        them; or None. The branch compares the x index with a value uniform across the block (`t < stride`,
+        `t == 0`). On the way to it every branch is uniform (every item reaches it, or none does) and no
+        item stores anything but uniform values, which one item stores for all (so that the items past
+        the limit need not run); it is in no loop of the region; from its idle side no item stores, calls
+        or waits for anything before it leaves."""
+        k, heads = self.k, self.heads
+        inside = set(region.blocks)
+        arrival = heads[region.start].call if region.start in heads else None  # the barrier it starts at
+
+        def uniform(v):
+            return isinstance(v, Constant) or v in k.uniform or _slot_of(v) in k.mirrored
+
+        def within(starts):
+            seen, work = set(), [blk for blk in starts if blk in inside and blk not in heads]
+            while work:
+                blk = work.pop()
+                if blk not in seen:
+                    seen.add(blk)
+                    work += [s for s in blk.successors if s in inside and s not in heads]
+            return seen
+
+        tails, kept = [], set()
+        for guard in region.blocks:
+            found = _tail_compare(guard.terminator, uniform)
+            if found is None:
+                continue
+            kind, limit, work, idle = found
+            if guard in within(guard.successors):
+                continue  # in a loop of the region: the limit would change on the way
+            before = [blk for blk in region.blocks if guard in within(blk.successors)]
+            branches = [_condition_of(blk.terminator) for blk in before]
+            if all(c is None or uniform(c) for c in branches) and \
+                    all(_inert(inst) or inst == arrival or self._mirrored_store(inst)
+                        for blk in before + [guard] for inst in blk.instructions) and \
+                    self._idle(guard, within([idle])):
+                tails.append((guard, kind, limit))
+                kept |= {guard, *before}
+        return (tails, kept) if tails else None
+
+    def _idle(self, guard, blocks: set) -> bool:
+        """Whether the items that step from `guard` into `blocks` (the idle side) do nothing there: they
+        store, call and wait for nothing, but for their own copy of a value that they leave undefined (a
+        phi of undef on every way they come by: what the work side computed, for the reverse)."""
+        comes = blocks | {guard}
+        for blk in blocks:
+            for inst in blk.instructions:
+                if _inert(inst):
+                    continue
+                value = inst.operands[0] if isinstance(inst, StoreInst) else None
+                if not (isinstance(value, PHINode) and value.parent == blk and _slot_of_address(inst.operands[1])
+                        is not None and all(isinstance(v, (UndefValue, PoisonValue)) for v, pred in value.incoming
+                                            if pred in comes)):
+                    return False
+        return True
+
+    def _leaves_at_barrier(self, region: _Region) -> bool:
+        """Whether the items leave `region` only by returning or at plain barriers (whose sites read no
+        value of theirs)."""
+        plain = {s.code for s in self.sites if s.marker == BARRIER_MARKER}
+        return self._exits(region)[region.start] <= plain | {RETURNED}
+
+    def _probe_limit(self, region: _Region, tails, reads):
+        """Runs `region` for the group's first item as far as an idle tail's branch (storing uniform values
+        alone on the way, as every item does) and gives the x index from which on the items take that
+        branch's idle side: the block's width where the item leaves the region before any."""
+        b = self.b
+        tails, before = tails
+        bx = self.uniform["block_dim"][0]
+        none, after = self.block(f"r{region.code}.probe.none"), self.block(f"r{region.code}.probe.end")
+        copy = _Copy(self, region, self.lo, [self.c64(0)] * 3, none, reads)
+        b.br(copy.entry)
+        kept = {copy.bmap[blk] for blk in before}
+        for blk in kept:
+            term = blk.terminator
+            for i, op in enumerate(term.operands):
+                if isinstance(op, BasicBlock) and op in copy.bmap.values() and op not in kept:
+                    term.operands[i] = none
+        limits = [(bx, none)]
+        for guard, kind, value in tails:
+            at = copy.bmap[guard]
+            at.terminator.erase()
+            b.position_at_end(at)
+            v = copy.vmap.get(value, value)
+            signed = kind.startswith("signed")
+            if kind.endswith("at most"):
+                v = b.add(self._minmax("smin" if signed else "umin", v, b.sub(bx, self.c64(1)), 64), self.c64(1))
+            else:
+                v = self._minmax("smin" if signed else "umin", v, bx, 64)
+            if signed:
+                v = self._minmax("smax", v, self.c64(0), 64)
+            b.br(after)
+            limits.append((v, at))
+        _erase_blocks([blk for blk in copy.bmap.values() if blk not in kept])
+        _erase_blocks([stub for stub in copy.stubs.values() if not stub.predecessors])
+        b.position_at_end(none)
+        b.br(after)
+        b.position_at_end(after)
+        return b.phi(self.i64, limits, f"r{region.code}.limit")
+
+    def _mirrored_store(self, inst) -> bool:
+        return isinstance(inst, StoreInst) and _slot_of_address(inst.operands[1]) in self.k.mirrored
 
     def _region_entry_reads(self, region: _Region) -> dict:
         """The region's loads of uniform values as the region began (BlockKernel.entry_reads), each
@@ -1033,8 +1152,9 @@ class Dispatcher:
             return [self._minmax("smax", accs[0], b.load(self.i32, self.slot_at(self.codes, j)))]
         return self.loop(self.lo, self.hi, [self.c32(RETURNED)], body, f"r{region.code}.exit", parallel=True)[0]
 
-    def _minmax(self, which: str, a, b_):
-        fn = self.k.module.declare_intrinsic(f"llvm.{which}.i32", FunctionType.get(self.i32, [self.i32, self.i32]))
+    def _minmax(self, which: str, a, b_, bits: int = 32):
+        ty = self.i32 if bits == 32 else self.i64
+        fn = self.k.module.declare_intrinsic(f"llvm.{which}.i{bits}", FunctionType.get(ty, [ty, ty]))
         return self.b.call(fn, [a, b_])
 
     def _arrivals(self, region: _Region):
@@ -1065,8 +1185,9 @@ class Dispatcher:
                     b.select(b.and_(none_high, b.icmp("eq", code, high)), j, first_high)]
         return self.loop(self.lo, self.hi, [self.c64(-1), self.c64(-1)], body, "diverged.items")
 
-    def nested_items(self, region: _Region, init, latch):
-        """Loops over the block's work items, z, y, x (x innermost: the vectorizable one). Returns the
+    def nested_items(self, region: _Region, init, latch, limit=None):
+        """Loops over the block's work items, z, y, x (x innermost: the vectorizable one; x below `limit`
+        where given, at most the block's width, at least 1). Returns the
         accumulators' phis, the linear index, the thread index and `close(new)`, which ends the loops
         at `latch` (the builder there) and returns the accumulators after them."""
         b = self.b
@@ -1092,7 +1213,8 @@ class Dispatcher:
         def close(new):
             out = self.block(f"r{region.code}.done")
             # innermost first: each level steps its counter and loops back, or falls to the next
-            for counter, accs, bound, body, after in ((x, accs_x, bx, xbody, xend), (y, accs_y, by, ybody, yend),
+            for counter, accs, bound, body, after in ((x, accs_x, bx if limit is None else limit, xbody, xend),
+                                                      (y, accs_y, by, ybody, yend),
                                                       (z, accs_z, bz, zbody, out)):
                 here = b.block
                 following = b.add(counter, self.c64(1))
@@ -1229,6 +1351,57 @@ def _lanes(target) -> int:
     return 8 if "+avx" in text.split(",") or "+avx2" in text.split(",") else 4
 
 
+def _step_into(succ, heads: dict, exits: dict) -> set:
+    """What a step into block `succ` may reach (Dispatcher._exits): a site's block is an arrival there."""
+    return {heads[succ].code} if succ in heads else exits.get(succ, set())
+
+
+#: Compares of an x thread index with a uniform value whose true side is the items [0, limit): how
+#: the limit follows from the value (below it, at most it).
+_BELOW = {"ult": "below", "slt": "signed below", "ule": "at most", "sle": "signed at most", "eq": "at most"}
+_SWAPPED = {"ult": "ugt", "ugt": "ult", "ule": "uge", "uge": "ule", "slt": "sgt", "sgt": "slt", "sle": "sge",
+            "sge": "sle", "eq": "eq", "ne": "ne"}
+_INVERSE = {"ult": "uge", "uge": "ult", "ule": "ugt", "ugt": "ule", "slt": "sge", "sge": "slt", "sle": "sgt",
+            "sgt": "sle", "eq": "ne", "ne": "eq"}
+
+
+def _tail_compare(term, uniform):
+    """For a branch on `x <op> v` (x the x thread index, v `uniform(v)` or a constant): (how the limit
+    follows from v, v, the work side, the idle side) where the work side is the items x < limit."""
+    condition = _condition_of(term)
+    if condition is None or term.opcode_name != "br" or not isinstance(condition, CompareInst) or condition.is_float:
+        return None
+    lhs, rhs = condition.lhs, condition.rhs
+    predicate = condition.predicate
+    if not _is_x_index(lhs):
+        lhs, rhs, predicate = rhs, lhs, _SWAPPED[predicate]
+    if not _is_x_index(lhs) or isinstance(rhs, CallInst) or not (isinstance(rhs, ConstantInt) or uniform(rhs)):
+        return None
+    work, idle = term.successors
+    if predicate not in _BELOW:
+        work, idle, predicate = idle, work, _INVERSE[predicate]
+    if predicate not in _BELOW or work == idle:
+        return None
+    return _BELOW[predicate], rhs, work, idle
+
+
+def _is_x_index(value) -> bool:
+    return isinstance(value, CallInst) and value.callee is not None and value.callee.name == THREAD_INDEX_MARKER \
+        and isinstance(value.args[0], ConstantInt) and value.args[0].value == 0
+
+
+def _inert(inst) -> bool:
+    """Whether a work item can skip `inst`: it stores, calls and waits for nothing."""
+    op = inst.opcode_name
+    if op in ("store", "atomicrmw", "cmpxchg", "fence", "va_arg"):
+        return False
+    if isinstance(inst, CallInst):
+        name = inst.callee.name if inst.callee is not None else ""
+        return _pure_intrinsic(inst) or name == "gpuc.wi.slot" or \
+            (name.startswith("gpuc.ctx.") and name not in FENCE_MARKERS.values() and not _is_site(name))
+    return True
+
+
 def _condition_of(term):
     """The condition of a conditional branch or a switch, else None."""
     if term is None or term.opcode_name not in ("br", "switch") or len(term.operands) < 2:
@@ -1250,10 +1423,12 @@ def _stored_slots(blocks) -> set:
 
 def _slot_of(value) -> int | None:
     """The slot a demoted value is loaded from, or None."""
-    if not isinstance(value, LoadInst):
-        return None
-    address = value.operands[0]
-    if isinstance(address, CallInst) and address.callee.name == "gpuc.wi.slot":
+    return _slot_of_address(value.operands[0]) if isinstance(value, LoadInst) else None
+
+
+def _slot_of_address(address) -> int | None:
+    """The slot whose per-item address `address` is, or None."""
+    if isinstance(address, CallInst) and address.callee is not None and address.callee.name == "gpuc.wi.slot":
         return address.args[0].value
     return None
 
@@ -1302,6 +1477,7 @@ class _Copy:
             for v, pred in inst.incoming:
                 if pred in self.bmap:
                     new.add_incoming(vmap.get(v, v) if isinstance(v, Instruction) else v, self.bmap[pred])
+        self.vmap = vmap
         self.resolve([new for _, new in pairs])
         b.position_at_end(here)
 

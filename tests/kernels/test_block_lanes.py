@@ -207,3 +207,136 @@ def test_vectorize_false_leaves_item_loops_to_llvm_alone():
     ir = doubling_steps_unvectorized.inspect(a, out, block=TPB).llvm
     assert "llvm.loop.parallel_accesses" not in ir and "llvm.loop.vectorize.width" not in ir
     assert "llvm.loop.parallel_accesses" in doubling_steps.inspect(a, out, block=TPB).llvm
+
+
+# -- idle tails: the items past a uniform bound that would only leave a region are not run ------------
+
+
+@gpuc.kernel
+def tails(a, out):
+    # Each guard compares the x thread index with a value uniform across the block, and the items on its
+    # idle side go straight on to the next barrier: a region's loop over items stops at the bound (per
+    # row: blocks of 16 x 4). The compares come in every form: swapped, inverted, signed and negative.
+    s = gpuc.shared.array((4, 16), gpuc.int64)
+    t, u = gpuc.thread_index(0), gpuc.thread_index(1)
+    i, j = gpuc.index(0), gpuc.index(1)
+    s[u, t] = a[j, i]
+    gpuc.barrier()
+    k = 8
+    while k > 0:
+        if t < k:
+            s[u, t] += s[u, t + k]
+        gpuc.barrier()
+        if k > t:
+            s[u, t] += 1
+        gpuc.barrier()
+        if t >= k // 2:
+            pass
+        else:
+            s[u, t] *= 2
+        gpuc.barrier()
+        if t <= k - 9:
+            s[u, t] = -7
+        gpuc.barrier()
+        if t != 1:
+            pass
+        else:
+            s[u, t] -= 3
+        gpuc.barrier()
+        k //= 2
+    if t == 0:
+        out[j, gpuc.block_index(0)] = s[u, 0]
+
+
+def _tails(a):
+    s = a.reshape(a.shape[0], -1, 16).copy()
+    k = 8
+    while k > 0:
+        s[:, :, :k] += s[:, :, k:2 * k]
+        s[:, :, :k] += 1
+        s[:, :, :k // 2] *= 2
+        s[:, :, 1] -= 3
+        k //= 2
+    return s[:, :, 0]
+
+
+@gpuc.kernel
+def tails_with_work_elsewhere(a, out):
+    # guards whose idle side cannot be skipped: every item stores before one, a branch that differs
+    # between items comes before another, the idle side of a third stores, a fourth is in a loop
+    s = gpuc.shared.array(TPB, gpuc.int64)
+    w = gpuc.shared.array(TPB, gpuc.int64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    s[t] = a[i]
+    w[t] = 0
+    gpuc.barrier()
+    k = TPB // 2
+    while k > 0:
+        w[t] += k
+        if t < k:
+            s[t] += s[t + k]
+        gpuc.barrier()
+        if a[i] % 3 == 0:
+            w[t] += 1
+        elif t < k:
+            s[t] += 1
+        gpuc.barrier()
+        if t < k:
+            s[t] -= w[t] % 5
+        else:
+            w[t] -= 1
+        gpuc.barrier()
+        for m in range(3):
+            if t < k + m:
+                w[t] += 2
+        gpuc.barrier()
+        k //= 2
+    out[i] = s[t] * 1000 + w[t]
+
+
+def _tails_with_work_elsewhere(a):
+    s = a.reshape(-1, TPB).copy()
+    w = np.zeros_like(s)
+    t = np.arange(TPB)
+    k = TPB // 2
+    while k > 0:
+        w += k
+        s[:, :k] += s[:, k:2 * k]
+        by_value = a.reshape(s.shape) % 3 == 0
+        w += by_value
+        s += ~by_value & (t < k)
+        s[:, :k] -= w[:, :k] % 5
+        w[:, k:] -= 1
+        for m in range(3):
+            w += 2 * (t < k + m)
+        k //= 2
+    return (s * 1000 + w).ravel()
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_items_past_an_idle_tail_are_not_run(threads):
+    a = np.random.default_rng(2).integers(-1000, 1000, (8, 48))
+    out = np.zeros((8, 3), np.int64)
+    tails.launch((48, 8), a, out, block=(16, 4), threads=threads)
+    np.testing.assert_array_equal(out, _tails(a))
+    again = np.zeros_like(out)
+    gpuc.kernel(vectorize=False)(tails.py_func).launch((48, 8), a, again, block=(16, 4), threads=threads)
+    np.testing.assert_array_equal(again, out)
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_guards_whose_idle_items_have_work_elsewhere_run_every_item(threads):
+    a = np.random.default_rng(4).integers(-1000, 1000, 5 * TPB)
+    out = np.zeros_like(a)
+    tails_with_work_elsewhere.launch(len(a), a, out, block=TPB, threads=threads)
+    np.testing.assert_array_equal(out, _tails_with_work_elsewhere(a))
+
+
+def test_the_tree_reduction_runs_only_the_items_below_its_stride():
+    # the region's loop over items ends at min(stride, block width), from a run of its first item as far
+    # as the guard; with vectorization off, every item runs (the plain schedule)
+    tpb = block_adjoints.TPB
+    a, out = np.zeros(tpb * 4), np.zeros(4)
+    assert "@llvm.smin.i64" in block_adjoints.block_sums.inspect(a, out, block=tpb).llvm
+    plain = gpuc.kernel(vectorize=False)(block_adjoints.block_sums.py_func)
+    assert "@llvm.smin.i64" not in plain.inspect(a, out, block=tpb).llvm

@@ -37,7 +37,7 @@ SIZE = 64
 WARP = 32
 #: The phases a program chains, each as likely as its repetitions make it.
 KINDS = ("exchange", "exchange", "count", "loop", "shuffle", "func", "any_all", "vote", "local", "grid",
-         "warploop", "warploop", "uniform")
+         "warploop", "warploop", "uniform", "tail")
 #: The phases of programs about warp operations in loops, and what they meet on their way.
 WARP_KINDS = ("warploop", "warploop", "warploop", "shuffle", "vote", "exchange", "count")
 #: Block shapes a program runs with: partial warps, 2-D blocks whose warps span rows.
@@ -98,7 +98,7 @@ def kernel(a, out, g):
                     gi = np.arange(total, dtype=np.int64)
                     vs = [v ^ g[(gi[k * size:(k + 1) * size] + c) % total] for k, v in enumerate(vs)]
                     continue
-                vs = [_run(kind, params, v, t, size, loc, warp) for v, loc in zip(vs, locs)]
+                vs = [_run(kind, params, v, t, size, loc, warp, bx) for v, loc in zip(vs, locs)]
         out = np.zeros((ny, nx), np.int64)
         for x, y, v in zip(xs, ys, vs):
             inside = (x < nx) & (y < ny)
@@ -165,6 +165,10 @@ def program(rng: random.Random, seed: int = 0, kinds=KINDS) -> Program:
             p.phases.append((kind, (_expr(rng, ["v", "t"]), rng.randint(0, 2), rng.randint(0, 2))))
         elif kind == "grid":
             p.phases.append((kind, (_expr(rng, ["v", "t"]), rng.randint(0, 9))))
+        elif kind == "tail":
+            p.phases.append((kind, (rng.choice(_TAILS), rng.choice("+^-"), rng.randint(0, 3), rng.randint(0, 1),
+                                    rng.randint(0, 1), rng.randint(0, 1), rng.randint(0, 1), rng.randint(0, 5),
+                                    rng.randint(0, 2))))
         elif kind == "uniform":
             p.phases.append((kind, (rng.randint(0, 5), rng.randint(0, 3), rng.randint(-20, 20), rng.randint(1, 4),
                                     rng.randint(0, 1), rng.randint(-3, 3), rng.randint(1, 2))))
@@ -223,11 +227,55 @@ def _lines(kind, params) -> list[str]:
                 "    s[t] = v + q * r", "    gpuc.barrier()", f"    if (r + q) % 2 == {p}:",
                 "        v = v ^ s[(t + q + r) % bd]", "        gpuc.barrier()", f"    v = v + r * {c} + q",
                 f"    r = r + {step}", "    q = q ^ r", "    gpuc.barrier()"]
+    if kind == "tail":
+        return _tail_lines(params)
     name = params[0]
     return [f"v = {name}(s, t, v, bd)"]
 
 
-def _run(kind, params, v, t, block, loc, warp=WARP):
+#: The guards of the tail phase, on x = the x thread index and the halving stride k (d: a shift); the
+#: work side is the items for which the guard holds.
+_TAILS = ("x < k", "k > x", "x <= k - 1", "not x >= k", "x < k - d")
+
+
+def _tail_guard(form: str, x, k, d):
+    return {"x < k": lambda: x < k, "k > x": lambda: k > x, "x <= k - 1": lambda: x <= k - 1,
+            "not x >= k": lambda: ~(x >= k), "x < k - d": lambda: x < k - d}[form]()
+
+
+def _tail_lines(params) -> list[str]:
+    # a tree over each row of the block whose items past the stride have nothing to do until the next
+    # barrier (the CPU's loops over items end there); sometimes work elsewhere that keeps them running:
+    # a store of their own before the guard (a), under a branch that differs between items (b), on the
+    # guard's idle side (c)
+    form, op, d, a, b, c, flip, add, m = params
+    guard = form.replace("x", "gpuc.thread_index(0)").replace(" d", f" {d}")
+    lines = ["s[t] = v", "gpuc.barrier()", "k = gpuc.block_dim(0) // 2", "while k > 0:"]
+    lines += ["    loc[0] = loc[0] + k"] * a + ["    if v % 2 == 0:", "        loc[1] = loc[1] + 1"] * b
+    lines += [f"    if {guard}:", f"        s[t] = s[t] {op} s[t + k]"]
+    lines += ["    else:", "        loc[2] = loc[2] ^ k"] * c
+    lines += ["    gpuc.barrier()", "    k = k // 2"]
+    lines += ["if gpuc.thread_index(0) != 0:", "    pass", "else:"] if flip else ["if gpuc.thread_index(0) == 0:"]
+    return lines + [f"    s[t] = s[t] + {add}", "gpuc.barrier()", f"v = v ^ s[(t + {add}) % bd] ^ loc[{m}]",
+                    "gpuc.barrier()"]
+
+
+def _tail_run(params, v, t, block: int, loc, bx: int):
+    form, op, d, a, b, c, flip, add, m = params
+    x, s, k = t % bx, v.copy(), bx // 2
+    while k > 0:
+        loc[:, 0] += k * a
+        loc[:, 1] += (v % 2 == 0) * b
+        work = _tail_guard(form, x, k, d)
+        other = s[np.where(work, t + k, t)]
+        s = np.where(work, s + other if op == "+" else s ^ other if op == "^" else s - other, s)
+        loc[:, 2] ^= np.where(work, 0, k * c)
+        k //= 2
+    s = s + add * (x == 0)
+    return v ^ s[(t + add) % block] ^ loc[:, m]
+
+
+def _run(kind, params, v, t, block, loc, warp=WARP, bx=None):
     if kind in ("exchange", "func"):
         e1, e2, c = params if kind == "exchange" else params[1:]
         s = _value(e1, {"v": v, "t": t}) * np.ones_like(v)
@@ -267,6 +315,8 @@ def _run(kind, params, v, t, block, loc, warp=WARP):
         return v ^ loc[:, m]
     if kind == "warploop":
         return _warploop_run(params, v, t, block, warp)
+    if kind == "tail":
+        return _tail_run(params, v, t, block, loc, bx)
     if kind == "uniform":
         k, m, th, count, p, c, step = params
         q, r = np.int64(k + block * m + np.count_nonzero(v > th)), np.int64(0)

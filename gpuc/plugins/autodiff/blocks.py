@@ -98,17 +98,38 @@ def shared_shadow(r, inst, new) -> llvm.Value:
 
 def zero_shared_shadows(r, b: llvm.Builder, site) -> None:
     """At the adjoint's start (`b` at the end of its first block): the block's items zero every
-    shared shadow together, one byte in turn each, then wait at a barrier. Leaves `b` in a new block."""
+    shared shadow together, one byte in turn each (where the items run one after another, the first
+    item zeroes them, and the others go straight on), then wait at a barrier. Leaves `b` in a new
+    block."""
     module, ctx = r.module, r.ctx
     i32, i64 = ctx.i32, ctx.i64
     geometry = llvm.FunctionType.get(i64, [i32])
     thread = module.get_or_insert_function(THREAD_INDEX_MARKER, geometry)
     dim = module.get_or_insert_function(BLOCK_DIM_MARKER, geometry)
     t = [b.call(thread, [llvm.ConstantInt.get(i32, d)]) for d in range(3)]
+    gfn = r.gfn
+    if r.settings.serial_blocks:
+        memset = module.get_or_insert_function("llvm.memset.p0.i64", llvm.FunctionType.get(
+            ctx.void, [ctx.ptr(), ctx.i8, i64, ctx.i1]))
+        first, done = gfn.append_block("shadow.zero"), gfn.append_block("shadow.zeroed")
+        zero = llvm.ConstantInt.get(i64, 0)
+        # x first, alone: the CPU's loops over items then run one item per row up to the barrier
+        for d in range(3):
+            following = first if d == 2 else gfn.append_block(f"shadow.zero.{d + 1}")
+            b.cond_br(b.icmp("eq", t[d], zero), following, done)
+            b.position_at_end(following)
+        with llvm.TargetData.from_layout(module.data_layout) as td:
+            for shadow in r.shared_shadows:
+                size = llvm.ConstantInt.get(i64, td.size_of(shadow.value_type))
+                b.call(memset, [b.call(module.functions[SHARED_MARKER], [shadow]), llvm.ConstantInt.get(ctx.i8, 0),
+                                size, llvm.ConstantInt.get(ctx.i1, 0)])
+        b.br(done)
+        b.position_at_end(done)
+        b.call(_declare(module, BARRIER_MARKER, ctx.void, [ctx.ptr()]), [site])
+        return
     n = [b.call(dim, [llvm.ConstantInt.get(i32, d)]) for d in range(3)]
     linear = b.add(t[0], b.mul(n[0], b.add(t[1], b.mul(n[1], t[2]))))
     step = b.mul(n[0], b.mul(n[1], n[2]))
-    gfn = r.gfn
     with llvm.TargetData.from_layout(module.data_layout) as td:
         for shadow in r.shared_shadows:
             size = llvm.ConstantInt.get(i64, td.size_of(shadow.value_type))

@@ -39,7 +39,7 @@ from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKE
                       LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_BYTES_MARKER, SHARED_MARKER, SHUFFLE_MARKER_PREFIX,
                       SERIAL_ITEMS_ATTRIBUTE, SYNCWARP_MARKER, THREAD_INDEX_MARKER, VOTE_MARKERS, WARP_SIZE_MARKER, block_context_type,
                       BLOCK_CONTEXT_FIELDS, GRID_RECORD_WORDS, MAX_EXTENT)
-from gpuc.compiler import freeze_reads_before_writes
+from gpuc.compiler import freeze_reads_before_writes, immediate_dominators, reverse_postorder
 from gpuc.errors import CompilationError
 from gpuc.llvm import (AllocaInst, Argument, ArrayType, BasicBlock, Builder, CallInst, CompareInst, Constant, ConstantInt,
                        FunctionType, Instruction, LoadInst, PHINode, PoisonValue, StoreInst, TargetData, UndefValue)
@@ -975,17 +975,20 @@ class Dispatcher:
 
     def _uniform_exit(self, region: _Region) -> bool:
         """Whether every item that runs `region` leaves it at the same site (or every one returns): each
-        branch on a condition that may differ between items has one exit in reach from both its sides.
-        (Blocks in reach of two exits are then reached through branches that agree for all items.)"""
+        branch on a condition that may differ between items either has one exit in reach from both its
+        sides, or its sides meet again inside the region (a block every way from it passes before it
+        leaves: the items that took either side go on together). (Blocks in reach of two exits are then
+        reached through branches that agree for all items.)"""
         uniform = self.k.uniform
         if not uniform:
             return False
         exits = self._exits(region)
         if not any(exits.values()):
             return False
+        meets = _post_dominators(region, self.heads)
         for blk in region.blocks:
             condition = _condition_of(blk.terminator)
-            if condition is None or condition in uniform:
+            if condition is None or condition in uniform or meets.get(blk, _LEAVES) is not _LEAVES:
                 continue
             reached = set()
             for succ in blk.successors:
@@ -1349,6 +1352,34 @@ def _lanes(target) -> int:
     features = getattr(target, "features", None)
     text = features() if callable(features) else ""
     return 8 if "+avx" in text.split(",") or "+avx2" in text.split(",") else 4
+
+
+#: The region's way out, in _post_dominators: where its items arrive at a site or return.
+_LEAVES = object()
+
+
+def _post_dominators(region: _Region, heads: dict) -> dict:
+    """The immediate post-dominator of each block of `region` (that every way from it to the region's
+    end passes), _LEAVES where none is in the region."""
+    inside = set(region.blocks)
+
+    def onward(blk):  # successors, with _LEAVES for a step out of the region
+        if blk is _LEAVES:
+            return []
+        found = [s for s in blk.successors if s in inside and s not in heads]
+        term = blk.terminator
+        if len(found) < len(blk.successors) or term is None or term.opcode_name == "ret":
+            found.append(_LEAVES)
+        return found
+
+    back = {blk: [] for blk in region.blocks}
+    back[_LEAVES] = []
+    for blk in region.blocks:
+        for succ in onward(blk):
+            back[succ].append(blk)
+    rpo, _ = reverse_postorder(_LEAVES, lambda blk: back[blk])
+    idom = immediate_dominators(rpo, onward)
+    return {blk: idom[blk] for blk in region.blocks if blk in idom}
 
 
 def _step_into(succ, heads: dict, exits: dict) -> set:

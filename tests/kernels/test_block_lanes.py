@@ -171,10 +171,44 @@ def _counted_twice(a):
     return (n + np.roll(n * blocks, -1, axis=1)).ravel()
 
 
+@gpuc.kernel
+def meet_then_choose(a, out):
+    # a branch that differs between items whose sides meet again, then a uniform one choosing the barrier:
+    # every item leaves the region at the same site
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    acc = a[i]
+    k = 0
+    while k < 5:
+        if a[i] > 0.5:
+            acc = acc * 0.5
+        else:
+            acc = acc + 1.0
+        s[t] = acc
+        if k % 2 == 0:
+            gpuc.barrier()
+            acc += s[(t + 1) % TPB]
+        else:
+            gpuc.barrier()
+            acc -= s[(t + 3) % TPB]
+        gpuc.barrier()
+        k += 1
+    out[i] = acc if t < TPB // 2 else -acc
+
+
+def _meet_then_choose(a):
+    blocks = a.reshape(-1, TPB)
+    acc = blocks.copy()
+    for k in range(5):
+        acc = np.where(blocks > 0.5, acc * 0.5, acc + 1.0)
+        acc = acc + np.roll(acc, -1, axis=1) if k % 2 == 0 else acc - np.roll(acc, -3, axis=1)
+    return np.where(np.arange(TPB) < TPB // 2, acc, -acc).ravel()
+
+
 @pytest.mark.parametrize("threads", (1, 2))
 @pytest.mark.parametrize("kernel, reference", [(doubling_steps, _doubling_steps), (half_return, _half_return),
                                                (barrier_on_even_rounds, _barrier_on_even_rounds),
-                                               (counted_twice, _counted_twice)],
+                                               (counted_twice, _counted_twice), (meet_then_choose, _meet_then_choose)],
                          ids=lambda k: getattr(k, "__name__", ""))
 def test_values_uniform_across_a_block_give_what_each_item_computes(kernel, reference, threads):
     a = np.random.default_rng(11).random(6 * TPB)

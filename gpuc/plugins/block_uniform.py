@@ -24,15 +24,21 @@ from __future__ import annotations
 from gpuc.compiler import dominates, immediate_dominators, reverse_postorder
 from gpuc.llvm import CallInst, Instruction, PHINode, PoisonValue, UndefValue
 
+#: Metadata on a load whose producer vouches that it reads, in every item that runs it, the value
+#: uniform across the block that the item stored (an adjoint's tape read back in its reverse sweep of a
+#: value uniform in its forward one: items that push and pop it together hold the same).
+UNIFORM_READ = "gpuc.uniform.read"
+
 #: Opcodes whose result depends on more than their operands.
 _READS = frozenset({"load", "atomicrmw", "cmpxchg", "alloca", "va_arg", "landingpad", "catchpad", "cleanuppad"})
 
 
-def uniform_values(fn, pure_call) -> set:
+def uniform_values(fn, pure_call, entry=None) -> set:
     """The instructions of `fn` that are uniform across a block (see the module doc); `pure_call(call)`
     says whether a call gives every item the same result when its arguments are the same. An empty
-    set when `fn`'s control flow is irreducible."""
-    graph = _Graph(fn)
+    set when `fn`'s control flow is irreducible. `entry`: where the items start, when not at `fn`'s
+    entry block (the blocks reachable from it only are looked at)."""
+    graph = _Graph(fn, entry)
     if graph.irreducible:
         return set()
     varying: set = set()
@@ -84,7 +90,7 @@ def _varies(inst, blk, graph, varying, escaping, joined, branching, pure_call) -
             return True
         return any(op in varying for op in inst.args)
     if inst.opcode_name in _READS:
-        return True
+        return inst.opcode_name != "load" or inst.string_metadata(UNIFORM_READ) is None
     return any(op in varying for op in inst.operands if isinstance(op, Instruction))
 
 
@@ -100,8 +106,8 @@ class _Graph:
     """`fn`'s reachable blocks in reverse post-order, its natural loops, and for each block the
     blocks reachable from it without going round a loop."""
 
-    def __init__(self, fn) -> None:
-        self.rpo, retreating = reverse_postorder(fn.entry_block, lambda blk: blk.successors)
+    def __init__(self, fn, entry=None) -> None:
+        self.rpo, retreating = reverse_postorder(entry or fn.entry_block, lambda blk: blk.successors)
         index = {blk: k for k, blk in enumerate(self.rpo)}
         idom = immediate_dominators(self.rpo, lambda blk: blk.predecessors)
         self.irreducible = not all(dominates(idom, dst, src) for src, dst in retreating)

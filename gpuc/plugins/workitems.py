@@ -259,11 +259,11 @@ class BlockKernel:
         item there)."""
         if any(s.warp or s.marker == GRID_BARRIER_MARKER for s in sites):
             return set()
-        self.uniform = uniform_values(self.fn, _same_for_every_item)
+        self.uniform = uniform_values(self.fn, same_for_every_item)
         return self.uniform - {a for s in sites for a in s.call.args}
 
 
-def _same_for_every_item(call) -> bool:
+def same_for_every_item(call) -> bool:
     """Whether `call` gives every work item of a block the same result from the same arguments."""
     callee = call.callee
     if callee is None:

@@ -96,6 +96,18 @@ def test_shared_loads_used_at_once_are_loaded_again():
     assert _reloaded("shared_atomics_and_votes") == 0  # atomics into shared memory: everything on the tape
 
 
+# The reverse of the loop over tiles goes round as often as the forward did: it reads which way to go from
+# the tape, where every item of the block pushed the same code (its loop is the block's). Those reads say
+# so, and the CPU's loops over items keep what follows from them once per block: every region of the
+# adjoint is left alike by all items, and no region looks for items that went elsewhere.
+def test_codes_every_item_pushed_alike_are_read_back_once_per_block():
+    kernel, arrays, n, block = CASES["tiled_matmul"]
+    args = [x for a in arrays for x in (a, np.zeros_like(a))]
+    ir = gpuc.adjoint(kernel).inspect(*args, block=block).llvm
+    assert "!gpuc.uniform.read" in ir
+    assert "diverged.items" not in ir
+
+
 @pytest.mark.parametrize("name", sorted(TYPES))
 def test_adjoint_compiles_for_gcn(name):
     if name in NO_TAPE:

@@ -35,6 +35,8 @@ from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error
 from .memory import allocates
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
+from ..block_uniform import uniform_values
+from ..workitems import same_for_every_item
 
 _UNSUPPORTED = ("invoke", "callbr", "va_arg", "landingpad", "resume", "indirectbr", "catchswitch", "cleanupret")
 _DERIVED = ("getelementptr", "addrspacecast", "bitcast", "select", "phi")
@@ -153,6 +155,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
     try:
         builder = _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
                            shadows=shadows, cotangent=None, results=[], indices=indices, read_dims=read_dims)
+        builder.mark_uniform = settings.serial_blocks and blocks.uses_blocks(primal)
         builder.run()
     except BaseException:
         grad.erase()
@@ -199,6 +202,11 @@ class _Reverse(Copier):
         self.current = None
         self.tape_state = None
         self.shared_shadows: list = []  # the shadows of the shared arrays fn uses (blocks.py)
+        #: Whether the kernel's own gradient (its arguments the same in every work item) keeps the values
+        #: a block's items push alike (block_uniform.py) marked so when popped: block kernels on the CPU
+        #: then keep what follows from them once per block. Set by adjoint_body.
+        self.mark_uniform = False
+        self.uniform_forward = None
 
     # -- analysis ------------------------------------------------------------------------------
     def _analyse(self) -> None:
@@ -308,7 +316,7 @@ class _Reverse(Copier):
 
     # -- building --------------------------------------------------------------------------------
     def run(self) -> None:
-        fn, gfn = self.fn, self.gfn
+        gfn = self.gfn
         self._analyse()
         b = self.b = llvm.Builder(self.ctx)
         try:
@@ -662,10 +670,13 @@ class _Reverse(Copier):
             tape.init(b, self.module, self.tape_state, first, size)
         b = self.b
         values = list(pending)
+        if self.mark_uniform and self.uniform_forward is None:  # once, before any tape code is in gfn
+            self.uniform_forward = uniform_values(self.gfn, same_for_every_item, self.bmap[self.order[0]])
+        uniform = [k for k, v in enumerate(values) if self.uniform_forward and v in self.uniform_forward]
         b.position_before(self.bmap[block].terminator)
         tape.push(b, self.module, self.tape_state, self.settings.heap, values)
         b.position_before(self.rmap[block].instructions.first)
-        popped = tape.pop(b, self.module, self.tape_state, [v.type for v in values])
+        popped = tape.pop(b, self.module, self.tape_state, [v.type for v in values], uniform)
         for v, new in zip(values, popped):
             holder = pending[v]
             holder.replace_all_uses_with(new)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import gpuc.llvm as llvm
 
+from ..block_uniform import UNIFORM_READ
+
 RESERVE = "gpuc.autodiff.tape.reserve"
 GROW = "gpuc.autodiff.tape.grow"
 FREE = "gpuc.autodiff.tape.free"
@@ -66,8 +68,9 @@ def push(b: llvm.Builder, module: llvm.Module, state, heap, values) -> None:
         _own(b.store(v, b.struct_gep(record, at, k), align=_align(module, v.type)))
 
 
-def pop(b: llvm.Builder, module: llvm.Module, state, types) -> list:
-    """Take the last record (of `types`) off the tape at `state`; its values."""
+def pop(b: llvm.Builder, module: llvm.Module, state, types, uniform=()) -> list:
+    """Take the last record (of `types`) off the tape at `state`; its values. The reads of the fields
+    whose indices are in `uniform` (values uniform across a block when pushed) say so (UNIFORM_READ)."""
     ctx, i64 = module.context, module.context.i64
     record = ctx.struct_type(list(types))
     ty = state_type(module)
@@ -76,7 +79,10 @@ def pop(b: llvm.Builder, module: llvm.Module, state, types) -> list:
     _own(b.store(top, top_ptr))
     data = _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 0)))
     at = b.gep(ctx.i8, data, [top])
-    return [_own(b.load(t, b.struct_gep(record, at, k), align=_align(module, t))) for k, t in enumerate(types)]
+    values = [_own(b.load(t, b.struct_gep(record, at, k), align=_align(module, t))) for k, t in enumerate(types)]
+    for k in uniform:
+        values[k].set_string_metadata(UNIFORM_READ, "")
+    return values
 
 
 def _align(module: llvm.Module, ty) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, finite_differences, gathered, halo_stencil,
-                                    matmul, prefix_sum, rotating_tile, shared_atomics, warp_sum)
+                                    matmul, own_lanes, prefix_sum, rotating_tile, shared_atomics, warp_sum)
 
 import gpuc
 
@@ -26,6 +26,9 @@ CASES = {
     "warp_shuffle_sum": (warp_sum, [U(96), np.zeros(24)], 96, 96),  # one entry per warp of 4 lanes or more
     "warp_shuffle_sum_partial_warp": (warp_sum, [U(96), np.zeros(24)], 72, 72),
     "butterfly": (butterfly, [U(64), np.zeros(64)], 64, 64),
+    # shfl_down(v, 0) counted the cotangent twice: once as the lane reading itself, once as a read
+    # outside the warp (which keeps the lane's own value)
+    "own_lane_shuffles": (own_lanes, [U(64), np.zeros(64)], 50, 64),
     "butterfly_partial_warps": (butterfly, [U(64), np.zeros(64)], 50, 25),
     "gathered_shuffles": (gathered, [U(64), np.array([6], np.int64), np.zeros(64)], 45, 45),
     "prefix_sum": (prefix_sum, [U(128), np.zeros(128)], 128, TPB),
@@ -60,7 +63,8 @@ A1, A2 = gpuc.Array[gpuc.float64, 1, "C"], gpuc.Array[gpuc.float64, 2, "C"]
 I1 = gpuc.Array[gpuc.int64, 1, "C"]
 TYPES = {"block_sums": (A1,) * 4, "tiled_matmul": (A2,) * 6, "halo_stencil": (A1,) * 4,
          "warp_shuffle_sum": (A1,) * 4, "butterfly": (A1,) * 4, "gathered_shuffles": (A1, A1, I1, A1, A1),
-         "prefix_sum": (A1,) * 4, "shared_atomics_and_votes": (A1,) * 6, "rotating_tile": (A1,) * 4}
+         "prefix_sum": (A1,) * 4, "shared_atomics_and_votes": (A1,) * 6, "rotating_tile": (A1,) * 4,
+         "own_lane_shuffles": (A1,) * 4}
 
 
 def _compile(name, target, output):

@@ -78,6 +78,16 @@ def warp_sum(x, out):
 
 
 @gpuc.kernel
+def own_lanes(x, out):
+    # shuffles that read the lane's own value: a distance of 0, and reads past the warp
+    i = gpuc.index(0)
+    v = x[i]
+    u = gpuc.shfl_down(v, 0) + gpuc.shfl_up(v * v, 0) + gpuc.shfl_down(math.sin(v), 40)
+    w = gpuc.shfl_up(u, 0) * gpuc.shfl_xor(v, 0) + gpuc.shfl_up(u, 64)
+    out[i] = w + gpuc.shfl_down(w, 3)
+
+
+@gpuc.kernel
 def butterfly(x, out):
     i = gpuc.index(0)
     t = math.sin(x[i])

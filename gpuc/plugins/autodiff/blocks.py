@@ -13,8 +13,8 @@ markers are still calls, and the reverse sweep gives each its reverse (Enzyme's 
 - a shuffle moves the cotangent back to the lane the value came from: the adjoint of `shfl_xor(v, m)`
   is `shfl_xor(a, m)`; of `shfl_down(v, d)` an `shfl_up` of it, and the other way round, with the
   lanes whose read fell outside the warp keeping their own; of `shfl_idx` (and of any shuffle whose
-  operand is not a constant) a loop over the warp's lanes, each lane adding what the lanes that read
-  it got;
+  operand is not a constant distance above 0) a loop over the warp's lanes, each lane adding what the
+  lanes that read it got;
 - votes, ballots and the geometry carry no derivative.
 
 The result is a kernel with blocks like any other: the CPU runs it in work-item loops, the GPUs
@@ -207,7 +207,9 @@ def _shuffle(r, inst) -> None:
     if kind == "xor" and isinstance(operand, llvm.ConstantInt):
         r.accumulate(value, shuffle("xor", a, operand))
         return
-    if kind in ("up", "down") and isinstance(operand, llvm.ConstantInt):
+    if kind in ("up", "down") and isinstance(operand, llvm.ConstantInt) and 0 < operand.value < 1 << 31:
+        # (a distance of 0 reads the lane's own value, as a read outside the warp does: the loop below
+        # tells them apart)
         back = "up" if kind == "down" else "down"
         d = operand
         # what the lanes that read this one got: for down, lane u - d (when u >= d); for up, lane u + d

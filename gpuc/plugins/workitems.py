@@ -1027,6 +1027,18 @@ class Dispatcher:
                     work += [s for s in blk.successors if s in inside and s not in heads]
             return seen
 
+        def reaching(target):  # the blocks from which a step within the region leads to `target`
+            seen, work = set(), [target]
+            while work:
+                blk = work.pop()
+                if blk in heads:
+                    continue  # a step into a site's block leaves the region
+                for pred in blk.predecessors:
+                    if pred in inside and pred not in seen:
+                        seen.add(pred)
+                        work.append(pred)
+            return [blk for blk in region.blocks if blk in seen]
+
         tails, kept = [], set()
         for guard in region.blocks:
             found = _tail_compare(guard.terminator, uniform)
@@ -1035,7 +1047,7 @@ class Dispatcher:
             kind, limit, work, idle = found
             if guard in within(guard.successors):
                 continue  # in a loop of the region: the limit would change on the way
-            before = [blk for blk in region.blocks if guard in within(blk.successors)]
+            before = reaching(guard)
             branches = [_condition_of(blk.terminator) for blk in before]
             if all(c is None or uniform(c) for c in branches) and \
                     all(_inert(inst) or inst == arrival or self._mirrored_store(inst)

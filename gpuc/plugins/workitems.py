@@ -471,6 +471,8 @@ class _Region:
         #: until it ends, and so that the loop stores no byte per item beside the bytes it loads (a
         #: masked vector store of bytes stalls the next iteration's load of the flags next to them).
         self.marks_returns = self.reaches_site
+        #: Dispatcher._exits, once found.
+        self.exits: dict | None = None
 
 
 class Dispatcher:
@@ -958,7 +960,9 @@ class Dispatcher:
     def _exits(self, region: _Region) -> dict:
         """What a work item in each block of `region` may reach on its way out: site codes (the
         region's own start included, an arrival there) and RETURNED."""
-        exits = {blk: set() for blk in region.blocks}
+        if region.exits is not None:
+            return region.exits
+        exits = region.exits = {blk: set() for blk in region.blocks}
         changed = True
         while changed:
             changed = False

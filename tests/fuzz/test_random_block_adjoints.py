@@ -1,6 +1,6 @@
 """Random float64 block kernels (support.blockgen_adjoints): the shadows after `gpuc.adjoint(kernel)`
 launched with `block=` against central differences of the primal, two threads against one, the arrays
-after the adjoint launch against a plain launch.
+after the adjoint launch against a plain launch, the launch against the one without vectorization.
 
 CI runs a fixed sample in a worker process; `pytest tests/fuzz --soak N` runs N // 10 more, and
 `python -m support.blockgen_adjoints --seed S --count N` (from tests/) prints reproducers.
@@ -48,7 +48,7 @@ def test_generator_covers_the_constructs():
     assert any(run.block[0] * run.block[1] % bga.WARP for run in launches)
 
 
-def test_judge_finds_wrong_shadows_schedules_and_primals():
+def test_judge_finds_wrong_shadows_schedules_primals_and_vectorized_launches():
     rng = np.random.default_rng(1)
     fd = {"x0": rng.uniform(-1, 1, (3, 4)), "y0": rng.uniform(-1, 1, (3, 4))}
     noise = {k: np.full(v.shape, 1e-12) for k, v in fd.items()}
@@ -56,6 +56,12 @@ def test_judge_finds_wrong_shadows_schedules_and_primals():
     adjoint = {threads: ({k: v.copy() for k, v in primal.items()}, {k: v.copy() for k, v in fd.items()})
                for threads in (1, 2)}
     assert bga._judge(None, None, primal, adjoint, fd, noise) == []
+    scalar = ({k: v.copy() for k, v in primal.items()}, {k: v.copy() for k, v in fd.items()})
+    assert bga._judge(None, None, primal, adjoint, fd, noise, scalar=scalar) == []
+    scalar[1]["y0"][2, 3] = np.nextafter(scalar[1]["y0"][2, 3], 2.0)
+    scalar[0]["x0"][0, 1] = -0.0
+    assert [f[:2] for f in bga._judge(None, None, primal, adjoint, fd, noise, scalar=scalar)] == [("vectorize", "x0"),
+                                                                                                ("vectorize", "y0")]
     adjoint[1][1]["x0"][1, 2] += 1e-5
     assert [f[:2] for f in bga._judge(None, None, primal, adjoint, fd, noise)] == [("gradient", "x0"),
                                                                                   ("schedule", "x0")]

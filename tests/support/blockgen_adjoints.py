@@ -25,7 +25,10 @@ thread equal the gradient of L = Σ seed · arrays after by four-point central d
 RTOL_FD of the larger of the entry and a hundredth of the largest entry of the program, plus the
 differences' rounding; where they disagree, smaller steps are taken until two agree, as in
 `support.adjoints.refine`); two threads match one within RTOL_SCHEDULE of the array's largest shadow
-entry; the arrays after the adjoint launch equal a plain launch's (one thread exactly).
+entry; the arrays after the adjoint launch equal a plain launch's (one thread exactly); the launch on one
+thread equals the same launch without vectorization across work items (`support.vectorize.item_by_item`),
+arrays and shadows bit for bit (an item adds into its own elements of the arrays' shadows, and into shared
+shadows in the items' order: `gpuc-serial-items`).
 
     cd tests && ../.venv/bin/python -m support.blockgen_adjoints --seed 7 --count 200 [--out FILE]
 
@@ -55,6 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from support import adjoints
+from support.vectorize import differences as vector_differences, item_by_item
 
 SIZE = 64
 WARP = 32
@@ -381,9 +385,15 @@ def _adjoint(adjoint, run: Launch, threads: int):
     return arrays, shadows
 
 
-def _judge(p: Program, run: Launch, primal, adjoint, fd, noise, skip=()) -> list:
-    """[(kind, array, detail, ratio)]."""
+def _judge(p: Program, run: Launch, primal, adjoint, fd, noise, skip=(), scalar=None) -> list:
+    """[(kind, array, detail, ratio)]; `scalar`: (arrays, shadows) after the adjoint launch without vectorization."""
     found = []
+    for k, what in enumerate(("the array", "the shadow") if scalar else ()):
+        for name, want in scalar[k].items():
+            diffs = vector_differences([adjoint[1][k][name]], [want])
+            if diffs:
+                found.append(("vectorize", name, f"the adjoint launch (threads=1) and the one without vectorization "
+                              f"leave {what} {name} different:\n" + "\n".join(diffs[:10]), math.inf))
     for threads, (arrays, _) in adjoint.items():
         for name, want in primal.items():
             got = arrays[name]
@@ -458,16 +468,17 @@ def check(case_seed: int, stream: int, workdir: Path, pending=()) -> dict:
     run = runs[0]
     try:
         kernel = load(p.source(), workdir / f"blockadj_{case_seed}.py")
-        adjoint = gpuc.adjoint(kernel)
+        adjoint, by_item = gpuc.adjoint(kernel), gpuc.adjoint(item_by_item(kernel))
         for run in runs:
             result = {threads: _adjoint(adjoint, run, threads) for threads in (1, 2)}
+            scalar = _adjoint(by_item, run, 1)
             fd, noise = differences(probe_kernel, p, run)
             rough = set()
             for kind, name, _, _ in _judge(p, run, run.primal, result, fd, noise):
                 if kind == "gradient" and name not in rough and not _refine(probe_kernel, p, run, fd, noise, name):
                     rough.add(name)
             answer["rough"] += sorted(rough)
-            for kind, name, detail, ratio in _judge(p, run, run.primal, result, fd, noise, skip=rough):
+            for kind, name, detail, ratio in _judge(p, run, run.primal, result, fd, noise, rough, scalar):
                 answer["findings"].append((kind, name, f"block={run.block} n={run.n}: {detail}", ratio, script(p, run)))
             top = max(float(np.max(np.abs(g))) for g in fd.values())
             for name, want in fd.items():
@@ -487,22 +498,32 @@ def check(case_seed: int, stream: int, workdir: Path, pending=()) -> dict:
 def script(p: Program, run: Launch) -> str:
     """A self-contained script: the kernel, its arguments and seeds, the adjoint launch on 1 and 2 threads
     and the gradient by central differences of the kernel, printing each entry where they differ by more than
-    1e-6 of the larger of 1 and the difference."""
+    1e-6 of the larger of 1 and the difference, and each entry where the launch on 1 thread and the one without
+    vectorization leave different arrays or shadows."""
     lines = [p.source().rstrip(), "", "", "import numpy as np", "",
              f"n, block = {run.n!r}, {run.block!r}"]
     for name, a in run.arrays.items():
         lines.append(f"{name} = np.array({a.tolist()!r})")
         lines.append(f"d{name} = np.array({run.seeds[name].tolist()!r})  # the seed")
     names = list(run.arrays)
-    lines += [f"arrays, seeds = [{', '.join(names)}], [{', '.join('d' + k for k in names)}]", "", "",
+    lines += [f"arrays, seeds = [{', '.join(names)}], [{', '.join('d' + k for k in names)}]",
+              f"names = {names!r}", "", "",
               "def loss(values):", "    values = [v.copy() for v in values]",
               "    kernel.launch(n, *values, block=block, threads=1)",
               "    return sum(float((s * v).sum()) for s, v in zip(seeds, values))", "", "",
-              "for threads in (1, 2):",
+              "after = {}",
+              "for threads, kern in ((1, kernel), (2, kernel), (0, gpuc.kernel(vectorize=False)(kernel.py_func))):",
               "    args = [a.copy() for a in arrays]",
               "    shadows = [s.copy() for s in seeds]",
-              "    gpuc.adjoint(kernel).launch(n, *[x for pair in zip(args, shadows) for x in pair], block=block, "
-              "threads=threads)",
+              "    gpuc.adjoint(kern).launch(n, *[x for pair in zip(args, shadows) for x in pair], block=block, "
+              "threads=max(threads, 1))",
+              "    after[threads] = args + shadows",
+              "    if not threads:",
+              "        for a, b, name in zip(after[1], after[0], names + ['d' + k for k in names]):",
+              "            for e in map(tuple, np.argwhere(a.view(np.int64) != b.view(np.int64)).tolist()):",
+              "                print(f'{name}{list(e)}: {float(a[e])!r} vectorized, {float(b[e])!r} without "
+              "vectorization')",
+              "        continue",
               "    h = 2.0 ** -17",
               "    for k, (a, g) in enumerate(zip(arrays, shadows)):",
               "        for e in np.ndindex(*a.shape):",

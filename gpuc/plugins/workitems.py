@@ -929,8 +929,9 @@ class Dispatcher:
         b.position_at_end(latch)
         code = b.phi(self.i32, skip + copy.exits, "code")
         b.store(code, self.slot_at(self.codes, wi))
-        self._mark_parallel([head, *copy.bmap.values(), latch])
-        close([])
+        # (LLVM takes a vector width asked for as leave to reorder the loop's float sums: not where the
+        # items add into a shared array one after another)
+        close([], self.hints if self._mark_parallel([head, *copy.bmap.values(), latch]) else [])
         if uniform_exit:
             # every item that ran the region left it where the others did (or all returned, and the group
             # is finished): no divergence to look for, no item to mark done
@@ -1136,17 +1137,19 @@ class Dispatcher:
             found[load] = values[slot]
         return found
 
-    def _mark_parallel(self, blocks) -> None:
+    def _mark_parallel(self, blocks) -> bool:
         """Put the plain loads and stores of `blocks` (a region's loop over items), and the intrinsics that
         touch memory, in the access group of accesses free of dependences between items. Atomics,
         volatile accesses, fences, calls of functions, and in a kernel that relies on the items' order
         for some shared arrays, the accesses that may reach them stay out: a loop holding any is not
-        parallel (LLVM checks its dependences as usual)."""
+        parallel (LLVM checks its dependences as usual). Whether no access stayed out for the items'
+        order."""
         if self.parallel is None:
-            return
+            return False
         serial = None
         if self.serial is not None:
             serial = {address for gv, address in self.shared.items() if gv.name in self.serial}
+        ordered = False
         for blk in blocks:
             for inst in blk.instructions:
                 op = inst.opcode_name
@@ -1155,13 +1158,17 @@ class Dispatcher:
                         continue
                     pointer = inst.operands[0 if op == "load" else 1]
                     if serial is not None and _may_reach(pointer, serial, self.scratch):
+                        ordered = True
                         continue
                     inst.set_access_group(self.parallel)
                 elif isinstance(inst, CallInst):
                     name = inst.callee.name if inst.callee is not None else ""
-                    if name.startswith(_GROUPED_INTRINSICS) and \
-                            not (serial is not None and name.startswith(_MEMORY_INTRINSICS)):
-                        inst.set_access_group(self.parallel)
+                    if name.startswith(_GROUPED_INTRINSICS):
+                        if serial is not None and name.startswith(_MEMORY_INTRINSICS):
+                            ordered = True
+                        else:
+                            inst.set_access_group(self.parallel)
+        return not ordered
 
     def _highest_code(self, region: _Region):
         """The greatest exit code of the group's items in `region` (RETURNED when every one returned)."""
@@ -1207,7 +1214,7 @@ class Dispatcher:
     def nested_items(self, region: _Region, init, latch, limit=None):
         """Loops over the block's work items, z, y, x (x innermost: the vectorizable one; x below `limit`
         where given, at most the block's width, at least 1). Returns the
-        accumulators' phis, the linear index, the thread index and `close(new)`, which ends the loops
+        accumulators' phis, the linear index, the thread index and `close(new, hints)`, which ends the loops
         at `latch` (the builder there) and returns the accumulators after them."""
         b = self.b
         bx, by, bz = self.uniform["block_dim"]
@@ -1229,7 +1236,7 @@ class Dispatcher:
         accs_x = [b.phi(v.type, [(a, ybody)]) for v, a in zip(init, accs_y)]
         wi = b.add(row, x, "wi")
 
-        def close(new):
+        def close(new, hints=()):
             out = self.block(f"r{region.code}.done")
             # innermost first: each level steps its counter and loops back, or falls to the next
             for counter, accs, bound, body, after in ((x, accs_x, bx if limit is None else limit, xbody, xend),
@@ -1242,7 +1249,7 @@ class Dispatcher:
                     phi.add_incoming(v, here)
                 branch = b.cond_br(b.icmp("ult", following, bound), body, after)
                 if counter is x and self.parallel is not None:
-                    branch.set_loop_hints(*self.hints, parallel_accesses=self.parallel)
+                    branch.set_loop_hints(*hints, parallel_accesses=self.parallel)
                 b.position_at_end(after)
             return new
 
@@ -1263,7 +1270,7 @@ class Dispatcher:
         tids = [b.phi(self.i64, [(t, pre)], f"tid{d}") for d, t in enumerate((t0, t1, t2))]
         accs = [b.phi(v.type, [(v, pre)]) for v in init]
 
-        def close(new):
+        def close(new, hints=()):
             here = b.block
             wi_next = b.add(wi, self.c64(1))
             x1 = b.add(tids[0], self.c64(1))
@@ -1278,7 +1285,7 @@ class Dispatcher:
             out = self.block(f"r{region.code}.done")
             branch = b.cond_br(b.icmp("ult", wi_next, self.hi), head, out)
             if self.parallel is not None:
-                branch.set_loop_hints(*self.hints, parallel_accesses=self.parallel)
+                branch.set_loop_hints(*hints, parallel_accesses=self.parallel)
             b.position_at_end(out)
             return new
 

@@ -990,16 +990,18 @@ class Dispatcher:
         exits = self._exits(region)
         if not any(exits.values()):
             return False
-        meets = _post_dominators(region, self.heads)
+        meets = None
         for blk in region.blocks:
             condition = _condition_of(blk.terminator)
-            if condition is None or condition in uniform or meets.get(blk, _LEAVES) is not _LEAVES:
+            if condition is None or condition in uniform:
                 continue
             reached = set()
             for succ in blk.successors:
                 reached |= _step_into(succ, self.heads, exits)
             if len(reached) > 1:
-                return False
+                meets = _post_dominators(region, self.heads) if meets is None else meets
+                if meets.get(blk, _LEAVES) is _LEAVES:
+                    return False
         return True
 
     def _never_done(self, regions, uniform_exits) -> bool:
@@ -1050,9 +1052,9 @@ class Dispatcher:
             if found is None:
                 continue
             kind, limit, work, idle = found
-            if guard in within(guard.successors):
-                continue  # in a loop of the region: the limit would change on the way
             before = reaching(guard)
+            if guard in before:
+                continue  # in a loop of the region: the limit would change on the way
             branches = [_condition_of(blk.terminator) for blk in before]
             if all(c is None or uniform(c) for c in branches) and \
                     all(_inert(inst) or inst == arrival or self._mirrored_store(inst)

@@ -301,6 +301,19 @@ class Constant(User):
         return Value.from_ref(lib.LLVMConstArray2(element_type, arr, len(values)), scope)
 
     @staticmethod
+    def vector(values) -> "Constant":
+        """`<N x T>` of the constants `values`, all of type T (N >= 1): a shuffle's lane numbers, a mask."""
+        values = list(values)
+        if not values:
+            raise ValueError("Constant.vector needs at least one element")
+        for i, v in enumerate(values[1:], 1):
+            if v.type != values[0].type:
+                raise TypeError(f"vector element {i} has type {v.type}, not {values[0].type}")
+        scope = _aggregate_scope(values[0].type._scope, values, "Constant.vector")
+        arr = (capi.LLVMValueRef * len(values))(*[v.ref for v in values])
+        return Value.from_ref(lib.LLVMConstVector(arr, len(values)), scope)
+
+    @staticmethod
     def string(context, text: str | bytes, *, null_terminate: bool = True) -> "Constant":
         data = text.encode() if isinstance(text, str) else text
         return Value.from_ref(lib.LLVMConstStringInContext2(context, data, len(data), int(not null_terminate)),

@@ -96,6 +96,8 @@ def test_null_undef_poison_all_ones(ctx):
     (lambda c: llvm.ConstantFP.get(c.i32, 1.0), "needs a floating-point type"),
     (lambda c: llvm.ConstantInt.get(c.double, 1), "needs an integer type"),
     (lambda c: llvm.Constant.array(c.i32, [llvm.ConstantInt.get(c.i64, 1)]), "element 0 has type i64"),
+    (lambda c: llvm.Constant.vector([llvm.ConstantInt.get(c.i32, 1), llvm.ConstantInt.get(c.i64, 1)]),
+     "element 1 has type i64"),
 ])
 def test_constants_of_the_wrong_type(ctx, make, error):
     # Regression: LLVM (asserts off) crashed or built a mistyped constant for each of these.
@@ -122,6 +124,16 @@ def test_constant_struct_and_array(ctx):
     assert arr.type == llvm.ArrayType.get(ctx.i32, 3)
     nested = llvm.Constant.array(s.type, [s, llvm.Constant.null(s.type)])
     assert str(nested.type) == "[2 x { i32, double }]"
+
+
+def test_constant_vector(ctx):
+    lanes = llvm.Constant.vector([llvm.ConstantInt.get(ctx.i32, i) for i in (2, 0, 1)])
+    assert str(lanes) == "<3 x i32> <i32 2, i32 0, i32 1>"
+    assert lanes.type == llvm.VectorType.get(ctx.i32, 3)
+    half = llvm.Constant.vector([llvm.ConstantFP.get(ctx.double, 0.5)])
+    assert str(half.type) == "<1 x double>"
+    with pytest.raises(ValueError, match="at least one"):
+        llvm.Constant.vector([])
 
 
 # -- names, uses, users, RAUW -----------------------------------------------------------------

@@ -11,7 +11,7 @@ from support.reverse_kernels import dynamic_loop, elementwise, stencil
 from support.vectorize import differences, item_by_item
 
 import gpuc
-from gpuc.frontend.constructs.reverse import CONCURRENT, SERIAL
+from gpuc.frontend.constructs.reverse import CONCURRENT, PARITY, SERIAL
 from gpuc.runtime.dispatch import typeof
 
 
@@ -99,3 +99,91 @@ def test_a_stencils_adds_into_its_neighbours_run_in_lanes(threads):
     for dx, y, dy in out:
         np.testing.assert_allclose(dx, want, rtol=1e-14, atol=1e-15)
     assert differences([out[0][1], out[0][2]], [out[1][1], out[1][2]]) == []
+
+
+@gpuc.kernel
+def wide_stencil(x, y):
+    i = gpuc.index()
+    n = x.shape[0]
+    if i >= 2 and i < n - 2:
+        y[i] = x[i - 2] * x[i + 1] + 0.5 * x[i] - x[i + 2] * x[i - 1]
+
+
+@gpuc.kernel
+def row_stencil(x, y):
+    i, j = gpuc.index(0), gpuc.index(1)
+    if i > 0 and i < x.shape[1] - 1:
+        y[j, i] = x[j, i - 1] * x[j, i + 1] + x[j, i]
+
+
+def _wide_stencil_gradient(x, seed):
+    want, inner = np.zeros_like(x), seed[2:-2]
+    want[:-4] += x[3:-1] * inner
+    want[3:-1] += x[:-4] * inner
+    want[2:-2] += 0.5 * inner
+    want[4:] -= x[1:-3] * inner
+    want[1:-3] -= x[4:] * inner
+    return want
+
+
+@pytest.mark.parametrize("n", (1, 4, 5, 6, 31, 32, 33, 34, 35, 36, 64, 67, 1000))
+@pytest.mark.parametrize("threads", (1, 2))
+def test_adds_into_neighbours_in_one_window_equal_item_by_item(n, threads):
+    # Five read-modify-writes of dx[i - 2] .. dx[i + 2] in each chunk become one window (vectorize/windows.py):
+    # one load, shuffles and selects, one store. Every length around a chunk's 32 lanes, so that the window's
+    # masks start and end inside it.
+    rng = np.random.default_rng(n)
+    x, seed, start = rng.uniform(-1.0, 1.0, n), rng.uniform(0.5, 1.5, n), rng.uniform(-1.0, 1.0, n)
+    out = []
+    for kernel in (wide_stencil, item_by_item(wide_stencil)):
+        dx, y, dy = start.copy(), np.zeros(n), seed.copy()
+        gpuc.adjoint(kernel).launch(n, x, dx, y, dy, threads=threads)
+        np.testing.assert_allclose(dx - start, _wide_stencil_gradient(x, seed), rtol=1e-12, atol=1e-12)
+        out.append((dx, y, dy))
+    assert differences(list(out[0]), list(out[1])) == []
+
+
+def test_a_window_is_named_in_the_trace():
+    n = 100
+    x = np.linspace(-1.0, 1.0, n)
+    for kernel in (wide_stencil, stencil):
+        for schedule in (SERIAL, PARITY):
+            line = _trace_line(gpuc.adjoint(kernel), x, np.zeros(n), np.zeros(n), np.ones(n), schedule=schedule)
+            assert "1 window of overlapping loads and stores" in line, line
+    line = _trace_line(gpuc.adjoint(elementwise), x, np.zeros(n), np.zeros(n), np.ones(n), schedule=SERIAL)
+    assert "window" not in line, line  # dx[i] alone: no load overlaps a store before it
+
+
+def test_a_windows_ir():
+    f64 = gpuc.Array[gpuc.float64, 1]
+    adjoint = gpuc.adjoint(wide_stencil)
+    flags = adjoint._layout([f64] * 4)
+    filecheck(str(adjoint._kernel(flags, SERIAL).inspect(*[np.zeros(8)] * 4).llvm), """
+        CHECK-LABEL: vec.chunk:
+        CHECK: call <40 x double> @llvm.masked.load.v40f64.p0(
+        CHECK-NOT: @llvm.masked.load.v32f64
+        CHECK: call void @llvm.masked.store.v40f64.p0(
+        CHECK-NOT: @llvm.masked.load.v32f64
+        CHECK: br
+    """)
+
+
+@pytest.mark.parametrize("shape", ((3, 1), (5, 2), (7, 33), (4, 70)))
+@pytest.mark.parametrize("threads", (1, 2))
+def test_windows_in_rows_of_2d_arrays(shape, threads):
+    rows, cols = shape
+    rng = np.random.default_rng(cols)
+    x, seed = rng.uniform(-1.0, 1.0, (rows, cols)), rng.uniform(0.5, 1.5, (rows, cols))
+    out = []
+    for kernel in (row_stencil, item_by_item(row_stencil)):
+        dx, y, dy = np.zeros((rows, cols)), np.zeros((rows, cols)), seed.copy()
+        gpuc.adjoint(kernel).launch((cols, rows), x, dx, y, dy, threads=threads)
+        out.append((dx, y, dy))
+    want, inner = np.zeros_like(x), seed[:, 1:-1]
+    want[:, :-2] += x[:, 2:] * inner
+    want[:, 2:] += x[:, :-2] * inner
+    want[:, 1:-1] += inner
+    for dx, _, _ in out:
+        np.testing.assert_allclose(dx, want, rtol=1e-12, atol=1e-12)
+    if threads == 1:  # (on two, chunks starting inside rows add at their edges in another order)
+        assert differences(list(out[0]), list(out[1])) == []

@@ -40,6 +40,7 @@ from .loops import ControlFlow, ItemLoop, Unsupported
 from .memory import Memory
 from .private import private_slots
 from .uniform import Uniformity
+from . import windows
 
 MARKER = VECTORIZE_MARKER
 #: Before the clamp split at the same point: a loop this plugin vectorizes keeps its original for the rows
@@ -139,12 +140,15 @@ def vectorize(state, call, module) -> str:
         for i in added + [count]:
             i.erase()
         raise
+    combined = windows.combine(body.created, body.aligns, body.vals[item.iv], body.index)
     parts = [f"{lanes} lanes", f"{len(cf.loops)} inner loop{'s' if len(cf.loops) != 1 else ''}",
              f"{len(uni.divergent)} divergent"]
     if body.consecutive:
         parts.append(f"{body.consecutive} vector loads/stores")
     if body.gathers:
         parts.append(f"{body.gathers} gathers/scatters")
+    if combined:
+        parts.append(f"{combined} window{'s' if combined != 1 else ''} of overlapping loads and stores")
     parts.append(f"memory: {described}")
     text = "vectorized: " + ", ".join(parts)
     if body.lane_by_lane:

@@ -40,6 +40,7 @@ class VectorBody:
         self.vals, self.mask, self.edges, self.override, self.liveout = {}, {}, {}, {}, {}
         self.frozen = {}
         self.created = []
+        self.aligns = {}  # the masked loads and stores made, with their alignment (windows.py)
         self.lane_by_lane: list[str] = []
         self.gathers = self.consecutive = 0
         self._liveouts()
@@ -208,7 +209,7 @@ class VectorBody:
         with Builder(self.llctx) as b:
             self.b = b
             b.position_at_end(head)
-            iv = b.phi(self.i64, [], "vec.index0")
+            iv = self.index = b.phi(self.i64, [], "vec.index0")
             lanes = self.splat(iv)
             offsets = Constant.poison(self.vty(self.i64))
             for k in range(self.W):
@@ -515,6 +516,7 @@ class VectorBody:
         call = self.b.call(fn, args)
         pointer_arg = 1 if name.startswith(("llvm.masked.store", "llvm.masked.scatter")) else 0
         call.param_attributes(pointer_arg).add("align", max(1, align))
+        self.aligns[call] = max(1, align)
         return call
 
     def load(self, inst, blk, varying):
@@ -530,7 +532,7 @@ class VectorBody:
         if self.mem.stride(ptr) == type_size(ty):
             first = self.lane(pointers, 0)
             self.consecutive += 1
-            loaded = self.masked(f"llvm.masked.load.{_mangle(vty)}.p0", vty, [first, mask, Constant.null(vty)],
+            loaded = self.masked(f"llvm.masked.load.{mangle(vty)}.p0", vty, [first, mask, Constant.null(vty)],
                                  inst.alignment)
             # Frozen: LLVM 22's instcombine folds `select(mask, masked.load(p, mask, 0), x)` into a new
             # `masked.load(p, mask, x)` where the select is, past any store to p in between (a branch that
@@ -538,7 +540,7 @@ class VectorBody:
             self.vals[inst] = self.b.freeze(loaded)
         else:
             self.gathers += 1
-            self.vals[inst] = self.masked(f"llvm.masked.gather.{_mangle(vty)}.v{self.W}p0", vty,
+            self.vals[inst] = self.masked(f"llvm.masked.gather.{mangle(vty)}.v{self.W}p0", vty,
                                           [pointers, mask, Constant.null(vty)], inst.alignment)
 
     def store(self, inst, blk):
@@ -559,11 +561,11 @@ class VectorBody:
         data = self.vec(value, blk)
         if vary_ptr and self.mem.stride(ptr) == type_size(ty):
             self.consecutive += 1
-            self.masked(f"llvm.masked.store.{_mangle(vty)}.p0", void, [data, self.lane(self.vec(ptr, blk), 0), mask],
+            self.masked(f"llvm.masked.store.{mangle(vty)}.p0", void, [data, self.lane(self.vec(ptr, blk), 0), mask],
                         inst.alignment)
         else:  # a scatter stores lane after lane: where lanes share an address, the last one's value stays
             self.gathers += 1
-            self.masked(f"llvm.masked.scatter.{_mangle(vty)}.v{self.W}p0", void, [data, self.vec(ptr, blk), mask],
+            self.masked(f"llvm.masked.scatter.{mangle(vty)}.v{self.W}p0", void, [data, self.vec(ptr, blk), mask],
                         inst.alignment)
 
     # -- calls -------------------------------------------------------------------------------------
@@ -583,13 +585,13 @@ class VectorBody:
         if kind == "elementwise":
             vty = self.vty(inst.type)
             args = [self.vec(a, blk) if a.type == inst.type else self.uni_val(a, blk) for a in inst.args]
-            fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{_mangle(vty)}",
+            fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{mangle(vty)}",
                                                FunctionType.get(vty, [a.type for a in args]))
             self.vals[inst] = self.b.call(fn, args)
             return
         if kind == "conversion":
             vty, arg = self.vty(inst.type), self.vec(inst.args[0], blk)
-            fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{_mangle(vty)}.{_mangle(arg.type)}",
+            fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{mangle(vty)}.{mangle(arg.type)}",
                                                FunctionType.get(vty, [arg.type]))
             self.vals[inst] = self.b.call(fn, [arg])
             return
@@ -667,9 +669,9 @@ class VectorBody:
         return result
 
 
-def _mangle(ty) -> str:
+def mangle(ty) -> str:
     if isinstance(ty, VectorType):
-        return f"v{ty.count}{_mangle(ty.element_type)}"
+        return f"v{ty.count}{mangle(ty.element_type)}"
     if isinstance(ty, IntegerType):
         return f"i{ty.width}"
     text = str(ty)

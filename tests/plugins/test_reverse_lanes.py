@@ -187,3 +187,11 @@ def test_windows_in_rows_of_2d_arrays(shape, threads):
         np.testing.assert_allclose(dx, want, rtol=1e-12, atol=1e-12)
     if threads == 1:  # (on two, chunks starting inside rows add at their edges in another order)
         assert differences(list(out[0]), list(out[1])) == []
+
+
+def test_random_window_programs(tmp_path):
+    # the CI sample of support.window_programs (a soak: python -m support.window_programs --count N)
+    from support import window_programs
+    results = [window_programs.check(2026, index, tmp_path) for index in range(16)]
+    assert [found for found, _ in results if found] == []
+    assert sum(windowed for _, windowed in results) >= 8  # the programs exercise windows, not only lanes

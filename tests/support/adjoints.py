@@ -182,8 +182,10 @@ class Scope:
 
 
 class Gen:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, stream: str = ""):
         self.r = rng
+        # A stream of its own for stencil lines, so that a program without one is the one the seed gave before.
+        self.r_lines = random.Random(f"{stream}-stencil-lines")
         self.helpers: list[Helper] = []
         self.counter = 0
         self.features: set = set()
@@ -330,6 +332,29 @@ class Gen:
             if tag in s:
                 self.features.add(what)
         return s
+
+    def stencil_line(self, scope: Scope) -> str:
+        """`y[i] = w * p[i - 1] + w * p[i] + w * p[i + 1]` (or `+=`, or a new variable): every neighbour the guard allows along one dimension
+        and the item's own element of one input, in order; its reverse adds into consecutive elements of p's
+        shadow one after another (a window in lanes: gpuc/plugins/vectorize/windows.py)."""
+        r = self.r_lines
+        p = r.choice([q for q in self.params if q.role == "in"])
+        dim = r.choice(sorted({d for d, _ in scope.near}))
+        terms = []
+        for off in sorted({o for d, o in scope.near if d == dim} | {0}):
+            shifted = ["i", "j"][:2 if self.two_d else 1]
+            if off:
+                shifted[dim] += f" {'+-'[off < 0]} {abs(off)}"
+            terms.append(f"{r.choice(['c', *map(repr, LITERALS)])} * {p.name}[{', '.join(shifted)}]")
+        if r.random() < 0.3:
+            terms.reverse()
+        self.features.add("stencil line")
+        outs = self.by_role.get("out")
+        if outs and r.random() < 0.7:  # written: the reverse needs it (an unused value is no code at all)
+            return f"{r.choice(outs).name}[{self.I()}] {r.choice(['=', '+='])} {' + '.join(terms)}"
+        name = self.fresh("t")
+        scope.floats.append(name)
+        return f"{name} = {' + '.join(terms)}"
 
     def atom(self, scope: Scope, literal: bool = False):
         """A variable, an array element, c, or (where `literal`) a weak literal."""
@@ -570,7 +595,8 @@ class Gen:
                                         ("i > 1 and i < n - 2", {(0, -2), (0, -1), (0, 1), (0, 2)}),
                                         ("i >= 2", {(0, -2)})])
             inner = scope.child(near=frozenset(near))
-            body = self.block(inner, r.randint(1, 3), depth + 1)
+            lead = [self.stencil_line(inner)] if self.r_lines.random() < 0.5 else []
+            body = lead + self.block(inner, r.randint(1, 3), depth + 1)
             lines = [f"if {guard}:"] + ["    " + l for l in body]
             if r.random() < 0.3:
                 lines += ["else:"] + ["    " + l for l in self.block(scope.child(), 1, depth + 1)]
@@ -865,7 +891,7 @@ def generate(seed: int, index: int, attempts: int = 200) -> Case:
     """Program `index` of stream `seed` (deterministic), defined at its arguments."""
     for attempt in range(attempts):
         rng = random.Random(f"adjoints-{seed}-{index}-{attempt}")
-        g = Gen(rng)
+        g = Gen(rng, f"adjoints-{seed}-{index}-{attempt}")
         g.layout_program()
         source = g.kernel()
         values, seeds = g.data(np.random.default_rng(rng.getrandbits(64)))

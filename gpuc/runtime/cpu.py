@@ -33,7 +33,7 @@ from ..llvm import LLJIT, ArrayType, Constant, Module, capi, initialize, process
 from ..llvm import Target as LLVMTarget
 from . import interrupts
 from .geometry import Geometry
-from .pool import run_chunks, run_ranges
+from .pool import run_chunks, run_phases
 
 
 class JITModule:
@@ -625,6 +625,5 @@ def launch_in_two_phases(fn, argv: bytes, n, threads: int | None, apart: tuple) 
         fn(argv, 0, total, sizes)
         return
     bounds = [total * k // runs for k in range(runs + 1)]
-    for phase in (0, 1):
-        chosen = [(bounds[k], bounds[k + 1]) for k in range(phase, runs, 2)]
-        run_ranges(fn, argv, chosen, sizes, helpers=min(threads, len(chosen)) - 1)
+    phases = [[(bounds[k], bounds[k + 1]) for k in range(phase, runs, 2)] for phase in (0, 1)]
+    run_phases(fn, argv, phases, sizes, helpers=min(threads, runs // 2) - 1)

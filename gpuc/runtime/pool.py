@@ -9,7 +9,8 @@ for a particular thread: launches from many threads share the pool safely whatev
 (a launch whose helpers are still queued behind another launch's work is simply finished by the
 threads it has). Pool threads leave the last crumbs to the calling thread, so that it seldom has to
 sleep until a pool thread's chunk ends (waking it costs tens of microseconds). `run_ranges` never
-splits its ranges: each is one chunk, taken in order.
+splits its ranges: each is one chunk, taken in order; `run_phases` runs several lists of such ranges, each
+list only once every range of the lists before it has ended (a stencil adjoint's two phases), as one launch.
 
 Pool threads block on their queue between launches (no thread spins while the process is idle): a
 launch wakes its helpers as it starts, before the calling thread claims its first chunk, and a
@@ -298,6 +299,78 @@ done:
   ret void
 }
 
+; Runs of a phased launch (_NativeRuns): the state's [0] is the next run to claim, [1] the runs, [3] nonzero once
+; no run may start, [4] the runs that have ended, [6] to [8] as above, [9] a table of (begin, end, need) per run,
+; in order: a run starts once `need` runs have ended (those of the phases before its own). Claims and runs them
+; until none is left; with %once, returns after one run (the calling thread's, which goes back to Python between
+; runs): 1 when it ran one, else 0. A thread waiting for a phase to end yields its core.
+declare i32 @sched_yield()
+
+define internal i64 @gpuc_pool_runs(ptr %s, i1 %once) {
+entry:
+  %pcount = getelementptr i64, ptr %s, i64 1
+  %pstop = getelementptr i64, ptr %s, i64 3
+  %pended = getelementptr i64, ptr %s, i64 4
+  %pfn = getelementptr i64, ptr %s, i64 6
+  %pargv = getelementptr i64, ptr %s, i64 7
+  %psizes = getelementptr i64, ptr %s, i64 8
+  %ptable = getelementptr i64, ptr %s, i64 9
+  %count = load i64, ptr %pcount, align 8
+  %fn = load ptr, ptr %pfn, align 8
+  %argv = load ptr, ptr %pargv, align 8
+  %sizes = load ptr, ptr %psizes, align 8
+  %table = load ptr, ptr %ptable, align 8
+  br label %loop
+loop:
+  %stop = load atomic i64, ptr %pstop monotonic, align 8
+  %stopped = icmp ne i64 %stop, 0
+  br i1 %stopped, label %none, label %claim
+claim:
+  %k = atomicrmw add ptr %s, i64 1 seq_cst, align 8
+  %past = icmp sge i64 %k, %count
+  br i1 %past, label %none, label %row
+row:
+  %at = mul i64 %k, 3
+  %pb = getelementptr i64, ptr %table, i64 %at
+  %pe = getelementptr i64, ptr %pb, i64 1
+  %pn = getelementptr i64, ptr %pb, i64 2
+  %need = load i64, ptr %pn, align 8
+  br label %ready
+ready:
+  %ended = load atomic i64, ptr %pended seq_cst, align 8
+  %ok = icmp sge i64 %ended, %need
+  br i1 %ok, label %run, label %later
+later:
+  %stop2 = load atomic i64, ptr %pstop monotonic, align 8
+  %stopped2 = icmp ne i64 %stop2, 0
+  br i1 %stopped2, label %none, label %yield
+yield:
+  %y = call i32 @sched_yield()
+  br label %ready
+run:
+  %b = load i64, ptr %pb, align 8
+  %e = load i64, ptr %pe, align 8
+  call void %fn(ptr %argv, i64 %b, i64 %e, ptr %sizes)
+  %old = atomicrmw add ptr %pended, i64 1 seq_cst, align 8
+  br i1 %once, label %one, label %loop
+one:
+  ret i64 1
+none:
+  ret i64 0
+}
+
+define void @gpuc_pool_help_runs(ptr %s) {
+entry:
+  %r = call i64 @gpuc_pool_runs(ptr %s, i1 false)
+  ret void
+}
+
+define i64 @gpuc_pool_run_run(ptr %s) {
+entry:
+  %r = call i64 @gpuc_pool_runs(ptr %s, i1 true)
+  ret i64 %r
+}
+
 ; Claims and runs one chunk for the calling thread: at most %want items, all that is left where less than
 ; %crumb would remain. Returns its items, 0 when none is left or the launch stopped.
 define i64 @gpuc_pool_run_one(ptr %s, i64 %want, i64 %crumb) {
@@ -353,6 +426,8 @@ class _Native:
         self.help = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._jit.lookup("gpuc_pool_help"))
         self.run_one = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
             self._jit.lookup("gpuc_pool_run_one"))
+        self.help_runs = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._jit.lookup("gpuc_pool_help_runs"))
+        self.run_run = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(self._jit.lookup("gpuc_pool_run_run"))
 
 
 _native: _Native | None = None
@@ -434,7 +509,7 @@ class _NativeLaunch:
                 return
             self._running += 1
         try:
-            _native.help(self._address)
+            self._native_help()(self._address)
         finally:
             with self._lock:
                 self._running -= 1
@@ -442,11 +517,48 @@ class _NativeLaunch:
                     self._idle.release()
                     self._idle = None
 
+    @staticmethod
+    def _native_help():
+        return _native.help
+
     def _stop(self) -> None:
         self._state[3] = 1
 
     def _stop_and_wait(self) -> None:
         _stop_and_wait(self)
+
+
+class _NativeRuns(_NativeLaunch):
+    """A launch of runs in phases (run_phases) whose chunks are calls of a compiled range wrapper: each run is
+    one chunk, a phase's runs start once every run of the phases before it has ended, and pool threads wait
+    for a phase to end in compiled code (yielding their core), not by going back to their queue."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, address: int, argv: bytes, sizes: bytes, threads: int, phases) -> None:
+        self._argv, self._sizes, self._threads = argv, sizes, threads
+        rows, need = [], 0
+        for phase in phases:
+            for begin, end in phase:
+                rows += (begin, end, need)
+            need += len(phase)
+        self._table = (ctypes.c_int64 * max(3, len(rows)))(*rows)
+        self._state = (ctypes.c_int64 * 10)(0, len(rows) // 3, threads, 0, 0, 0, address, _bytes_address(argv),
+                                            _bytes_address(sizes), ctypes.addressof(self._table))
+        self._address = ctypes.addressof(self._state)
+        self._first = 0
+        self._lock = threading.Lock()
+        self._running = 0
+        self._idle = None
+
+    def _run_mine(self) -> None:
+        run_run, address = _native.run_run, self._address
+        while run_run(address):
+            pass
+
+    @staticmethod
+    def _native_help():
+        return _native.help_runs
 
 
 def _stop_and_wait(launch) -> None:
@@ -489,3 +601,16 @@ def run_chunks(fn, argv: bytes, bounds: list[int], sizes: bytes, helpers: int) -
 def run_ranges(fn, argv: bytes, ranges: list[tuple[int, int]], sizes: bytes, helpers: int) -> None:
     """Run each of `ranges` as one chunk (see ChunkedLaunch) on the calling thread and `helpers` pool threads."""
     ChunkedLaunch(fn, argv, sizes, helpers + 1, ranges=ranges).run()
+
+
+def run_phases(fn, argv: bytes, phases: list[list[tuple[int, int]]], sizes: bytes, helpers: int) -> None:
+    """Run each range of each phase as one chunk, on the calling thread and `helpers` pool threads: the ranges
+    of a phase at once, and none before every range of the phases before it has ended. A compiled range
+    wrapper runs them as one launch (_NativeRuns: the pool threads are woken once, not once per phase)."""
+    if helpers and _NATIVE_OK and isinstance(fn, _CFUNC) and argv.__class__ is bytes and sizes.__class__ is bytes:
+        if _native is not None or _native_scheduler() is not None:
+            address = ctypes.c_void_p.from_address(ctypes.addressof(fn)).value
+            _NativeRuns(address, argv, sizes, helpers + 1, phases).run()
+            return
+    for ranges in phases:
+        run_ranges(fn, argv, ranges, sizes, helpers=min(helpers + 1, len(ranges)) - 1)

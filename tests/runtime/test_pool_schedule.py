@@ -207,6 +207,62 @@ def test_ranges_are_never_split():
     assert sorted((begin, end) for _, begin, end in seen) == ranges
 
 
+def _timed_recorder(item_seconds: float):
+    """A chunk runner recording (thread, begin, end, started, ended) of every chunk."""
+    seen: list = []
+    lock = threading.Lock()
+
+    def run(argv, begin, end, sizes):
+        started = time.perf_counter()
+        time.sleep((end - begin) * item_seconds)
+        with lock:
+            seen.append((threading.get_ident(), begin, end, started, time.perf_counter()))
+    return run, seen
+
+
+def _phases(runs: int, size: int):
+    bounds = [k * size for k in range(runs + 1)]
+    return [[(bounds[k], bounds[k + 1]) for k in range(phase, runs, 2)] for phase in (0, 1)]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("runs, threads", [(2, 2), (8, 2), (16, 3), (32, 2)])
+def test_a_phase_starts_once_the_phase_before_it_has_ended(monkeypatch, compiled, runs, threads):
+    # launch_in_two_phases: the odd runs of a stencil's adjoint touch what the even ones touch, never at once
+    if compiled:
+        _no_python_schedule(monkeypatch)
+    run, seen = _timed_recorder(item_seconds=2e-5)
+    phases = _phases(runs, 40)
+    pool.run_phases(_compiled(run) if compiled else run, b"", phases, b"", helpers=threads - 1)
+    assert sorted((b, e) for _, b, e, _, _ in seen) == sorted(phases[0] + phases[1])
+    first = {r for r in phases[0]}
+    last_end = max(ended for _, b, e, _, ended in seen if (b, e) in first)
+    assert all(started >= last_end for _, b, e, started, _ in seen if (b, e) not in first)
+
+
+def test_pool_threads_take_part_in_both_phases():
+    run, seen = _timed_recorder(item_seconds=5e-5)
+    phases = _phases(16, 40)
+    pool.run_phases(_compiled(run), b"", phases, b"", helpers=1)
+    assert len({me for me, *_ in seen}) == 2, "the pool thread ran no run"
+
+
+def test_phases_do_not_wait_for_helpers_that_never_come(monkeypatch):
+    _no_python_schedule(monkeypatch)
+    release = threading.Event()
+    pool._POOL.ensure(2)
+    for _ in range(pool._POOL._size):
+        pool._POOL.submit(release.wait)
+    try:
+        run, seen = _timed_recorder(item_seconds=0.0)
+        phases = _phases(12, 10)
+        pool.run_phases(_compiled(run), b"", phases, b"", helpers=2)
+        assert sorted((b, e) for _, b, e, _, _ in seen) == sorted(phases[0] + phases[1])
+        assert {me for me, *_ in seen} == {threading.get_ident()}
+    finally:
+        release.set()
+
+
 @gpuc.kernel
 def count_items(out):
     i = gpuc.index()

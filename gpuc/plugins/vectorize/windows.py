@@ -102,8 +102,8 @@ def _window(run) -> None:
     span = (max(a.offset for a in run) - lo) // size
     length = -(-(width + span) // 8) * 8  # whole groups of eight lanes; those past the run stay masked off
     ctx = element.context
-    i1, i32, i8 = ctx.i1, ctx.i32, ctx.i8
-    wty, wmask_ty = VectorType.get(element, length), VectorType.get(i1, length)
+    i32, i8 = ctx.i32, ctx.i8
+    wty = VectorType.get(element, length)
     align = min(a.align for a in run)
     module = first.call.parent.parent.parent
     with Builder(ctx) as b:

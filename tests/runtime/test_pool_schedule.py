@@ -3,6 +3,7 @@ last; every item runs exactly once, whichever threads come, and an error stops t
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import time
@@ -31,6 +32,20 @@ def _recorder(item_seconds: float = 0.0, slow_thread=None):
     return run, seen
 
 
+@contextlib.contextmanager
+def _busy_pool():
+    """Every pool thread, however many earlier launches asked for, held up until the block ends: helpers a
+    launch asks for are queued behind that work and never come."""
+    release = threading.Event()
+    pool._POOL.ensure(2)
+    for _ in range(pool._POOL._size):
+        pool._POOL.submit(release.wait)
+    try:
+        yield
+    finally:
+        release.set()
+
+
 def _items(seen, total: int) -> np.ndarray:
     counts = np.zeros(total, np.int64)
     for _, begin, end in seen:
@@ -48,17 +63,11 @@ def test_every_item_runs_exactly_once(total, threads):
 
 def test_the_calling_thread_runs_what_helpers_that_never_come_would_have():
     # Helpers queued behind another launch's work: the launch must not wait for them.
-    release = threading.Event()
-    pool._POOL.ensure(2)
-    for _ in range(pool._POOL._size):  # every pool thread, however many earlier launches asked for
-        pool._POOL.submit(release.wait)
-    try:
+    with _busy_pool():
         run, seen = _recorder()
         pool.run_chunks(run, b"", [0, 1200], b"", helpers=2)
         assert (_items(seen, 1200) == 1).all()
         assert {me for me, _, _ in seen} == {threading.get_ident()}
-    finally:
-        release.set()
 
 
 @pytest.mark.parametrize("items", [2, 3])
@@ -187,17 +196,11 @@ def test_pool_threads_take_part_in_compiled_launches():
 
 def test_a_compiled_launch_does_not_wait_for_helpers_that_never_come(monkeypatch):
     _no_python_schedule(monkeypatch)
-    release = threading.Event()
-    pool._POOL.ensure(2)
-    for _ in range(pool._POOL._size):
-        pool._POOL.submit(release.wait)
-    try:
+    with _busy_pool():
         run, seen = _recorder()
         pool.run_chunks(_compiled(run), b"", [0, 1200], b"", helpers=2)
         assert (_items(seen, 1200) == 1).all()
         assert {me for me, _, _ in seen} == {threading.get_ident()}
-    finally:
-        release.set()
 
 
 def test_ranges_are_never_split():
@@ -249,18 +252,12 @@ def test_pool_threads_take_part_in_both_phases():
 
 def test_phases_do_not_wait_for_helpers_that_never_come(monkeypatch):
     _no_python_schedule(monkeypatch)
-    release = threading.Event()
-    pool._POOL.ensure(2)
-    for _ in range(pool._POOL._size):
-        pool._POOL.submit(release.wait)
-    try:
+    with _busy_pool():
         run, seen = _timed_recorder(item_seconds=0.0)
         phases = _phases(12, 10)
         pool.run_phases(_compiled(run), b"", phases, b"", helpers=2)
         assert sorted((b, e) for _, b, e, _, _ in seen) == sorted(phases[0] + phases[1])
         assert {me for me, *_ in seen} == {threading.get_ident()}
-    finally:
-        release.set()
 
 
 @gpuc.kernel

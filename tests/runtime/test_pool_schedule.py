@@ -244,7 +244,7 @@ def test_a_phase_starts_once_the_phase_before_it_has_ended(monkeypatch, compiled
 
 
 def test_pool_threads_take_part_in_both_phases():
-    run, seen = _timed_recorder(item_seconds=5e-5)
+    run, seen = _timed_recorder(item_seconds=1e-4)  # 64 ms in all: time for a pool thread to come
     phases = _phases(16, 40)
     pool.run_phases(_compiled(run), b"", phases, b"", helpers=1)
     assert len({me for me, *_ in seen}) == 2, "the pool thread ran no run"

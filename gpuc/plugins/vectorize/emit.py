@@ -511,11 +511,7 @@ class VectorBody:
     # -- memory ------------------------------------------------------------------------------------
 
     def masked(self, name, ret, args, align):
-        types = [a.type for a in args]
-        fn = self.module.declare_intrinsic(name, FunctionType.get(ret, types))
-        call = self.b.call(fn, args)
-        pointer_arg = 1 if name.startswith(("llvm.masked.store", "llvm.masked.scatter")) else 0
-        call.param_attributes(pointer_arg).add("align", max(1, align))
+        call = masked_call(self.b, self.module, name, ret, args, align)
         self.aligns[call] = max(1, align)
         return call
 
@@ -667,6 +663,15 @@ class VectorBody:
         if typed:
             result = b.phi(result.type, [(result, last), (Constant.poison(result.type), start)])
         return result
+
+
+def masked_call(b, module, name, ret, args, align):
+    """A call of the masked memory intrinsic `name` at `b`, its pointer argument aligned to `align`."""
+    fn = module.declare_intrinsic(name, FunctionType.get(ret, [a.type for a in args]))
+    call = b.call(fn, args)
+    pointer_arg = 1 if name.startswith(("llvm.masked.store", "llvm.masked.scatter")) else 0
+    call.param_attributes(pointer_arg).add("align", max(1, align))
+    return call
 
 
 def mangle(ty) -> str:

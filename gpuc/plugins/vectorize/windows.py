@@ -18,10 +18,10 @@ are left as they are (overlapping loads alone are cheap).
 
 from __future__ import annotations
 
-from gpuc.llvm import Builder, CallInst, Constant, ConstantInt, FunctionType, GetElementPtrInst, VectorType
+from gpuc.llvm import Builder, CallInst, Constant, ConstantInt, GetElementPtrInst, VectorType
 
 from .memory import type_size
-from .emit import mangle
+from .emit import mangle, masked_call
 
 _LOAD, _STORE = "llvm.masked.load", "llvm.masked.store"
 
@@ -122,7 +122,7 @@ def _window(run) -> None:
         for access in run:
             m = shifted(access)
             touched = m if touched is None else b.or_(touched, m)
-        window = _masked(b, module, f"{_LOAD}.{mangle(wty)}.p0", wty,
+        window = masked_call(b, module, f"{_LOAD}.{mangle(wty)}.p0", wty,
                          [base, touched, Constant.null(wty)], align)
         stored = None
         for access in run:
@@ -137,17 +137,10 @@ def _window(run) -> None:
                 access.call.replace_all_uses_with(b.shuffle_vector(window, Constant.poison(wty),
                                                                    Constant.vector(picks)))
         b.position_before(run[-1].call)
-        last = _masked(b, module, f"{_STORE}.{mangle(wty)}.p0", ctx.void, [window, base, stored], align)
+        last = masked_call(b, module, f"{_STORE}.{mangle(wty)}.p0", ctx.void, [window, base, stored], align)
         b.position_before(last)  # the final store goes after the last access's replacement
     for access in run:
         access.call.erase()
-
-
-def _masked(b, module, name, ret, args, align):
-    fn = module.declare_intrinsic(name, FunctionType.get(ret, [a.type for a in args]))
-    call = b.call(fn, args)
-    call.param_attributes(1 if name.startswith(_STORE) else 0).add("align", max(1, align))
-    return call
 
 
 def _access(inst, aligns, lanes, index):

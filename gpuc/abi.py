@@ -192,6 +192,11 @@ BLOCK_MODEL_ATTRIBUTE = "gpuc-block-model"
 #: where a pointer's array is not known); every other plain access is declared free of dependences
 #: between items (a race-free kernel, as GPUs require), so that LLVM runs the loops in vector lanes.
 SERIAL_ITEMS_ATTRIBUTE = "gpuc-serial-items"
+#: On a generated adjoint kernel: the dimensions along which the launch it is compiled for has more than one
+#: work item ("0,1"). Its work items touch shadow elements of their own only where the index of every one of
+#: these dimensions (and of every one the kernel reads) picks the element: a kernel that reads only index(0),
+#: launched over (n, m), has m work items on each element.
+ADJOINT_SPANS_ATTRIBUTE = "gpuc-adjoint-spans"
 #: The name of the last parameter of the CPU's blocks wrapper (the range wrapper names it "sizes").
 BLOCKS_LAUNCH_PARAM = "launch"
 #: ... and of a block kernel with grid barriers, which the runtime runs in phases (GRID_RECORD_WORDS).
@@ -743,7 +748,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

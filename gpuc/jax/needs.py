@@ -132,8 +132,11 @@ def derivative_needs(kernel, args, n, dims, dtypes) -> tuple:
     types = tuple(dispatch.typeof(p, k) for k, p in enumerate(probes))
     adjoint, tangent = _adjoint.adjoint(kernel), _tangent.tangent(kernel)
     # the adjoint's variant a launch runs (adjoint.cpu_launcher): work items in order, or in two phases
-    schedule = SERIAL if cpu.launch_threads(math.prod(cpu.index_space(n))) == 1 else PARITY
-    derived = (adjoint._kernel(adjoint._layout(types), schedule), tangent._kernel(tangent._layout(types)))
+    space = cpu.index_space(n)
+    serial = cpu.launch_threads(math.prod(space)) == 1
+    derived = (adjoint._kernel(adjoint._layout(types), SERIAL) if serial else
+               adjoint._kernel(adjoint._layout(types), PARITY, _adjoint.spans_of(space)),
+               tangent._kernel(tangent._layout(types)))
     inputs = [k for k, a in enumerate(args) if shadowed(a.shape, a.dtype)]
     position, slot = {}, 0  # each input's position among the derivative kernels' arguments
     for k, a in enumerate(args):

@@ -83,17 +83,18 @@ class ShadowedKernel(Kernel):
                             "given")
         return tuple(flags)
 
-    def _kernel(self, flags: tuple, schedule: str | None = None) -> Kernel:
-        key = (flags, schedule)
+    def _kernel(self, flags: tuple, schedule: str | None = None, spans: tuple | None = None) -> Kernel:
+        key = (flags, schedule, spans)
         found = self._by_layout.get(key)
         if found is None:
             with self._lock:
                 found = self._by_layout.get(key)
                 if found is None:
-                    found = self._by_layout[key] = _generate(self, flags, self._request(flags, schedule), schedule)
+                    found = self._by_layout[key] = _generate(self, flags, self._request(flags, schedule, spans),
+                                                             schedule, spans)
         return found
 
-    def _request(self, flags: tuple, schedule: str | None):
+    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None):
         raise NotImplementedError
 
 
@@ -115,8 +116,8 @@ class AdjointKernel(ShadowedKernel):
         # the primal travels (by reference or by value); the adjoint is made again from it
         return adjoint, (self.primal,)
 
-    def _request(self, flags: tuple, schedule: str | None):
-        return AdjointRequest(self.primal, flags, schedule)
+    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None):
+        return AdjointRequest(self.primal, flags, schedule, spans)
 
     @user_facing
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
@@ -128,26 +129,29 @@ class AdjointKernel(ShadowedKernel):
         flags = self._checked_layout(args)
         device = device or _device_of(args)
         blocks = {"block": block, "shared": shared} if block is not None or shared else {}
+        dims = index_space(n)
         if device != "cpu":
-            self._kernel(flags, CONCURRENT).launch(n, *args, device=device, threads=threads, **blocks)
-        elif launch_threads(math.prod(index_space(n)), threads) == 1:
+            self._kernel(flags, CONCURRENT, spans_of(dims)).launch(n, *args, device=device, threads=threads, **blocks)
+        elif launch_threads(math.prod(dims), threads) == 1:
             # Work items run one after another: adds into shadows they share need no atomics.
             self._kernel(flags, SERIAL).launch(n, *args, device=device, threads=threads, **blocks)
         elif blocks:  # blocks run at once, each on a thread of its own
-            self._kernel(flags, CONCURRENT).launch(n, *args, device=device, threads=threads, **blocks)
+            self._kernel(flags, CONCURRENT, spans_of(dims)).launch(n, *args, device=device, threads=threads,
+                                                                   **blocks)
         else:
             # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
             # arrays any item may touch anywhere (a gather's) need atomic adds.
-            launcher = launcher_for(self._kernel(flags, PARITY), args, device)
+            launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, device)
             launcher(n, args, threads, apart=_reach(launcher))
 
     def cpu_launcher(self, n, args, threads: int | None = None) -> tuple:
         """(the CPU launcher, its `apart=`) that `launch(n, *args, threads=threads)` runs a launch with, for
         callers that marshal arguments themselves (gpuc.jax hands the launcher XLA's buffers)."""
         flags = self._layout([typeof(a, k) for k, a in enumerate(args)])
-        if launch_threads(math.prod(index_space(n)), threads) == 1:
+        dims = index_space(n)
+        if launch_threads(math.prod(dims), threads) == 1:
             return launcher_for(self._kernel(flags, SERIAL), args, "cpu"), None
-        launcher = launcher_for(self._kernel(flags, PARITY), args, "cpu")
+        launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, "cpu")
         return launcher, _reach(launcher)
 
     def __gpuc_source__(self, argtypes):
@@ -155,6 +159,12 @@ class AdjointKernel(ShadowedKernel):
         concurrent work items, as GPUs and multi-threaded CPU launches run it."""
         types = [as_type(t) for t in (argtypes if isinstance(argtypes, (tuple, list)) else (argtypes,))]
         return self._kernel(self._layout(types), CONCURRENT).__gpuc_source__(tuple(types))
+
+
+def spans_of(dims) -> tuple:
+    """The dimensions along which an index space (as index_space gives it) has more than one work item: the
+    adjoint of a launch over it is compiled for them (AdjointRequest.spans)."""
+    return tuple(d for d, extent in enumerate(dims) if extent > 1)
 
 
 def _reach(launcher) -> tuple:
@@ -167,7 +177,7 @@ def _reach(launcher) -> tuple:
     return (0, 0, 0)
 
 
-def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | None) -> Kernel:
+def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | None, spans: tuple | None = None) -> Kernel:
     """The kernel of one layout: `def k_<what>(x, x_shadow, ...): request(x, x_shadow, ...)`."""
     names, primal_names = [], iter(derived._params)
     last = None
@@ -181,7 +191,7 @@ def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | No
     lines = [f"def {name}({', '.join(names)}):\n", f"    request({', '.join(names)})\n"]
     # Named by what it is made from, the same in every process: the disk cache keys it by its source.
     layout = "".join("s" if shadow else "p" for shadow in flags)
-    how = f", {schedule}" if schedule else ""
+    how = (f", {schedule}" if schedule else "") + ("" if spans is None else f", spans {','.join(map(str, spans))}")
     filename = f"<gpuc.{derived.what} of {derived.primal.__module__}.{derived.primal.__qualname__}, {layout}{how}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     namespace = {"request": request}

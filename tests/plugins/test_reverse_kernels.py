@@ -408,6 +408,76 @@ def test_element_read_by_a_whole_row_is_shared():
 
 
 @gpuc.kernel
+def first_index_only(x, y):
+    i = gpuc.index(0)
+    y[i] = x[i] * x[i]
+
+
+@gpuc.kernel
+def second_index_only(x, y):
+    j = gpuc.index(1)
+    y[j] = x[j] * x[j]
+
+
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_launch_over_dimensions_the_kernel_does_not_read(threads, gpuc_device):
+    # Work items that differ only along a dimension the kernel does not read share their elements: one of
+    # them consumes the seed of y[i], and dx[i] gets the derivative once, however many run at once.
+    n = 20_480  # whole blocks of 64 (the kernels do not check their index)
+    x = np.linspace(0.5, 1.5, n)
+    blocks = [{}] + ([{"block": (64, 2)}] if gpuc_device == "cpu" else [])
+    for extra in blocks:
+        for _ in range(4):
+            y, dx, dy = np.zeros(n), np.zeros(n), np.ones(n)
+            gpuc.adjoint(first_index_only).launch((n, 8), x, dx, y, dy, threads=threads, **extra)
+            np.testing.assert_array_equal(y, x * x)
+            np.testing.assert_array_equal(dx, 2 * x)
+            np.testing.assert_array_equal(dy, 0.0)
+    for _ in range(4):  # index(1) is 0 in every item of a 1-D launch: all of them write y[0]
+        y, dx, dy = np.zeros(n), np.zeros(n), np.ones(n)
+        gpuc.adjoint(second_index_only).launch(n, x, dx, y, dy, threads=threads)
+        np.testing.assert_array_equal(dx, np.where(np.arange(n) == 0, 2 * x, 0.0))
+        np.testing.assert_array_equal(dy, np.where(np.arange(n) == 0, 0.0, 1.0))
+
+
+@gpuc.kernel
+def fill_row(x, y):
+    for k in range(y.shape[0]):
+        y[k] = x[k] * 2.0  # every item writes every element of y, all the same values
+
+
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.not_on("opencl", NO_HEAP)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_element_every_item_writes_passes_its_seed_on_once(threads):
+    x, seed = np.linspace(0.5, 1.5, 64), np.linspace(1.0, 2.0, 64)
+    for _ in range(3):
+        y, dx, dy = np.zeros(64), np.zeros(64), seed.copy()
+        gpuc.adjoint(fill_row).launch(8192, x, dx, y, dy, threads=threads)
+        np.testing.assert_array_equal(y, 2 * x)
+        np.testing.assert_array_equal(dx, 2 * seed)
+        np.testing.assert_array_equal(dy, 0.0)
+    filecheck(gpuc.code_llvm(gpuc.adjoint(fill_row), (F64,) * 4), """
+        CHECK-LABEL: define void @fill_row.adjoint
+        CHECK: atomicrmw xchg ptr {{.*}}, i64 0
+        CHECK: bitcast i64 {{.*}} to double
+    """)
+
+
+def test_a_launch_over_the_dimensions_the_kernel_reads_keeps_plain_adds():
+    # The adjoint is compiled for the dimensions the launch spans: atomics only where they are needed.
+    adj = gpuc.adjoint(elementwise)
+    args = (X, np.zeros(N), np.zeros(N), np.ones(N))
+    flags = adj._layout([gpuc.runtime.dispatch.typeof(a, k) for k, a in enumerate(args)])
+    for spans, atomic in (((0,), False), ((0, 1), True)):
+        text = str(adj._kernel(flags, "parity", spans).inspect(*args).llvm)
+        assert ("atomicrmw fadd" in text) == atomic, spans
+        # the seed of y[i], which every item of a row writes on a 2-D launch: taken by one of them
+        assert ("atomicrmw xchg" in text) == atomic, spans
+
+
+@gpuc.kernel
 def chooses_between_array_and_local(x, t, y):
     i = gpuc.index()
     v = x[i]

@@ -28,7 +28,10 @@ from its tie (`int`: from an integer), runs in Python (float64, `probe`); a floa
 of sin, cos, tanh or exp beyond ARGUMENT_BOUND makes the program undefined, and it is regenerated.
 Races are ruled out by construction: an output element is written by one work item only, atomics go to
 arrays nothing reads, an array updated in place is read and written at its own index only, arrays read
-at other indices are never written.
+at other indices are never written. One exception: a 1-D program that only writes its outputs, with `=`
+(`only_written`), is launched now and then over (n, 2) or (n, 3), a dimension it does not read: each
+element is then written by two or three work items at once, all with the same value, and its seed must
+reach the derivative once (one of them takes it); atomics add two or three times as much.
 
 Checks, per program, with a seed (the incoming gradient) in the shadow of every float array:
 - the shadows after `gpuc.adjoint(kernel).launch(n, ..., threads=1)` against the gradient of
@@ -895,13 +898,41 @@ def generate(seed: int, index: int, attempts: int = 200) -> Case:
         g.layout_program()
         source = g.kernel()
         values, seeds = g.data(np.random.default_rng(rng.getrandbits(64)))
-        case = Case(seed, index, source, g.dtype, g.launch, g.params, values, seeds, set(g.features))
+        launch = g.launch
+        # from a stream of its own, so that the other programs are the ones the seed gave before
+        spread = random.Random(f"adjoints-{seed}-{index}-{attempt}-spread")
+        if not g.two_d and spread.random() < 0.7 and only_written(source, g.params):
+            launch = (g.launch, spread.choice([2, 3]))
+            g.features.add("launch over a dimension the kernel does not read")
+        case = Case(seed, index, source, g.dtype, launch, g.params, values, seeds, set(g.features))
         try:
             case.python = probe(source, case)
         except Undefined:
             continue
         return case
     raise RuntimeError(f"no defined adjoint program for seed {seed} index {index}")
+
+
+def only_written(source: str, params) -> bool:
+    """Whether the kernel only writes its outputs, with `=` (no `+=`, no read, no in-place array): work items
+    that differ only along a dimension the kernel does not read then write the same values, and a launch
+    over such a dimension (the 1-D program launched over (n, m)) is defined. Each output element is written
+    by m work items at once, and its seed must reach the derivative once."""
+    if any(p.role == "inplace" for p in params):
+        return False
+    names = {p.name for p in params if p.role in ("out", "mirror")}
+    tree = ast.parse(source)
+    written = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) \
+                and isinstance(node.target.value, ast.Name) and node.target.value.id in names:
+            return False
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                    written.add(id(target.value))
+    return not any(isinstance(node, ast.Name) and node.id in names and id(node) not in written
+                   for node in ast.walk(tree))
 
 
 # -- the Python run: ties, overflow, bounds ----------------------------------------------------------------

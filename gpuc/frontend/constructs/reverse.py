@@ -139,10 +139,11 @@ _MARKERS = {CONCURRENT: abi.ADJOINT_MARKER, SERIAL: abi.SERIAL_ADJOINT_MARKER, P
 class AdjointRequest:
     """The one statement of a generated adjoint kernel: `request(x, dx, y, dy, a)` runs `kernel` on the
     primal arguments; `shadows` flags the parameters that are the previous float array's shadow;
-    `schedule` is how its work items will run (CONCURRENT, SERIAL or PARITY)."""
+    `schedule` is how its work items will run (CONCURRENT, SERIAL or PARITY); `spans`, the dimensions along
+    which the launch has more than one work item (abi.ADJOINT_SPANS_ATTRIBUTE), None where not known."""
 
-    def __init__(self, kernel, shadows: tuple, schedule: str = CONCURRENT) -> None:
-        self.kernel, self.shadows, self.schedule = kernel, tuple(shadows), schedule
+    def __init__(self, kernel, shadows: tuple, schedule: str = CONCURRENT, spans: tuple | None = None) -> None:
+        self.kernel, self.shadows, self.schedule, self.spans = kernel, tuple(shadows), schedule, spans
 
     def __repr__(self) -> str:
         return f"<the adjoint of {self.kernel.__qualname__}>"
@@ -168,6 +169,8 @@ class AdjointCall(Handler):
         marker = lw.declare(_MARKERS[self.request.schedule], ctx.void, [ctx.i64] * 3 + [p.type for p in pairs])
         lw.b.call(marker, indices + pairs)
         lw.fn.attributes.add("noinline")  # whole until the plugin has built its reverse sweep
+        if self.request.spans is not None:
+            lw.fn.attributes.add(abi.ADJOINT_SPANS_ATTRIBUTE, ",".join(map(str, self.request.spans)))
         return None
 
 

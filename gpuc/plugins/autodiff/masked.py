@@ -5,7 +5,8 @@ such as copies into views.
 Each lane is reversed on its own, as the scalar load or store it stands for: a loaded lane's adjoint
 is added to its shadow element, a stored lane's shadow moves to the stored value's adjoint and is
 zeroed (lanes of a scatter that write the same element: the last lane's value is what memory holds,
-so lanes are reversed from the last). A lane the mask leaves out touches a scratch slot instead.
+so lanes are reversed from the last; where other work items may store there at once, atomically, as a
+store's is). A lane the mask leaves out touches a scratch slot instead.
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ def reverse(r, inst) -> None:
     gathered = [llvm.Constant.null(vty)]
 
     def move(q, lane, m):
-        share = b.select(m, b.load(ety, q), llvm.Constant.null(ety))
-        b.store(llvm.Constant.null(ety), q)
+        if _atomic(r, pointer):  # several work items may store there at once: one takes the seed
+            taken = r.exchange_zero(q, ety)
+        else:
+            taken = b.load(ety, q)
+            b.store(llvm.Constant.null(ety), q)
+        share = b.select(m, taken, llvm.Constant.null(ety))
         gathered[0] = b.insert_element(gathered[0], share, llvm.ConstantInt.get(i32, lane))
     _each_lane(r, inst, pointer, vector_pointers, vty, move, reverse_order=True, mask=mask)
     r.accumulate(value, gathered[0])

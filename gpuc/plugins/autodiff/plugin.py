@@ -79,7 +79,8 @@ def resolve_blocks(state: CompileState, marker: Function, module: Module) -> boo
     for call in [c for c in _marker_calls(module) if c.callee.name in _ADJOINTS]:
         kernel = call.function
         changed |= _keep_loops_whole(module, kernel)
-        if not _inline_callees(state, module, kernel) or not (blocks.uses_blocks(kernel) or state.config.whole_blocks):
+        whole_blocks = state.config.whole_blocks
+        if not _inline_callees(state, module, kernel, whole_blocks) or not (blocks.uses_blocks(kernel) or whole_blocks):
             continue
         others = [c for c in _marker_calls(module) if c != call and c.function == kernel]
         if others:
@@ -121,12 +122,15 @@ def _keep_loops_whole(module: Module, kernel: Function) -> bool:
     return marked
 
 
-def _inline_callees(state: CompileState, module: Module, kernel: Function) -> bool:
+def _inline_callees(state: CompileState, module: Module, kernel: Function, marked: bool = False) -> bool:
     """Inline into `kernel` every function it calls (transitively) that uses the block model, so that
-    its barriers and shared memory are the kernel's own; whether nothing that does is left a call."""
+    its barriers and shared memory are the kernel's own, and with `marked` those already `alwaysinline`
+    (an adjoint kernel's primal: that of a kernel without blocks launched in whole blocks is built here
+    too); whether nothing that uses the block model is left a call."""
     for _ in range(4):
-        called = _reached([kernel]) - {kernel.name}
-        using = [module.functions[n] for n in called if blocks.uses_blocks(module.functions[n])]
+        called = [module.functions[n] for n in _reached([kernel]) - {kernel.name}]
+        using = [fn for fn in called if blocks.uses_blocks(fn) or marked and "alwaysinline" in fn.attributes
+                 and not fn.is_declaration]
         if not using:
             return True
         for fn in using:

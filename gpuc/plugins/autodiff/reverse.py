@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gpuc.llvm as llvm
-from gpuc.abi import LAUNCH_SIZE_PARAMS, MAX_EXTENT, SERIAL_ITEMS_ATTRIBUTE
+from gpuc.abi import ADJOINT_SPANS_ATTRIBUTE, LAUNCH_SIZE_PARAMS, MAX_EXTENT, SERIAL_ITEMS_ATTRIBUTE
 from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, tape, temporaries
@@ -138,6 +138,10 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         shadows[params.index(primal)] = params.index(shadow)
     marker.erase()
     read_dims = {d for v, d in indices.items() if _reads_index(v)}
+    # Dimensions the launch spans count as read: work items that differ only there share every element.
+    spans = kernel.attributes.get(ADJOINT_SPANS_ATTRIBUTE)
+    if spans is not None:
+        read_dims |= {int(d) for d in spans.split(",") if d}
     # The primal body moves into a function of the same type; the kernel gets the gradient's body.
     primal = module.add_function(f"{kernel.name}.primal", kernel.function_type)
     primal.linkage = "internal"
@@ -560,11 +564,45 @@ class _Reverse(Copier):
         b = self.b
         b.store(accumulate_into(b, b.load(v.type, slot), contribution), slot)
 
+    def shared_element(self, pointer) -> bool:
+        """Whether several work items running at once may touch the shadow element of `pointer`."""
+        return pointer not in self.stack and bool(self._roots_of(pointer) & self.atomic_bases)
+
+    def take_shadow(self, pointer, ty, align):
+        """The value of shadow(pointer) (of `ty`), which then holds zero: where several work items running at
+        once may store to the element (all of them the same value, or the kernel's result is one of theirs),
+        each exchanges it for zero atomically, so that one of them takes the seed (else each would)."""
+        b, s = self.b, self.shadow(pointer)
+        if not self.shared_element(pointer) or not isinstance(
+                ty.element_type if isinstance(ty, llvm.VectorType) else ty, llvm.FloatingType):
+            # Frozen: where LLVM's loop vectorizer predicates this load and the store after it (a store under a
+            # branch), LLVM 22's instcombine folds `select(mask, masked.load(s, mask), x)` into a masked load
+            # placed after the store, which then reads the zero (a silently lost gradient on one thread).
+            value = b.freeze(b.load(ty, s, align=align))
+            b.store(zero(ty), s, align=align)
+            return value
+        if not isinstance(ty, llvm.VectorType):
+            return self.exchange_zero(s, ty)
+        value = llvm.Constant.undef(ty)
+        for k in range(ty.count):
+            lane = b.gep(ty.element_type, s, [llvm.ConstantInt.get(self.ctx.i64, k)])
+            value = b.insert_element(value, self.exchange_zero(lane, ty.element_type),
+                                     llvm.ConstantInt.get(self.ctx.i32, k))
+        return value
+
+    def exchange_zero(self, pointer, ty):
+        """The float of `ty` at `pointer`, exchanged for zero atomically (on the float's bits: integer
+        exchange is on every target)."""
+        with llvm.TargetData.from_layout(self.module.data_layout) as td:
+            bits = td.size_of(ty) * 8
+        word = self.ctx.int_type(bits)
+        return self.b.bitcast(self.b.atomic_rmw("xchg", pointer, llvm.ConstantInt.get(word, 0)), ty)
+
     def add_to_shadow(self, inst, pointer, contribution) -> None:
         """shadow(pointer) += contribution, atomically where several work items may add there."""
         b, s = self.b, self.shadow(pointer)
         ty = contribution.type
-        if pointer in self.stack or not self._roots_of(pointer) & self.atomic_bases:
+        if not self.shared_element(pointer):
             align = inst.alignment if inst.opcode_name == "load" else None  # as the primal's, not the vector's
             old = b.load(ty, s, align=align)
             new = b.store(b.fadd(old, contribution), s, align=align)

@@ -242,18 +242,11 @@ def _store(r, inst):
     value, pointer = inst.operands
     if pointer not in r.shadowed:
         return
-    b = r.b
-    s = r.shadow(pointer)
     align = inst.alignment  # the shadow is aligned as the primal is: no more (a vector's own may exceed it)
     if carries_floats(value.type):
-        # Frozen: where LLVM's loop vectorizer predicates this load and the store after it (a store under a
-        # branch), LLVM 22's instcombine folds `select(mask, masked.load(s, mask), x)` into a masked load
-        # placed after the store, which then reads the zero (a silently lost gradient on one thread).
-        a = b.freeze(b.load(value.type, s, align=align))
-        b.store(zero(value.type), s, align=align)
-        r.accumulate(value, a)
+        r.accumulate(value, r.take_shadow(pointer, value.type, align))
     else:
-        b.store(zero(value.type), s, align=align)
+        r.b.store(zero(value.type), r.shadow(pointer), align=align)
 
 
 def _atomicrmw(r, inst):

@@ -80,6 +80,10 @@ SERIAL_ADJOINT_MARKER = ADJOINT_MARKER + ".serial"
 #: ... and for work items of which only those farther apart than any shift of a shared array's access
 #: run at once (the CPU's two-phase schedule): atomics only for arrays any item may touch anywhere.
 PARITY_ADJOINT_MARKER = ADJOINT_MARKER + ".parity"
+#: ... and for blocks of which only those that differ along every dimension the plugin reports ("blocks
+#: apart" in the trace) run at once (the CPU's blockwise schedule): no atomics for arrays one coordinate of
+#: which is the work item's index along such a dimension (a tiled kernel's rows of `a`, columns of `b`).
+BLOCKWISE_ADJOINT_MARKER = ADJOINT_MARKER + ".blockwise"
 #: The request of a tangent kernel (gpuc.tangent(kernel)): `call void @gpuc.autodiff.fwd.kernel(ptr %array,
 #: ptr %tangent, ...)` in a kernel whose parameters include both; the plugin makes the kernel compute, beside
 #: its values, the tangents of what it stores into each array, from the tangents of what it loads.
@@ -753,7 +757,7 @@ __all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_W
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",
            "SHARED_MARKER", "SHUFFLE_KINDS", "SHUFFLE_MARKERS", "SHUFFLE_MARKER_PREFIX", "SHUFFLE_TYPES",
-           "SYNCWARP_MARKER", "THREAD_INDEX_MARKER", "VOTE_MARKERS", "WARP_SIZE_MARKER", "ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "TANGENT_KERNEL_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "SPLIT_MARKER", "SITE_METADATA", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
+           "SYNCWARP_MARKER", "THREAD_INDEX_MARKER", "VOTE_MARKERS", "WARP_SIZE_MARKER", "ADJOINT_MARKER", "PARITY_ADJOINT_MARKER", "BLOCKWISE_ADJOINT_MARKER", "TANGENT_KERNEL_MARKER", "SERIAL_ADJOINT_MARKER", "FORWARD_MARKER_PREFIX", "REVERSE_MARKER_PREFIX", "LOOKUP_MARKER", "SPLIT_MARKER", "SITE_METADATA", "ARGV_SLOT_BYTES", "ArrayParam", "BOOL_ATTRIBUTES", "CONTEXT_FIELDS", "CONTEXT_MARKERS", "CONTEXT_PARAM",
            "CONTEXT_TYPE", "DATA_POINTER_ATTRIBUTES", "EntryABI", "INDEX_MARKER", "KernelSignature", "LAUNCH_CONTEXT",
            "LAUNCH_FORMS", "LAUNCH_NONE", "LAUNCH_SIZES", "LAUNCH_SIZE_PARAMS", "LLVM_SCALARS", "MAX_EXTENT",
            "NDRANGE_MARKER", "SLOT_FORMATS", "ScalarParam", "TupleParam", "array_param_count", "array_param_names",

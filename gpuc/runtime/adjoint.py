@@ -16,9 +16,10 @@ import threading
 import numpy as np
 
 from ..errors import user_facing
-from ..frontend.constructs.reverse import CONCURRENT, PARITY, SERIAL, AdjointRequest
+from ..frontend.constructs.reverse import BLOCKWISE, CONCURRENT, PARITY, SERIAL, AdjointRequest
 from ..frontend.core.functions import Kernel, _NOT_FOUND
 from ..frontend.core.types import ArrayType, as_type
+from . import cpu
 from .cpu import index_space, launch_threads
 from .dispatch import _device_of, launcher_for, recording, typeof
 
@@ -135,14 +136,30 @@ class AdjointKernel(ShadowedKernel):
         elif launch_threads(math.prod(dims), threads) == 1:
             # Work items run one after another: adds into shadows they share need no atomics.
             self._kernel(flags, SERIAL).launch(n, *args, device=device, threads=threads, **blocks)
-        elif blocks:  # blocks run at once, each on a thread of its own
-            self._kernel(flags, CONCURRENT, spans_of(dims)).launch(n, *args, device=device, threads=threads,
-                                                                   **blocks)
+        elif blocks:
+            self._launch_blocks(flags, n, args, dims, threads, block, shared)
         else:
             # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
             # arrays any item may touch anywhere (a gather's) need atomic adds.
             launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, device)
             launcher(n, args, threads, apart=_reach(launcher))
+
+    def _launch_blocks(self, flags, n, args, dims, threads, block, shared) -> None:
+        """Blocks at once on several CPU threads, each on a thread of its own: in phases of blocks that differ
+        along every dimension the plugin asks (cpu.block_phases), so that adds into arrays one coordinate of
+        which is a work item's index along such a dimension (a tiled kernel's) need no atomics, where each
+        phase keeps the threads busy; else all at once, every add that items may share atomic."""
+        spans = spans_of(dims)
+        grid, _ = cpu._grid(dims, block)
+        if max(grid) >= BLOCKS_PER_THREAD_IN_A_PHASE * cpu.launch_threads(math.prod(grid), threads):
+            # (else no phase could keep the threads busy)
+            launcher = launcher_for(self._kernel(flags, BLOCKWISE, spans), args, "cpu", whole_blocks=True)
+            apart = _detail(launcher, "blocks apart") or ()
+            if launcher.blocks and (not apart or _busy_phases(grid, apart, threads)):
+                launcher(n, args, threads, block=block, shared=shared, apart_blocks=apart)
+                return
+        self._kernel(flags, CONCURRENT, spans).launch(n, *args, device="cpu", threads=threads, block=block,
+                                                      shared=shared)
 
     def cpu_launcher(self, n, args, threads: int | None = None) -> tuple:
         """(the CPU launcher, its `apart=`) that `launch(n, *args, threads=threads)` runs a launch with, for
@@ -170,11 +187,29 @@ def spans_of(dims) -> tuple:
 def _reach(launcher) -> tuple:
     """How far apart (in items, per dimension) work items must be to run at once, as the autodiff
     plugin found it for the compiled adjoint."""
+    found = _detail(launcher, "reach")
+    return (0, 0, 0) if found is None else tuple(found)
+
+
+def _detail(launcher, name: str):
+    """What the autodiff plugin recorded as `name` in the trace of the compiled adjoint, or None."""
     for record in reversed(launcher.module.trace.transformations):
-        found = dict(record.details).get("reach")
+        found = dict(record.details).get(name)
         if found is not None:
-            return tuple(found)
-    return (0, 0, 0)
+            return found
+    return None
+
+
+#: The blockwise schedule is taken where its phases hold at least this many blocks per thread, on average.
+BLOCKS_PER_THREAD_IN_A_PHASE = 2
+
+
+def _busy_phases(grid, apart, threads) -> bool:
+    """Whether the blockwise phases of a launch of these blocks keep `threads` busy."""
+    modulus = max(grid[d] for d in apart)
+    phases = math.prod(grid[d] for d in range(3) if d not in apart) * modulus ** (len(apart) - 1)
+    workers = cpu.launch_threads(math.prod(grid), threads)
+    return math.prod(grid) >= BLOCKS_PER_THREAD_IN_A_PHASE * workers * phases
 
 
 def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | None, spans: tuple | None = None) -> Kernel:

@@ -338,14 +338,15 @@ class CPULauncher:
         return self._pack(*values)
 
     def __call__(self, n, args, threads: int | None = None, *, apart: tuple | None = None, block=None,
-                 shared: int = 0) -> None:
+                 shared: int = 0, apart_blocks: tuple = ()) -> None:
         """Run over `n`. `apart` (items along each dimension): run at once only work items at least
         that far apart, in two phases of alternate runs (see launch_in_two_phases). `block`: in whole
-        blocks of that size, with `shared` bytes of dynamic shared memory each."""
-        self.run(n, self.marshal(args), threads, apart=apart, block=block, shared=shared)
+        blocks of that size, with `shared` bytes of dynamic shared memory each; `apart_blocks`: run at once
+        only blocks that differ along every one of these dimensions (see block_phases)."""
+        self.run(n, self.marshal(args), threads, apart=apart, block=block, shared=shared, apart_blocks=apart_blocks)
 
     def run(self, n, argv: bytes, threads: int | None = None, *, apart: tuple | None = None, block=None,
-            shared: int = 0) -> None:
+            shared: int = 0, apart_blocks: tuple = ()) -> None:
         """`__call__` with the arguments already marshalled (`marshal`, or a launch plan's)."""
         if self.module.closed:  # its code is unmapped: calling it would crash the process
             raise ValueError(f"the module of @{self.module.entry} was closed; its kernels can no longer run")
@@ -354,8 +355,10 @@ class CPULauncher:
         if self.blocks:
             if block is None:
                 self.geometry.check(n, block)
-            launch_blocks(self._fn, argv, n, block, shared, threads, grid_barriers=self.grid)
+            launch_blocks(self._fn, argv, n, block, shared, threads, grid_barriers=self.grid, apart=apart_blocks)
             return
+        if apart_blocks:
+            raise ValueError(f"@{self.module.entry} does not run in whole blocks: apart_blocks= has no meaning for it")
         if block is not None:  # a kernel that never reads the launch context: the whole blocks' items
             n = tuple(g * b for g, b in zip(*_grid(index_space(n), block)))
         if apart is None:
@@ -527,11 +530,13 @@ MAX_BLOCK_ITEMS = 1 << 16
 MIN_BLOCK_ITEMS_PER_THREAD = 4096
 
 
-def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *, grid_barriers: bool = False) -> None:
+def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *, grid_barriers: bool = False,
+                  apart: tuple = ()) -> None:
     """Call a block kernel's wrapper `fn` (gpuc/targets/cpu_launch.py: add_blocks_wrapper) for the
     blocks of a launch of `n` in blocks of `block` (None: one work item each), spread over threads.
     With `grid_barriers`, in phases: each runs every block up to its next grid barrier (or its end),
-    the block's state kept in its grid record (gpuc/abi.py: GRID_RECORD_WORDS) until the next."""
+    the block's state kept in its grid record (gpuc/abi.py: GRID_RECORD_WORDS) until the next. With
+    `apart`, blocks that do not differ along every one of its dimensions never run at once (block_phases)."""
     dims = index_space(n)
     grid, block3 = _grid(dims, block)
     blocks = math.prod(grid)
@@ -552,6 +557,8 @@ def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *
                 serial = max(1, min(SERIAL_CHUNKS, blocks * items // MIN_ITEMS_PER_CHUNK, blocks))
                 for k in range(serial):
                     fn(argv, blocks * k // serial, blocks * (k + 1) // serial, launch)
+            elif apart:
+                run_phases(fn, argv, block_phases(grid, apart, threads), launch, helpers=threads - 1)
             else:
                 run_chunks(fn, argv, [0, blocks], launch, helpers=threads - 1)
             if record[0]:
@@ -566,6 +573,42 @@ def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *
 
 
 _LIBC = ctypes.CDLL(None)
+
+
+def block_phases(grid, apart, threads: int) -> list:
+    """The blocks of `grid` (their linear numbers, x fastest) in phases, each a list of (begin, end) runs of
+    them, such that any two blocks of one phase differ along every dimension in `apart` (a block adjoint's
+    blocks that may add into one element of a shadow otherwise: gpuc.adjoint's blockwise schedule). Phases
+    are keyed by the other dimensions' coordinates and, where `apart` has several, by the sums of the first
+    one's coordinate with each other's, modulo the largest of their extents (a Latin square: two blocks
+    with one such key and one coordinate alike are alike in every one). Each phase's runs are about a
+    quarter of a thread's share of it."""
+    ids = np.arange(math.prod(grid), dtype=np.int64)
+    coords = (ids % grid[0], ids // grid[0] % grid[1], ids // (grid[0] * grid[1]))
+    dims = sorted(apart)
+    modulus = max(grid[d] for d in dims)
+    key = np.zeros_like(ids)
+    for d in dims[1:]:
+        key = key * modulus + (coords[dims[0]] + coords[d]) % modulus
+    for d in range(3):
+        if d not in dims:
+            key = key * grid[d] + coords[d]
+    order = np.argsort(key, kind="stable")
+    keys = key[order]
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    phases = []
+    for members in np.split(order, cuts):
+        size = max(1, -(-len(members) // (4 * threads)))
+        runs = []
+        start = 0
+        while start < len(members):  # consecutive numbers in one run, at most `size` of them
+            end = start + 1
+            while end < len(members) and end - start < size and members[end] == members[end - 1] + 1:
+                end += 1
+            runs.append((int(members[start]), int(members[end - 1]) + 1))
+            start = end
+        phases.append(runs)
+    return phases
 
 
 def _next_phase(states, blocks: int, grid) -> bool:

@@ -9,7 +9,10 @@ take part anyway) through one to four random phases: shared-memory exchanges bet
 reductions and prefix sums in shared memory, warp shuffles of every kind (`shfl_idx` with computed
 lanes, `up`, `down`, `xor`; in loops of constant trip count with loop-carried lanes and masks), votes,
 ballots and barrier counts steering control flow (block-uniform where a barrier follows), local-array
-temporaries, atomic adds into shared memory and into `z`; their expressions are smooth (+ - * /, sin,
+temporaries, atomic adds into shared memory and into `z`, and (a quarter of the programs, from a random
+stream of their own) a tiled kernel's reads along the item's row of `x0` and its column of `x1` in loops over
+the other coordinate, launched then over four to six blocks along each dimension, so that two threads take
+the blockwise schedule (`cpu.block_phases`); their expressions are smooth (+ - * /, sin,
 cos, tanh, exp of bounded arguments, divisions by 1.5 + cos or 1 + b*b). No primal races by
 construction (each element written by one item between barriers, atomics into memory read only after a
 barrier).
@@ -65,6 +68,8 @@ WARP = 32
 BLOCKS = ((1, 1), (3, 1), (8, 1), (32, 1), (40, 1), (64, 1), (45, 1), (4, 4), (8, 5), (2, 16), (1, 7), (6, 7))
 KINDS = ("exchange", "exchange", "reduce", "prefix", "shuffle", "shuffle", "warploop", "warploop", "count",
          "vote", "ballot", "local", "satomic", "gatomic")
+#: The share of programs with a tiled kernel's reads (`_Gen.tile`).
+TILED = 0.25
 MARGIN = 1e-3           # a float predicate this close to its tie makes the arguments undefined
 BOUND = 1e3             # outputs beyond this too
 STEP = 2.0 ** -17       # finite-difference step, relative to max(1, |x|)
@@ -264,12 +269,29 @@ class _Gen:
     def gatomic(self, d: int) -> list:
         return [(d, f"gpuc.atomic_add(z, gi % {self.p.acc}, {self.expr(['v', 'w'])})", False)]
 
+    def tile(self, d: int) -> list:
+        """A tiled kernel's reads: along the item's row of x0 and its column of x1 (or x0), in loops over the
+        other coordinate. The blocks of one block row add into one row of x0's shadow, those of one block
+        column into one column: on several threads blocks run in phases where that allows plain adds
+        (the blockwise schedule, cpu.block_phases)."""
+        rng = self.rng
+        other = "x1" if self.p.inputs == 2 else "x0"
+        lines = [(d, "if inside:", False), (d + 1, "for k in range(x0.shape[1]):", False),
+                 (d + 2, self.mix("v", f"x0[iy, k] * {self.expr(['v', 'w'], 1)}"), False)]
+        if rng.random() < 0.7:
+            lines += [(d + 1, f"for k in range({other}.shape[0]):", False),
+                      (d + 2, self.mix("w", f"{other}[k, ix] * {self.expr(['v', 'w'], 1)}"), False)]
+        return lines
 
-def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=()) -> Program:
+
+def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: random.Random | None = None) -> Program:
     p = Program(seed, inputs=rng.choice([1, 2]), extra=rng.choice([None, "own", "block", "acc", "acc"]),
                 acc=rng.randint(1, 3))
     gen = _Gen(rng, p, pending)
     chosen = [rng.choice(kinds) for _ in range(rng.randint(1, 4))]
+    # from a stream of their own (`tiles`), so that programs without them are the ones the seed gave before
+    if tiles is not None and tiles.random() < TILED:
+        chosen.insert(tiles.randint(0, len(chosen)), "tile")
     if p.extra == "acc" and "gatomic" not in chosen:
         chosen.insert(rng.randint(0, len(chosen)), "gatomic")
     elif p.extra != "acc":
@@ -300,10 +322,15 @@ class Launch:
         return -(-self.n[0] // self.block[0]) * -(-self.n[1] // self.block[1]) * self.block[0] * self.block[1]
 
 
-def launch(p: Program, rng: random.Random) -> Launch:
+def launch(p: Program, rng: random.Random, tiles: random.Random | None = None) -> Launch:
     block = rng.choice(BLOCKS)
     nx = rng.randint(1, 2 * block[0] + 3) if block[0] > 1 else rng.randint(1, 5)
     ny = rng.randint(1, 2 * block[1] + 1) if block[1] > 1 else rng.randint(1, 3)
+    if "tile" in p.kinds and tiles is not None and tiles.random() < 0.6:
+        # four to six blocks along each dimension: enough for the blockwise schedule's phases on 2 threads
+        block = tiles.choice(((1, 1), (2, 2), (4, 1), (1, 4), (3, 3)))
+        nx = block[0] * tiles.randint(4, 6) - tiles.randint(0, block[0] - 1)
+        ny = block[1] * tiles.randint(4, 6) - tiles.randint(0, block[1] - 1)
     data = np.random.default_rng(rng.getrandbits(32))
     arrays = {"x0": data.uniform(-1, 1, (ny, nx))}
     if p.inputs == 2:
@@ -440,15 +467,16 @@ def generate(case_seed: int, stream: int, workdir: Path | None = None, attempts:
     """Program `case_seed` of its random stream, two launches whose arguments are defined and the probe
     kernel (without `workdir`: the first program and one launch as drawn, nothing compiled or probed)."""
     rng = random.Random(stream)
+    tiles = random.Random(f"tiles-{stream}")
     for attempt in range(attempts):
-        p = program(rng, case_seed, pending=pending)
+        p = program(rng, case_seed, pending=pending, tiles=tiles)
         if workdir is None:
-            return p, [launch(p, rng)], None
+            return p, [launch(p, rng, tiles)], None
         probe_kernel = load(p.source(probe=True), workdir / f"blockadj_{case_seed}_{attempt}_probe.py")
         runs = []
         for _ in range(2):
             for _ in range(8):
-                run = launch(p, rng)
+                run = launch(p, rng, tiles)
                 try:
                     run.primal = _primal(probe_kernel, p, run, run.arrays)
                 except Undefined:

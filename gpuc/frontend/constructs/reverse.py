@@ -133,7 +133,11 @@ def _split(lw, pair, grads: TupleType):
 #: enough apart that a stencil's neighbours never meet (the CPU's two-phase schedule: atomics only
 #: for arrays any item may touch anywhere).
 CONCURRENT, SERIAL, PARITY = "concurrent", "serial", "parity"
-_MARKERS = {CONCURRENT: abi.ADJOINT_MARKER, SERIAL: abi.SERIAL_ADJOINT_MARKER, PARITY: abi.PARITY_ADJOINT_MARKER}
+#: ... or, blocks of a launch with `block=`, at once only where they differ along every dimension the plugin
+#: reports (the CPU's blockwise schedule: atomics only for arrays no coordinate of which is a work item's index).
+BLOCKWISE = "blockwise"
+_MARKERS = {CONCURRENT: abi.ADJOINT_MARKER, SERIAL: abi.SERIAL_ADJOINT_MARKER, PARITY: abi.PARITY_ADJOINT_MARKER,
+            BLOCKWISE: abi.BLOCKWISE_ADJOINT_MARKER}
 
 
 class AdjointRequest:
@@ -184,5 +188,5 @@ registry.register(vjp, VJP(), public="vjp", group="reverse mode")
 registry.register_type(AdjointRequest, AdjointCall)
 
 
-__all__ = ["CONCURRENT", "PARITY", "SERIAL", "AdjointCall", "AdjointRequest", "Grad", "VJP", "grad",
+__all__ = ["BLOCKWISE", "CONCURRENT", "PARITY", "SERIAL", "AdjointCall", "AdjointRequest", "Grad", "VJP", "grad",
            "value_and_grad", "vjp"]

@@ -73,6 +73,127 @@ def _classify(maps, read_dims: set) -> Footprint:
     return Footprint(OWN) if reach == [0, 0, 0] else Footprint(NEAR, tuple(reach))
 
 
+def partition(accesses, base, indices, size_of, params) -> int | None:
+    """The dimension d such that every access of `base` (an array parameter; `accesses`: (pointer, bytes of
+    its element) pairs, the pointer None for a use that is no access) has `index(d)` itself as one
+    coordinate, or None. Then work items whose indices along d differ touch different elements, whatever
+    their other coordinates (within the array, as indexing promises): blocks of a launch that differ
+    along d never meet there.
+
+    A coordinate is the factor of one of the array's strides (`params`: the kernel's parameters, which
+    name them) or, in a C-contiguous array (whose last stride no access names), of the element size;
+    `index(d)` must be the whole factor, with nothing else on that stride (`a[i + 1, k]` is not), and the
+    other coordinates must not hide a stride (a value a loop adds a stride to at every step). An access
+    with several such coordinates (`a[i, j]`) counts for each."""
+    prefix = base.name.rpartition(".")[0] if isinstance(base, llvm.Argument) else ""
+    if not prefix or not accesses:
+        return None
+    strides = {a.name for a in params if a.name.startswith(prefix + ".stride")}
+    last = max(strides, key=lambda name: int(name[len(prefix) + 7:] or 0), default=None)
+    common = None  # the (stride, dimension) pairs every access so far has as a coordinate
+    for pointer, element_bytes in accesses:
+        terms = None if pointer is None else _coordinates(pointer, base, indices, prefix, size_of)
+        if terms is None:
+            return None
+        if any(t[0] == last for t in terms) and any(t[0] == 1 for t in terms):
+            return None  # an array whose last stride is named: offsets do not count its elements
+        if any(t[0] == 1 and t[1] is None and _mentions(t[3], strides) for t in terms):
+            return None
+        found = set()
+        for scale, dim, bytes_, _ in terms:
+            if dim is not None and bytes_ == element_bytes and sum(1 for t in terms if t[0] == scale) == 1 \
+                    and not (scale == 1 and last is not None and any(t[0] == last for t in terms)):
+                found.add((scale, dim))
+        # (an array partitioned two ways, one block's rows and another's columns, has none in common)
+        common = found if common is None else common & found
+        if not common:
+            return None
+    return min(common, key=lambda c: (str(c[0]), c[1]))[1]
+
+
+def _mentions(value, names: set, limit: int = 256) -> bool:
+    """Whether `value` may be computed from a parameter named in `names` (through arithmetic, casts, selects
+    and phis; loads and calls end the search)."""
+    seen, work = set(), [value]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if len(seen) > limit:
+            return True
+        if isinstance(v, llvm.Argument):
+            if v.name in names:
+                return True
+        elif isinstance(v, llvm.PHINode):
+            work += list(v.incoming_values)
+        elif isinstance(v, (llvm.BinaryOperator, llvm.CastInst, llvm.SelectInst, llvm.CompareInst)):
+            work += list(v.operands)
+    return False
+
+
+def _coordinates(pointer, base, indices, prefix: str, size_of):
+    """`pointer` as [(scale, dim or None, bytes, value)] from `base`: each term a stride parameter's name (or
+    1) times index(dim) (`bytes` per unit) or times anything else (dim and bytes None; `value`, what it is
+    computed from); or None where the address is not such a sum."""
+    terms = []
+    seen = 0
+    while pointer != base:
+        if not isinstance(pointer, llvm.GetElementPtrInst) or len(pointer.indices) != 1 or seen > 64:
+            return None
+        size = size_of(pointer.source_element_type)
+        parts = _terms(pointer.indices[0], indices, prefix, 0)
+        if parts is None:
+            return None
+        terms += [(scale, dim, None if c is None else c * size, v) for scale, dim, c, v in parts]
+        pointer = pointer.operands[0]
+        seen += 1
+    return terms
+
+
+def _terms(v, indices, prefix: str, depth: int):
+    """`v` as [(scale, dim or None, coefficient or None, value)]: index(dim) (or, dim None, `value`, anything)
+    times the stride `scale` (or 1) times the coefficient; None where a stride multiplies something it
+    cannot tell apart."""
+    if depth > 32:
+        return [(1, None, None, v)]
+    if v in indices:
+        return [(1, indices[v], 1, v)]
+    if isinstance(v, llvm.Argument) and prefix and v.name.startswith(prefix + ".stride"):
+        return [(v.name, None, None, v)]  # one stride: a coordinate's constant part
+    if isinstance(v, llvm.CastInst) and v.opcode_name in ("sext", "zext"):
+        return _terms(v.operands[0], indices, prefix, depth + 1)
+    if not isinstance(v, llvm.BinaryOperator):
+        return [(1, None, None, v)]
+    op = v.opcode_name
+    x, y = v.operands
+    if op == "add":
+        for wrap, i in ((x, y), (y, x)):
+            if i in indices and _negative_wrap(wrap, i):
+                return [(1, indices[i], 1, i)]  # Python's a[i] for i < 0: never, for a work item's index
+    if op in ("add", "sub"):
+        left, right = _terms(x, indices, prefix, depth + 1), _terms(y, indices, prefix, depth + 1)
+        if left is None or right is None:
+            return None
+        return left + ([(s, d, None if c is None else -c, w) for s, d, c, w in right] if op == "sub" else right)
+    if op in ("mul", "shl"):
+        for a, k in ((x, y), (y, x)) if op == "mul" else ((x, y),):
+            if isinstance(k, llvm.ConstantInt):
+                factor = k.value if op == "mul" else (1 << k.value if 0 <= k.value < 62 else None)
+                inner = _terms(a, indices, prefix, depth + 1)
+                if inner is None or factor is None:
+                    return None
+                return [(s, d, None if c is None else c * factor, w) for s, d, c, w in inner]
+        if op == "mul":
+            for a, k in ((x, y), (y, x)):
+                if isinstance(k, llvm.Argument) and k.name.startswith(prefix + ".stride"):
+                    inner = _terms(a, indices, prefix, depth + 1)
+                    if inner is None or any(s != 1 for s, _, _, _ in inner):
+                        return None
+                    return [(k.name, d, c, w) for _, d, c, w in inner]
+    return [(1, None, None, v)]
+
+
 def _map(pointer, base, indices, size_of):
     """`pointer` as ({(dim, scale): coefficient}, {scale: constant}) in bytes from `base`, or None."""
     terms: dict = {}

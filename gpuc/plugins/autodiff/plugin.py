@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import time
 
-from gpuc.abi import (ADJOINT_MARKER, FORWARD_MARKER_PREFIX, PARITY_ADJOINT_MARKER, REVERSE_MARKER_PREFIX,
+from gpuc.abi import (ADJOINT_MARKER, BLOCKWISE_ADJOINT_MARKER, FORWARD_MARKER_PREFIX, PARITY_ADJOINT_MARKER,
+                      REVERSE_MARKER_PREFIX,
                       TANGENT_KERNEL_MARKER,
                       SERIAL_ADJOINT_MARKER)
 from gpuc.compiler import CompileState, TransformationRecord
@@ -34,7 +35,7 @@ PREFIX = FORWARD_MARKER_PREFIX
 REVERSE = REVERSE_MARKER_PREFIX
 #: The plugin claims every function named with either prefix: one marker per call shape.
 MARKERS = (PREFIX + "*", REVERSE + "*")
-_ADJOINTS = (ADJOINT_MARKER, SERIAL_ADJOINT_MARKER, PARITY_ADJOINT_MARKER)
+_ADJOINTS = (ADJOINT_MARKER, SERIAL_ADJOINT_MARKER, PARITY_ADJOINT_MARKER, BLOCKWISE_ADJOINT_MARKER)
 #: Requests that make a whole kernel into its derivative: adjoints, and tangent kernels.
 _KERNELS = _ADJOINTS + (TANGENT_KERNEL_MARKER,)
 #: Above the context plugin's (0), below deferred compilation's: at the early point, adjoints of
@@ -283,11 +284,12 @@ def _checked_reverse(user, fn: Function, params, active, fail) -> CallInst:
     return user
 
 
-def _settings(state: CompileState, *, concurrent: bool, parity: bool = False) -> Settings:
+def _settings(state: CompileState, *, concurrent: bool, parity: bool = False, blockwise: bool = False) -> Settings:
     target = state.target
     return Settings(heap=getattr(target, "heap_functions", None), float_atomics=getattr(target, "float_atomics", True),
                     float_atomics_missing=getattr(target, "float_atomics_missing", ""), concurrent=concurrent,
-                    parity=parity, serial_blocks=getattr(target, "serial_blocks", False), target_name=repr(target))
+                    parity=parity, serial_blocks=getattr(target, "serial_blocks", False), target_name=repr(target),
+                    blockwise=blockwise)
 
 
 def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
@@ -295,15 +297,17 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     kernel = call.function
     start = time.perf_counter()
     schedule = call.callee.name
-    settings = _settings(state, concurrent=schedule != SERIAL_ADJOINT_MARKER, parity=schedule == PARITY_ADJOINT_MARKER)
+    settings = _settings(state, concurrent=schedule != SERIAL_ADJOINT_MARKER, parity=schedule == PARITY_ADJOINT_MARKER,
+                         blockwise=schedule == BLOCKWISE_ADJOINT_MARKER)
     try:
-        reach, reloaded = adjoint_body(module, kernel, call, settings)
+        reach, reloaded, apart = adjoint_body(module, kernel, call, settings)
     except CompilationError as exc:
         raise exc.located_at(_definition(state, kernel.name)).with_note(
             f"while building the adjoint kernel @{kernel.name}", None)
     state.trace.transformations.append(TransformationRecord(
         f"{kernel.name}.adjoint", f"@{kernel.name} (adjoint kernel)", state.point, False,
-        time.perf_counter() - start, kernel.name, details=(("reach", reach), ("reloaded shared loads", reloaded))))
+        time.perf_counter() - start, kernel.name, details=(("reach", reach), ("reloaded shared loads", reloaded),
+                                                       ("blocks apart", apart))))
     # Kept out of line until now (its primal body had to stay whole): let the launch wrapper inline it.
     kernel.attributes.remove("noinline")
     callers = {use.user.function.name for use in kernel.uses if isinstance(use.user, CallInst)}

@@ -66,6 +66,9 @@ class Settings:
     #: its shared memory need no atomics.
     serial_blocks: bool = False
     target_name: str = "this target"
+    #: With `concurrent`: blocks that run at once differ along every dimension the plugin reports (the
+    #: CPU's blockwise schedule), so arrays one coordinate of which is index(d) for such a d need no atomics.
+    blockwise: bool = False
 
 
 def gradient_name(fn: llvm.Function, mask: str, settings: Settings) -> str:
@@ -125,7 +128,8 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
     into its own adjoint: the body before the marker is the primal; each (array, shadow) pair names a
     shadow for the array's data pointer; the index values say which offsets are the work item's own.
     Returns (the largest shift along each dimension of the arrays work items share (access.py), how many
-    loads from shared memory the reverse loads again instead of taping their values (blocks.py))."""
+    loads from shared memory the reverse loads again instead of taping their values (blocks.py), the
+    dimensions along which blocks that run at once must differ (`blockwise`))."""
     args = marker.args
     if len(args) < 3 or len(args) % 2 == 0:
         raise CompilationError(f"the adjoint request in @{kernel.name} is malformed: {str(marker).strip()}")
@@ -179,7 +183,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         b.position_at_end(kernel.append_block("entry"))
         b.call(grad, list(kernel.args))
         b.ret()
-    return builder.reach, len(builder.reloaded)
+    return builder.reach, len(builder.reloaded), tuple(sorted(builder.apart_blocks))
 
 
 class _Reverse(Copier):
@@ -283,36 +287,54 @@ class _Reverse(Copier):
     def _atomic_bases(self) -> set:
         """The arrays (pointer parameters) whose shadow several work items running at once may add to:
         with `parity` (runs of items farther apart than any shift run at once) those whose
-        footprint is ANY, else all but the OWN ones (access.py)."""
+        footprint is ANY, else all but the OWN ones (access.py); with `blockwise` (blocks that run at once
+        differ along every dimension in `apart_blocks`) not those that one coordinate of which is
+        index(d) partitions along a d it adds to `apart_blocks` (access.partition)."""
         self.reach = (0, 0, 0)
+        self.apart_blocks: set = set()
+        self.apart_blocks: set = set()
         if not self.settings.concurrent:
             return set()
         accesses: dict = {}
-        for block in self.order:
-            for inst in block.instructions:
-                op = inst.opcode_name
-                if op in ("load", "store", "atomicrmw"):
-                    pointer = inst.operands[0 if op != "store" else 1]
-                    if pointer in self.shadowed and pointer not in self.stack:
-                        # atomicrmw: every item may add to the same element (gpuc.atomic_add's purpose);
-                        # a pointer chosen among several places (select, phi) may be any element
-                        roots = self._roots_of(pointer)
-                        exact = op != "atomicrmw" and len(roots) == 1 and _base(pointer) in roots
-                        for root in roots:
-                            accesses.setdefault(root, []).append(pointer if exact else None)
-                elif op == "call":
-                    for a in inst.args:
-                        if a in self.shadowed and a not in self.stack:
-                            for root in self._roots_of(a):
-                                accesses.setdefault(root, []).append(None)
+        sized: dict = {}  # base -> [(pointer or None, bytes of the element accessed)]
         with llvm.TargetData.from_layout(self.module.data_layout) as td:
+            for block in self.order:
+                for inst in block.instructions:
+                    op = inst.opcode_name
+                    if op in ("load", "store", "atomicrmw"):
+                        pointer = inst.operands[0 if op != "store" else 1]
+                        if pointer in self.shadowed and pointer not in self.stack:
+                            # atomicrmw: every item may add to the same element (gpuc.atomic_add's purpose);
+                            # a pointer chosen among several places (select, phi) may be any element
+                            roots = self._roots_of(pointer)
+                            exact = op != "atomicrmw" and len(roots) == 1 and _base(pointer) in roots
+                            ty = inst.type if op == "load" else inst.operands[0 if op == "store" else 1].type
+                            element = td.size_of(ty.element_type if isinstance(ty, llvm.VectorType) else ty)
+                            for root in roots:
+                                accesses.setdefault(root, []).append(pointer if exact else None)
+                                sized.setdefault(root, []).append((pointer if exact else None, element))
+                    elif op == "call":
+                        for a in inst.args:
+                            if a in self.shadowed and a not in self.stack:
+                                for root in self._roots_of(a):
+                                    accesses.setdefault(root, []).append(None)
+                                    sized.setdefault(root, []).append((None, 0))
             found = access.footprints(accesses, self.indices, td.size_of, self.read_dims)
-        self.footprints = found
-        reach = [max((f.reach[d] for f in found.values() if f.kind == access.NEAR), default=0) for d in range(3)]
-        self.reach = tuple(reach)
-        shared = (access.ANY,) if self.settings.parity else (access.ANY, access.NEAR)
-        return {base for base, f in found.items() if f.kind in shared
-                and not (self.settings.serial_blocks and blocks.is_shared(base))}
+            self.footprints = found
+            reach = [max((f.reach[d] for f in found.values() if f.kind == access.NEAR), default=0) for d in range(3)]
+            self.reach = tuple(reach)
+            shared = (access.ANY,) if self.settings.parity else (access.ANY, access.NEAR)
+            atomic = {base for base, f in found.items() if f.kind in shared
+                      and not (self.settings.serial_blocks and blocks.is_shared(base))}
+            if self.settings.blockwise:
+                for base in sorted(atomic, key=lambda v: v.name):
+                    if blocks.is_shared(base) or not isinstance(base, llvm.Argument):
+                        continue
+                    d = access.partition(sized[base], base, self.indices, td.size_of, list(self.fn.args))
+                    if d is not None:
+                        atomic.discard(base)
+                        self.apart_blocks.add(d)
+        return atomic
 
     def _roots_of(self, pointer) -> set:
         """The parameters and slots fn's shadowed `pointer` may point into."""

@@ -136,19 +136,28 @@ def _coordinates(pointer, base, indices, prefix: str, size_of):
     """`pointer` as [(scale, dim or None, bytes, value)] from `base`: each term a stride parameter's name (or
     1) times index(dim) (`bytes` per unit) or times anything else (dim and bytes None; `value`, what it is
     computed from); or None where the address is not such a sum."""
+    steps = _steps(pointer, base, size_of)
+    if steps is None:
+        return None
     terms = []
-    seen = 0
-    while pointer != base:
-        if not isinstance(pointer, llvm.GetElementPtrInst) or len(pointer.indices) != 1 or seen > 64:
-            return None
-        size = size_of(pointer.source_element_type)
-        parts = _terms(pointer.indices[0], indices, prefix, 0)
+    for index, size in steps:
+        parts = _terms(index, indices, prefix, 0)
         if parts is None:
             return None
         terms += [(scale, dim, None if c is None else c * size, v) for scale, dim, c, v in parts]
-        pointer = pointer.operands[0]
-        seen += 1
     return terms
+
+
+def _steps(pointer, base, size_of):
+    """(index, bytes of the element it counts) of each one-index GEP from `base` to `pointer`, or None where
+    `pointer` is not such a chain."""
+    steps = []
+    while pointer != base:
+        if not isinstance(pointer, llvm.GetElementPtrInst) or len(pointer.indices) != 1 or len(steps) > 64:
+            return None
+        steps.append((pointer.indices[0], size_of(pointer.source_element_type)))
+        pointer = pointer.operands[0]
+    return steps
 
 
 def _terms(v, indices, prefix: str, depth: int):
@@ -199,12 +208,11 @@ def _map(pointer, base, indices, size_of):
     terms: dict = {}
     constants: dict = {}
     prefix = base.name.rpartition(".")[0] if isinstance(base, llvm.Argument) else ""
-    seen = 0
-    while pointer != base:
-        if not isinstance(pointer, llvm.GetElementPtrInst) or len(pointer.indices) != 1 or seen > 64:
-            return None
-        size = size_of(pointer.source_element_type)
-        monomials = _linear(pointer.indices[0], indices, prefix, 0)
+    steps = _steps(pointer, base, size_of)
+    if steps is None:
+        return None
+    for index, size in steps:
+        monomials = _linear(index, indices, prefix, 0)
         if monomials is None:
             return None
         for dim, scale, c in monomials:
@@ -212,8 +220,6 @@ def _map(pointer, base, indices, size_of):
                 constants[scale] = constants.get(scale, 0) + c * size
             else:
                 terms[(dim, scale)] = terms.get((dim, scale), 0) + c * size
-        pointer = pointer.operands[0]
-        seen += 1
     terms = {k: c for k, c in terms.items() if c}
     return terms, constants
 

@@ -142,7 +142,7 @@ class AdjointKernel(ShadowedKernel):
             # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
             # arrays any item may touch anywhere (a gather's) need atomic adds.
             launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, device)
-            launcher(n, args, threads, apart=_reach(launcher))
+            launcher(n, args, threads, apart=_apart(launcher, dims))
 
     def _launch_blocks(self, flags, n, args, dims, threads, block, shared) -> None:
         """Blocks at once on several CPU threads, each on a thread of its own: in phases of blocks that differ
@@ -169,7 +169,7 @@ class AdjointKernel(ShadowedKernel):
         if launch_threads(math.prod(dims), threads) == 1:
             return launcher_for(self._kernel(flags, SERIAL), args, "cpu"), None
         launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, "cpu")
-        return launcher, _reach(launcher)
+        return launcher, _apart(launcher, dims)
 
     def __gpuc_source__(self, argtypes):
         """The adjoint compiled on its own (`gpuc.code_llvm(gpuc.adjoint(k), types)`) is the one for
@@ -184,11 +184,16 @@ def spans_of(dims) -> tuple:
     return tuple(d for d, extent in enumerate(dims) if extent > 1)
 
 
-def _reach(launcher) -> tuple:
-    """How far apart (in items, per dimension) work items must be to run at once, as the autodiff
-    plugin found it for the compiled adjoint."""
+def _apart(launcher, dims) -> tuple:
+    """How far apart (in items, per dimension) work items of a launch over `dims` must be to run at once, as
+    the autodiff plugin found it for the compiled adjoint: its reach, and where arrays are partitioned by the
+    index along a dimension (its "slab"), every item of a slab (along the dimensions before it)."""
     found = _detail(launcher, "reach")
-    return (0, 0, 0) if found is None else tuple(found)
+    apart = [0, 0, 0] if found is None else list(found)
+    slab = _detail(launcher, "slab")
+    for d in range(slab or 0):
+        apart[d] = max(apart[d], dims[d] - 1)
+    return tuple(apart)
 
 
 def _detail(launcher, name: str):

@@ -68,7 +68,7 @@ def test_the_blockwise_matmul_adjoint_has_no_atomics():
     kernel = adj._kernel(adj._layout([typeof(x, k) for k, x in enumerate(args)]), BLOCKWISE, (0, 1))
     launcher = launcher_for(kernel, args, "cpu", whole_blocks=True)
     details = [dict(r.details) for r in launcher.module.trace.transformations if "blocks apart" in dict(r.details)]
-    assert details and details[-1]["blocks apart"] == (0, 1)  # a's rows, b's columns
+    assert details and tuple(details[-1]["blocks apart"]) == (0, 1)  # a's rows, b's columns
     assert "atomicrmw" not in str(kernel.inspect(*args, block=(TILE, TILE)).llvm)
 
 
@@ -129,7 +129,7 @@ def test_an_own_element_is_in_its_row(threads):
     adj = gpuc.adjoint(own_and_row)
     kernel = adj._kernel(adj._layout([typeof(x, k) for k, x in enumerate(args)]), BLOCKWISE, (0, 1))
     launcher = launcher_for(kernel, args, "cpu", whole_blocks=True)
-    assert [dict(r.details)["blocks apart"] for r in launcher.module.trace.transformations
+    assert [tuple(dict(r.details)["blocks apart"]) for r in launcher.module.trace.transformations
             if "blocks apart" in dict(r.details)][-1] == (1,)
     da, out = np.zeros_like(a), np.zeros_like(a)
     adj.launch((48, 48), a, da, out, seed.copy(), block=(4, 4), threads=threads)

@@ -478,6 +478,67 @@ def test_a_launch_over_the_dimensions_the_kernel_reads_keeps_plain_adds():
 
 
 @gpuc.kernel
+def normalize_rows(x, out):
+    i = gpuc.index(0)
+    s = 0.0
+    for k in range(x.shape[1]):
+        s += x[i, k] * x[i, k]
+    r = 1.0 / (1e-6 + s) ** 0.5
+    for k in range(x.shape[1]):
+        out[i, k] = x[i, k] * r
+
+
+@gpuc.kernel
+def scale_by_row_sums(x, out):
+    i, j = gpuc.index(0), gpuc.index(1)
+    s = 0.0
+    for k in range(x.shape[1]):
+        s += x[j, k]
+    out[j, i] = x[j, i] * s
+
+
+def _normalized_gradient(x, seed):
+    norm = np.sqrt(1e-6 + (x * x).sum(axis=1, keepdims=True))
+    return seed / norm - x * (seed * x).sum(axis=1, keepdims=True) / norm ** 3
+
+
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.not_on("opencl", NO_HEAP)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_rows_of_one_work_item_take_plain_adds(threads, gpuc_device):
+    # x[i, k] and out[i, k] over k: a row per item, whatever k is (access.partition), no atomics
+    x, seed = np.random.default_rng(3).uniform(-1, 1, (3000, 24)), np.random.default_rng(4).uniform(-1, 1, (3000, 24))
+    dx, out = np.zeros_like(x), np.zeros_like(x)
+    gpuc.adjoint(normalize_rows).launch(3000, x, dx, out, seed.copy(), threads=threads)
+    np.testing.assert_allclose(dx, _normalized_gradient(x, seed), rtol=1e-10, atol=1e-12)
+    if gpuc_device == "cpu":
+        adj = gpuc.adjoint(normalize_rows)
+        args = (x, dx, out, seed)
+        flags = adj._layout([gpuc.runtime.dispatch.typeof(a, k) for k, a in enumerate(args)])
+        for schedule in ("parity", "concurrent"):
+            assert "atomicrmw" not in str(adj._kernel(flags, schedule, (0,)).inspect(*args).llvm), schedule
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_rows_that_items_of_a_row_share_run_a_row_at_a_time(threads):
+    # x[j, k] over k in a 2-D launch: the items of row j share it; runs of whole rows, no two at once
+    x, seed = np.random.default_rng(5).uniform(-1, 1, (200, 40)), np.random.default_rng(6).uniform(-1, 1, (200, 40))
+    want = np.zeros_like(x)
+    gpuc.adjoint(scale_by_row_sums).launch((40, 200), x, want, np.zeros_like(x), seed.copy(), threads=1)
+    np.testing.assert_allclose(want, seed * x.sum(axis=1, keepdims=True) + (seed * x).sum(axis=1, keepdims=True),
+                               rtol=1e-11, atol=1e-12)
+    dx = np.zeros_like(x)
+    gpuc.adjoint(scale_by_row_sums).launch((40, 200), x, dx, np.zeros_like(x), seed.copy(), threads=threads)
+    np.testing.assert_allclose(dx, want, rtol=1e-12, atol=1e-13)
+    adj = gpuc.adjoint(scale_by_row_sums)
+    args = (x, dx, np.zeros_like(x), seed)
+    flags = adj._layout([gpuc.runtime.dispatch.typeof(a, k) for k, a in enumerate(args)])
+    launcher = gpuc.runtime.dispatch.launcher_for(adj._kernel(flags, "parity", (0, 1)), args, "cpu")
+    assert gpuc.runtime.adjoint._apart(launcher, (40, 200, 1)) == (39, 0, 0)
+    assert "atomicrmw" not in str(adj._kernel(flags, "parity", (0, 1)).inspect(*args).llvm)
+
+
+@gpuc.kernel
 def chooses_between_array_and_local(x, t, y):
     i = gpuc.index()
     v = x[i]

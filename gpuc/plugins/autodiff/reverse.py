@@ -129,7 +129,8 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
     shadow for the array's data pointer; the index values say which offsets are the work item's own.
     Returns (the largest shift along each dimension of the arrays work items share (access.py), how many
     loads from shared memory the reverse loads again instead of taping their values (blocks.py), the
-    dimensions along which blocks that run at once must differ (`blockwise`))."""
+    dimensions along which blocks that run at once must differ (`blockwise`), and with `parity` the
+    dimension (or None) whose index work items that run at once must not share (`_atomic_bases`))."""
     args = marker.args
     if len(args) < 3 or len(args) % 2 == 0:
         raise CompilationError(f"the adjoint request in @{kernel.name} is malformed: {str(marker).strip()}")
@@ -145,7 +146,8 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
     # Dimensions the launch spans count as read: work items that differ only there share every element.
     spans = kernel.attributes.get(ADJOINT_SPANS_ATTRIBUTE)
     if spans is not None:
-        read_dims |= {int(d) for d in spans.split(",") if d}
+        spans = {int(d) for d in spans.split(",") if d}
+        read_dims |= spans
     # The primal body moves into a function of the same type; the kernel gets the gradient's body.
     primal = module.add_function(f"{kernel.name}.primal", kernel.function_type)
     primal.linkage = "internal"
@@ -163,6 +165,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
     try:
         builder = _Reverse(module, primal, grad, settings, active=[i in shadows for i in range(len(params))],
                            shadows=shadows, cotangent=None, results=[], indices=indices, read_dims=read_dims)
+        builder.spans = spans
         builder.mark_uniform = settings.serial_blocks and blocks.uses_blocks(primal)
         builder.run()
     except BaseException:
@@ -183,7 +186,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         b.position_at_end(kernel.append_block("entry"))
         b.call(grad, list(kernel.args))
         b.ret()
-    return builder.reach, len(builder.reloaded), tuple(sorted(builder.apart_blocks))
+    return builder.reach, len(builder.reloaded), tuple(sorted(builder.apart_blocks)), builder.slab
 
 
 class _Reverse(Copier):
@@ -195,6 +198,8 @@ class _Reverse(Copier):
         self.ctx = module.context
         self.indices = indices or {}
         self.read_dims = read_dims
+        self.spans = None  # the dimensions the launch spans, where the request says (ADJOINT_SPANS_ATTRIBUTE)
+        self.reach, self.apart_blocks, self.slab = (0, 0, 0), set(), None
         self.vmap: dict = {}
         self.bmap: dict = {}
         self.rmap: dict = {}
@@ -292,7 +297,7 @@ class _Reverse(Copier):
         index(d) partitions along a d it adds to `apart_blocks` (access.partition)."""
         self.reach = (0, 0, 0)
         self.apart_blocks: set = set()
-        self.apart_blocks: set = set()
+        self.slab = None
         if not self.settings.concurrent:
             return set()
         accesses: dict = {}
@@ -326,14 +331,27 @@ class _Reverse(Copier):
             shared = (access.ANY,) if self.settings.parity else (access.ANY, access.NEAR)
             atomic = {base for base, f in found.items() if f.kind in shared
                       and not (self.settings.serial_blocks and blocks.is_shared(base))}
-            if self.settings.blockwise:
-                for base in sorted(atomic, key=lambda v: v.name):
-                    if blocks.is_shared(base) or not isinstance(base, llvm.Argument):
-                        continue
-                    d = access.partition(sized[base], base, self.indices, td.size_of, list(self.fn.args))
-                    if d is not None:
-                        atomic.discard(base)
-                        self.apart_blocks.add(d)
+            # Arrays one coordinate of which is index(d) (access.partition): items whose indices along d differ
+            # never meet there. With blocks that run at once differing along d (`blockwise`), with d the one
+            # dimension the launch spans, or with d the slowest it spans and no two items that run at once
+            # sharing index(d) (`parity`: the CPU's runs then hold whole slabs), they need no atomics.
+            spans = self.spans
+            top = max(spans) if spans else None
+            for base in sorted(atomic, key=lambda v: v.name):
+                if blocks.is_shared(base) or not isinstance(base, llvm.Argument):
+                    continue
+                if not (self.settings.blockwise or top is not None and (self.settings.parity or spans == {top})):
+                    continue
+                d = access.partition(sized[base], base, self.indices, td.size_of, list(self.fn.args))
+                if d is None:
+                    continue
+                if self.settings.blockwise:
+                    self.apart_blocks.add(d)
+                elif d != top:
+                    continue
+                elif self.settings.parity and d > 0:
+                    self.slab = d
+                atomic.discard(base)
         return atomic
 
     def _roots_of(self, pointer) -> set:

@@ -6,7 +6,9 @@ with repeats, per-item trip counts) and a float scalar constant `c`, and up to t
 helpers. Work items are `i = gpuc.index()` (in a fifth of the programs a 2-D launch, `i, j =
 gpuc.index(0), gpuc.index(1)` or `j, i = ...`, over 2-D arrays and row, column and table vectors), now
 and then over more items than the arrays have (`if i >= n: return` first). The body reads own elements
-(`x[i]`), neighbours at distance 1 and 2 (`x[i - 1]`, `x[i + 2]`, `a[i, j + 1]`, ...) under bounds
+(`x[i]`), a row or column of a 2-D input (`x[i, k]` for every k, in half the 2-D programs: such arrays
+are partitioned by an index and take plain adds where the schedule allows), neighbours at distance 1 and
+2 (`x[i - 1]`, `x[i + 2]`, `a[i, j + 1]`, ...) under bounds
 guards (`if i > 0 and i < n - 1:`), gathers (`t[idx[i]]`), mirrored and transposed elements (`x[n - 1 -
 i]`, `a[j, i]`), elements many items read (`t[0]`, `t[i % t.shape[0]]`, row and column vectors); it
 computes random smooth expressions (+ - * /, `math.sin/cos/tanh`, `exp` of bounded arguments, `sqrt` of
@@ -189,6 +191,8 @@ class Gen:
         self.r = rng
         # A stream of its own for stencil lines, so that a program without one is the one the seed gave before.
         self.r_lines = random.Random(f"{stream}-stencil-lines")
+        # ... and for reads along the item's row (`row_reads`)
+        self.r_rows = random.Random(f"{stream}-row-reads")
         self.helpers: list[Helper] = []
         self.counter = 0
         self.features: set = set()
@@ -358,6 +362,23 @@ class Gen:
         name = self.fresh("t")
         scope.floats.append(name)
         return f"{name} = {' + '.join(terms)}"
+
+    def row_reads(self, scope: Scope) -> list:
+        """In half the 2-D programs: a float folded over the item's row of an input, `x[i, k]` for every k
+        (its shadow partitioned by i: plain adds where the items that run at once differ in i,
+        gpuc.plugins.autodiff.access.partition), or its column `x[k, j]`."""
+        r = self.r_rows
+        inputs = [p for p in self.params if p.role == "in"]
+        if not self.two_d or not inputs or r.random() < 0.5:
+            return []
+        p = r.choice(inputs)
+        t, k = self.fresh("t"), self.fresh("k")
+        along_row = r.random() < 0.6
+        bound, element = ("nc", f"{p.name}[i, {k}]") if along_row else ("nr", f"{p.name}[{k}, j]")
+        scope.floats.append(t)
+        self.features.add("reads along the item's row" if along_row else "reads along the item's column")
+        return [f"{t} = 0.0", f"for {k} in range({bound}):",
+                f"    {t} = {r.choice(['0.5', '0.75'])} * {t} + {r.choice(['0.25', '0.5', 'c'])} * {element}"]
 
     def atom(self, scope: Scope, literal: bool = False):
         """A variable, an array element, c, or (where `literal`) a weak literal."""
@@ -840,6 +861,7 @@ class Gen:
         scope = Scope(floats=[])
         for _ in range(r.randint(1, 2)):
             lines += self.statement_let(scope)
+        lines += self.row_reads(scope)
         lines += self.block(scope, r.randint(2, 6), 0)
         # every output is written at least once, at the top level
         for p in self.params:

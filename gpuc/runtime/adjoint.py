@@ -154,7 +154,7 @@ class AdjointKernel(ShadowedKernel):
         if max(grid) >= BLOCKS_PER_THREAD_IN_A_PHASE * cpu.launch_threads(math.prod(grid), threads):
             # (else no phase could keep the threads busy)
             launcher = launcher_for(self._kernel(flags, BLOCKWISE, spans), args, "cpu", whole_blocks=True)
-            apart = _detail(launcher, "blocks apart") or ()
+            apart = tuple(_detail(launcher, "blocks apart") or ())
             if launcher.blocks and (not apart or _busy_phases(grid, apart, threads)):
                 launcher(n, args, threads, block=block, shared=shared, apart_blocks=apart)
                 return
@@ -209,8 +209,15 @@ def _detail(launcher, name: str):
 BLOCKS_PER_THREAD_IN_A_PHASE = 2
 
 
+#: ... and where its runs are not too many: blocks that must differ along y or z are never consecutive, so
+#: each run is one block (the schedule's table, cpu.block_phases, has a row per run).
+MAX_BLOCKWISE_RUNS = 1 << 16
+
+
 def _busy_phases(grid, apart, threads) -> bool:
-    """Whether the blockwise phases of a launch of these blocks keep `threads` busy."""
+    """Whether the blockwise phases of a launch of these blocks keep `threads` busy (and are not too many)."""
+    if tuple(apart) != (0,) and math.prod(grid) > MAX_BLOCKWISE_RUNS:
+        return False
     modulus = max(grid[d] for d in apart)
     phases = math.prod(grid[d] for d in range(3) if d not in apart) * modulus ** (len(apart) - 1)
     workers = cpu.launch_threads(math.prod(grid), threads)

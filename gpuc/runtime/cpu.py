@@ -17,6 +17,7 @@ kernel's `abi.KernelSignature`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import operator
 import os
@@ -575,6 +576,7 @@ def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *
 _LIBC = ctypes.CDLL(None)
 
 
+@functools.lru_cache(maxsize=16)
 def block_phases(grid, apart, threads: int) -> list:
     """The blocks of `grid` (their linear numbers, x fastest) in phases, each a list of (begin, end) runs of
     them, such that any two blocks of one phase differ along every dimension in `apart` (a block adjoint's
@@ -582,7 +584,8 @@ def block_phases(grid, apart, threads: int) -> list:
     are keyed by the other dimensions' coordinates and, where `apart` has several, by the sums of the first
     one's coordinate with each other's, modulo the largest of their extents (a Latin square: two blocks
     with one such key and one coordinate alike are alike in every one). Each phase's runs are about a
-    quarter of a thread's share of it."""
+    quarter of a thread's share of it. (Kept for the next launch of the same grid: the caller must not
+    change the lists.)"""
     ids = np.arange(math.prod(grid), dtype=np.int64)
     coords = (ids % grid[0], ids // grid[0] % grid[1], ids // (grid[0] * grid[1]))
     dims = sorted(apart)
@@ -594,19 +597,17 @@ def block_phases(grid, apart, threads: int) -> list:
         if d not in dims:
             key = key * grid[d] + coords[d]
     order = np.argsort(key, kind="stable")
-    keys = key[order]
-    cuts = np.flatnonzero(np.diff(keys)) + 1
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
     phases = []
-    for members in np.split(order, cuts):
+    for members in np.split(order, cuts):  # each in increasing order (a stable sort of increasing numbers)
         size = max(1, -(-len(members) // (4 * threads)))
+        # runs of consecutive numbers, each cut into pieces of at most `size`
+        starts = np.flatnonzero(np.diff(members, prepend=-2) != 1)
+        ends = np.append(starts[1:], len(members))
         runs = []
-        start = 0
-        while start < len(members):  # consecutive numbers in one run, at most `size` of them
-            end = start + 1
-            while end < len(members) and end - start < size and members[end] == members[end - 1] + 1:
-                end += 1
-            runs.append((int(members[start]), int(members[end - 1]) + 1))
-            start = end
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            first = int(members[a])
+            runs += [(first + k, first + min(k + size, b - a)) for k in range(0, b - a, size)]
         phases.append(runs)
     return phases
 

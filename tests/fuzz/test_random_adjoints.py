@@ -116,7 +116,7 @@ def test_judge_finds_wrong_shadows_schedules_and_primals(tmp_path):
 
 
 def test_generator_is_deterministic_and_varied():
-    cases = [adjoints.generate(CI_SEED, k) for k in range(150)]
+    cases = [adjoints.generate(CI_SEED, k) for k in range(200)]
     assert [c.source for c in cases[:30]] == [adjoints.generate(CI_SEED, k).source for k in range(30)]
     text = "".join(c.source for c in cases)
     for construct in ("i = gpuc.index()", "i, j = gpuc.index(0), gpuc.index(1)", "j, i = gpuc.index(0)", "if i > 0",
@@ -134,7 +134,10 @@ def test_generator_is_deterministic_and_varied():
                for c in cases)  # gathers with repeats
     features = set().union(*(c.features for c in cases))
     assert {"nested loop", "return in a loop", "helper (recursive)", "helper (pair)", "transposed read",
-            "mirrored write", "strided"} <= features
+            "mirrored write", "strided", "reads along the item's row", "reads along the item's column",
+            "launch over a dimension the kernel does not read"} <= features
+    assert any(isinstance(c.launch, tuple) and not ("i, j = gpuc.index(0)" in c.source or "j, i =" in c.source)
+               for c in cases)  # a 1-D program over (n, 2) or (n, 3)
 
 
 def test_reproducer_script_runs(tmp_path):

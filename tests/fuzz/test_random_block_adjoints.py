@@ -39,7 +39,8 @@ def test_generator_covers_the_constructs():
                       "gpuc.shfl_down(", "gpuc.shfl_xor(v, mk)", "gpuc.shfl_idx(lw,", "u = gpuc.shfl_", "loc[q] =",
                       "gpuc.atomic_add(s,", "gpuc.atomic_add(z,", "while k < bd:", "while e < bd:", "p = s[t - ",
                       "for r in range(c % 3):", "z[gpuc.block_index(1)", "z[iy, ix] =", "y0[iy, ix] +=", "math.exp(",
-                      "math.tanh(", "/ (1.5 + math.cos(", "x1[iy, ix]", "mk = mk ^ gpuc.int64(gpuc.ballot("):
+                      "math.tanh(", "/ (1.5 + math.cos(", "x1[iy, ix]", "mk = mk ^ gpuc.int64(gpuc.ballot(",
+                      "x0[iy, k]", "x1[k, ix]"):
         assert construct in text, construct
     assert {p.extra for p in programs} == {None, "own", "block", "acc"}
     # block shapes with partial warps, launch sizes that are not multiples of the block

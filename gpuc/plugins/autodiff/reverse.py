@@ -295,13 +295,9 @@ class _Reverse(Copier):
         footprint is ANY, else all but the OWN ones (access.py); with `blockwise` (blocks that run at once
         differ along every dimension in `apart_blocks`) not those that one coordinate of which is
         index(d) partitions along a d it adds to `apart_blocks` (access.partition)."""
-        self.reach = (0, 0, 0)
-        self.apart_blocks: set = set()
-        self.slab = None
         if not self.settings.concurrent:
             return set()
-        accesses: dict = {}
-        sized: dict = {}  # base -> [(pointer or None, bytes of the element accessed)]
+        sized: dict = {}  # base -> [(pointer, or None for no exact access, bytes of the element accessed)]
         with llvm.TargetData.from_layout(self.module.data_layout) as td:
             for block in self.order:
                 for inst in block.instructions:
@@ -316,14 +312,13 @@ class _Reverse(Copier):
                             ty = inst.type if op == "load" else inst.operands[0 if op == "store" else 1].type
                             element = td.size_of(ty.element_type if isinstance(ty, llvm.VectorType) else ty)
                             for root in roots:
-                                accesses.setdefault(root, []).append(pointer if exact else None)
                                 sized.setdefault(root, []).append((pointer if exact else None, element))
                     elif op == "call":
                         for a in inst.args:
                             if a in self.shadowed and a not in self.stack:
                                 for root in self._roots_of(a):
-                                    accesses.setdefault(root, []).append(None)
                                     sized.setdefault(root, []).append((None, 0))
+            accesses = {base: [p for p, _ in pairs] for base, pairs in sized.items()}
             found = access.footprints(accesses, self.indices, td.size_of, self.read_dims)
             self.footprints = found
             reach = [max((f.reach[d] for f in found.values() if f.kind == access.NEAR), default=0) for d in range(3)]

@@ -276,7 +276,7 @@ def _key(job, kind: str) -> str | None:
              target.triple(), target.cpu(), target.features(),
              repr((config.kernel, config.name, config.opt_level, config.optimize, config.validate,
                    config.verify_plugins, config.fixpoint_rounds, config.whole_blocks, config.vectorize,
-                   config.boundscheck)),
+                   config.boundscheck, config.streaming_bytes)),
              *(plugin_digest(p) for p in config.plugins), *map(_file_identity, target.library_files())]
     return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
 

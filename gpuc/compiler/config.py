@@ -35,6 +35,18 @@ def _resolve_plugins(plugins, builtins: bool) -> tuple[Plugin, ...]:
     return ordered(resolved)
 
 
+#: A launch on the CPU that stores at least this many bytes (into arrays it only writes) stores them
+#: non-temporally: past the caches, without first reading each line it overwrites. Measured on the 2-CPU
+#: Rocket Lake Xeon of benchmarks/bench_vectorize.py: streaming wins from about 2 MiB of output (the
+#: size of its L2) even where the next kernel reads the output back, and loses up to 3.5x below 1 MiB.
+STREAMING_BYTES = 8 << 20
+
+
+def check_streaming_bytes(value, where: str) -> None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise ValueError(f"{where} is a number of bytes (0 or more) or None, not {value!r}")
+
+
 def boundscheck_default() -> bool:
     """`GPUC_BOUNDSCHECK=1` turns bounds checks on for every compile that does not say otherwise."""
     return os.environ.get("GPUC_BOUNDSCHECK", "") not in ("", "0")
@@ -55,6 +67,9 @@ class CompilerConfig:
     an IndexError naming the site (docs/debugging.md, "Bounds checks"). None: `GPUC_BOUNDSCHECK=1` says.
     `vectorize`: on the CPU, the launch loop runs several work items at once in vector lanes
     (gpuc/plugins/vectorize.py, docs/targets.md); False runs them one after another.
+    `streaming_bytes`: on the CPU, a vectorized launch that stores at least this many bytes into arrays
+    it does nothing else with writes them with non-temporal (streaming) stores, past the caches
+    (docs/targets.md, "Streaming stores"); 0 streams every launch, None none.
     """
 
     target: object
@@ -71,12 +86,13 @@ class CompilerConfig:
     snapshots: bool = False
     vectorize: bool = True
     boundscheck: bool = False
+    streaming_bytes: int | None = STREAMING_BYTES
 
     def __init__(self, target, *, kernel: bool = False, name: str | None = None, opt_level: int = 2,
                  optimize: bool = True, validate: bool = True, verify_plugins: bool = True,
                  plugins=None, fixpoint_rounds: int = 16, builtin_plugins: bool = True,
                  whole_blocks: bool = False, snapshots: bool = False, vectorize: bool = True,
-                 boundscheck: bool | None = None) -> None:
+                 boundscheck: bool | None = None, streaming_bytes: int | None = STREAMING_BYTES) -> None:
         from ..targets.interface import Target
 
         if not isinstance(target, Target):
@@ -88,13 +104,14 @@ class CompilerConfig:
             raise ValueError(f"name {name!r} is not a valid symbol name")
         if type(fixpoint_rounds) is not int or fixpoint_rounds < 1:
             raise ValueError("fixpoint_rounds must be a positive int")
+        check_streaming_bytes(streaming_bytes, "CompilerConfig(streaming_bytes=...)")
         for attr, value in (("target", target), ("kernel", bool(kernel)), ("name", name),
                             ("opt_level", opt_level), ("optimize", bool(optimize)), ("validate", bool(validate)),
                             ("verify_plugins", bool(verify_plugins)),
                             ("plugins", _resolve_plugins(plugins, bool(builtin_plugins))),
                             ("fixpoint_rounds", fixpoint_rounds), ("builtin_plugins", bool(builtin_plugins)),
                             ("whole_blocks", bool(whole_blocks)), ("snapshots", bool(snapshots)),
-                            ("vectorize", bool(vectorize)),
+                            ("vectorize", bool(vectorize)), ("streaming_bytes", streaming_bytes),
                             ("boundscheck", boundscheck_default() if boundscheck is None else bool(boundscheck))):
             object.__setattr__(self, attr, value)
 

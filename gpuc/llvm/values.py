@@ -681,6 +681,15 @@ class Instruction(User):
         text = lib.LLVMGetMDString(operands[0], ctypes.byref(size))
         return None if text is None else text[:size.value].decode("utf-8", "surrogateescape")
 
+    def set_nontemporal(self) -> None:
+        """Attach `!nontemporal !{i32 1}` to this store: the data will not be read again soon, so the
+        backend may write it past the caches (x86's `movntps`, for a store aligned to its size)."""
+        ctx = lib.LLVMGetTypeContext(lib.LLVMTypeOf(self))
+        one = lib.LLVMValueAsMetadata(lib.LLVMConstInt(lib.LLVMInt32TypeInContext(ctx), 1, 0))
+        node = lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 1)(one), 1)
+        name = b"nontemporal"
+        lib.LLVMSetMetadata(self, lib.LLVMGetMDKindIDInContext(ctx, name, len(name)), lib.LLVMMetadataAsValue(ctx, node))
+
     def set_access_group(self, group) -> None:
         """Attach `!llvm.access.group` `group` (Module.new_access_group) to this memory access (a load,
         a store, a call that reads or writes memory)."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..abi import BOUNDS_READER, BOUNDS_RECORD, EntryABI, KernelSignature, c_strides, written_params
 from ..compiler import CompilerConfig, CompilerJob, cache, compile_module
+from ..compiler.config import STREAMING_BYTES
 from ..frontend.core.types import SCALARS, ArrayType, GType, ScalarType, TupleType, as_type, boolean, float64, int64
 from ..targets import NativeTarget, PTXTarget, SPIRVTarget
 from ..frontend.core.types import COMPLEX, ComplexType, complex128
@@ -289,6 +290,8 @@ def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> Compil
     return CompilerJob((kernel, tuple(types)), CompilerConfig(target, kernel=True, whole_blocks=whole_blocks,
                                                               opt_level=options.get("opt_level", 2),
                                                               vectorize=options.get("vectorize", True),
+                                                              streaming_bytes=options.get("streaming_bytes",
+                                                                                          STREAMING_BYTES),
                                                               boundscheck=options.get("boundscheck")))
 
 

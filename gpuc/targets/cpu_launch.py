@@ -111,7 +111,8 @@ def add_range_wrapper(module: Module, kernel: Function, split: bool = False, vec
     """Add `void @<kernel>.range(ptr %argv, i64 %begin, i64 %end, ptr %sizes)` (see the module doc).
     With `split`, the loop over index 0 calls `SPLIT_MARKER(index0)`, so that the clamp-splitting plugin
     (gpuc/plugins/clamp_split.py) finds it once inlining has shown the kernel's clamps; with `vectorize`,
-    `VECTORIZE_MARKER(index0)` likewise, for the vectorization plugin (gpuc/plugins/vectorize.py)."""
+    `VECTORIZE_MARKER(index0, items)` likewise (`items` the launch's work items), for the vectorization
+    plugin (gpuc/plugins/vectorize/)."""
     llctx = module.context
     i32, i64, ptr = llctx.i32, llctx.i64, llctx.ptr()
     with_context = launch_form(kernel) == LAUNCH_CONTEXT
@@ -140,6 +141,7 @@ def add_range_wrapper(module: Module, kernel: Function, split: bool = False, vec
         n = [b.load(i64, b.gep(i64, sizes, [const(d)]), f"n{d}", align=8) for d in range(3)]
         for d in range(3):
             b.store(n[d], ctx_field(b, 1, d), align=8)
+        items = b.mul(b.mul(n[0], n[1]), n[2], "items")
         b.br(blocks["rows"])
 
         b.position_at_end(blocks["rows"])  # one row: a run of index0 at fixed (index1, index2)
@@ -161,8 +163,8 @@ def add_range_wrapper(module: Module, kernel: Function, split: bool = False, vec
         b.store(index0, ctx_field(b, 0, 0), align=8)
         if split:
             b.call(_split_marker(module), [index0])
-        if vectorize:
-            b.call(_split_marker(module, VECTORIZE_MARKER), [index0])
+        if vectorize:  # (index0, the launch's work items: whether it streams its stores)
+            b.call(_split_marker(module, VECTORIZE_MARKER, 2), [index0, items])
         b.call(kernel, [*args, ctx] if with_context else args)
         following = b.nuw_add(index0, const(1))
         index0.add_incoming(following, blocks["items"])
@@ -174,11 +176,12 @@ def add_range_wrapper(module: Module, kernel: Function, split: bool = False, vec
     return fn
 
 
-def _split_marker(module: Module, name: str = SPLIT_MARKER) -> Function:
-    """`void @gpuc.cpu.split_clamps(i64)` (or another marker `name` of that type): touches only memory
-    nothing else sees, so it neither goes away nor stops the optimizer from moving loads and stores around it."""
+def _split_marker(module: Module, name: str = SPLIT_MARKER, params: int = 1) -> Function:
+    """`void @gpuc.cpu.split_clamps(i64)` (or another marker `name` taking `params` i64s): touches only
+    memory nothing else sees, so it neither goes away nor stops the optimizer from moving loads and stores
+    around it."""
     llctx = module.context
-    marker = module.get_or_insert_function(name, FunctionType.get(llctx.void, [llctx.i64]))
+    marker = module.get_or_insert_function(name, FunctionType.get(llctx.void, [llctx.i64] * params))
     for name, value in (("nounwind", 0), ("willreturn", 0), ("nosync", 0), ("nofree", 0), ("memory", 12)):
         marker.attributes.add(name, value)
     return marker

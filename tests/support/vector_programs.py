@@ -6,7 +6,9 @@ equal bit for bit. No reference is needed: the item-by-item launch is the refere
     cd tests && ../.venv/bin/python -m support.vector_programs --seed 5 --count 300
 
 Each program is launched over 1 to 70 items on one and on two threads; a finding prints the program,
-the launch and the first differing elements. Programs run in this process. The loop counter `k` starts
+the launch and the first differing elements. Odd programs stream their stores in every launch
+(CompilerConfig(streaming_bytes=0), gpuc/plugins/vectorize/streaming.py), with `out` and `iout` laid
+out at one random alignment; the summary counts those whose vector loop has streaming stores. Programs run in this process. The loop counter `k` starts
 at a run-time value: LLVM folds math calls of constants with libm's results (docs/targets.md, "Vector
 math on the CPU"), and a loop it unrolls in one version but not in the other would fold `sin(k)` in one
 only (seed 1208's program 89 did, 1 ulp apart).
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from support.vectorize import differences, item_by_item
+from support.vectorize import differences, item_by_item, streaming
 
 HEADER = "import math\n\nimport gpuc\n\n\n@gpuc.kernel\ndef kernel(a, b, idx, out, iout):\n"
 
@@ -137,10 +139,20 @@ def program(seed: int, index: int) -> str:
     return HEADER + "\n".join(body) + "\n"
 
 
-def arguments(seed: int, items: int):
+def arguments(seed: int, items: int, lay: int | None = None):
+    """The arrays of a launch over `items`; with `lay`, `out` and `iout` start `lay` elements past a
+    multiple of 64 bytes, so that streaming stores into them can start aligned together."""
     r = np.random.default_rng(seed)
-    return (r.uniform(-4.0, 4.0, items + 3), r.uniform(-4.0, 4.0, 11), r.integers(-50, 50, items + 2),
-            np.zeros(items), np.zeros(items, np.int64))
+    out, iout = np.zeros(items), np.zeros(items, np.int64)
+    if lay is not None:
+        out, iout = _laid(out, lay), _laid(iout, lay)
+    return (r.uniform(-4.0, 4.0, items + 3), r.uniform(-4.0, 4.0, 11), r.integers(-50, 50, items + 2), out, iout)
+
+
+def _laid(array, lay: int):
+    buffer = np.zeros(array.size + 16, array.dtype)
+    skip = (-buffer.ctypes.data % 64) // array.itemsize + lay
+    return buffer[skip:skip + array.size]
 
 
 def check(seed: int, index: int, directory: Path) -> str | None:
@@ -152,15 +164,28 @@ def check(seed: int, index: int, directory: Path) -> str | None:
     spec.loader.exec_module(module)
     kernel, twin = module.kernel, item_by_item(module.kernel)
     rng = random.Random(index)
+    # odd programs stream every launch's stores (CompilerConfig(streaming_bytes=0)), their outputs laid out
+    # at one alignment
+    stream = index % 2 == 1
+    if stream:
+        kernel = streaming(kernel)
     for _ in range(2):
         items, threads = rng.randint(1, 70), rng.choice((1, 2))
-        got, want = arguments(index, items), arguments(index, items)
+        lay = rng.randrange(8) if stream else None
+        got, want = arguments(index, items, lay), arguments(index, items, lay)
         kernel.launch(items, *got, threads=threads)
         twin.launch(items, *want, threads=threads)
         diffs = differences(got, want)
         if diffs:
-            return f"n={items} threads={threads}:\n" + "\n".join(diffs[:10]) + f"\n--- program ---\n{source}"
+            return (f"n={items} threads={threads} streaming={stream} lay={lay}:\n" + "\n".join(diffs[:10])
+                    + f"\n--- program ---\n{source}")
+    if stream and "streaming store" in str(kernel.inspect(*arguments(index, 8, 0)).trace):
+        STREAMED.append(index)
     return None
+
+
+#: The programs (of this process's runs) whose vector loop streamed its stores.
+STREAMED: list = []
 
 
 def main(argv=None) -> int:
@@ -178,7 +203,8 @@ def main(argv=None) -> int:
             if found:
                 findings += 1
                 print(f"== finding: seed {ns.seed}, program {index} ==\n{found}", flush=True)
-    print(f"vector programs: {ns.count} programs, {findings} findings in {time.time() - start:.0f} s")
+    print(f"vector programs: {ns.count} programs ({len(STREAMED)} with streaming stores), {findings} findings "
+          f"in {time.time() - start:.0f} s")
     return 1 if findings else 0
 
 

@@ -12,6 +12,12 @@ def item_by_item(kernel):
     return type(kernel)(kernel.py_func, {**kernel.options, "vectorize": False})
 
 
+def streaming(kernel):
+    """`kernel` with CompilerConfig(streaming_bytes=0): every launch writes the arrays it only stores to with
+    non-temporal stores (gpuc/plugins/vectorize/streaming.py), not only those that store 8 MiB or more."""
+    return type(kernel)(kernel.py_func, {**kernel.options, "streaming_bytes": 0})
+
+
 def differences(vectorized, scalar) -> list[str]:
     """Where two lists of arrays differ bit for bit (signs of zero included), a NaN equal to any NaN: which
     operand's NaN an operation passes on (its payload and sign) is the instruction's choice, which neither

@@ -233,6 +233,8 @@ KERNEL_OPTIONS = {
                  "(default True; docs/targets.md)",
     "boundscheck": "whether every index into an array is checked, the first out of range an IndexError "
                    "(default: GPUC_BOUNDSCHECK=1; docs/debugging.md)",
+    "streaming_bytes": "on the CPU, from how many bytes stored a launch stores them non-temporally, past the "
+                       "caches (default 8 MiB; 0 always, None never; docs/targets.md)",
 }
 #: The options @gpuc.func takes.
 FUNC_OPTIONS = {
@@ -253,6 +255,9 @@ def check_options(options: dict, kind: str) -> dict:
             raise ValueError(f"@gpuc.kernel(opt_level=...) is 0, 1, 2 or 3, not {value!r}")
         if name in ("vector_math", "vectorize", "boundscheck") and not isinstance(value, bool):
             raise ValueError(f"@gpuc.{kind}({name}=...) is True or False, not {value!r}")
+        if name == "streaming_bytes":
+            from ...compiler.config import check_streaming_bytes
+            check_streaming_bytes(value, f"@gpuc.{kind}(streaming_bytes=...)")
     return dict(sorted(options.items()))
 
 

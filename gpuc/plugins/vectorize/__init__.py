@@ -39,6 +39,7 @@ from .emit import VectorBody
 from .loops import ControlFlow, ItemLoop, Unsupported
 from .memory import Memory
 from .private import private_slots
+from .streaming import Streams
 from .uniform import Uniformity
 from . import windows
 
@@ -110,22 +111,33 @@ def vectorize(state, call, module) -> str:
             if state.point == "simplified" and isinstance(inst, CallInst) and _calls_marker(inst.callee, calls):
                 raise Later()  # a kernel kept out of line until a plugin rewrites it (an adjoint's)
     cf = ControlFlow(item)
-    if not cf.loops and state.point == "simplified":  # at the optimized point LLVM's has run already
-        left = Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
-        left.changed = _freeze_reads_before_writes(item, calls)
-        raise left
+    # At the optimized point LLVM's loop vectorizer has run already; before it, it takes a body without
+    # loops, unless the body has stores to stream (streaming.py), which it cannot make.
+    leave_to_llvm = not cf.loops and state.point == "simplified"
+    if leave_to_llvm:  # (its rows go to LLVM's vectorizer in any case)
+        frozen = _freeze_reads_before_writes(item, calls)
+        if item.items is None or state.config.streaming_bytes is None:
+            raise _left_to_llvm(frozen)
     lanes = width(state.target)
     private = private_slots(item, lanes)
     uni = Uniformity(cf, calls.pure, private)
     mem = Memory(item, calls.pure, private)
     _rows_per_item(cf, uni, mem)
     body = VectorBody(item, cf, uni, mem, calls, lanes, module, private)
+    if item.items is not None:
+        body.streams = Streams(body, state.target, state.config.streaming_bytes)
+    if leave_to_llvm and not body.streams:
+        raise _left_to_llvm(frozen)
     body.precheck()
     term = item.preheader.terminator
     with Builder(module.context) as b:
         b.position_before(term)
         count = b.sub(item.stop, item.first, "vec.count")
         guard, described = mem.guard(b, count, item.first)
+        if body.streams:
+            streaming = body.streams.prepare(b, item.first, item.items)
+            if leave_to_llvm:  # rows that do not stream run LLVM's vector loop, as they would without this
+                guard = b.and_(guard, streaming)
     try:
         body.build(guard)
     except Exception:
@@ -149,11 +161,21 @@ def vectorize(state, call, module) -> str:
         parts.append(f"{body.gathers} gathers/scatters")
     if combined:
         parts.append(f"{combined} window{'s' if combined != 1 else ''} of overlapping loads and stores")
+    if body.streams:
+        n = len(body.streams.stores)
+        parts.append(f"{n} streaming store{'s' if n != 1 else ''} (non-temporal from "
+                     f"{state.config.streaming_bytes} bytes stored{'; other launches: LLVM' if leave_to_llvm else ''})")
     parts.append(f"memory: {described}")
     text = "vectorized: " + ", ".join(parts)
     if body.lane_by_lane:
         text += "; lane by lane: " + ", ".join(sorted(set(body.lane_by_lane)))
     return text
+
+
+def _left_to_llvm(changed: bool) -> Unsupported:
+    left = Unsupported("no loop inside the body; LLVM's loop vectorizer takes it")
+    left.changed = changed
+    return left
 
 
 def _rows_per_item(cf, uni, mem) -> None:

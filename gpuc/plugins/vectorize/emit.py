@@ -19,6 +19,7 @@ from gpuc.llvm import (ArrayType, BinaryOperator, Builder, BranchInst, CallInst,
 
 from .calls import Calls, callee_name  # noqa: F401 - Calls for the type of `calls`
 from .loops import Loop, Unsupported, dead_end
+from . import streaming
 from .memory import type_size
 
 _DIVISIONS = ("udiv", "sdiv", "urem", "srem")
@@ -42,6 +43,7 @@ class VectorBody:
         self.created = []
         self.aligns = {}  # the masked loads and stores made, with their alignment (windows.py)
         self.lane_by_lane: list[str] = []
+        self.streams = None  # the stores streamed past the caches in large launches (streaming.py)
         self.gathers = self.consecutive = 0
         self._liveouts()
         self.always = self._always_run()
@@ -216,6 +218,8 @@ class VectorBody:
                 offsets = b.insert_element(offsets, self.const(k), self.const(k, self.i32))
             lanes = b.add(lanes, offsets, "vec.lanes")
             chunk = b.icmp("ult", lanes, self.splat(item.stop), "vec.mask")
+            if self.streams:  # the first chunk may start before the row (at the stores' alignment)
+                chunk = b.and_(chunk, b.icmp("sge", lanes, self.splat(item.first)))
             self.vals[item.iv] = lanes
             self.chunk = chunk
             self.privatize(offsets)
@@ -223,12 +227,24 @@ class VectorBody:
             nxt = b.add(iv, self.const(self.W), "vec.next")
             iv.add_incoming(nxt, b.block)
             latch = b.block
-            b.cond_br(b.icmp("ult", nxt, item.stop), head, item.exit)
+            if self.streams:  # streamed stores are ordered before what follows the row by an sfence
+                done, fence = self.new_block("vec.done"), self.new_block("vec.fence")
+                b.cond_br(b.icmp("ult", nxt, item.stop), head, done)
+                b.position_at_end(done)
+                b.cond_br(self.streams.streaming, fence, item.exit)
+                b.position_at_end(fence)
+                streaming.sfence(b, self.module)
+                b.br(item.exit)
+                leaving = (done, fence)
+            else:
+                b.cond_br(b.icmp("ult", nxt, item.stop), head, item.exit)
+                leaving = (latch,)
             for phi in [i for i in item.exit.instructions if isinstance(i, PHINode)]:
-                phi.add_incoming(phi.incoming_value_for(item.latch), latch)
+                for blk in leaving:
+                    phi.add_incoming(phi.incoming_value_for(item.latch), blk)
             # The original loop keeps a preheader of its own (`br header`), as the clamp split expects.
             entry = b.split_before(term, f"{pre.name}.vec")
-            iv.add_incoming(item.first, entry)
+            iv.add_incoming(self.streams.start if self.streams else item.first, entry)
             b.cond_br(guard, head, pre)
 
     def privatize(self, offsets) -> None:
@@ -557,12 +573,29 @@ class VectorBody:
         data = self.vec(value, blk)
         if vary_ptr and self.mem.stride(ptr) == type_size(ty):
             self.consecutive += 1
-            self.masked(f"llvm.masked.store.{mangle(vty)}.p0", void, [data, self.lane(self.vec(ptr, blk), 0), mask],
-                        inst.alignment)
+            address = self.lane(self.vec(ptr, blk), 0)
+            if self.streams and inst in self.streams.stores:
+                self.stream(data, address, mask, self.streams.stores[inst][1])
+            self.masked(f"llvm.masked.store.{mangle(vty)}.p0", void, [data, address, mask], inst.alignment)
+            if self.streams and inst in self.streams.stores:
+                self.b.br(self.streamed)
+                self.b.position_at_end(self.streamed)
         else:  # a scatter stores lane after lane: where lanes share an address, the last one's value stays
             self.gathers += 1
             self.masked(f"llvm.masked.scatter.{mangle(vty)}.v{self.W}p0", void, [data, self.vec(ptr, blk), mask],
                         inst.alignment)
+
+    def stream(self, data, address, mask, align) -> None:
+        """Where every lane of `mask` stores, in a launch that streams, store `data` at `address` (aligned to
+        `align`) non-temporally; elsewhere go on to the masked store the caller emits, then to `self.streamed`."""
+        b = self.b
+        whole, partial, self.streamed = (self.new_block(n) for n in ("vec.stream", "vec.partial", "vec.stored"))
+        fn = self.module.declare_intrinsic(f"llvm.vector.reduce.and.v{self.W}i1", FunctionType.get(self.i1, [self.mask_ty]))
+        b.cond_br(b.and_(self.streams.streaming, b.call(fn, [mask]), "vec.stream"), whole, partial)
+        b.position_at_end(whole)
+        b.store(data, address, align=align).set_nontemporal()
+        b.br(self.streamed)
+        b.position_at_end(partial)
 
     # -- calls -------------------------------------------------------------------------------------
 

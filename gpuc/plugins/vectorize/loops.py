@@ -23,6 +23,8 @@ class ItemLoop:
 
     def __init__(self, marker_call: CallInst):
         iv = marker_call.args[0]
+        # the launch's work items (the launch entry passes them since it decides on streaming stores)
+        self.items = marker_call.args[1] if len(marker_call.args) > 1 else None
         if not isinstance(iv, PHINode):
             raise Unsupported("index 0 is not the loop's induction variable")
         self.iv, self.header = iv, iv.parent

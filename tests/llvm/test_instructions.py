@@ -449,3 +449,27 @@ def test_access_groups_declare_a_loop_parallel(module, ctx, builder):
     text = str(module)
     assert "<4 x float>" in text  # the width asked for
     assert "found.conflict" not in text and "diff.check" not in text  # no run-time check of the distance
+
+
+def test_a_nontemporal_store_is_written_past_the_caches(module, ctx, builder):
+    # an aligned vector store marked !nontemporal becomes x86's movntps
+    vec = llvm.VectorType.get(ctx.float, 4)
+    fn, entry = define(module, "stream", ctx.void, [ctx.ptr(), vec])
+    p, v = fn.args
+    builder.position_at_end(entry)
+    builder.store(v, p, align=16).set_nontemporal()
+    builder.store(v, builder.gep(vec, p, [const(ctx.i64, 1)]), align=16)
+    builder.ret()
+    module.verify()
+    filecheck(str(module), """
+        CHECK: store <4 x float> %{{.*}}, ptr %{{.*}}, align 16, !nontemporal [[N:![0-9]+]]
+        CHECK-NEXT: getelementptr
+        CHECK-NEXT: store <4 x float> %{{[^!]*}}, align 16
+        CHECK-NEXT: ret void
+        CHECK: [[N]] = !{i32 1}
+    """)
+    llvm.initialize("X86")
+    with llvm.Target.from_triple("x86_64-pc-linux-gnu").machine("x86-64", "") as tm:
+        module.triple = "x86_64-pc-linux-gnu"
+        asm = bytes(tm.emit(module, "asm")).decode()
+    assert asm.count("movntps") == 1 and asm.count("movaps") == 1

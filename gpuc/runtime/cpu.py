@@ -55,6 +55,8 @@ class JITModule:
         # Launchers keep their module alive, not the other way round: no reference cycle, so the
         # JIT and its code are freed as soon as the last launcher (or the module) is dropped.
         self._launchers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        #: Objects holding calls into the code (prepared launches): `close()` calls their `forget()`.
+        self.holders: weakref.WeakSet = weakref.WeakSet()
         key = cache.key(job, "jit")
         hit = cache.load(key)
         if hit is not None:
@@ -179,10 +181,17 @@ class JITModule:
     def closed(self) -> bool:
         return self._jit.closed
 
+    @property
+    def jit(self):
+        """The gpuc.llvm.LLJIT holding the code (`jit.closed` once the module is closed)."""
+        return self._jit
+
     def close(self) -> None:
         """Free the JIT and its code. Launchers taken from the module then refuse to run; ctypes
         functions from `function()` must not be called any more."""
         self._launchers.clear()
+        for holder in list(self.holders):
+            holder.forget()
         self._jit.close()
 
     def __enter__(self):

@@ -108,14 +108,14 @@ def make_plan(launcher, args) -> Plan | None:
     # as the launcher's run would call it (one frame less before the threads start); else the launcher's run.
     small = "" if launcher.blocks else (
         "    if n.__class__ is int and block is None:\n"
-        "        if _module.closed:\n            return _run(n, argv, threads, block=block, shared=shared)\n"
+        "        if _jit.closed:\n            return _run(n, argv, threads, block=block, shared=shared)\n"
         "        if 0 < n < _ONE_CALL and threads is None:\n"
         "            _fn(argv, 0, n, _sizes(n, 1, 1))\n        else:\n"
         "            _marshalled(_fn, argv, n, threads)\n        return True\n")
     source = (f"def marshal(args):\n{checks}    return argv\n\n\n"
               f"def launch(n, args, threads, block, shared):\n{checks}{small}"
               "    _run(n, argv, threads, block=block, shared=shared)\n    return True\n")
-    namespace.update(_ONE_CALL=_ONE_CALL, _module=launcher.module, _fn=launcher._fn, _sizes=_SIZES.pack,
+    namespace.update(_ONE_CALL=_ONE_CALL, _jit=launcher.module.jit, _fn=launcher._fn, _sizes=_SIZES.pack,
                      _run=launcher.run, _marshalled=launch_marshalled)
     exec(compile(source, f"<gpuc launch plan of @{launcher.module.entry}>", "exec"), namespace)  # noqa: S102
     # taken out of their own globals: no reference cycle keeps a dropped kernel's JIT alive

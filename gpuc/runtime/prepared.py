@@ -5,6 +5,7 @@ prepared launches). The contract is docs/launching.md, "Prepared launches".
 
 from __future__ import annotations
 
+import functools
 import math
 
 from . import cpu, dispatch
@@ -16,11 +17,12 @@ class PreparedLaunch:
     runs; the launch keeps them alive). `kernel`, `n`, `args`, `device`, `threads`, `block` and
     `shared` (read-only) are what it was prepared with."""
 
-    __slots__ = ("_given", "_module", "_fn", "_argv", "_total", "_sizes", "_run")
+    __slots__ = ("_given", "_call", "_run", "__weakref__")
 
     def __init__(self, kernel, n, args: tuple, device, threads, block, shared: int) -> None:
         self._given = (kernel, n, args, device, threads, block, shared)
-        self._module = self._fn = self._argv = self._total = self._sizes = None
+        # `_call()`: the one call of the launch into its range wrapper, until its module is closed (forget())
+        self._call = None
         launcher = dispatch.launcher_for(kernel, args, device, whole_blocks=block is not None)
         if isinstance(launcher, cpu.CPULauncher):
             self._prepare_cpu(launcher)
@@ -57,8 +59,8 @@ class PreparedLaunch:
         threads = cpu.launch_threads(total, threads) if total else 1  # GPUC_NUM_THREADS as it is now
         if threads == 1 and min(cpu.SERIAL_CHUNKS, total // cpu.MIN_ITEMS_PER_CHUNK) <= 1:
             # one call into the kernel, as launch_marshalled would make it (none for an empty space)
-            self._module, self._fn, self._argv, self._total = launcher.module, launcher._fn, argv, total
-            self._sizes = cpu._SIZES.pack(*dims)
+            self._call = functools.partial(launcher._fn, argv, 0, total, cpu._SIZES.pack(*dims)) if total else _nothing
+            launcher.module.holders.add(self)
 
         def run():  # in chunks; or, for one call, where the module was closed: its error
             launcher.run(n, argv, threads)
@@ -66,17 +68,21 @@ class PreparedLaunch:
 
     def launch(self) -> None:
         """Run the launch (a gpuc.Tape recording in this context records it, as it records kernel[n](...))."""
-        if self._fn is not None and dispatch.recording.get() is None and not self._module.closed:
-            if self._total:
-                self._fn(self._argv, 0, self._total, self._sizes)
+        call = self._call
+        if call is not None and _recording() is None:
+            call()
             return
-        if dispatch.recording.get() is not None:
+        if _recording() is not None:
             kernel, n, args, device, threads, block, shared = self._given
             dispatch.launch(kernel, n, args, device=device, threads=threads, block=block, shared=shared)
             return
         self._run()
 
     __call__ = launch
+
+    def forget(self) -> None:
+        """Its module was closed: launches take the launcher's path, which says so."""
+        self._call = None
 
     def __reduce__(self):
         raise TypeError("a PreparedLaunch holds compiled code and array addresses and cannot be pickled; pickle "
@@ -87,6 +93,13 @@ class PreparedLaunch:
                         if getattr(self, name) not in (None, 0))
         return f"<PreparedLaunch {getattr(self.kernel, '__qualname__', self.kernel)}[{self.n!r}], " \
                f"{len(self.args)} argument(s){extra}>"
+
+
+_recording = dispatch.recording.get
+
+
+def _nothing() -> None:
+    """The launch of an empty index space."""
 
 
 def prepare(kernel, n, args, *, device: str | None = None, threads: int | None = None, block=None,

@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 
-from ...errors import CompilationError, SourceLocation, user_facing
+from ...errors import CompilationError, SourceLocation, full_tracebacks, user_facing
 from .types import GType, mangle
 
 _NOT_FOUND = object()
@@ -194,7 +194,6 @@ class _Bound:
     def __init__(self, kernel: Kernel, n) -> None:
         self.kernel, self.n = kernel, n
 
-    @user_facing
     def __call__(self, *args, device: str | None = None, threads: int | None = None, block=None,
                  shared: int = 0) -> None:
         kernel = self.kernel
@@ -204,7 +203,12 @@ class _Bound:
         launcher = Kernel.launcher  # as Kernel.launch does, without its second call and wrapper
         if launcher is None:
             raise RuntimeError("no kernel launcher is installed; import gpuc (or gpuc.runtime) first")
-        launcher(kernel, self.n, args, device=device, threads=threads, block=block, shared=shared)
+        try:  # what @user_facing does, without its call (a warm launch costs a few microseconds)
+            launcher(kernel, self.n, args, device=device, threads=threads, block=block, shared=shared)
+        except CompilationError as exc:
+            if full_tracebacks():
+                raise
+            raise exc.with_traceback(None)
 
 
 def func(pyfunc=None, **options):

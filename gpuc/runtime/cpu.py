@@ -518,7 +518,6 @@ def _grid(dims, block):
     """(the grid, the block) of a launch of `dims` (padded to 3) in blocks of `block` (or 1 per item)."""
     if block is None:
         return dims, (1, 1, 1)
-    rank = sum(1 for d in dims[1:] if d != 1) + 1
     given = (block,) if not isinstance(block, (tuple, list)) else tuple(block)
     if not 1 <= len(given) <= 3:
         raise ValueError(f"block= has 1 to 3 dimensions, not {len(given)}: {block!r}")

@@ -227,21 +227,11 @@ class VectorBody:
             nxt = b.add(iv, self.const(self.W), "vec.next")
             iv.add_incoming(nxt, b.block)
             latch = b.block
-            if self.streams:  # streamed stores are ordered before what follows the row by an sfence
-                done, fence = self.new_block("vec.done"), self.new_block("vec.fence")
-                b.cond_br(b.icmp("ult", nxt, item.stop), head, done)
-                b.position_at_end(done)
-                b.cond_br(self.streams.streaming, fence, item.exit)
-                b.position_at_end(fence)
-                streaming.sfence(b, self.module)
-                b.br(item.exit)
-                leaving = (done, fence)
-            else:
-                b.cond_br(b.icmp("ult", nxt, item.stop), head, item.exit)
-                leaving = (latch,)
+            b.cond_br(b.icmp("ult", nxt, item.stop), head, item.exit)
             for phi in [i for i in item.exit.instructions if isinstance(i, PHINode)]:
-                for blk in leaving:
-                    phi.add_incoming(phi.incoming_value_for(item.latch), blk)
+                phi.add_incoming(phi.incoming_value_for(item.latch), latch)
+            if self.streams:  # streamed stores are ordered before the launch entry returns
+                streaming.fence_returns(b, self.fn, self.module)
             # The original loop keeps a preheader of its own (`br header`), as the clamp split expects.
             entry = b.split_before(term, f"{pre.name}.vec")
             iv.add_incoming(self.streams.start if self.streams else item.first, entry)

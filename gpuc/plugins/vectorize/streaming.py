@@ -20,13 +20,13 @@ equally far past a multiple of the vector's alignment (one start aligns them all
 The row's vector loop then starts up to a vector early, at the item whose stores are aligned, with the lanes
 before the row's first item masked off as those past its end are. A store whose lanes all store (its
 block's mask all set: not in the partial chunks at either end, nor where a branch sends some lanes
-elsewhere) is an aligned `!nontemporal` store; the others the masked store. An `sfence` after the row
-orders its streamed stores before whatever follows (the pool's signal that a run has ended).
+elsewhere) is an aligned `!nontemporal` store; the others the masked store. An `sfence` before the launch entry returns
+orders a run's streamed stores before whatever follows (the pool's signal that the run has ended).
 """
 
 from __future__ import annotations
 
-from gpuc.llvm import ConstantInt, FunctionType, StoreInst
+from gpuc.llvm import CallInst, ConstantInt, FunctionType, StoreInst
 
 from .memory import type_size
 
@@ -108,6 +108,15 @@ class Streams:
         return self.streaming
 
 
-def sfence(b, module) -> None:
-    fn = module.get_or_insert_function("llvm.x86.sse.sfence", FunctionType.get(module.context.void, []))
-    b.call(fn, [])
+def fence_returns(b, fn, module) -> None:
+    """An `sfence` before each return of `fn`: the streamed stores of a run are globally visible before the
+    pool learns that the run has ended. (Once per run, not per row: an sfence waits for the write-combining
+    buffers to drain.)"""
+    sfence = module.get_or_insert_function("llvm.x86.sse.sfence", FunctionType.get(module.context.void, []))
+    for blk in fn.blocks:
+        term = blk.terminator
+        if term is not None and term.opcode_name == "ret":
+            previous = term.previous
+            if not (isinstance(previous, CallInst) and previous.callee == sfence):
+                b.position_before(term)
+                b.call(sfence, [])

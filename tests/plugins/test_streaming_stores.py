@@ -271,3 +271,23 @@ def test_a_launch_past_the_threshold_equals_numpy():
 def test_a_bad_threshold_is_refused(value):
     with pytest.raises(ValueError, match="streaming_bytes"):
         gpuc.kernel(streaming_bytes=value)(saxpy.py_func)
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+@pytest.mark.parametrize("shift", (0, 1, -1, 5))
+def test_an_output_that_is_also_an_input(shift, threads):
+    # out is x itself, or x shifted by a few elements: the memory test decides whether the row runs in
+    # lanes; where it does, the streamed store of an item comes after its loads
+    n = 1000
+    y = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    results = []
+    for kernel in (streamed(saxpy), SAXPY_ITEM_BY_ITEM):
+        buf = np.random.default_rng(shift + 10).standard_normal(n + 20).astype(np.float32)
+        x, out = buf[10:10 + n], buf[10 + shift:10 + shift + n]
+        kernel.launch(n, np.float32(1.25), x, y, out, threads=threads)
+        results.append([buf])
+    if threads == 1 or shift == 0:  # (with a shift, two threads race at their chunks' edges either way)
+        assert differences(results[0], results[1]) == []
+    if shift == 0:
+        x = np.random.default_rng(10).standard_normal(n + 20).astype(np.float32)[10:10 + n]
+        np.testing.assert_array_equal(results[0][0][10:10 + n], np.float32(1.25) * x + y)

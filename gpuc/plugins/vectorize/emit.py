@@ -161,6 +161,10 @@ class VectorBody:
         fn = self.module.declare_intrinsic(f"llvm.vector.reduce.or.v{self.W}i1", FunctionType.get(self.i1, [self.mask_ty]))
         return self.b.call(fn, [m])
 
+    def all(self, m):
+        fn = self.module.declare_intrinsic(f"llvm.vector.reduce.and.v{self.W}i1", FunctionType.get(self.i1, [self.mask_ty]))
+        return self.b.call(fn, [m])
+
     def lane(self, v, k):
         return self.b.extract_element(v, self.const(k, self.i32)) if isinstance(v.type, VectorType) else v
 
@@ -564,10 +568,11 @@ class VectorBody:
         if vary_ptr and self.mem.stride(ptr) == type_size(ty):
             self.consecutive += 1
             address = self.lane(self.vec(ptr, blk), 0)
-            if self.streams and inst in self.streams.stores:
+            streamed = self.streams and inst in self.streams.stores
+            if streamed:
                 self.stream(data, address, mask, self.streams.stores[inst][1])
             self.masked(f"llvm.masked.store.{mangle(vty)}.p0", void, [data, address, mask], inst.alignment)
-            if self.streams and inst in self.streams.stores:
+            if streamed:
                 self.b.br(self.streamed)
                 self.b.position_at_end(self.streamed)
         else:  # a scatter stores lane after lane: where lanes share an address, the last one's value stays
@@ -580,8 +585,7 @@ class VectorBody:
         `align`) non-temporally; elsewhere go on to the masked store the caller emits, then to `self.streamed`."""
         b = self.b
         whole, partial, self.streamed = (self.new_block(n) for n in ("vec.stream", "vec.partial", "vec.stored"))
-        fn = self.module.declare_intrinsic(f"llvm.vector.reduce.and.v{self.W}i1", FunctionType.get(self.i1, [self.mask_ty]))
-        b.cond_br(b.and_(self.streams.streaming, b.call(fn, [mask]), "vec.stream"), whole, partial)
+        b.cond_br(b.and_(self.streams.streaming, self.all(mask), "vec.stream"), whole, partial)
         b.position_at_end(whole)
         b.store(data, address, align=align).set_nontemporal()
         b.br(self.streamed)

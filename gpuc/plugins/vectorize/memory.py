@@ -193,7 +193,7 @@ class Memory:
         extents = Extents(self.item, b)
         bounded = 0
         for a in self.accesses:
-            a.affine = self._materialize(b, a.pointer, first)
+            a.affine = self.materialize(b, a.pointer, first)
             a.extent = None
             if a.affine is None and not a.write:
                 a.extent = extents.of(self.root(a.pointer))
@@ -262,7 +262,7 @@ class Memory:
             return None
         return pointer
 
-    def _materialize(self, b, pointer, first):
+    def materialize(self, b, pointer, first):
         """(address at index0 = first as i64, stride in bytes as i64) built at `b`, or None where the
         address is not `A + index0 * S` with A and S known before the loop."""
         i64 = first.type

@@ -91,7 +91,7 @@ class Streams:
         align = stores[0][1][1]
         lead = None
         for inst, (size, _) in stores:
-            affine = mem._materialize(b, inst.operands[1], first)
+            affine = mem.materialize(b, inst.operands[1], first)
             if affine is None:  # (not A + index0 * S: it streams no row)
                 return ConstantInt.get(llctx.i1, 0)
             address = affine[0]

@@ -291,3 +291,39 @@ def test_an_output_that_is_also_an_input(shift, threads):
     if shift == 0:
         x = np.random.default_rng(10).standard_normal(n + 20).astype(np.float32)[10:10 + n]
         np.testing.assert_array_equal(results[0][0][10:10 + n], np.float32(1.25) * x + y)
+
+
+@gpuc.kernel
+def counted(x, out, hits):
+    i = gpuc.index()
+    out[i] = x[i] * 3.0
+    gpuc.atomic_add(hits, 0, 1)
+
+
+def test_an_output_also_touched_by_an_atomic_does_not_stream():
+    n = 100
+    x = np.linspace(0.0, 1.0, n)
+    out, hits = np.zeros(n), np.zeros(1, np.int64)
+    streamed(counted).launch(n, x, out, hits, threads=2)
+    np.testing.assert_array_equal(out, x * 3.0)
+    assert hits[0] == n
+    line = trace_line(streamed(counted), x, out, hits)
+    assert "1 streaming store" in line, line  # out streams; hits, touched by the atomic only, is not a store
+
+
+@gpuc.kernel
+def stored_and_counted(x, iout):
+    i = gpuc.index()
+    iout[i] = x[i]
+    gpuc.atomic_add(iout, 0, 1)
+
+
+def test_an_output_an_atomic_also_touches_does_not_stream():
+    n = 100
+    x = np.arange(n, dtype=np.int64)
+    got, want = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    streamed(stored_and_counted).launch(n, x, got, threads=1)
+    item_by_item(stored_and_counted).launch(n, x, want, threads=1)
+    np.testing.assert_array_equal(got, want)
+    assert got[0] == n and (got[1:] == x[1:]).all()
+    assert "streaming" not in trace_line(streamed(stored_and_counted), x, got)

@@ -11,7 +11,8 @@ The vector loop (emit.py) streams a *stream store*, a store
 - outside the body's loops (each item makes it at most once; under branches too);
 - consecutive across items (`out[i]`, a row's `img[y, x]`), of a scalar of 1, 2, 4 or 8 bytes that fills a
   vector of at least 16 bytes;
-- into an array (the address's base, known before the loop) that no other access of the body touches.
+- into an array (the address's base, known before the loop) that no other access of the body touches (nor
+  an atomic; a body with calls or atomics that may touch any array streams nothing).
 
 Whether a row streams is decided in front of its vector loop (`Streams.prepare`): the launch streams when its
 stream stores write at least `CompilerConfig.streaming_bytes` bytes in all (work items times bytes per item),
@@ -45,9 +46,11 @@ class Streams:
         if threshold is None or not target.triple().startswith("x86_64"):
             return
         mem, uni, cf = body.mem, body.uni, body.cf
+        if mem.opaque:  # calls and atomics that may touch any array (their rows run item by item anyway)
+            return
         touches: dict = {}
-        for access in mem.accesses:
-            root = mem.root(access.pointer)
+        for pointer in [a.pointer for a in mem.accesses] + [inst.operands[0] for inst in mem.atomics]:
+            root = mem.root(pointer)
             touches[root] = touches.get(root, 0) + 1
         for access in mem.accesses:
             inst = access.inst

@@ -11,18 +11,18 @@ import pytest
 
 import gpuc
 from support.llvm_testing import filecheck
-from support.vectorize import differences, item_by_item
+from support.vectorize import differences, item_by_item, streaming
 
 
 @functools.lru_cache(maxsize=None)
-def streamed(kernel, threshold=0):
-    """`kernel` with CompilerConfig(streaming_bytes=threshold): 0 streams every launch."""
-    return type(kernel)(kernel.py_func, {**kernel.options, "streaming_bytes": threshold})
+def streamed(kernel):
+    """`kernel` streaming every launch (compiled once per kernel)."""
+    return streaming(kernel, 0)
 
 
 @functools.lru_cache(maxsize=None)
 def never(kernel):
-    return type(kernel)(kernel.py_func, {**kernel.options, "streaming_bytes": None})
+    return streaming(kernel, None)
 
 
 def trace_line(kernel, *args) -> str:

@@ -12,10 +12,11 @@ def item_by_item(kernel):
     return type(kernel)(kernel.py_func, {**kernel.options, "vectorize": False})
 
 
-def streaming(kernel):
-    """`kernel` with CompilerConfig(streaming_bytes=0): every launch writes the arrays it only stores to with
-    non-temporal stores (gpuc/plugins/vectorize/streaming.py), not only those that store 8 MiB or more."""
-    return type(kernel)(kernel.py_func, {**kernel.options, "streaming_bytes": 0})
+def streaming(kernel, threshold: int | None = 0):
+    """`kernel` with CompilerConfig(streaming_bytes=threshold): with 0, every launch writes the arrays it only
+    stores to with non-temporal stores (gpuc/plugins/vectorize/streaming.py), not only those that store 8 MiB
+    or more; with None, none does."""
+    return type(kernel)(kernel.py_func, {**kernel.options, "streaming_bytes": threshold})
 
 
 def differences(vectorized, scalar) -> list[str]:

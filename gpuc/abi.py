@@ -134,6 +134,11 @@ DYNAMIC_SHARED_GLOBAL = "gpuc.shared.dynamic"
 #: Where dynamic shared memory is a kernel parameter (OpenCL's local pointer arguments, SPIR-V):
 #: `ptr addrspace(S) %gpuc.shared, i64 %gpuc.shared_bytes`, before the launch sizes.
 DYNAMIC_SHARED_PARAMS = ("gpuc.shared", "gpuc.shared_bytes")
+#: The shadow of dynamic shared memory lives in the adjoint kernel's own: the primal's `shared=` bytes,
+#: then their shadow from the next multiple of SHADOW_ALIGN. `gpuc.adjoint(k)` is launched with
+#: `adjoint_shared_bytes(S)` for a primal launched with S, and its `gpuc.ctx.shared_bytes` gives S back
+#: (gpuc/plugins/autodiff/blocks.py, `dynamic_layout`, which inverts it).
+SHADOW_ALIGN = 16
 #: Every use of shared memory goes through `ptr addrspace(S) @gpuc.ctx.shared(ptr addrspace(S) @global)`,
 #: which returns its argument on GPUs and the block's own copy on the CPU.
 SHARED_MARKER = "gpuc.ctx.shared"
@@ -154,6 +159,13 @@ MAX_EXTENT = 1 << 62
 LAUNCH_NONE, LAUNCH_CONTEXT, LAUNCH_SIZES = "none", "context", "sizes"
 LAUNCH_FORMS = (LAUNCH_NONE, LAUNCH_CONTEXT, LAUNCH_SIZES)
 _LAUNCH_TYPES = {LAUNCH_NONE: (), LAUNCH_CONTEXT: ("ptr",), LAUNCH_SIZES: ("i64",) * 3}
+
+
+def adjoint_shared_bytes(primal: int) -> int:
+    """The dynamic shared bytes an adjoint kernel is launched with for a primal launched with `primal`:
+    the primal's, padded to SHADOW_ALIGN, then as many for the shadow. Distinct totals for distinct
+    sizes: S in (16k - 16, 16k] gives 16k + S in (32k - 16, 32k], so the kernel reads S back."""
+    return -(-primal // SHADOW_ALIGN) * SHADOW_ALIGN + primal
 
 
 def context_type(module: Module) -> StructType:
@@ -752,7 +764,7 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "SHADOW_ALIGN", "adjoint_shared_bytes", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

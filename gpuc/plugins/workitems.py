@@ -1151,6 +1151,8 @@ class Dispatcher:
         serial = None
         if self.serial is not None:
             serial = {address for gv, address in self.shared.items() if gv.name in self.serial}
+            if DYNAMIC_SHARED_GLOBAL in self.serial:  # an adjoint's: the primal's dynamic memory, then its shadow
+                serial.add(self.dynamic)
         ordered = False
         for blk in blocks:
             for inst in blk.instructions:

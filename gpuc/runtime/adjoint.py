@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from ..abi import adjoint_shared_bytes
 from ..errors import user_facing
 from ..frontend.constructs.reverse import BLOCKWISE, CONCURRENT, PARITY, SERIAL, AdjointRequest
 from ..frontend.core.functions import Kernel, _NOT_FOUND
@@ -129,6 +130,9 @@ class AdjointKernel(ShadowedKernel):
             return
         flags = self._checked_layout(args)
         device = device or _device_of(args)
+        # the primal's dynamic shared memory, then its shadow (gpuc.abi.adjoint_shared_bytes)
+        if isinstance(shared, (int, np.integer)) and not isinstance(shared, bool) and shared > 0:
+            shared = adjoint_shared_bytes(int(shared))
         blocks = {"block": block, "shared": shared} if block is not None or shared else {}
         dims = index_space(n)
         if device != "cpu":

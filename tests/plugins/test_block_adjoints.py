@@ -4,10 +4,13 @@ finite differences, and compiled for PTX, GCN and SPIR-V."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
-from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, finite_differences, gathered, halo_stencil,
-                                    matmul, own_lanes, prefix_sum, rotating_tile, shared_atomics, warp_sum)
+from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, dynamic_and_static, dynamic_sums,
+                                    finite_differences, gathered, halo_stencil, matmul, own_lanes, prefix_sum,
+                                    rotating_tile, shared_atomics, warp_sum)
 
 import gpuc
 
@@ -34,7 +37,13 @@ CASES = {
     "prefix_sum": (prefix_sum, [U(128), np.zeros(128)], 128, TPB),
     "shared_atomics_and_votes": (shared_atomics, [U(48), U(3), np.zeros(1)], 48, 16),
     "rotating_tile": (rotating_tile, [U(3 * BS), np.zeros(3 * BS)], 3 * BS, BS),
+    "dynamic_shared_sums": (dynamic_sums, [U(250), np.zeros(4)], 256, TPB),
+    "dynamic_shared_sums_shorter_than_the_block": (dynamic_sums, [U(250), np.zeros(4)], 256, TPB),
+    "dynamic_and_static_shared": (dynamic_and_static, [U(90), np.zeros(90)], 96, BS),
 }
+# the launches' `shared=` bytes: 776 = 3 float64 per item and one more, no multiple of 16
+SHARED = {"dynamic_shared_sums": TPB * 8, "dynamic_shared_sums_shorter_than_the_block": 16 * 8,
+          "dynamic_and_static_shared": 3 * BS * 8 + 8}
 
 
 # Adjoints of kernels with blocks were refused; the reverse of a barrier is a barrier, shared arrays
@@ -46,7 +55,7 @@ def test_adjoint_matches_finite_differences(name, threads, gpuc_device):
     if gpuc_device == "opencl" and name in NO_TAPE:
         pytest.skip(f"not on opencl: {NO_HEAP}")
     kernel, arrays, n, block = CASES[name]
-    assert finite_differences(kernel, arrays, n, block, threads=threads) < 1e-6
+    assert finite_differences(kernel, arrays, n, block, threads=threads, shared=SHARED.get(name, 0)) < 1e-6
 
 
 @pytest.mark.devices("cpu", "opencl")
@@ -64,7 +73,7 @@ I1 = gpuc.Array[gpuc.int64, 1, "C"]
 TYPES = {"block_sums": (A1,) * 4, "tiled_matmul": (A2,) * 6, "halo_stencil": (A1,) * 4,
          "warp_shuffle_sum": (A1,) * 4, "butterfly": (A1,) * 4, "gathered_shuffles": (A1, A1, I1, A1, A1),
          "prefix_sum": (A1,) * 4, "shared_atomics_and_votes": (A1,) * 6, "rotating_tile": (A1,) * 4,
-         "own_lane_shuffles": (A1,) * 4}
+         "own_lane_shuffles": (A1,) * 4, "dynamic_shared_sums": (A1,) * 4, "dynamic_and_static_shared": (A1,) * 4}
 
 
 def _compile(name, target, output):
@@ -79,8 +88,9 @@ def test_adjoint_compiles_for_ptx(name, ptxas):
     ptxas(_compile(name, gpuc.PTXTarget(cap="sm_90"), "asm"))
 
 
-# GCN and SPIR-V have no allocator for the tape of the matmul's loop over tiles (and the tile's rounds).
-NO_TAPE = {"tiled_matmul", "rotating_tile"}
+# GCN and SPIR-V have no allocator for the tape of the matmul's loop over tiles (and the tile's rounds, and
+# the tree over dynamic shared memory, whose depth is known at run time).
+NO_TAPE = {"tiled_matmul", "rotating_tile", "dynamic_shared_sums", "dynamic_shared_sums_shorter_than_the_block"}
 
 
 def _reloaded(name) -> int:
@@ -229,3 +239,28 @@ def test_adds_into_a_shared_shadow_element_keep_the_items_order():
         for v in dy[b * tpb:(b + 1) * tpb]:
             want[b * tpb] += 1.5 * v
     np.testing.assert_array_equal(dx, want)
+
+
+# gpuc.shared.dynamic was refused in adjoints. The adjoint is launched with the primal's `shared=`: it runs
+# with the primal's bytes and, from the next multiple of 16, their shadow, and the kernel sees the primal's
+# size (len(d) enters y, and its gradient).
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shared", [3 * BS * 8, 3 * BS * 8 + 8, 3 * BS * 8 + 24, 3 * BS * 8 + 40])
+def test_dynamic_shared_memory_and_its_shadow(shared, threads):
+    x = np.linspace(-1.0, 1.0, 90)
+    want = np.zeros(90)
+    dynamic_and_static.launch(96, x, want, block=BS, shared=shared, threads=threads)
+    y, dx, dy = np.zeros(90), np.zeros(90), np.ones(90)
+    gpuc.adjoint(dynamic_and_static).launch(96, x, dx, y, dy, block=BS, shared=shared, threads=threads)
+    np.testing.assert_array_equal(y, want)   # the primal's effects, with len(d) = shared // 8
+    np.testing.assert_array_equal(dy, 0.0)
+    t = np.arange(96) % BS
+    v = np.where(np.arange(96) < 90, np.concatenate([x, np.zeros(6)]), 0.0)
+    nxt, prv = (np.arange(96) // BS) * BS + (t + 1) % BS, (np.arange(96) // BS) * BS + (t + BS - 1) % BS
+    ref = np.zeros(96)
+    for i in range(90):  # y[i] = v[prv]^2 * v[nxt] + sin(v[nxt]) * v[i] + len(d) * v[i]
+        ref[prv[i]] += 2 * v[prv[i]] * v[nxt[i]]
+        ref[nxt[i]] += v[prv[i]] ** 2 + math.cos(v[nxt[i]]) * v[i]
+        ref[i] += math.sin(v[nxt[i]]) + shared // 8
+    np.testing.assert_allclose(dx, ref[:90], rtol=1e-13, atol=1e-13)

@@ -160,7 +160,46 @@ def rotating_tile(x, y):
     y[i] = acc
 
 
-def finite_differences(kernel, arrays, n, block, *, threads=1, h=1e-6, samples=40, seed=1):
+@gpuc.kernel
+def dynamic_sums(a, out):
+    """The README's tree reduction in `gpuc.shared.dynamic` memory, its length (the launch's `shared=`
+    bytes) steering the tree and scaling the sums."""
+    s = gpuc.shared.dynamic(gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    n = len(s)
+    if t < n:
+        s[t] = a[i] * a[i] if i < len(a) else 0.0
+    gpuc.barrier()
+    step = n // 2
+    while step > 0:
+        if t < step:
+            s[t] += s[t + step]
+        gpuc.barrier()
+        step //= 2
+    if t == 0:
+        out[gpuc.block_index(0)] = s[0] * n
+
+
+@gpuc.kernel
+def dynamic_and_static(x, y):
+    """A halo in dynamic shared memory of 3 float64 per item (24 bytes each: a size no multiple of 16), a
+    static shared array beside it, and each item's view of the dynamic array's length."""
+    d = gpuc.shared.dynamic(gpuc.float64)
+    s = gpuc.shared.array(BS, gpuc.float64)
+    t, i, nb = gpuc.thread_index(0), gpuc.index(0), gpuc.block_dim(0)
+    v = x[i] if i < len(x) else 0.0
+    d[3 * t] = v * v
+    d[3 * t + 1] = math.sin(v)
+    d[3 * t + 2] = float(len(d))
+    s[t] = v
+    gpuc.barrier()
+    left = d[3 * ((t + nb - 1) % nb)]
+    right = d[3 * ((t + 1) % nb) + 1]
+    if i < len(y):
+        y[i] = left * s[(t + 1) % nb] + right * v + d[3 * t + 2] * v
+
+
+def finite_differences(kernel, arrays, n, block, *, threads=1, h=1e-6, samples=40, seed=1, shared=0):
     """The worst relative difference between the shadows after `gpuc.adjoint(kernel)` launched with a
     random seed in every float array's shadow and the gradient of L = Σ seed · arrays after the
     primal launch, by central differences (at most `samples` entries per array)."""
@@ -170,7 +209,7 @@ def finite_differences(kernel, arrays, n, block, *, threads=1, h=1e-6, samples=4
 
     def loss(values):
         values = [v.copy() for v in values]
-        kernel.launch(n, *values, block=block, threads=threads)
+        kernel.launch(n, *values, block=block, threads=threads, shared=shared)
         return sum((s * v).sum() for s, v in zip(seeds, values) if s is not None)
 
     args, shadows = [], []
@@ -179,7 +218,7 @@ def finite_differences(kernel, arrays, n, block, *, threads=1, h=1e-6, samples=4
         if s is not None:
             shadows.append(s.copy())
             args.append(shadows[-1])
-    gpuc.adjoint(kernel).launch(n, *args, block=block, threads=threads)
+    gpuc.adjoint(kernel).launch(n, *args, block=block, threads=threads, shared=shared)
     worst = 0.0
     shadow = iter(shadows)
     for k, (a, s) in enumerate(zip(arrays, seeds)):

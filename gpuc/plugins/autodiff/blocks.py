@@ -10,6 +10,8 @@ markers are still calls, and the reverse sweep gives each its reverse (Enzyme's 
   and fences likewise; a grid barrier is refused;
 - each `gpuc.shared.array` gets a shadow array in shared memory, zeroed by the block's items at the
   start of the adjoint (then a barrier); pointers into it are shadowed like array parameters;
+  `gpuc.shared.dynamic` memory's shadow follows it in the adjoint's own dynamic shared memory, which
+  the launch sizes for both (`dynamic_layout`, gpuc.abi.adjoint_shared_bytes);
 - a shuffle moves the cotangent back to the lane the value came from: the adjoint of `shfl_xor(v, m)`
   is `shfl_xor(a, m)`; of `shfl_down(v, d)` an `shfl_up` of it, and the other way round, with the
   lanes whose read fell outside the warp keeping their own; of `shfl_idx` (and of any shuffle whose
@@ -26,7 +28,8 @@ from __future__ import annotations
 import gpuc.llvm as llvm
 from gpuc.abi import (BARRIER_MARKER, BARRIER_PREDICATE_MARKERS, BLOCK_DIM_MARKER, BLOCK_MARKERS,
                       DYNAMIC_SHARED_GLOBAL, FENCE_MARKERS, GEOMETRY_MARKERS, GRID_BARRIER_MARKER, INDEX_MARKER, LANE_INDEX_MARKER, NDRANGE_MARKER, SHARED_MARKER,
-                      MAX_EXTENT, SHUFFLE_MARKER_PREFIX, SYNCWARP_MARKER, THREAD_INDEX_MARKER, WARP_SIZE_MARKER)
+                      MAX_EXTENT, SHADOW_ALIGN, SHARED_BYTES_MARKER, SHUFFLE_MARKER_PREFIX, SYNCWARP_MARKER,
+                      THREAD_INDEX_MARKER, WARP_SIZE_MARKER)
 
 _BARRIERS = (BARRIER_MARKER, *BARRIER_PREDICATE_MARKERS.values())
 _FENCES = tuple(FENCE_MARKERS.values())
@@ -79,11 +82,16 @@ def is_marker(callee) -> bool:
 
 def shared_shadow(r, inst, new) -> llvm.Value:
     """The shadow of shared array `inst` (fn's `gpuc.ctx.shared(@a)`, cloned as `new`): the same
-    marker of `@a.shadow`, a shared array of the same type, zeroed at the adjoint's start."""
+    marker of `@a.shadow`, a shared array of the same type, zeroed at the adjoint's start; for
+    `gpuc.shared.dynamic`, the adjoint kernel's dynamic shared memory past the primal's (`dynamic_layout`)."""
     array = inst.args[0]
+    if isinstance(array, llvm.GlobalVariable) and array.name == DYNAMIC_SHARED_GLOBAL and r.adjoint_kernel:
+        _, pad = dynamic_layout(r)
+        return r.b.gep(r.ctx.i8, new, [pad])
     if not isinstance(array, llvm.GlobalVariable) or array.name == DYNAMIC_SHARED_GLOBAL:
-        raise r.error(inst, "the shadow of gpuc.shared.dynamic memory is not supported in adjoints yet",
-                      "use gpuc.shared.array(shape, dtype) with a constant shape")
+        raise r.error(inst, "the shadow of gpuc.shared.dynamic memory is supported in adjoint kernels, not in "
+                            "gradients of funcs", "differentiate the kernel with gpuc.adjoint, or use "
+                            "gpuc.shared.array(shape, dtype) with a constant shape")
     module = r.module
     name = f"{array.name}.shadow"
     shadow = module.globals.get(name)
@@ -94,6 +102,34 @@ def shared_shadow(r, inst, new) -> llvm.Value:
         shadow.alignment = array.alignment
         r.shared_shadows.append(shadow)
     return r.b.call(new.callee, [shadow])
+
+
+def is_shared_bytes(inst) -> bool:
+    """Whether `inst` is `gpuc.ctx.shared_bytes(0)`: the size of the launch's dynamic shared memory."""
+    return (isinstance(inst, llvm.CallInst) and isinstance(inst.callee, llvm.Function)
+            and inst.callee.name == SHARED_BYTES_MARKER)
+
+
+def dynamic_layout(r):
+    """(the primal's dynamic shared bytes S, the offset of their shadow) in the adjoint kernel, computed
+    once at its start: it runs with gpuc.abi.adjoint_shared_bytes(S) = pad + S bytes, pad the least
+    multiple of SHADOW_ALIGN at or above S, so pad = SHADOW_ALIGN * ceil(total / (2 * SHADOW_ALIGN))."""
+    if r.dynamic is None:
+        i32, i64 = r.ctx.i32, r.ctx.i64
+        b = r.b
+        saved = b.block
+        first = r.alloca_block.terminator
+        if first is not None:
+            b.position_before(first)
+        else:
+            b.position_at_end(r.alloca_block)
+        marker = _declare(r.module, SHARED_BYTES_MARKER, i64, [i32])
+        total = b.call(marker, [llvm.ConstantInt.get(i32, 0)], "shared_bytes.total")
+        c = lambda v: llvm.ConstantInt.get(i64, v)  # noqa: E731
+        pad = b.mul(b.udiv(b.add(total, c(2 * SHADOW_ALIGN - 1)), c(2 * SHADOW_ALIGN)), c(SHADOW_ALIGN), "shadow.at")
+        r.dynamic = (b.sub(total, pad, "shared_bytes"), pad)
+        b.position_at_end(saved)
+    return r.dynamic
 
 
 def zero_shared_shadows(r, b: llvm.Builder, site) -> None:
@@ -107,6 +143,14 @@ def zero_shared_shadows(r, b: llvm.Builder, site) -> None:
     thread = module.get_or_insert_function(THREAD_INDEX_MARKER, geometry)
     dim = module.get_or_insert_function(BLOCK_DIM_MARKER, geometry)
     t = [b.call(thread, [llvm.ConstantInt.get(i32, d)]) for d in range(3)]
+    shared = module.functions[SHARED_MARKER]
+    with llvm.TargetData.from_layout(module.data_layout) as td:
+        regions = [(b.call(shared, [shadow]), llvm.ConstantInt.get(i64, td.size_of(shadow.value_type)))
+                   for shadow in r.shared_shadows]
+    if r.dynamic is not None:
+        size, pad = r.dynamic
+        base = b.call(shared, [module.globals[DYNAMIC_SHARED_GLOBAL]])
+        regions.append((b.gep(ctx.i8, base, [pad]), size))
     gfn = r.gfn
     if r.settings.serial_blocks:
         memset = module.get_or_insert_function("llvm.memset.p0.i64", llvm.FunctionType.get(
@@ -118,11 +162,8 @@ def zero_shared_shadows(r, b: llvm.Builder, site) -> None:
             following = first if d == 2 else gfn.append_block(f"shadow.zero.{d + 1}")
             b.cond_br(b.icmp("eq", t[d], zero), following, done)
             b.position_at_end(following)
-        with llvm.TargetData.from_layout(module.data_layout) as td:
-            for shadow in r.shared_shadows:
-                size = llvm.ConstantInt.get(i64, td.size_of(shadow.value_type))
-                b.call(memset, [b.call(module.functions[SHARED_MARKER], [shadow]), llvm.ConstantInt.get(ctx.i8, 0),
-                                size, llvm.ConstantInt.get(ctx.i1, 0)])
+        for base, size in regions:
+            b.call(memset, [base, llvm.ConstantInt.get(ctx.i8, 0), size, llvm.ConstantInt.get(ctx.i1, 0)])
         b.br(done)
         b.position_at_end(done)
         b.call(_declare(module, BARRIER_MARKER, ctx.void, [ctx.ptr()]), [site])
@@ -130,20 +171,17 @@ def zero_shared_shadows(r, b: llvm.Builder, site) -> None:
     n = [b.call(dim, [llvm.ConstantInt.get(i32, d)]) for d in range(3)]
     linear = b.add(t[0], b.mul(n[0], b.add(t[1], b.mul(n[1], t[2]))))
     step = b.mul(n[0], b.mul(n[1], n[2]))
-    with llvm.TargetData.from_layout(module.data_layout) as td:
-        for shadow in r.shared_shadows:
-            size = llvm.ConstantInt.get(i64, td.size_of(shadow.value_type))
-            base = b.call(module.functions[SHARED_MARKER], [shadow])
-            before = b.block
-            loop, done = gfn.append_block("shadow.zero"), gfn.append_block("shadow.zeroed")
-            b.cond_br(b.icmp("ult", linear, size), loop, done)
-            b.position_at_end(loop)
-            k = b.phi(i64, [(linear, before)])
-            b.store(llvm.ConstantInt.get(ctx.i8, 0), b.gep(ctx.i8, base, [k]))
-            following = b.add(k, step)
-            k.add_incoming(following, loop)
-            b.cond_br(b.icmp("ult", following, size), loop, done)
-            b.position_at_end(done)
+    for base, size in regions:
+        before = b.block
+        loop, done = gfn.append_block("shadow.zero"), gfn.append_block("shadow.zeroed")
+        b.cond_br(b.icmp("ult", linear, size), loop, done)
+        b.position_at_end(loop)
+        k = b.phi(i64, [(linear, before)])
+        b.store(llvm.ConstantInt.get(ctx.i8, 0), b.gep(ctx.i8, base, [k]))
+        following = b.add(k, step)
+        k.add_incoming(following, loop)
+        b.cond_br(b.icmp("ult", following, size), loop, done)
+        b.position_at_end(done)
     b.call(_declare(module, BARRIER_MARKER, ctx.void, [ctx.ptr()]), [site])
 
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gpuc.llvm as llvm
-from gpuc.abi import ADJOINT_SPANS_ATTRIBUTE, LAUNCH_SIZE_PARAMS, MAX_EXTENT, SERIAL_ITEMS_ATTRIBUTE
+from gpuc.abi import (ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
+                      SERIAL_ITEMS_ATTRIBUTE)
 from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, tape, temporaries
@@ -167,6 +168,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
                            shadows=shadows, cotangent=None, results=[], indices=indices, read_dims=read_dims)
         builder.spans = spans
         builder.mark_uniform = settings.serial_blocks and blocks.uses_blocks(primal)
+        builder.adjoint_kernel = True
         builder.run()
     except BaseException:
         grad.erase()
@@ -179,9 +181,10 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         primal.erase()
         raise
     primal.erase()
-    if settings.serial_blocks and builder.shared_shadows:
+    serial = [g.name for g in builder.shared_shadows] + [DYNAMIC_SHARED_GLOBAL] * (builder.dynamic is not None)
+    if settings.serial_blocks and serial:
         # items add into one shadow element without atomics: the CPU's item loops keep their order there
-        kernel.attributes.add(SERIAL_ITEMS_ATTRIBUTE, ",".join(g.name for g in builder.shared_shadows))
+        kernel.attributes.add(SERIAL_ITEMS_ATTRIBUTE, ",".join(serial))
     with llvm.Builder(module.context) as b:
         b.position_at_end(kernel.append_block("entry"))
         b.call(grad, list(kernel.args))
@@ -215,6 +218,10 @@ class _Reverse(Copier):
         self.current = None
         self.tape_state = None
         self.shared_shadows: list = []  # the shadows of the shared arrays fn uses (blocks.py)
+        #: Whether gfn is a kernel's adjoint (adjoint_body), whose dynamic shared memory holds the primal's
+        #: and its shadow (blocks.dynamic_layout); then (the primal's bytes, the shadow's offset) once used.
+        self.adjoint_kernel = False
+        self.dynamic = None
         #: Whether the kernel's own gradient (its arguments the same in every work item) keeps the values
         #: a block's items push alike (block_uniform.py) marked so when popped: block kernels on the CPU
         #: then keep what follows from them once per block. Set by adjoint_body.
@@ -448,6 +455,8 @@ class _Reverse(Copier):
             self._alloca(inst)
         elif op == "call" and isinstance(inst.callee, llvm.Function) and inst.callee.name.startswith("llvm.dbg."):
             return
+        elif self.adjoint_kernel and blocks.is_shared_bytes(inst):  # the primal's, not the adjoint's own
+            self.vmap[inst] = blocks.dynamic_layout(self)[0]
         elif inst in self.temporaries:
             self.vmap[inst] = self.clone(inst)
             self.shadows[inst] = self.b.call(temporaries.shadow_allocator(self.module, self.settings.heap),
@@ -758,7 +767,7 @@ class _Reverse(Copier):
     def _finish(self) -> None:
         b = self.b
         b.position_at_end(self.alloca_block)
-        if self.shared_shadows:
+        if self.shared_shadows or self.dynamic is not None:
             blocks.zero_shared_shadows(self, b, blocks.site_of(self.fn))
         b.br(self.bmap[self.order[0]])
         b.position_at_end(self.done)

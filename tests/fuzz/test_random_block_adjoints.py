@@ -40,13 +40,15 @@ def test_generator_covers_the_constructs():
                       "gpuc.atomic_add(s,", "gpuc.atomic_add(z,", "while k < bd:", "while e < bd:", "p = s[t - ",
                       "for r in range(c % 3):", "z[gpuc.block_index(1)", "z[iy, ix] =", "y0[iy, ix] +=", "math.exp(",
                       "math.tanh(", "/ (1.5 + math.cos(", "x1[iy, ix]", "mk = mk ^ gpuc.int64(gpuc.ballot(",
-                      "x0[iy, k]", "x1[k, ix]"):
+                      "x0[iy, k]", "x1[k, ix]", "s = gpuc.shared.dynamic(gpuc.float64)"):
         assert construct in text, construct
     assert {p.extra for p in programs} == {None, "own", "block", "acc"}
     # block shapes with partial warps, launch sizes that are not multiples of the block
     launches = [bga.generate(seed, stream)[1][0] for seed, stream in bga.cases(100, CI_SEED)]
     assert any(run.n[0] % run.block[0] for run in launches) and any(run.block[1] > 1 for run in launches)
     assert any(run.block[0] * run.block[1] % bga.WARP for run in launches)
+    # dynamic shared memory of sizes that are multiples of 16 and sizes that are not
+    assert {run.shared % 16 for run in launches if run.shared} == {0, 8}
 
 
 def test_judge_finds_wrong_shadows_schedules_primals_and_vectorized_launches():

@@ -12,7 +12,9 @@ ballots and barrier counts steering control flow (block-uniform where a barrier 
 temporaries, atomic adds into shared memory and into `z`, and (a quarter of the programs, from a random
 stream of their own) a tiled kernel's reads along the item's row of `x0` and its column of `x1` in loops over
 the other coordinate, launched then over four to six blocks along each dimension, so that two threads take
-the blockwise schedule (`cpu.block_phases`); their expressions are smooth (+ - * /, sin,
+the blockwise schedule (`cpu.block_phases`), and (a quarter, from a third stream) the shared array in
+`gpuc.shared.dynamic` memory, launched with `shared=` of 64 to 67 float64 (the adjoint keeps its shadow past
+the primal's bytes, from the next multiple of 16); their expressions are smooth (+ - * /, sin,
 cos, tanh, exp of bounded arguments, divisions by 1.5 + cos or 1 + b*b). No primal races by
 construction (each element written by one item between barriers, atomics into memory read only after a
 barrier).
@@ -70,6 +72,9 @@ KINDS = ("exchange", "exchange", "reduce", "prefix", "shuffle", "shuffle", "warp
          "vote", "ballot", "local", "satomic", "gatomic")
 #: The share of programs with a tiled kernel's reads (`_Gen.tile`).
 TILED = 0.25
+#: The share of programs whose shared array `s` is `gpuc.shared.dynamic` memory, launched with SIZE float64
+#: and 0 to 3 more (sizes no multiple of 16 among them: the adjoint's shadow starts at the next one).
+DYNAMIC = 0.25
 MARGIN = 1e-3           # a float predicate this close to its tie makes the arguments undefined
 BOUND = 1e3             # outputs beyond this too
 STEP = 2.0 ** -17       # finite-difference step, relative to max(1, |x|)
@@ -90,6 +95,7 @@ class Program:
     lines: list = field(default_factory=list)   # (depth, text, probe only)
     kinds: list = field(default_factory=list)
     sites: int = 0                              # float predicates (rows of the probe array)
+    dynamic: bool = False                       # `s` in gpuc.shared.dynamic memory (launched with `shared=`)
 
     def source(self, probe: bool = False) -> str:
         params = ["x0"] + ["x1"] * (self.inputs == 2) + ["y0"] + ["z"] * bool(self.extra) + ["probe"] * probe
@@ -103,7 +109,7 @@ SIZE = {SIZE}
 
 @gpuc.kernel
 def kernel({', '.join(params)}):
-    s = gpuc.shared.array(SIZE, gpuc.float64)
+    s = {"gpuc.shared.dynamic(gpuc.float64)" if self.dynamic else "gpuc.shared.array(SIZE, gpuc.float64)"}
     loc = gpuc.local.array(3, gpuc.float64)
     t = gpuc.thread_index(0) + gpuc.block_dim(0) * gpuc.thread_index(1)
     bd = gpuc.block_dim(0) * gpuc.block_dim(1)
@@ -284,9 +290,12 @@ class _Gen:
         return lines
 
 
-def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: random.Random | None = None) -> Program:
+def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: random.Random | None = None,
+            dynamic: random.Random | None = None) -> Program:
     p = Program(seed, inputs=rng.choice([1, 2]), extra=rng.choice([None, "own", "block", "acc", "acc"]),
                 acc=rng.randint(1, 3))
+    # from a stream of their own too: the shared array in dynamic shared memory
+    p.dynamic = dynamic is not None and dynamic.random() < DYNAMIC
     gen = _Gen(rng, p, pending)
     chosen = [rng.choice(kinds) for _ in range(rng.randint(1, 4))]
     # from a stream of their own (`tiles`), so that programs without them are the ones the seed gave before
@@ -316,13 +325,15 @@ class Launch:
     arrays: dict
     seeds: dict
     primal: dict = field(default_factory=dict)   # the arrays after a launch of the primal
+    shared: int = 0                              # dynamic shared memory (bytes)
 
     @property
     def items(self) -> int:
         return -(-self.n[0] // self.block[0]) * -(-self.n[1] // self.block[1]) * self.block[0] * self.block[1]
 
 
-def launch(p: Program, rng: random.Random, tiles: random.Random | None = None) -> Launch:
+def launch(p: Program, rng: random.Random, tiles: random.Random | None = None,
+           dynamic: random.Random | None = None) -> Launch:
     block = rng.choice(BLOCKS)
     nx = rng.randint(1, 2 * block[0] + 3) if block[0] > 1 else rng.randint(1, 5)
     ny = rng.randint(1, 2 * block[1] + 1) if block[1] > 1 else rng.randint(1, 3)
@@ -343,7 +354,8 @@ def launch(p: Program, rng: random.Random, tiles: random.Random | None = None) -
     elif p.extra == "acc":
         arrays["z"] = data.uniform(-1, 1, p.acc)
     seeds = {name: data.uniform(-1, 1, a.shape) for name, a in arrays.items()}
-    return Launch((nx, ny), block, arrays, seeds)
+    shared = 8 * (SIZE + dynamic.randint(0, 3)) if p.dynamic and dynamic is not None else 0
+    return Launch((nx, ny), block, arrays, seeds, shared=shared)
 
 
 def load(source: str, path: Path):
@@ -364,7 +376,7 @@ def _primal(probe_kernel, p: Program, run: Launch, arrays: dict) -> dict:
     """The arrays after a launch of the probe variant (copies), and raises Undefined near a tie or beyond BOUND."""
     after = {k: a.copy() for k, a in arrays.items()}
     probe = np.full((max(1, p.sites), run.items), np.inf)
-    probe_kernel.launch(run.n, *after.values(), probe, block=run.block, threads=1)
+    probe_kernel.launch(run.n, *after.values(), probe, block=run.block, threads=1, shared=run.shared)
     if probe.min() < MARGIN:
         raise Undefined(f"a predicate within {probe.min():.2g} of its tie")
     if not all(np.all(np.abs(a) <= BOUND) for a in after.values()):
@@ -390,7 +402,7 @@ def differences(probe_kernel, p: Program, run: Launch, scale: float = 1.0, only=
                 moved[name][e] = x0 + sgn * h
                 after = {k: a.copy() for k, a in moved.items()}
                 probe_kernel.launch(run.n, *after.values(), np.full((max(1, p.sites), run.items), np.inf),
-                                    block=run.block, threads=1)
+                                    block=run.block, threads=1, shared=run.shared)
                 outs[sgn] = after
             num = mag = 0.0
             for k, seed in run.seeds.items():
@@ -408,7 +420,7 @@ def _adjoint(adjoint, run: Launch, threads: int):
     for name, a in run.arrays.items():
         arrays[name], shadows[name] = a.copy(), run.seeds[name].copy()
         args += [arrays[name], shadows[name]]
-    adjoint.launch(run.n, *args, block=run.block, threads=threads)
+    adjoint.launch(run.n, *args, block=run.block, threads=threads, shared=run.shared)
     return arrays, shadows
 
 
@@ -467,16 +479,16 @@ def generate(case_seed: int, stream: int, workdir: Path | None = None, attempts:
     """Program `case_seed` of its random stream, two launches whose arguments are defined and the probe
     kernel (without `workdir`: the first program and one launch as drawn, nothing compiled or probed)."""
     rng = random.Random(stream)
-    tiles = random.Random(f"tiles-{stream}")
+    tiles, dynamic = random.Random(f"tiles-{stream}"), random.Random(f"dynamic-{stream}")
     for attempt in range(attempts):
-        p = program(rng, case_seed, pending=pending, tiles=tiles)
+        p = program(rng, case_seed, pending=pending, tiles=tiles, dynamic=dynamic)
         if workdir is None:
-            return p, [launch(p, rng, tiles)], None
+            return p, [launch(p, rng, tiles, dynamic)], None
         probe_kernel = load(p.source(probe=True), workdir / f"blockadj_{case_seed}_{attempt}_probe.py")
         runs = []
         for _ in range(2):
             for _ in range(8):
-                run = launch(p, rng, tiles)
+                run = launch(p, rng, tiles, dynamic)
                 try:
                     run.primal = _primal(probe_kernel, p, run, run.arrays)
                 except Undefined:
@@ -529,7 +541,7 @@ def script(p: Program, run: Launch) -> str:
     1e-6 of the larger of 1 and the difference, and each entry where the launch on 1 thread and the one without
     vectorization leave different arrays or shadows."""
     lines = [p.source().rstrip(), "", "", "import numpy as np", "",
-             f"n, block = {run.n!r}, {run.block!r}"]
+             f"n, block, shared = {run.n!r}, {run.block!r}, {run.shared!r}"]
     for name, a in run.arrays.items():
         lines.append(f"{name} = np.array({a.tolist()!r})")
         lines.append(f"d{name} = np.array({run.seeds[name].tolist()!r})  # the seed")
@@ -537,14 +549,14 @@ def script(p: Program, run: Launch) -> str:
     lines += [f"arrays, seeds = [{', '.join(names)}], [{', '.join('d' + k for k in names)}]",
               f"names = {names!r}", "", "",
               "def loss(values):", "    values = [v.copy() for v in values]",
-              "    kernel.launch(n, *values, block=block, threads=1)",
+              "    kernel.launch(n, *values, block=block, threads=1, shared=shared)",
               "    return sum(float((s * v).sum()) for s, v in zip(seeds, values))", "", "",
               "after = {}",
               "for threads, kern in ((1, kernel), (2, kernel), (0, gpuc.kernel(vectorize=False)(kernel.py_func))):",
               "    args = [a.copy() for a in arrays]",
               "    shadows = [s.copy() for s in seeds]",
               "    gpuc.adjoint(kern).launch(n, *[x for pair in zip(args, shadows) for x in pair], block=block, "
-              "threads=max(threads, 1))",
+              "threads=max(threads, 1), shared=shared)",
               "    after[threads] = args + shadows",
               "    if not threads:",
               "        for a, b, name in zip(after[1], after[0], names + ['d' + k for k in names]):",

@@ -231,16 +231,6 @@ def _lower_context_pointer(job, module: Module, calls: list[ContextCall]) -> Non
 def _lower_block_kernel(job, module: Module, entry: Function, calls: list[ContextCall]) -> None:
     """The CPU's block kernels (gpuc/plugins/workitems.py): every function reaching a marker is
     inlined into the kernel, which then runs one whole block per call."""
-    for fn in module.functions:
-        if fn.name.startswith((FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX)) and fn.uses:
-            sited = next((c for c in calls if c.site and c.marker in BLOCK_MARKERS), None)
-            using = f"gpuc.{sited.marker[len('gpuc.ctx.'):]} here" if sited else "barriers, shared memory, thread " \
-                "indices or warp operations"
-            message = (f"@{entry.name} uses blocks ({using}) and differentiates code: on the CPU, derivatives "
-                       "taken inside kernels that use blocks are not supported yet")
-            raise CompilationError(_at(sited, message) if sited else message,
-                                   hint="take the derivative in a kernel without blocks (gpuc.adjoint of a kernel "
-                                        "with blocks works: write the block's computation in the primal kernel)")
     calls = _inline_into_kernel(job, module, entry, calls)
     stray = [c for c in calls if c.call.function != entry]
     if stray:

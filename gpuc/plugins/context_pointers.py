@@ -13,7 +13,7 @@ callers. Modules in which no such function has its address taken are left as the
 
 from __future__ import annotations
 
-from gpuc.abi import SITE_METADATA
+from gpuc.abi import FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX, SITE_METADATA
 from gpuc.errors import CompilationError
 from gpuc.llvm import Builder, CallInst, Function, FunctionType, Instruction, Module
 
@@ -107,11 +107,26 @@ def _users(fn: Function, strict: bool = True) -> tuple[list[Function], bool]:
             if strict:
                 raise _misused(fn, user, "used other than by an instruction (in a constant or a global)")
         elif isinstance(user, CallInst) and isinstance(user.callee, Function) and user.callee.is_declaration:
+            if strict and user.callee.name.startswith((FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX)):
+                raise _differentiated(fn, user)
             if strict:
                 raise _misused(fn, user, f"handed to @{user.callee.name} (which the module does not define)")
             continue
         taken = True
     return callers, taken
+
+
+def _differentiated(fn: Function, user) -> CompilationError:
+    """The error for a derivative (gpuc.grad, gpuc.derivative, ...) of `fn`, which uses the launch context,
+    asked for by `user`: located at the request where the IR carries debug information."""
+    from gpuc.compiler.validate import site  # (the compiler imports the plugins)
+
+    return CompilationError(
+        f"a derivative of @{fn.name} is asked for in @{user.function.name}, and @{fn.name} uses the launch context "
+        "(gpuc.index, the block's geometry, shared memory, barriers or warp operations), which derivatives do not "
+        "differentiate through", site(user),
+        hint="read the index or geometry in the kernel and pass it to the function as an argument; keep shared "
+             "memory and synchronization in the kernel (gpuc.adjoint of the kernel differentiates them)")
 
 
 def _misused(fn: Function, user, how: str) -> CompilationError:

@@ -785,7 +785,10 @@ def _kernel(f, nparams, nout, arr, via_func, cols, js, ws, npos=None):
             qf = ["@gpuc.func", f"def fq({', '.join(ps + ['q'])}):", f"    return f({', '.join(fargs(ps, 'int(q)'))})"]
             helper = qf + ([""] * 2 + helper if helper else [])
     source = ("\n".join(helper) + "\n\n\n" if helper else "") + "@gpuc.kernel\ndef kernel(out, xs, ts, cs, ws, es):\n"
-    return source + "\n".join(lines) + "\n", expected, labels, relations
+    source += "\n".join(lines) + "\n"
+    # the same derivatives in a kernel with blocks, every work item computing them between barriers
+    block = "\n".join(["    gpuc.barrier()", *lines, "    gpuc.barrier()"])
+    return source + f"\n\n@gpuc.kernel\ndef block_kernel(out, xs, ts, cs, ws, es):\n{block}\n", expected, labels, relations
 
 
 def _host_expected(cols, nout, arr, ws, looped=False):
@@ -844,6 +847,9 @@ def load_source(source: str, path: Path):
     return module
 
 
+#: The launches of `block_kernel`, the kernel's statements between barriers: (n, block, threads).
+BLOCK_LAUNCHES = ((3, 3, 1), (4, 2, 2))
+
 #: The located error of a reverse sweep whose loop keeps a tape, on a target without an allocator (SPIR-V):
 #: what an OpenCL device lacks, not a finding there.
 NO_HEAP = "kept on a tape in memory allocated at run time"
@@ -883,6 +889,11 @@ def check(case: Case, workdir: Path, device: str = "cpu", limits: Counter | None
         if device == "cpu":  # and without vectorization across work items (support/vectorize.py)
             scalar = np.zeros_like(out)
             item_by_item(module.kernel).launch(1, scalar, xs, ts, cs, ws, es, device=device, threads=1)
+            blocks = {}  # and in a kernel with blocks: one block of 3 items, two blocks of 2 on two threads
+            for n, block, threads in BLOCK_LAUNCHES:
+                blocks[n, block, threads] = np.zeros_like(out)
+                module.block_kernel.launch(n, blocks[n, block, threads], xs, ts, cs, ws, es, block=block,
+                                           threads=threads)
     except Exception as exc:  # noqa: BLE001 — every error is a finding (the program is documented) but what
         limit = device_limit(device, exc)  # the device lacks
         if limit is not None:
@@ -899,6 +910,9 @@ def check(case: Case, workdir: Path, device: str = "cpu", limits: Counter | None
     got = out.tolist()
     labels = case.labels or [""] * len(got)
     bad = [] if device != "cpu" else _vector_differences(out, scalar)
+    for (n, block, threads), got_block in (blocks.items() if device == "cpu" else ()):
+        bad += [f"block_kernel[{n}, block={block}, threads={threads}]: {d}"
+                for d in _vector_differences(got_block, out)]
     for i, (value, (want, mag)) in enumerate(zip(got, case.expected)):
         tol = tolerance(want, mag)
         if not (abs(value - want) <= tol):

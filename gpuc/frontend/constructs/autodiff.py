@@ -89,7 +89,7 @@ class Derivative(Handler):
         callee, active = plan.extra
         x = plan.args[0]
         args = [_value(lw, node.args[1], x)] + [_value(lw, a, t) for a, t in zip(node.args[2:], plan.args[1:])]
-        pair = _emit(lw, callee, plan.args, active, args, [lw.const(x, 1.0)], plan.result)
+        pair = _emit(lw, node, callee, plan.args, active, args, [lw.const(x, 1.0)], plan.result)
         return lw.b.extract_value(pair, 1)
 
 
@@ -113,7 +113,7 @@ class JVP(Handler):
     def lower(self, lw, node, plan):
         callee, active = plan.extra
         primals, tangents = (_values(lw, a, plan.args) for a in node.args[1:])
-        return _emit(lw, callee, plan.args, active, primals, tangents, plan.result.elements[0])
+        return _emit(lw, node, callee, plan.args, active, primals, tangents, plan.result.elements[0])
 
 
 # -- typing --------------------------------------------------------------------------------------------
@@ -257,13 +257,19 @@ def _values(lw, node, types: tuple) -> list:
     return [lw.b.extract_value(whole, k) for k in range(len(types))]
 
 
-def _emit(lw, callee, signature: tuple, active: tuple, args: list, tangents: list, result: GType):
+def _emit(lw, node, callee, signature: tuple, active: tuple, args: list, tangents: list, result: GType):
     """The pointer to f and the marker call returning {R, R}: (f's value, its tangent)."""
     pointer, flat, params, mask, tangent_params = request(lw, callee, signature, active, args)
     r = lw.ltype(result)
     fnty = FunctionType.get(lw.ctx.struct_type([r, r]), [pointer.type] + params + tangent_params)
     marker = lw.declare(marker_name(mask, fnty), fnty.return_type, list(fnty.params))
-    return lw.b.call(marker, [pointer] + flat + tangents)
+    return _sited(lw, node, lw.b.call(marker, [pointer] + flat + tangents))
+
+
+def _sited(lw, node, call):
+    """`call` (a derivative request) with where it is in the source, for the errors about it."""
+    call.set_string_metadata(abi.SITE_METADATA, str(lw.typed.info.location(node)))
+    return call
 
 
 def request(lw, callee, signature: tuple, active: tuple, args: list):

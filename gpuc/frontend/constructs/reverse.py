@@ -18,7 +18,7 @@ from __future__ import annotations
 from ... import abi
 from ...llvm import ConstantInt, FunctionType
 from . import autodiff
-from .autodiff import (_argument, _arity, _callee, _function, _primals, _tangent, _value, _values, call_primal,
+from .autodiff import (_argument, _arity, _callee, _function, _primals, _sited, _tangent, _value, _values, call_primal,
                        is_float_structure, marker_name, request, shadowed_call)
 from ..core import registry
 from ..core.errors import UserError
@@ -81,7 +81,7 @@ class Grad(Handler):
     def lower(self, lw, node, plan):
         callee, active, result, grads = plan.extra
         args = [_value(lw, a, t) for a, t in zip(node.args[1:], plan.args)]
-        pair = _emit(lw, callee, plan.args, active, args, lw.const(result, 1.0), result)
+        pair = _emit(lw, node, callee, plan.args, active, args, lw.const(result, 1.0), result)
         value, gradient = _split(lw, pair, grads)
         return lw.make_tuple([value, gradient], plan.result) if self.with_value else gradient
 
@@ -107,17 +107,17 @@ class VJP(Handler):
         callee, active, result, grads = plan.extra
         primals = _values(lw, node.args[1], plan.args)
         cotangent = _value(lw, node.args[2], result)
-        pair = _emit(lw, callee, plan.args, active, primals, cotangent, result)
+        pair = _emit(lw, node, callee, plan.args, active, primals, cotangent, result)
         return lw.make_tuple(list(_split(lw, pair, grads)), plan.result)
 
 
-def _emit(lw, callee, signature: tuple, active: tuple, args: list, cotangent, result):
+def _emit(lw, node, callee, signature: tuple, active: tuple, args: list, cotangent, result):
     """The marker call returning {R, A...}: f's value and one adjoint per active argument."""
     pointer, flat, params, mask, adjoints = request(lw, callee, signature, active, args)
     r = lw.ltype(result)
     fnty = FunctionType.get(lw.ctx.struct_type([r, *adjoints]), [pointer.type] + params + [r])
     marker = lw.declare(marker_name(mask, fnty, abi.REVERSE_MARKER_PREFIX), fnty.return_type, list(fnty.params))
-    return lw.b.call(marker, [pointer] + flat + [cotangent])
+    return _sited(lw, node, lw.b.call(marker, [pointer] + flat + [cotangent]))
 
 
 def _split(lw, pair, grads: TupleType):

@@ -1,0 +1,132 @@
+"""Derivatives taken inside kernels with blocks on the CPU (they were refused): gpuc.grad, value_and_grad,
+vjp, derivative and jvp, nested and with loops that keep a tape, between barriers, in loops over shared
+tiles and beside warp shuffles, against the same calls made from Python, on 1 and 2 threads, with and
+without vectorization across work items."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import gpuc
+
+
+@gpuc.func
+def f(x, y):
+    acc = x
+    k = 0
+    while k < int(y * 3.0) + 2:   # a run-time trip count: the reverse sweep keeps a tape
+        acc = acc * 0.5 + math.sin(acc * y)
+        k += 1
+    return acc
+
+
+@gpuc.func
+def d1(x, y):
+    return gpuc.derivative(f, x, y)
+
+
+@gpuc.func
+def fixed_point(v):
+    t2, t3, it = math.cos(v), 1.0, 0
+    while abs(t3) > 1e-13 and it < 80:
+        t4 = 0.5 * math.cos(t2)
+        t3, t2, it = t4 - t2, t4, it + 1
+    return t2
+
+
+@gpuc.kernel
+def with_shuffles(x, y, out):
+    i = gpuc.index(0)
+    inside = i < len(x)
+    xi = x[i] if inside else 0.5
+    yi = y[i] if inside else 0.5
+    g = gpuc.grad(d1, xi, yi)                      # reverse over forward
+    v = gpuc.value_and_grad(fixed_point, xi)
+    a = gpuc.shfl_down(g[0] + v[1][0], 1)
+    b = gpuc.vjp(f, (xi, yi), 1.5)
+    if inside:
+        out[i] = a + b[1][1] + v[0]
+
+
+@gpuc.kernel
+def over_tiles(x, y, out):
+    s = gpuc.shared.array((8, 8), gpuc.float64)
+    tx, ty = gpuc.thread_index(0), gpuc.thread_index(1)
+    i, j = gpuc.index(0), gpuc.index(1)
+    acc = 0.0
+    for r in range(3):
+        s[ty, tx] = gpuc.grad(f, x[j, i] + r, y[j, i])[1]
+        gpuc.barrier()
+        acc += s[tx, ty] * gpuc.jvp(f, (x[j, i], y[j, i]), (1.0, 0.5))[1]
+        gpuc.barrier()
+    out[j, i] = acc
+
+
+def _with_shuffles(x, y, n):
+    """with_shuffles from Python: lane l of a warp of 32 reads lane l + 1 (the last lane its own)."""
+    xs = [float(v) for v in x] + [0.5] * (n - len(x))
+    ys = [float(v) for v in y] + [0.5] * (n - len(y))
+    vg = [gpuc.value_and_grad(fixed_point, a) for a in xs]
+    c = [gpuc.grad(d1, a, b)[0] + v[1][0] for a, b, v in zip(xs, ys, vg)]
+    out = np.zeros(len(x))
+    for k in range(len(x)):
+        src = k + 1 if k % 32 < 31 else k
+        out[k] = c[src] + gpuc.vjp(f, (xs[k], ys[k]), 1.5)[1][1] + vg[k][0]
+    return out
+
+
+def _over_tiles(x, y):
+    out = np.zeros_like(x)
+    for bj in range(0, x.shape[0], 8):
+        for bi in range(0, x.shape[1], 8):
+            for r in range(3):
+                s = [[gpuc.grad(f, float(x[bj + ty, bi + tx]) + r, float(y[bj + ty, bi + tx]))[1] for tx in range(8)]
+                     for ty in range(8)]
+                for ty in range(8):
+                    for tx in range(8):
+                        a, b = float(x[bj + ty, bi + tx]), float(y[bj + ty, bi + tx])
+                        out[bj + ty, bi + tx] += s[tx][ty] * gpuc.jvp(f, (a, b), (1.0, 0.5))[1]
+    return out
+
+
+@pytest.mark.parametrize("vectorize", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_derivatives_beside_warp_shuffles(threads, vectorize):
+    kernel = with_shuffles if vectorize else gpuc.kernel(vectorize=False)(with_shuffles.py_func)
+    x, y = np.linspace(-1.0, 1.0, 50), np.linspace(0.1, 0.9, 50)
+    out = np.zeros(50)
+    kernel.launch(64, x, y, out, block=32, threads=threads)
+    np.testing.assert_allclose(out, _with_shuffles(x, y, 64), rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("vectorize", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_derivatives_written_to_shared_tiles_between_barriers(threads, vectorize):
+    kernel = over_tiles if vectorize else gpuc.kernel(vectorize=False)(over_tiles.py_func)
+    x = np.linspace(-1.0, 1.0, 256).reshape(16, 16)
+    y = np.linspace(0.1, 0.9, 256).reshape(16, 16)
+    out = np.zeros_like(x)
+    kernel.launch((16, 16), x, y, out, block=(8, 8), threads=threads)
+    np.testing.assert_allclose(out, _over_tiles(x, y), rtol=1e-13, atol=1e-14)
+
+
+@gpuc.func
+def _uses_the_block(v):
+    return v * float(gpuc.thread_index(0))
+
+
+@gpuc.kernel
+def differentiates_block_code(x, out):
+    i = gpuc.index(0)
+    gpuc.barrier()
+    out[i] = gpuc.grad(_uses_the_block, x[i])[0]
+
+
+def test_differentiating_code_that_uses_the_block_is_a_located_error():
+    with pytest.raises(gpuc.CompilationError, match="uses the launch context") as caught:
+        differentiates_block_code.launch(32, np.ones(32), np.zeros(32), block=32)
+    assert "test_block_derivatives.py:" in str(caught.value)   # at the request
+    assert "pass it to the function as an argument" in str(caught.value)

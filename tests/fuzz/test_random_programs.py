@@ -524,6 +524,17 @@ def test_derivative_checker_finds_wrong_gradients(tmp_path):
     assert finding is not None and "from Python" in finding.detail
 
 
+def test_derivative_checker_runs_the_block_kernel(tmp_path):
+    from support import derivatives
+    case = derivatives.generate(CI_SEED, 0)
+    head, tail = case.source.split("def block_kernel(")
+    assert "gpuc.barrier()" in tail and "out[1] = v\n" in tail and abs(case.expected[1][0]) > 0.1
+    case.source = head + "def block_kernel(" + tail.replace("out[1] = v\n", "out[1] = v * 1.001\n", 1)
+    finding = derivatives.check(case, tmp_path)
+    assert finding is not None and "block_kernel[3, block=3, threads=1]: out[1]" in finding.detail
+    assert "block_kernel[4, block=2, threads=2]: out[1]" in finding.detail
+
+
 def test_derivative_generator_is_deterministic_and_varied():
     from support import derivatives
     cases = [derivatives.generate(CI_SEED, k) for k in range(60)]

@@ -37,6 +37,10 @@ vjp's cotangent[i] the cotangent-weighted sum over f's results. gpuc's forward r
 kernel: grad[i] must equal the derivative or the unit jvp in the same direction, value_and_grad's
 value f's value, vjp's cotangent the cotangent-weighted sum of the unit jvps (`Case.relations`).
 
+The same statements also make `block_kernel`, a kernel with blocks (a barrier before and after them),
+launched on the CPU as one block of 3 work items on one thread and two blocks of 2 on two threads: every
+item's results must equal the kernel's within a few ulp (derivatives taken inside kernels with blocks).
+
 Nested derivatives (support.nested_derivatives, from a random stream of their own, so that a program
 without them is the one the seed gave before): a fifth of the programs are followed by funcs h calling
 derivative forms of f and a kernel `nested` applying derivative forms to them, checked against the

@@ -264,3 +264,12 @@ def test_dynamic_shared_memory_and_its_shadow(shared, threads):
         ref[nxt[i]] += v[prv[i]] ** 2 + math.cos(v[nxt[i]]) * v[i]
         ref[i] += math.sin(v[nxt[i]]) + shared // 8
     np.testing.assert_allclose(dx, ref[:90], rtol=1e-13, atol=1e-13)
+
+
+# gpuc.Tape records the launch's `shared=` and its backward launches the adjoint as the primal was.
+def test_a_tape_runs_the_adjoint_over_dynamic_shared_memory():
+    a, out = np.linspace(-1.0, 1.0, 256), np.zeros(4)
+    with gpuc.Tape() as tape:
+        dynamic_sums.launch(256, a, out, block=TPB, shared=TPB * 8)
+    tape.backward(grads=[(out, np.arange(1.0, 5.0))])
+    np.testing.assert_allclose(tape.gradients[a], 2 * a * TPB * np.repeat(np.arange(1.0, 5.0), TPB), rtol=1e-13)

@@ -145,7 +145,7 @@ class AdjointKernel(ShadowedKernel):
         else:
             # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
             # arrays any item may touch anywhere (a gather's) need atomic adds.
-            launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, device)
+            launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, device, n=n)
             launcher(n, args, threads, apart=_apart(launcher, dims))
 
     def _launch_blocks(self, flags, n, args, dims, threads, block, shared) -> None:
@@ -157,7 +157,7 @@ class AdjointKernel(ShadowedKernel):
         grid, _ = cpu._grid(dims, block)
         if max(grid) >= BLOCKS_PER_THREAD_IN_A_PHASE * cpu.launch_threads(math.prod(grid), threads):
             # (else no phase could keep the threads busy)
-            launcher = launcher_for(self._kernel(flags, BLOCKWISE, spans), args, "cpu", whole_blocks=True)
+            launcher = launcher_for(self._kernel(flags, BLOCKWISE, spans), args, "cpu", whole_blocks=True, n=n)
             apart = tuple(_detail(launcher, "blocks apart") or ())
             if launcher.blocks and (not apart or _busy_phases(grid, apart, threads)):
                 launcher(n, args, threads, block=block, shared=shared, apart_blocks=apart)

@@ -316,6 +316,17 @@ def from_dlpack(value, what: str) -> np.ndarray:
         raise TypeError(f"{what} ({type(value).__name__}) could not be read through DLPack: {e}") from None
 
 
+def items_of(n) -> int:
+    """The work items of index space `n` (an int or a tuple of ints); for anything else more than any
+    limit (the launch that follows reports what is wrong with it)."""
+    if n.__class__ is int:
+        return n
+    try:
+        return math.prod(int(k) for k in n)
+    except (TypeError, ValueError):
+        return 1 << 62
+
+
 class CPULauncher:
     """Runs a JITModule's kernel: `launcher(n, args, threads=None)`, marshalling precomputed for one
     signature (the abi.KernelSignature bound to the compiled entry)."""
@@ -337,6 +348,9 @@ class CPULauncher:
         self.blocks, self.grid = module.blocks, module.grid
         #: The launch geometry checks (gpuc/runtime/geometry.py).
         self.geometry = Geometry.of(module.abi)
+        #: Set on a launcher compiled without streaming stores (dispatch.launcher_for): the fewest work
+        #: items from which its launches take the variant that may stream them instead.
+        self.item_limit = None
 
     def marshal(self, args) -> bytes:
         """The argv buffer for `args` (checked against the signature)."""

@@ -182,7 +182,7 @@ def launch(kernel, n, args, *, device: str | None = None, threads: int | None = 
         for plan in launchers.plans[block is not None]:
             if plan.launch(n, args, threads, block, shared):
                 return
-    launcher = launcher_for(kernel, args, device, whole_blocks=block is not None)
+    launcher = launcher_for(kernel, args, device, whole_blocks=block is not None, n=n)
     launcher(n, args, threads, block=block, shared=shared)
     if isinstance(launcher, cpu.CPULauncher):
         _launchers_of(kernel).remember(launcher, args, block is not None)
@@ -207,24 +207,53 @@ def _shared_bytes(shared) -> int:
     return shared
 
 
-def launcher_for(kernel, args, device: str | None = None, *, whole_blocks: bool = False):
+def launcher_for(kernel, args, device: str | None = None, *, whole_blocks: bool = False, n=None):
     """The compiled launcher `kernel` runs `args` with (compiled on first use): `launcher(n, args,
     threads, block=None, shared=0)`; on the CPU a CPULauncher, whose `module.trace` is the compile's.
-    `whole_blocks`: the variant launched with `block=` (CompilerConfig.whole_blocks)."""
+    `whole_blocks`: the variant launched with `block=` (CompilerConfig.whole_blocks). With the launch's
+    index space `n`, a CPU launch too small to stream a store (`item_limit`) gets, unless the variant that
+    may stream is compiled already, one compiled without streaming stores (`launcher.item_limit` set):
+    the loops that stream cost compile time (docs/targets.md, "Streaming stores")."""
     types = tuple(typeof(a, i) for i, a in enumerate(args))
     device = _device_of(args) if device is None else device
     launchers = kernel.__dict__.get("_gpuc_launchers")
     if launchers is None:
         launchers = _launchers_of(kernel)
     key = (types, (device, "blocks") if whole_blocks else device)
-    launcher = launchers.get(key)
-    if launcher is None:
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
-        compiler = _COMPILERS[device]
-        build = (lambda: compiler(kernel, types, whole_blocks=True)) if whole_blocks else (lambda: compiler(kernel, types))
-        launcher = launchers.compile_once(key, build)
-    return launcher
+    launcher = launchers.get(key)  # the variant that may stream stores: right for every launch
+    if launcher is not None:
+        return launcher
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+    compiler = _COMPILERS[device]
+    limit = item_limit(kernel, types) if device == "cpu" else None
+    if limit is not None:
+        small = key + ("small",)
+        fits = n is not None and cpu.items_of(n) < limit
+        launcher = launchers.get(small)
+        if launcher is not None and (n is None or fits):  # (without `n`: whichever is compiled)
+            return launcher
+        if fits:
+            def build():
+                made = compiler(kernel, types, whole_blocks=whole_blocks, streams=False)
+                made.item_limit = limit
+                return made
+            return launchers.compile_once(small, build)
+    build = (lambda: compiler(kernel, types, whole_blocks=True)) if whole_blocks else (lambda: compiler(kernel, types))
+    return launchers.compile_once(key, build)
+
+
+def item_limit(kernel, types) -> int | None:
+    """The fewest work items with which a CPU launch of `kernel` on arguments of `types` may stream a store:
+    each item streams at most one element of each array it writes (docs/targets.md, "Streaming stores"),
+    so below CompilerConfig.streaming_bytes over the arrays' bytes per item none can. None where every
+    launch may stream or none may (streaming_bytes 0 or None, no arrays)."""
+    threshold = (getattr(kernel, "options", None) or {}).get("streaming_bytes", STREAMING_BYTES)
+    per_item = sum(max(1, t.dtype.bits // 8) for t in types if isinstance(t, ArrayType))
+    if not threshold or not per_item:
+        return None
+    return -(-threshold // per_item)
+
 
 
 class _Launchers(dict):
@@ -272,9 +301,11 @@ def _launchers_of(kernel) -> _Launchers:
         return kernel.__dict__.setdefault("_gpuc_launchers", _Launchers())
 
 
-def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> CompilerJob:
+def launch_job(kernel, types, device: str, whole_blocks: bool = False, streams: bool = True) -> CompilerJob:
     """The CompilerJob a launch of `kernel` on arguments of `types` compiles on `device` (with `whole_blocks`:
-    the variant launched with `block=`), with the kernel's decorator options (`@gpuc.kernel(opt_level=3)`)."""
+    the variant launched with `block=`; without `streams`: the variant for launches too small to stream a
+    store, CompilerConfig(streaming_bytes=None)), with the kernel's decorator options
+    (`@gpuc.kernel(opt_level=3)`)."""
     options = getattr(kernel, "options", None) or {}
     if device == "cpu":
         target = NativeTarget(vector_math=options.get("vector_math", True))
@@ -291,7 +322,8 @@ def launch_job(kernel, types, device: str, whole_blocks: bool = False) -> Compil
                                                               opt_level=options.get("opt_level", 2),
                                                               vectorize=options.get("vectorize", True),
                                                               streaming_bytes=options.get("streaming_bytes",
-                                                                                          STREAMING_BYTES),
+                                                                                          STREAMING_BYTES)
+                                                              if streams else None,
                                                               boundscheck=options.get("boundscheck")))
 
 
@@ -309,8 +341,8 @@ def inspect(kernel, args, *, device: str | None = None, whole_blocks: bool = Fal
                              built.entries, llvm=llvm)
 
 
-def _cpu_launcher(kernel, types, whole_blocks: bool = False):
-    job = launch_job(kernel, types, "cpu", whole_blocks)
+def _cpu_launcher(kernel, types, whole_blocks: bool = False, streams: bool = True):
+    job = launch_job(kernel, types, "cpu", whole_blocks, streams)
     module = cpu.JITModule(job, signature=KernelSignature(signature_spec(types)))
     launcher = module.launcher()
     launcher.geometry.name = kernel.__qualname__

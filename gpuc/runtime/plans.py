@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from ..abi import ArrayParam, ComplexParam, ScalarParam, TupleParam
-from .cpu import _ONE_CALL, _SIZES, launch_marshalled
+from .cpu import _ONE_CALL, _SIZES, items_of, launch_marshalled
 
 #: NumPy's flags (ndarray.flags.num) a plan tests.
 _C_CONTIGUOUS, _WRITEABLE = 0x0001, 0x0400
@@ -112,10 +112,13 @@ def make_plan(launcher, args) -> Plan | None:
         "        if 0 < n < _ONE_CALL and threads is None:\n"
         "            _fn(argv, 0, n, _sizes(n, 1, 1))\n        else:\n"
         "            _marshalled(_fn, argv, n, threads)\n        return True\n")
+    # a launcher compiled without streaming stores takes the launches too small to stream one, no others
+    limited = "" if launcher.item_limit is None else (
+        f"    if (n if n.__class__ is int else _items(n)) >= {launcher.item_limit}:\n        return None\n")
     source = (f"def marshal(args):\n{checks}    return argv\n\n\n"
-              f"def launch(n, args, threads, block, shared):\n{checks}{small}"
+              f"def launch(n, args, threads, block, shared):\n{limited}{checks}{small}"
               "    _run(n, argv, threads, block=block, shared=shared)\n    return True\n")
-    namespace.update(_ONE_CALL=_ONE_CALL, _jit=launcher.module.jit, _fn=launcher._fn, _sizes=_SIZES.pack,
+    namespace.update(_ONE_CALL=_ONE_CALL, _jit=launcher.module.jit, _fn=launcher._fn, _sizes=_SIZES.pack, _items=items_of,
                      _run=launcher.run, _marshalled=launch_marshalled)
     exec(compile(source, f"<gpuc launch plan of @{launcher.module.entry}>", "exec"), namespace)  # noqa: S102
     # taken out of their own globals: no reference cycle keeps a dropped kernel's JIT alive

@@ -23,7 +23,7 @@ class PreparedLaunch:
         self._given = (kernel, n, args, device, threads, block, shared)
         # `_call()`: the one call of the launch into its range wrapper, until its module is closed (forget())
         self._call = None
-        launcher = dispatch.launcher_for(kernel, args, device, whole_blocks=block is not None)
+        launcher = dispatch.launcher_for(kernel, args, device, whole_blocks=block is not None, n=n)
         if isinstance(launcher, cpu.CPULauncher):
             self._prepare_cpu(launcher)
             return

@@ -327,3 +327,42 @@ def test_an_output_an_atomic_also_touches_does_not_stream():
     np.testing.assert_array_equal(got, want)
     assert got[0] == n and (got[1:] == x[1:]).all()
     assert "streaming" not in trace_line(streamed(stored_and_counted), x, got)
+
+
+def _variants(kernel) -> list:
+    """The CPU launchers `kernel` compiled: 'small' for the variant without streaming stores."""
+    return sorted("small" if len(key) > 2 else "streams" for key in kernel.__dict__.get("_gpuc_launchers", {}))
+
+
+# A body without loops that may stream compiled two vector loops for every launch (about twice the compile
+# time); a launch too small to stream now compiles without them: its work items times the bytes of one
+# element of each array stay below the threshold.
+def test_launches_too_small_to_stream_compile_without_streaming_stores():
+    kernel = gpuc.kernel(streaming_bytes=4096)(saxpy.py_func)   # float64 saxpy: 24 bytes per item, 171 items
+    x, y = np.arange(600.0), np.ones(600)
+    out = np.zeros(600)
+    kernel[170](2.0, x[:170], y[:170], out[:170])
+    assert _variants(kernel) == ["small"]
+    launcher = gpuc.runtime.dispatch.launcher_for(kernel, (2.0, x, y, out))   # without n: the one compiled
+    assert launcher.item_limit == 171
+    assert "streaming" not in str(launcher.module.trace)
+    for _ in range(3):  # the plan of the small variant takes small launches only
+        kernel[171](2.0, x[:171], y[:171], out[:171])
+    assert _variants(kernel) == ["small", "streams"]
+    kernel[600](3.0, x, y, out)   # 600 * 8 bytes stored: streams
+    np.testing.assert_array_equal(out, 3.0 * x + 1.0)
+    kernel[100](4.0, x, y, out)   # the variant that streams serves every launch once it is compiled
+    assert _variants(kernel) == ["small", "streams"]
+    np.testing.assert_array_equal(out[:100], 4.0 * x[:100] + 1.0)
+
+
+def test_a_prepared_launch_compiles_the_variant_of_its_size():
+    kernel = gpuc.kernel(streaming_bytes=4096)(saxpy.py_func)
+    x, out = np.arange(16.0), np.zeros(16)
+    kernel.prepare(16, 2.0, x, x, out)()
+    assert _variants(kernel) == ["small"]
+    np.testing.assert_array_equal(out, 3.0 * x)
+    big, big_out = np.arange(600.0), np.zeros(600)
+    kernel.prepare(600, 2.0, big, big, big_out)()
+    assert _variants(kernel) == ["small", "streams"]
+    np.testing.assert_array_equal(big_out, 3.0 * big)

@@ -369,6 +369,20 @@ def _inline_for_loop(call: CallInst, fn: Function) -> bool:
     return call.parent in cyclic_blocks(order, preds)
 
 
+def _inline_for_outer(caller: Function, fn: Function) -> bool:
+    """Whether `fn` (an inner request's tangent or gradient, called by `caller`) is to be inlined whatever its
+    size because `caller` is differentiated itself by a request still to come: a gradient keeps a tape in
+    memory, and a call that writes memory cannot be differentiated out of line (its gradient would run it
+    twice). Not a recursive function, nor one kept out of line on purpose."""
+    if "noinline" in fn.attributes or "alwaysinline" in fn.attributes:
+        return False
+    if any(isinstance(use.user, CallInst) and use.user.function == fn for use in fn.uses):
+        return False
+    return any(isinstance(use.user, CallInst) and isinstance(use.user.callee, Function)
+               and use.user.callee.name.startswith((PREFIX, REVERSE)) and use.user.args[0] == caller
+               for use in caller.uses)
+
+
 def _definition(state: CompileState, name: str) -> SourceLocation | None:
     """Where the Python function compiled to LLVM function `name` is defined (for an adjoint kernel:
     its primal kernel), when the compile knows."""
@@ -432,5 +446,5 @@ def _replace(state: CompileState, module: Module, call: CallInst) -> None:
         new = b.call(tangent, call.args[1:])
     call.replace_all_uses_with(new)
     call.erase()
-    if _inline_for_loop(new, tangent):
+    if _inline_for_loop(new, tangent) or _inline_for_outer(caller, tangent):
         tangent.attributes.add("alwaysinline")

@@ -334,7 +334,9 @@ def _large_looped(p0, n, p1, p2, arr):
 
 @gpuc.func
 def _h_looped(p0, n, p1, p2, arr):
-    return gpuc.grad(_large_looped, math.sin(p0), n, p1, p0 * 1.5, arr)[2] * p2
+    vf, gf = gpuc.value_and_grad(_large_looped, math.sin(p0), n, p1, p0 * 1.5, arr)
+    gg = gpuc.grad(_large_looped, math.tanh(p1), n, p0, _g0(arr[1]), arr)
+    return (gf[2] * math.tanh(gg[2]) + gg[0] * gf[2]) * (p2 * p0 - _g0(arr[0])) + vf
 
 
 @gpuc.kernel

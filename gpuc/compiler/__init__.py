@@ -15,6 +15,7 @@ from .plugins import (POINTS, Plugin, make_plugin, plugin_scope, register_plugin
 from .source import CompiledFunction, IRSource, Source, as_source
 from .state import CompileState
 from .trace import Trace, TransformationRecord
+from .validate import site as source_site
 from .workarounds import freeze_reads_before_writes
 
 __all__ = [
@@ -25,5 +26,5 @@ __all__ = [
     "build_pipeline", "cache", "code_llvm", "code_native", "compile", "compile_module", "dominates",
     "freeze_reads_before_writes", "immediate_dominators",
     "link_into", "make_plugin", "reverse_postorder",
-    "plugin_scope", "register_plugin", "registered_plugins", "run_deep", "unregister_plugin",
+    "plugin_scope", "register_plugin", "registered_plugins", "run_deep", "source_site", "unregister_plugin",
 ]

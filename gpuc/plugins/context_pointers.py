@@ -119,12 +119,12 @@ def _users(fn: Function, strict: bool = True) -> tuple[list[Function], bool]:
 def _differentiated(fn: Function, user) -> CompilationError:
     """The error for a derivative (gpuc.grad, gpuc.derivative, ...) of `fn`, which uses the launch context,
     asked for by `user`: located at the request where the IR carries debug information."""
-    from gpuc.compiler.validate import site  # (the compiler imports the plugins)
+    from gpuc.compiler import source_site  # (the compiler imports the plugins)
 
     return CompilationError(
         f"a derivative of @{fn.name} is asked for in @{user.function.name}, and @{fn.name} uses the launch context "
         "(gpuc.index, the block's geometry, shared memory, barriers or warp operations), which derivatives do not "
-        "differentiate through", site(user),
+        "differentiate through", source_site(user),
         hint="read the index or geometry in the kernel and pass it to the function as an argument; keep shared "
              "memory and synchronization in the kernel (gpuc.adjoint of the kernel differentiates them)")
 

@@ -228,7 +228,7 @@ def launcher_for(kernel, args, device: str | None = None, *, whole_blocks: bool 
     compiler = _COMPILERS[device]
     limit = item_limit(kernel, types) if device == "cpu" else None
     if limit is not None:
-        small = key + ("small",)
+        small = (types, ((device, "blocks", "small") if whole_blocks else (device, "small")))
         fits = n is not None and cpu.items_of(n) < limit
         launcher = launchers.get(small)
         if launcher is not None and (n is None or fits):  # (without `n`: whichever is compiled)

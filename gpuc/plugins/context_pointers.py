@@ -118,7 +118,7 @@ def _users(fn: Function, strict: bool = True) -> tuple[list[Function], bool]:
 
 def _differentiated(fn: Function, user) -> CompilationError:
     """The error for a derivative (gpuc.grad, gpuc.derivative, ...) of `fn`, which uses the launch context,
-    asked for by `user`: located at the request where the IR carries debug information."""
+    asked for by `user`: located at the request, where the frontend recorded it (gpuc.compiler.source_site)."""
     from gpuc.compiler import source_site  # (the compiler imports the plugins)
 
     return CompilationError(

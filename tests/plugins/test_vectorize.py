@@ -16,7 +16,7 @@ from support.vectorize import differences, item_by_item
 
 SIZES = (1, 3, 15, 16, 17, 33, 100)
 NAMES = ("newton", "branches", "divide", "math_loop", "gather", "histogram", "big_func", "recursive", "rows",
-         "derivative", "straight_derivative")
+         "derivative", "straight_derivative", "tapes")
 
 
 def both(kernel, n, make, threads=1):
@@ -277,3 +277,35 @@ def test_large_local_arrays_keep_one_copy():
     assert differences(vectorized, scalar) == []
     ir = large_local.inspect(*make()).llvm
     assert "x [4096 x double]]" not in ir and "[4096 x double]" in ir
+
+
+def test_every_item_keeps_its_own_tape():
+    # Five tapes' first buffers (stack slots) are more than 64 KiB for 32 lanes: where a slot kept one copy
+    # for all lanes, the lanes' pushes went into the same buffer and an item read another's branch (the
+    # clamp's), a wrong gradient. The lanes halve until every tape's buffer has a copy per lane.
+    n = 40
+    args = vk.arguments("tapes", n, np.random.default_rng(3))
+    vk.tapes.launch(n, *args, threads=2)
+    want = [[gpuc.grad(vk.two_gradients, x, 3)[0], gpuc.grad(vk.clamped_slope, x, 3)[0]] for x in args[0]]
+    np.testing.assert_allclose(args[1], want, rtol=1e-13)
+    assert len({round(w[1], 9) for w in want}) > 2  # items on both sides of the clamp
+    line = trace_line(vk.tapes, *args)
+    assert line.startswith("vectorized at optimized"), line
+
+
+@pytest.mark.parametrize("budget, lanes", ((12 * 1024, "4 lanes"), (4096, None)))
+def test_lanes_halve_for_the_tapes_slots(monkeypatch, budget, lanes):
+    # Five tapes' first buffers (2560 bytes an item) in 12 KiB: 4 lanes; in 4 KiB not even 2 fit: item by item.
+    from gpuc.plugins.vectorize import private
+
+    monkeypatch.setattr(private, "MAX_COPY_BYTES", budget)
+    monkeypatch.setenv("GPUC_CACHE", "0")
+    kernel = gpuc.kernel(vk.tapes.py_func)
+    n = 37
+    vectorized, scalar = both(kernel, n, lambda: vk.arguments("tapes", n, np.random.default_rng(4)))
+    assert differences(vectorized, scalar) == []
+    line = trace_line(kernel, *vk.arguments("tapes", n, np.random.default_rng(4)))
+    if lanes:
+        assert line.startswith("vectorized at optimized") and f"{lanes}," in line, line
+    else:
+        assert line.startswith("not vectorized at optimized") and "(2560 bytes)" in line and "do not fit in 4096 bytes for 2 lanes" in line, line

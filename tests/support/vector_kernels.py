@@ -185,6 +185,8 @@ def arguments(name: str, n: int, rng: np.random.Generator):
         return (rng.uniform(-1.0, 3.0, n), np.zeros(n))
     if name == "rows":
         return (rng.integers(-9, 9, (n, 37)), np.zeros(n, np.int64))
+    if name == "tapes":
+        return (rng.uniform(-1.0, 1.0, n), np.zeros((n, 2)), 3)
     if name == "recursive":
         return (rng.integers(0, 40, n), np.zeros(n, np.int64))
     raise KeyError(name)
@@ -217,3 +219,35 @@ def straight_derivative(a, out):
     """A derivative without loops: LLVM's loop vectorizer has run before it is derived."""
     i = gpuc.index()
     out[i] = gpuc.derivative(smooth, a[i])
+
+
+@gpuc.func
+def clamped(x, n):
+    """A loop whose clamp some items hit and others not: its gradient tapes which branch each took."""
+    a = math.sin(5.0 * x) * 0.7
+    for k in range(n - 1):
+        a += 0.3
+        a = min(a, 0.75)
+    return a
+
+
+@gpuc.func
+def clamped_slope(x, n):
+    return gpuc.derivative(clamped, x, n) + x
+
+
+@gpuc.func
+def two_gradients(x, n):
+    """Two taped gradients whose results are dropped: their tapes are still kept."""
+    g0 = gpuc.grad(clamped, x, n)
+    g1 = gpuc.grad(clamped, x, n)
+    return x
+
+
+@gpuc.kernel
+def tapes(a, out, n):
+    """Five tapes in one body (each with a first buffer on the stack, a slot of each item's own): more
+    than 64 KiB of copies for 32 lanes, so the lanes halve to give every item its own."""
+    i = gpuc.index()
+    out[i, 0] = gpuc.grad(two_gradients, a[i], n)[0]
+    out[i, 1] = gpuc.grad(clamped_slope, a[i], n)[0]

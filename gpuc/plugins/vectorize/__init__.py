@@ -118,8 +118,7 @@ def vectorize(state, call, module) -> str:
         frozen = _freeze_reads_before_writes(item, calls)
         if item.items is None or state.config.streaming_bytes is None:
             raise _left_to_llvm(frozen)
-    lanes = width(state.target)
-    private = private_slots(item, lanes)
+    lanes, private = private_slots(item, width(state.target))
     uni = Uniformity(cf, calls.pure, private)
     mem = Memory(item, calls.pure, private)
     _rows_per_item(cf, uni, mem)

@@ -14,7 +14,10 @@ run lane by lane, each with its lane's addresses.
 
 from __future__ import annotations
 
-from gpuc.llvm import AllocaInst, CallInst, ConstantInt, GetElementPtrInst, Instruction, TargetData
+from gpuc.llvm import (AllocaInst, CallInst, CastInst, ConstantInt, GetElementPtrInst, Instruction, PHINode,
+                       SelectInst, StoreInst, TargetData)
+
+from .loops import Unsupported
 
 #: The metadata kind that marks an access of memory no other work item reaches (see the module doc).
 PRIVATE = "gpuc.item.private"
@@ -28,27 +31,47 @@ def marked(inst) -> bool:
     return inst.string_metadata(PRIVATE) is not None
 
 
-def private_slots(item, lanes: int) -> dict:
-    """The stack slots the body uses as each item's own, and addresses computed from them outside the
-    body: value -> its base alloca. A slot qualifies when the body starts its lifetime and nothing
-    outside the body (but addresses computed from it) uses it, while `lanes` copies of the slots so far
-    fit in MAX_COPY_BYTES."""
+def private_slots(item, widest: int) -> tuple[int, dict]:
+    """The lanes to run the body in, at most `widest`, and the stack slots the body uses as each item's
+    own with addresses computed from them outside the body: value -> its base alloca. A slot qualifies
+    when the body starts its lifetime and nothing outside the body (but addresses computed from it) uses
+    it, while the lanes' copies of the slots so far fit in MAX_COPY_BYTES.
+
+    A slot without copies is one for all lanes: the memory test sends the rows whose accesses of it it
+    sees item by item. Accesses marked PRIVATE it does not see, so a slot whose address may reach one (a
+    tape pushes into its first buffer, a slot, until that fills) must get copies: the lanes halve until
+    every such slot does, and a body where they fit in no fewer than 2 lanes, or where such a slot is used
+    outside the body, is not vectorized."""
     starts = {}  # in the body's order: which slots get copies, where not all fit, is the same every compile
     for blk in item.body:
         for inst in blk.instructions:
             if isinstance(inst, CallInst) and (inst.intrinsic_name or "").startswith("llvm.lifetime.start"):
                 starts.setdefault(inst.args[-1], None)
-    found, total = {}, 0
+    own = []  # (slot, the addresses derived from it or None, its size)
     with TargetData.from_layout(item.header.parent.parent.data_layout) as td:
         for slot in starts:
-            if not isinstance(slot, AllocaInst) or slot in item.inside or not _static(slot):
-                continue
-            size = td.size_of(slot.allocated_type) * lanes
-            derived = _derived(slot, item)
-            if derived is not None and total + size <= MAX_COPY_BYTES:
-                total += size
+            if isinstance(slot, AllocaInst) and slot not in item.inside and _static(slot):
+                own.append((slot, _derived(slot, item), td.size_of(slot.allocated_type)))
+    lanes = widest
+    while True:
+        found, total, shared = {}, 0, []
+        for slot, derived, size in own:
+            if derived is not None and total + size * lanes <= MAX_COPY_BYTES:
+                total += size * lanes
                 found.update({v: slot for v in derived})
-    return found
+            else:
+                shared.append((slot, derived))
+        shared = [(slot, derived) for slot, derived in shared if _reaches_marked(slot, item)]
+        if not shared:
+            return lanes, found
+        outside = [slot for slot, derived in shared if derived is None]
+        if outside:
+            raise Unsupported(f"the item's own stack slot %{outside[0].name} is used outside the loop's body, "
+                              "and accesses marked private may reach it")
+        if lanes <= 2:
+            raise Unsupported(f"the items' own stack slots ({sum(size for _, _, size in own)} bytes), which "
+                              f"accesses marked private may reach, do not fit in {MAX_COPY_BYTES} bytes for 2 lanes")
+        lanes //= 2
 
 
 def _static(slot) -> bool:
@@ -74,6 +97,25 @@ def _derived(slot, item):
                 continue
             return None
     return out
+
+
+def _reaches_marked(slot, item) -> bool:
+    """Whether an address in `slot` may reach an access or call marked PRIVATE in the body: through
+    addresses computed from it, phis and selects, or by being stored (where a marked load may find it)."""
+    seen, work = set(), [slot]
+    while work:
+        v = work.pop()
+        for user in v.users:
+            if not isinstance(user, Instruction) or user in seen:
+                continue
+            seen.add(user)
+            if marked(user):
+                return True
+            if isinstance(user, (GetElementPtrInst, PHINode, SelectInst, CastInst)):
+                work.append(user)
+            elif isinstance(user, StoreInst) and user.value == v:
+                return True
+    return False
 
 
 def rooted(pointer, slots, inside) -> bool:

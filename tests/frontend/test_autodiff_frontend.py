@@ -193,6 +193,11 @@ def e_primals(x):
 
 
 @gpuc.func
+def e_vjp_int_primal(x, n):
+    return gpuc.vjp(both, (x, n), 1.0)
+
+
+@gpuc.func
 def e_missing_x():
     return gpuc.derivative(cube)
 
@@ -217,6 +222,8 @@ def e_kernel_f(x):
     (e_tangent_type, (float64, float64), "this tangent is a float32, but its primal is a float64", "float32",
      "jvp(both"),
     (e_primals, (float64,), "the primals of gpuc.jvp must be a tuple, not a float64", "(x,)", "jvp(cube"),
+    (e_vjp_int_primal, (float64, int64), "a primal of gpuc.vjp must be a float (float32 or float64), not an int64",
+     "float(n)", "vjp(both"),
     (e_missing_x, (), "takes the function and the point x, but 1 argument(s) were given", "derivative(f, x)",
      "derivative(cube)"),
     (e_kernel_f, (float64,), "not the kernel k_noop", "@gpuc.func", "derivative(k_noop"),

@@ -120,6 +120,17 @@ def test_random_programs(tmp_path):
     assert found == []
 
 
+def test_random_programs_with_tapes(tmp_path):
+    # Programs 50 and 96 of the seed take 5 and 6 taped gradients (grad, value_and_grad, vjp): the lanes'
+    # tapes shared a stack buffer before each item got its own (test_every_item_keeps_its_own_tape), and
+    # items differed from the launch item by item.
+    from support import vector_programs
+
+    assert all("gpuc.value_and_grad(taped" in vector_programs.program(2026, index) for index in (50, 96))
+    found = [f for index in (50, 96) if (f := vector_programs.check(2026, index, tmp_path))]
+    assert found == []
+
+
 @pytest.mark.parametrize("name", ("newton", "branches", "math_loop", "gather", "divide", "histogram"))
 def test_avx2_lanes(name):
     # an AVX2 host (8 lanes of 64 bits, libmvec's d variants), compiled here without AVX-512

@@ -12,6 +12,12 @@ out at one random alignment; the summary counts those whose vector loop has stre
 at a run-time value: LLVM folds math calls of constants with libm's results (docs/targets.md, "Vector
 math on the CPU"), and a loop it unrolls in one version but not in the other would fold `sin(k)` in one
 only (seed 1208's program 89 did, 1 ulp apart).
+
+A quarter of the programs (drawn from a random stream of their own: the others are the programs the seeds
+gave before) also take gradients that keep a tape (`TAPED`: a loop of per-item trip count through a clamp,
+so that each item tapes other branches): 1 to 6 of `grad`, `value_and_grad`, `vjp` and `grad` of a forward
+`derivative`, at random places of the body (inside its loops too). In lanes each item keeps its own tape,
+and six tapes' first buffers fill the stack copies' budget (docs/targets.md): the lanes halve.
 """
 
 from __future__ import annotations
@@ -135,8 +141,53 @@ def program(seed: int, index: int) -> str:
     body = ["    i = gpuc.index()", "    if i >= out.shape[0]:", "        return", "    x = a[i]", "    y = b[i % b.shape[0]]",
             "    n = idx[i]", "    k = idx[i] % 2"]  # never a constant LLVM could fold math of (see the module doc)
     body += g.block("    ", rng.randint(2, 5), False)
+    taped = random.Random(f"tapes-{seed}-{index}")
+    header = HEADER
+    if taped.random() < TAPES:
+        header = HEADER.replace("@gpuc.kernel", TAPED + "\n\n\n@gpuc.kernel")
+        body = _with_gradients(body, taped)
     body += ["    out[i] = x + 0.5 * y", "    iout[i] = n * 1000 + k"]
-    return HEADER + "\n".join(body) + "\n"
+    return header + "\n".join(body) + "\n"
+
+
+#: The share of programs that take gradients keeping a tape (see the module doc).
+TAPES = 0.25
+TAPED = """@gpuc.func
+def taped(x, n):
+    s = x
+    for j in range(abs(n) % 7 + 1):
+        s = min(s * 0.75 + math.sin(s), 0.8)
+        if s < -0.5:
+            s = s * s
+    return s
+
+
+@gpuc.func
+def taped_q(x, q):
+    return taped(x, int(q)) * q
+
+
+@gpuc.func
+def taped_slope(x, n):
+    return gpuc.derivative(taped, x, n) + x"""
+_GRADIENTS = ("{v} = {v} + 0.125 * gpuc.grad(taped, {w}, n)[0]",
+              "{v} = gpuc.value_and_grad(taped, {w}, n)[1][0] - {v} * 0.5",
+              "{v} = {v} + gpuc.vjp(taped_q, ({w}, float(n % 5)), 0.25)[1][1]",
+              "{v} = {v} * 0.5 + gpuc.grad(taped_slope, {w}, k + 2)[0]")
+
+
+def _with_gradients(body: list[str], rng: random.Random) -> list[str]:
+    """`body` with 1 to 6 gradient statements inserted before random statements past the set-up lines
+    (at their indentation; never before an `else:`)."""
+    body = list(body)
+    for _ in range(rng.randint(1, 6)):
+        places = [p for p in range(7, len(body) + 1) if p == len(body) or not body[p].lstrip().startswith("else")]
+        place = rng.choice(places)
+        line = body[place] if place < len(body) else "    "
+        indent = line[:len(line) - len(line.lstrip())]
+        v, w = rng.choice((("x", "y"), ("y", "x"), ("x", "x")))
+        body.insert(place, indent + rng.choice(_GRADIENTS).format(v=v, w=w))
+    return body
 
 
 def arguments(seed: int, items: int, lay: int | None = None):

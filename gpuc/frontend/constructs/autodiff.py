@@ -166,22 +166,23 @@ def _float_structure(typer, node, what: str) -> GType:
         return t
     if isinstance(t, TupleType) or not (isinstance(t, ScalarType) and (t.is_float or t.is_int and not t.is_bool)):
         raise UserError(f"{what} must be a float or a tuple of floats, not {an(t)}",
-                        hint="jvp differentiates in float scalars and tuples of them; pass the other values "
+                        hint="derivatives are taken in float scalars and tuples of them; pass the other values "
                              "through a func that takes them as constants", node=node)
     return _float_leaf(typer, node, what)
 
 
-def _primals(typer, node) -> tuple:
-    """The parameter types jvp's primals give f: a tuple written in place, or a tuple variable."""
+def _primals(typer, node, form: str = "jvp") -> tuple:
+    """The parameter types the primals of gpuc.jvp (or gpuc.vjp: `form`) give f: a tuple written in place,
+    or a tuple variable."""
     if isinstance(node, ast.Tuple):
-        return tuple(_float_structure(typer, e, "a primal of gpuc.jvp") for e in node.elts)
-    t = typer.value_expr(node, "the primals of gpuc.jvp")
+        return tuple(_float_structure(typer, e, f"a primal of gpuc.{form}") for e in node.elts)
+    t = typer.value_expr(node, f"the primals of gpuc.{form}")
     if not isinstance(t, TupleType):
-        raise UserError(f"the primals of gpuc.jvp must be a tuple, not {an(t)}",
-                        hint="write gpuc.jvp(f, (x,), (dx,)) for one parameter", node=node)
+        raise UserError(f"the primals of gpuc.{form} must be a tuple, not {an(t)}",
+                        hint=f"write gpuc.{form}(f, (x,), ...) for one parameter", node=node)
     for e in t.elements:
         if not is_float_structure(e):
-            raise UserError(f"a primal of gpuc.jvp must be a float or a tuple of floats, not {an(e)}", node=node)
+            raise UserError(f"a primal of gpuc.{form} must be a float or a tuple of floats, not {an(e)}", node=node)
     return t.elements
 
 

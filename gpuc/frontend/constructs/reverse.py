@@ -96,7 +96,7 @@ class VJP(Handler):
             raise UserError(f"gpuc.vjp(f, primals, cotangent) takes 3 arguments, but {len(node.args)} were given",
                             hint="write gpuc.vjp(f, (x, y), 1.0), with a one-element tuple (x,) for one parameter")
         target = _function(typer, node.args[0], self.name)
-        signature = _primals(typer, node.args[1])
+        signature = _primals(typer, node.args[1], "vjp")
         _arity(target, len(signature), self.name, "pass one primal per parameter, in a tuple")
         callee, result = _callee(typer, node, target, signature, self.name)
         _tangent(typer, node.args[2], result)

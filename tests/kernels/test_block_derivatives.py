@@ -130,3 +130,36 @@ def test_differentiating_code_that_uses_the_block_is_a_located_error():
         differentiates_block_code.launch(32, np.ones(32), np.zeros(32), block=32)
     assert "test_block_derivatives.py:" in str(caught.value)   # at the request
     assert "pass it to the function as an argument" in str(caught.value)
+
+
+# -- adjoints of such kernels ----------------------------------------------------------------------------
+# gpuc.adjoint of a kernel with blocks that takes derivatives inside: its inner requests are resolved first
+# (but those the adjoint differentiates in place), and the adjoint differentiates their tangent and
+# gradient functions as it does any func: reverse over reverse over forward beside shuffles, and the
+# gradients written to a shared tile between barriers.
+
+@pytest.mark.parametrize("vectorize", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["with_shuffles", "over_tiles"])
+def test_adjoints_of_kernels_taking_derivatives_inside(name, threads, vectorize):
+    from support.block_adjoints import finite_differences
+
+    kernel = globals()[name]
+    kernel = kernel if vectorize else gpuc.kernel(vectorize=False)(kernel.py_func)
+    if name == "with_shuffles":
+        arrays = [np.linspace(-1.0, 1.0, 50), np.linspace(0.1, 0.9, 50), np.zeros(50)]
+        n, block = 64, 32
+    else:
+        arrays = [np.linspace(-1.0, 1.0, 256).reshape(16, 16), np.linspace(0.1, 0.9, 256).reshape(16, 16),
+                  np.zeros((16, 16))]
+        n, block = (16, 16), (8, 8)
+    assert finite_differences(kernel, arrays, n, block, threads=threads, samples=25) < 1e-6
+
+
+@pytest.mark.parametrize("name", ["with_shuffles", "over_tiles"])
+def test_adjoints_taking_derivatives_inside_compile_for_ptx(name, ptxas):
+    a1, a2 = gpuc.Array[gpuc.float64, 1, "C"], gpuc.Array[gpuc.float64, 2, "C"]
+    types = (a1,) * 6 if name == "with_shuffles" else (a2,) * 6
+    job = gpuc.CompilerJob((gpuc.adjoint(globals()[name]), types),
+                           gpuc.CompilerConfig(gpuc.PTXTarget(cap="sm_90"), kernel=True, whole_blocks=True))
+    ptxas(gpuc.compile(job, "asm").output)

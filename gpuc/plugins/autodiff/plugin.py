@@ -83,11 +83,7 @@ def resolve_blocks(state: CompileState, marker: Function, module: Module) -> boo
         whole_blocks = state.config.whole_blocks
         if not _inline_callees(state, module, kernel, whole_blocks) or not (blocks.uses_blocks(kernel) or whole_blocks):
             continue
-        others = [c for c in _marker_calls(module) if c != call and c.function == kernel]
-        if others:
-            raise CompilationError("derivatives taken inside a kernel that uses blocks cannot be differentiated "
-                                   "again by its adjoint yet", _definition(state, kernel.name),
-                                   hint="compute the inner derivative in a kernel of its own, or without blocks")
+        _resolve_within(state, module, call)
         blocks.prepare(module, kernel)
         state.optimize([kernel])
         made = module.function_names()
@@ -99,6 +95,26 @@ def resolve_blocks(state: CompileState, marker: Function, module: Module) -> boo
         if fn.is_declaration and not fn.uses:
             fn.erase()
     return changed
+
+
+def _resolve_within(state: CompileState, module: Module, request: CallInst) -> None:
+    """Resolve the derivative requests the kernel of the adjoint `request` makes (in its body or its
+    callees'), inner first, as the optimized point does, but for those the adjoint differentiates in place
+    (nested.py): the adjoint built next differentiates the tangent and gradient functions the others call,
+    as it would any func."""
+    kernel, heap = request.function, _settings(state, concurrent=False).heap
+    while True:
+        reached = _reached([kernel])
+        calls = [c for c in _marker_calls(module) if c.callee.name not in _KERNELS and c.function.name in reached]
+        ready = [c for c in _ready(calls + [request], heap) if c is not request] if calls else []
+        if not ready:
+            return
+        before = module.function_names()
+        callers = {call.function.name for call in ready}
+        for call in ready:
+            _replace(state, module, call)
+        made = module.function_names() - before
+        state.optimize([module.functions[n] for n in sorted(made | callers) if n in module.functions])
 
 
 #: The hint on the loops an adjoint kernel runs: no runtime unrolling before the reverse sweep is built.

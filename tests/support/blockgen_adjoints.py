@@ -14,7 +14,10 @@ stream of their own) a tiled kernel's reads along the item's row of `x0` and its
 the other coordinate, launched then over four to six blocks along each dimension, so that two threads take
 the blockwise schedule (`cpu.block_phases`), and (a quarter, from a third stream) the shared array in
 `gpuc.shared.dynamic` memory, launched with `shared=` of 64 to 67 float64 (the adjoint keeps its shadow past
-the primal's bytes, from the next multiple of 16); their expressions are smooth (+ - * /, sin,
+the primal's bytes, from the next multiple of 16), and (a quarter, from a fourth stream) a phase taking
+derivatives inside the kernel of a func with a loop of per-item trip count (`grad`, `value_and_grad`,
+`derivative`, `jvp`, `vjp`, and `grad` or `derivative` of a forward `derivative`), which the adjoint
+differentiates again; their expressions are smooth (+ - * /, sin,
 cos, tanh, exp of bounded arguments, divisions by 1.5 + cos or 1 + b*b). No primal races by
 construction (each element written by one item between barriers, atomics into memory read only after a
 barrier).
@@ -72,6 +75,28 @@ KINDS = ("exchange", "exchange", "reduce", "prefix", "shuffle", "shuffle", "warp
          "vote", "ballot", "local", "satomic", "gatomic")
 #: The share of programs with a tiled kernel's reads (`_Gen.tile`).
 TILED = 0.25
+#: The share of programs that take derivatives inside the kernel (`_Gen.derivs`).
+DERIVS = 0.25
+#: The funcs those derivatives are of: a loop of per-item trip count (the reverse keeps a tape).
+DERIV_FUNCS = """@gpuc.func
+def fd(a, b, n):
+    r = a
+    for q in range(n):
+        r = 0.5 * r + 0.75 * math.sin(r * b)
+    return r
+
+
+@gpuc.func
+def fd2(a, b):
+    return fd(a, b, 3)
+
+
+@gpuc.func
+def fd_slope(a, b, n):
+    return gpuc.derivative(fd, a, b, n) * b
+
+
+"""
 #: The share of programs whose shared array `s` is `gpuc.shared.dynamic` memory, launched with SIZE float64
 #: and 0 to 3 more (sizes no multiple of 16 among them: the adjoint's shadow starts at the next one).
 DYNAMIC = 0.25
@@ -96,6 +121,7 @@ class Program:
     kinds: list = field(default_factory=list)
     sites: int = 0                              # float predicates (rows of the probe array)
     dynamic: bool = False                       # `s` in gpuc.shared.dynamic memory (launched with `shared=`)
+    derivs: bool = False                        # derivatives taken inside (DERIV_FUNCS defined)
 
     def source(self, probe: bool = False) -> str:
         params = ["x0"] + ["x1"] * (self.inputs == 2) + ["y0"] + ["z"] * bool(self.extra) + ["probe"] * probe
@@ -107,7 +133,7 @@ import gpuc
 SIZE = {SIZE}
 
 
-@gpuc.kernel
+{DERIV_FUNCS if self.derivs else ""}@gpuc.kernel
 def kernel({', '.join(params)}):
     s = {"gpuc.shared.dynamic(gpuc.float64)" if self.dynamic else "gpuc.shared.array(SIZE, gpuc.float64)"}
     loc = gpuc.local.array(3, gpuc.float64)
@@ -275,6 +301,21 @@ class _Gen:
     def gatomic(self, d: int) -> list:
         return [(d, f"gpuc.atomic_add(z, gi % {self.p.acc}, {self.expr(['v', 'w'])})", False)]
 
+    def derivs(self, d: int) -> list:
+        """Derivatives of DERIV_FUNCS taken inside the kernel, at points computed from `v` and `w`, with a
+        per-item trip count; `u` takes the result."""
+        rng = self.rng
+        a, b = self.expr(["v", "w"], 1), f"0.5 + 0.25 * math.sin({self.expr(['v', 'w'], 1)})"
+        n = f"1 + t % {rng.randint(2, 4)}"
+        form = rng.choice([f"g = gpuc.grad(fd, {a}, {b}, {n})|u = g[0] + 0.5 * g[1]",
+                           f"vg = gpuc.value_and_grad(fd, {a}, {b}, {n})|u = vg[0] * vg[1][0]",
+                           f"u = gpuc.derivative(fd, {a}, {b}, {n})",
+                           f"jv = gpuc.jvp(fd2, ({a}, {b}), (0.5, -0.25))|u = jv[0] - jv[1]",
+                           f"vj = gpuc.vjp(fd2, ({a}, {b}), 0.75)|u = vj[1][0] + vj[1][1]",
+                           f"u = gpuc.grad(fd_slope, {a}, {b}, {n})[0]",
+                           f"u = gpuc.derivative(fd_slope, {a}, {b}, {n})"])
+        return [(d, line, False) for line in form.split("|")] + [(d, self.update(["v", "u", "w"]), False)]
+
     def tile(self, d: int) -> list:
         """A tiled kernel's reads: along the item's row of x0 and its column of x1 (or x0), in loops over the
         other coordinate. The blocks of one block row add into one row of x0's shadow, those of one block
@@ -291,7 +332,7 @@ class _Gen:
 
 
 def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: random.Random | None = None,
-            dynamic: random.Random | None = None) -> Program:
+            dynamic: random.Random | None = None, derivs: random.Random | None = None) -> Program:
     p = Program(seed, inputs=rng.choice([1, 2]), extra=rng.choice([None, "own", "block", "acc", "acc"]),
                 acc=rng.randint(1, 3))
     # from a stream of their own too: the shared array in dynamic shared memory
@@ -301,13 +342,17 @@ def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: r
     # from a stream of their own (`tiles`), so that programs without them are the ones the seed gave before
     if tiles is not None and tiles.random() < TILED:
         chosen.insert(tiles.randint(0, len(chosen)), "tile")
+    inside = derivs is not None and derivs.random() < DERIVS  # (and from a fourth, derivatives inside)
+    if inside:
+        p.derivs = True
+        chosen.insert(derivs.randint(0, len(chosen)), "derivs")
     if p.extra == "acc" and "gatomic" not in chosen:
         chosen.insert(rng.randint(0, len(chosen)), "gatomic")
     elif p.extra != "acc":
         chosen = [k for k in chosen if k != "gatomic"] or ["exchange"]
     for kind in chosen:
         p.kinds.append(kind)
-        p.lines += getattr(gen, kind)(0)
+        p.lines += getattr(_Gen(derivs, p, pending) if kind == "derivs" else gen, kind)(0)
     out = "v" if rng.random() < 0.7 else gen.expr(["v", "w"], 1)
     p.lines += [(0, "if inside:", False), (1, f"y0[iy, ix] {rng.choice(['=', '+='])} {out}", False)]
     if p.extra == "own":
@@ -480,8 +525,9 @@ def generate(case_seed: int, stream: int, workdir: Path | None = None, attempts:
     kernel (without `workdir`: the first program and one launch as drawn, nothing compiled or probed)."""
     rng = random.Random(stream)
     tiles, dynamic = random.Random(f"tiles-{stream}"), random.Random(f"dynamic-{stream}")
+    derivs = random.Random(f"derivs-{stream}")
     for attempt in range(attempts):
-        p = program(rng, case_seed, pending=pending, tiles=tiles, dynamic=dynamic)
+        p = program(rng, case_seed, pending=pending, tiles=tiles, dynamic=dynamic, derivs=derivs)
         if workdir is None:
             return p, [launch(p, rng, tiles, dynamic)], None
         probe_kernel = load(p.source(probe=True), workdir / f"blockadj_{case_seed}_{attempt}_probe.py")

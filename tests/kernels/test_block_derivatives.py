@@ -163,3 +163,41 @@ def test_adjoints_taking_derivatives_inside_compile_for_ptx(name, ptxas):
     job = gpuc.CompilerJob((gpuc.adjoint(globals()[name]), types),
                            gpuc.CompilerConfig(gpuc.PTXTarget(cap="sm_90"), kernel=True, whole_blocks=True))
     ptxas(gpuc.compile(job, "asm").output)
+
+
+@gpuc.func
+def wave(x, y):
+    return math.sin(x * y) * x + math.exp(-x * x) * y
+
+
+@gpuc.kernel
+def loop_free_inside(x, y, out):
+    # derivatives without a tape: the adjoint compiles for GCN and SPIR-V too, and runs through OpenCL
+    i = gpuc.index()
+    t = gpuc.thread_index()
+    s = gpuc.shared.array(16, gpuc.float64)
+    s[t] = gpuc.grad(wave, x[i], y[i])[0]
+    gpuc.barrier()
+    nb = (t + 3) % gpuc.block_dim()
+    out[i] = s[t] * s[nb] + gpuc.jvp(wave, (x[i], y[i]), (0.5, 1.0))[1] + gpuc.shfl_xor(gpuc.derivative(wave, x[i], y[i]), 1)
+
+
+@pytest.mark.devices("cpu", "opencl")
+def test_adjoint_taking_loop_free_derivatives_inside():
+    from support.block_adjoints import finite_differences
+
+    arrays = [np.linspace(-1.2, 1.1, 48), np.linspace(0.3, -0.7, 48), np.zeros(48)]
+    assert finite_differences(loop_free_inside, arrays, 48, 16) < 1e-6
+
+
+@pytest.mark.parametrize("target", ["gcn", "spirv"])
+def test_adjoint_taking_loop_free_derivatives_inside_compiles(target, spirv_val):
+    a1 = gpuc.Array[gpuc.float64, 1, "C"]
+    made = gpuc.GCNTarget() if target == "gcn" else gpuc.SPIRVTarget()
+    job = gpuc.CompilerJob((gpuc.adjoint(loop_free_inside), (a1,) * 6),
+                           gpuc.CompilerConfig(made, kernel=True, whole_blocks=True))
+    binary = gpuc.compile(job, "obj").output
+    if target == "spirv":
+        spirv_val(binary)
+    else:
+        assert binary

@@ -201,3 +201,31 @@ def test_adjoint_taking_loop_free_derivatives_inside_compiles(target, spirv_val)
         spirv_val(binary)
     else:
         assert binary
+
+
+@gpuc.kernel
+def plain_inside(x, y, out):
+    # no blocks: on a GPU (and OpenCL) it still runs in whole blocks, whose adjoint is built as a block
+    # kernel's is; derivatives inside made that a refusal naming blocks the kernel does not use
+    i = gpuc.index()
+    out[i] = gpuc.grad(wave, x[i], y[i])[1] * gpuc.derivative(wave, y[i], x[i])
+
+
+@pytest.mark.devices("cpu", "opencl")
+def test_adjoint_of_a_kernel_without_blocks_taking_derivatives_inside():
+    from support.block_adjoints import finite_differences
+
+    arrays = [np.linspace(-1.2, 1.1, 40), np.linspace(0.3, -0.7, 40), np.zeros(40)]
+    assert finite_differences(plain_inside, arrays, 40, None) < 1e-6
+
+
+@pytest.mark.parametrize("target", ["ptx", "spirv"])
+def test_adjoint_of_a_kernel_without_blocks_taking_derivatives_inside_compiles(target, ptxas, spirv_val):
+    a1 = gpuc.Array[gpuc.float64, 1, "C"]
+    made = gpuc.PTXTarget(cap="sm_90") if target == "ptx" else gpuc.SPIRVTarget()
+    job = gpuc.CompilerJob((gpuc.adjoint(plain_inside), (a1,) * 6),
+                           gpuc.CompilerConfig(made, kernel=True, whole_blocks=True))
+    if target == "ptx":
+        ptxas(gpuc.compile(job, "asm").output)
+    else:
+        spirv_val(gpuc.compile(job, "obj").output)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .llvm import ArrayType, Function, Module, StructType, run_passes
+from .llvm import ArrayType, Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType, run_passes
 
 # -- function pointers -------------------------------------------------------------------------
 
@@ -53,6 +53,10 @@ BOUNDS_RECORD_WORDS = 5 + BOUNDS_SHAPE_WORDS
 BOUNDS_SITE_BYTES = 256
 BOUNDS_DEVICE_RECORD_WORDS = BOUNDS_RECORD_WORDS + BOUNDS_SITE_BYTES // 8
 BOUNDS_READER = "gpuc_boundscheck_read"
+#: The `ndim` word of a record filled not by an index but by the reverse sweep's tape outgrowing its fixed
+#: buffer on a target without an allocator (docs/autodiff.md): `index` is the bytes it needed, the first
+#: extent its buffer's size, the site its gradient function. The runtimes raise a MemoryError for it.
+BOUNDS_TAPE = -1
 # Ctrl-C in the debug mode (docs/debugging.md): the external global holding a `ptr` to the process's i32
 # interrupt flag (gpuc/runtime/interrupts.py), which every loop of a bounds-checked kernel or func on the
 # CPU polls at its back edge; the CPU runtime defines it per module that polls.
@@ -159,6 +163,92 @@ MAX_EXTENT = 1 << 62
 LAUNCH_NONE, LAUNCH_CONTEXT, LAUNCH_SIZES = "none", "context", "sizes"
 LAUNCH_FORMS = (LAUNCH_NONE, LAUNCH_CONTEXT, LAUNCH_SIZES)
 _LAUNCH_TYPES = {LAUNCH_NONE: (), LAUNCH_CONTEXT: ("ptr",), LAUNCH_SIZES: ("i64",) * 3}
+
+
+def site_text(module: Module, text: str, address_space: int = 0):
+    """A `ptr` to the constant C string `text` ("file:line:col: what is there"), one per module, text and
+    address space: the errors found at run time (bounds checks, a tape outgrowing its buffer) name it."""
+    name = f"gpuc.site.{text}" if not address_space else f"gpuc.site{address_space}.{text}"
+    gv = module.globals.get(name)
+    if gv is None:
+        data = Constant.string(module.context, text)
+        gv = module.add_global(data.type, name, address_space)
+        gv.initializer = data
+        gv.is_global_constant = True
+        gv.linkage = "private"
+    return gv
+
+
+def bounds_record(module: Module, device: bool, address_space: int = 0):
+    """The record of a launch's first failed check (BOUNDS_RECORD) in `module`, declared: on the host
+    BOUNDS_RECORD_WORDS words the CPU runtime defines; on a device (`device`) the module's own
+    BOUNDS_DEVICE_RECORD_WORDS words in `address_space` (its global memory), defined when the target
+    finishes the module."""
+    gv = module.globals.get(BOUNDS_RECORD)
+    if gv is None:
+        i64 = module.context.i64
+        if device:
+            gv = module.add_global(ArrayType.get(i64, BOUNDS_DEVICE_RECORD_WORDS), BOUNDS_RECORD, address_space)
+        else:
+            gv = module.add_global(ArrayType.get(i64, BOUNDS_RECORD_WORDS), BOUNDS_RECORD)
+        gv.alignment = 8
+    return gv
+
+
+def bounds_failure(module: Module, record, site_space: int, device: bool) -> Function:
+    """`void gpuc.boundscheck.fail(ptr site, i64 dim, i64 index, i64 ndim, i64 shape...)` (BOUNDS_FAILURE) in
+    `module`, made once: the first call of a launch fills `record` (bounds_record), the others leave it;
+    `site` points into `site_space`; on a device (`device`) the site's text is copied after the words,
+    since the runtime cannot read the device's constants."""
+    fn = module.functions.get(BOUNDS_FAILURE)
+    if fn is not None and not fn.is_declaration:
+        return fn
+    ctx, i64 = module.context, module.context.i64
+    fn = fn or module.add_function(BOUNDS_FAILURE, FunctionType.get(
+        ctx.void, [ctx.ptr(site_space), *[i64] * (3 + BOUNDS_SHAPE_WORDS)]))
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    with Builder(ctx) as b:
+        entry, fill, done = fn.append_block("entry"), fn.append_block("fill"), fn.append_block("done")
+        b.position_at_end(entry)
+        won = b.extract_value(b.cmpxchg(record, ConstantInt.get(i64, 0), ConstantInt.get(i64, 1),
+                                        success="monotonic", align=8), 1)
+        b.cond_br(won, fill, done)
+        b.position_at_end(fill)
+        site = ConstantInt.get(i64, 0) if device else b.ptrtoint(fn.args[0], i64)
+        for k, value in enumerate([site, *fn.args[1:]], start=1):
+            b.store(value, b.gep(i64, record, [ConstantInt.get(i64, k)]), align=8)
+        if device:
+            _copy_site(b, fn, record, done)
+        else:
+            b.br(done)
+        b.position_at_end(done)
+        b.ret()
+    return fn
+
+
+def _copy_site(b, fn: Function, record, done) -> None:
+    """The failure function's copy of its site's text (a C string) into the record, after its words: at
+    most BOUNDS_SITE_BYTES bytes, the last a NUL (device targets, BOUNDS_DEVICE_RECORD_WORDS)."""
+    ctx = fn.parent.context
+    i8, i64 = ctx.i8, ctx.i64
+    text = b.gep(i8, record, [ConstantInt.get(i64, 8 * BOUNDS_RECORD_WORDS)])
+    start, loop, last = b.block, fn.append_block("copy"), fn.append_block("copy.end")
+    b.br(loop)
+    b.position_at_end(loop)
+    k = b.phi(i64, name="k")
+    byte = b.load(i8, b.gep(i8, fn.args[0], [k]))
+    b.store(byte, b.gep(i8, text, [k]))
+    following = b.add(k, ConstantInt.get(i64, 1))
+    more = b.and_(b.icmp("ne", byte, ConstantInt.get(i8, 0)),
+                  b.icmp("ult", following, ConstantInt.get(i64, BOUNDS_SITE_BYTES - 1)))
+    k.add_incoming(ConstantInt.get(i64, 0), start)
+    k.add_incoming(following, loop)
+    b.cond_br(more, loop, last)
+    b.position_at_end(last)
+    b.store(ConstantInt.get(i8, 0), b.gep(i8, text, [ConstantInt.get(i64, BOUNDS_SITE_BYTES - 1)]))
+    b.br(done)
 
 
 def adjoint_shared_bytes(primal: int) -> int:
@@ -764,7 +854,8 @@ def slot_types(ty) -> list[str] | None:
     return out
 
 
-__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "SHADOW_ALIGN", "adjoint_shared_bytes", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+__all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "BOUNDS_TAPE", "BOUNDS_DEVICE_RECORD_WORDS", "bounds_record", "bounds_failure",
+           "site_text", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "SHADOW_ALIGN", "adjoint_shared_bytes", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..abi import BOUNDS_RECORD_WORDS, BOUNDS_SHAPE_WORDS, BOUNDS_SITE_BYTES
+from ..abi import BOUNDS_RECORD_WORDS, BOUNDS_SHAPE_WORDS, BOUNDS_SITE_BYTES, BOUNDS_TAPE
 
 
 def index_error(site: str, words) -> IndexError:
@@ -21,13 +21,24 @@ def index_error(site: str, words) -> IndexError:
                       "the launch stopped at the first work item whose index failed its check")
 
 
-def device_error(record: np.ndarray) -> IndexError | None:
+def tape_error(site: str, words) -> MemoryError:
+    """The error of a record a tape filled (ndim abi.BOUNDS_TAPE): the reverse sweep's tape of the gradient
+    at `site` needed more than its fixed buffer on a target without an allocator."""
+    needed, size = int(words[3]), int(words[5])
+    where, _, what = site.partition(": ")
+    return MemoryError(f"{where}: {what} needed {needed} bytes, more than the {size} its work item has on this "
+                       "device, which has no allocator to grow it (SPIR-V: docs/autodiff.md, \"Tapes on targets "
+                       "without an allocator\"); launch on the CPU or CUDA, or shorten the loops of one work item")
+
+
+def device_error(record: np.ndarray) -> IndexError | MemoryError | None:
     """The error a device's record (abi.BOUNDS_DEVICE_RECORD_WORDS int64 words: the words, then the site's
     text) holds, or None when no check failed."""
     if not record[0]:
         return None
     text = record[BOUNDS_RECORD_WORDS:].view(np.uint8)[:BOUNDS_SITE_BYTES].tobytes().split(b"\0", 1)[0]
-    return index_error(text.decode(errors="replace") or "?", record)
+    site = text.decode(errors="replace") or "?"
+    return tape_error(site, record) if int(record[4]) == BOUNDS_TAPE else index_error(site, record)
 
 
-__all__ = ["device_error", "index_error"]
+__all__ = ["device_error", "index_error", "tape_error"]

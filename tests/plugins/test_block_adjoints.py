@@ -14,10 +14,6 @@ from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, dynami
 
 import gpuc
 
-# What OpenCL runs lack: SPIR-V has no allocator for the tape of loops (a located error there).
-NO_HEAP = ("the reverse sweep keeps values of each iteration of a loop on a tape in memory allocated at run "
-           "time, and SPIR-V has no allocator")
-
 RNG = np.random.default_rng(0)
 U = lambda *shape: RNG.uniform(-1.0, 1.0, shape)  # noqa: E731
 
@@ -52,8 +48,6 @@ SHARED = {"dynamic_shared_sums": TPB * 8, "dynamic_shared_sums_shorter_than_the_
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_adjoint_matches_finite_differences(name, threads, gpuc_device):
-    if gpuc_device == "opencl" and name in NO_TAPE:
-        pytest.skip(f"not on opencl: {NO_HEAP}")
     kernel, arrays, n, block = CASES[name]
     assert finite_differences(kernel, arrays, n, block, threads=threads, shared=SHARED.get(name, 0)) < 1e-6
 
@@ -88,8 +82,9 @@ def test_adjoint_compiles_for_ptx(name, ptxas):
     ptxas(_compile(name, gpuc.PTXTarget(cap="sm_90"), "asm"))
 
 
-# GCN and SPIR-V have no allocator for the tape of the matmul's loop over tiles (and the tile's rounds, and
-# the tree over dynamic shared memory, whose depth is known at run time).
+# Kernels whose adjoints keep a tape (the matmul's loop over tiles, the tile's rounds, the tree over dynamic
+# shared memory of run-time depth): on GCN and SPIR-V, which have no allocator, in a buffer of its own
+# per work item (tape.HEAPLESS_BYTES), which these fit in.
 NO_TAPE = {"tiled_matmul", "rotating_tile", "dynamic_shared_sums", "dynamic_shared_sums_shorter_than_the_block"}
 
 
@@ -124,19 +119,14 @@ def test_codes_every_item_pushed_alike_are_read_back_once_per_block():
 
 @pytest.mark.parametrize("name", sorted(TYPES))
 def test_adjoint_compiles_for_gcn(name):
-    if name in NO_TAPE:
-        with pytest.raises(gpuc.CompilationError, match="kept on a tape"):
-            _compile(name, gpuc.GCNTarget(), "obj")
-        return
-    assert _compile(name, gpuc.GCNTarget(), "obj")
+    code = _compile(name, gpuc.GCNTarget(), "obj")
+    assert code
+    if name in NO_TAPE:  # an outgrown tape traps (no allocator to grow it)
+        assert "s_trap" in _compile(name, gpuc.GCNTarget(), "asm")
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))
 def test_adjoint_compiles_for_spirv(name, spirv_val):
-    if name in NO_TAPE:
-        with pytest.raises(gpuc.CompilationError, match="kept on a tape"):
-            _compile(name, gpuc.SPIRVTarget(), "obj")
-        return
     spirv_val(_compile(name, gpuc.SPIRVTarget(), "obj"))
 
 

@@ -10,10 +10,6 @@ import pytest
 
 import gpuc
 
-# What OpenCL runs lack: SPIR-V has no allocator for the tape of loops (a located error there).
-NO_HEAP = ("the reverse sweep keeps values of each iteration of a loop on a tape in memory allocated at run "
-           "time, and SPIR-V has no allocator")
-
 
 @gpuc.func
 def fixed_point(x):
@@ -129,7 +125,6 @@ FORMS = _forms()
 
 
 @pytest.mark.devices("cpu", "opencl")
-@pytest.mark.not_on("opencl", NO_HEAP)
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", sorted(FORMS))
 def test_kernel_gives_what_python_gives(name, threads):
@@ -210,7 +205,6 @@ def pair_sum(x, y):
 
 # The adjoint of a kernel whose items take gradients with tapes: reverse over reverse, in place.
 @pytest.mark.devices("cpu", "opencl")
-@pytest.mark.not_on("opencl", NO_HEAP)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_adjoint_of_kernel_taking_taped_gradients(threads):
     xs, ys = np.array([p[0] for p in POINTS]), np.array([p[1] for p in POINTS])

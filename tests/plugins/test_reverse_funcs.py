@@ -12,10 +12,6 @@ from support.reverse_kernels import horner, horner_slope
 
 import gpuc
 
-# What OpenCL runs lack: SPIR-V has no allocator for the tape of loops (a located error there).
-NO_HEAP = ("the reverse sweep keeps values of each iteration of a loop on a tape in memory allocated at run "
-           "time, and SPIR-V has no allocator")
-
 
 def _close(got, want, rtol):
     if isinstance(want, tuple):
@@ -113,7 +109,6 @@ def vjp_kernel(x, y, out):
 
 
 @pytest.mark.devices("cpu", "opencl")
-@pytest.mark.not_on("opencl", NO_HEAP)
 def test_grad_in_kernel_over_array():
     x = np.linspace(-1.0, 1.0, 101)
     out = np.empty_like(x)

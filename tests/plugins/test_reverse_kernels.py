@@ -97,9 +97,10 @@ def float32_mix(x, y):
     y[i] = v * v * gpuc.float32(0.5) + math.exp(v)
 
 
-# What OpenCL runs lack: SPIR-V has no allocator for the tape of loops (a located error there).
-NO_HEAP = ("the reverse sweep keeps values of each iteration of a loop on a tape in memory allocated at run "
-           "time, and SPIR-V has no allocator")
+# What OpenCL runs lack: SPIR-V has no allocator, so a tape is a buffer of tape.HEAPLESS_BYTES per work item
+# (a MemoryError past it), which a test of tapes growing with trip counts outgrows on purpose.
+TAPE_BOUND = ("on SPIR-V a tape is a fixed buffer per work item (no allocator to grow it); this test grows one "
+              "past it (test_a_tape_outgrowing_its_buffer_on_opencl_raises)")
 
 RNG = np.random.default_rng(2026)
 N = 13
@@ -160,8 +161,6 @@ def _adjoint_shadows(kernel, args, n, seeds, threads):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", list(CASES))
 def test_shadows_match_finite_differences(name, threads, gpuc_device):
-    if gpuc_device == "opencl" and name in TAPED:
-        pytest.skip(f"not on opencl: {NO_HEAP}")
     kernel, make, n, outputs = CASES[name]
     args = make()
     rng = np.random.default_rng(7)
@@ -212,7 +211,7 @@ def test_large_launch_many_threads_gather_with_atomics():
 
 
 @pytest.mark.devices("cpu", "opencl")
-@pytest.mark.not_on("opencl", NO_HEAP)
+@pytest.mark.not_on("opencl", TAPE_BOUND)
 def test_tape_memory_follows_trip_counts():
     # Items with trip counts from 0 to 3000: each keeps its own tape, freed at its end; results exact.
     n = 64
@@ -225,6 +224,31 @@ def test_tape_memory_follows_trip_counts():
         for _ in range(steps[i]):
             acc, d = acc * 0.5 + math.sin(acc), d * (0.5 + math.cos(acc))
         assert dx[i] == pytest.approx(d, rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.devices("opencl")
+def test_a_tape_outgrowing_its_buffer_on_opencl_raises():
+    # SPIR-V has no allocator: each work item's tape is a buffer of tape.HEAPLESS_BYTES. Items whose loops
+    # fit run as on the CPU; one that outgrows it fills the launch's record, its reverse ends (its pops read
+    # zeros, which take no loop's back edge) and the launch raises a MemoryError naming the gradient.
+    from gpuc.plugins.autodiff.tape import HEAPLESS_BYTES
+
+    n = 16
+    x = np.linspace(0.2, 0.9, n)
+    fits = np.arange(n) % 7 + 1
+    want = np.zeros(n)
+    gpuc.adjoint(dynamic_loop).launch(n, x, want, fits, np.zeros(n), np.ones(n), device="cpu")
+    dx = np.zeros(n)
+    gpuc.adjoint(dynamic_loop).launch(n, x, dx, fits, np.zeros(n), np.ones(n))
+    np.testing.assert_allclose(dx, want, rtol=1e-13)
+    steps = fits.copy()
+    steps[5] = HEAPLESS_BYTES  # one record or more per step
+    with pytest.raises(MemoryError, match=r"reverse_kernels.py:\d+:\d+: the reverse sweep's tape of "
+                                          r"dynamic_loop needed \d+ bytes, more than the 4096"):
+        gpuc.adjoint(dynamic_loop).launch(n, x, np.zeros(n), steps, np.zeros(n), np.ones(n))
+    dx[:] = 0.0  # the record was read and cleared: the next launch is clean
+    gpuc.adjoint(dynamic_loop).launch(n, x, dx, fits, np.zeros(n), np.ones(n))
+    np.testing.assert_allclose(dx, want, rtol=1e-13)
 
 
 # -- atomics only where several work items touch an element (IR) --------------------------------------
@@ -297,10 +321,34 @@ def test_spirv_shared_shadows_add_by_compare_and_swap(spirv_val):
     spirv_val(gpuc.compile(job, "obj").output)
 
 
-def test_loop_tape_without_allocator_is_a_located_error():
+def test_loop_tape_without_allocator_is_a_fixed_buffer():
+    # GCN has no allocator: the tape is a buffer of tape.HEAPLESS_BYTES per work item, and a push past it
+    # traps (SPIR-V, which cannot trap, raises after the launch: test_a_tape_outgrowing_its_buffer_on_opencl_raises)
+    code = gpuc.code_native(gpuc.adjoint(dynamic_loop), (F32, F32, I64, F32, F32), target=gpuc.GCNTarget())
+    assert "s_trap" in code
+
+
+@gpuc.func
+def _recursive_loop(x, n):
+    acc = x
+    for _ in range(n):
+        acc = acc * 0.5 + math.sin(acc)
+    if n < 2:
+        return acc
+    return _recursive_loop(acc, n // 2) * x + acc  # (no tail call, which LLVM makes a loop)
+
+
+@gpuc.kernel
+def _recursive_grad(x, out, n):
+    i = gpuc.index()
+    out[i] = gpuc.grad(_recursive_loop, x[i], n)[0]
+
+
+def test_recursive_loop_tape_without_allocator_is_a_located_error():
+    # a fixed buffer per call would stack up with the recursion
     with pytest.raises(gpuc.CompilationError) as info:
-        gpuc.code_native(gpuc.adjoint(dynamic_loop), (F32, F32, I64, F32, F32), target=gpuc.GCNTarget())
-    assert "no memory allocator" in str(info.value) and info.value.location is not None
+        gpuc.code_native(_recursive_grad, (F64, F64, gpuc.int64), target=gpuc.GCNTarget())
+    assert "not given to a recursive function" in str(info.value) and info.value.location is not None
 
 
 # -- launch checks -------------------------------------------------------------------------------------
@@ -448,7 +496,6 @@ def fill_row(x, y):
 
 
 @pytest.mark.devices("cpu", "opencl")
-@pytest.mark.not_on("opencl", NO_HEAP)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_an_element_every_item_writes_passes_its_seed_on_once(threads):
     x, seed = np.linspace(0.5, 1.5, 64), np.linspace(1.0, 2.0, 64)
@@ -503,7 +550,6 @@ def _normalized_gradient(x, seed):
 
 
 @pytest.mark.devices("cpu", "opencl")
-@pytest.mark.not_on("opencl", NO_HEAP)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_rows_of_one_work_item_take_plain_adds(threads, gpuc_device):
     # x[i, k] and out[i, k] over k: a row per item, whatever k is (access.partition), no atomics
@@ -549,7 +595,6 @@ def chooses_between_array_and_local(x, t, y):
 
 
 @pytest.mark.devices("cpu", "opencl")
-@pytest.mark.not_on("opencl", NO_HEAP)
 def test_pointer_chosen_between_an_array_and_a_local():
     # A select between &t[0] and a local's slot: its shadow is taped like any value, and t's shadow,
     # which every item may reach through it, takes atomic adds.

@@ -13,7 +13,7 @@ import gpuc.llvm as llvm
 from gpuc.plugins.autodiff.reverse_rules import memory_effects
 
 HEAP = ("malloc", "free")
-# What OpenCL runs lack: SPIR-V has no allocator for the tape of loops (a located error there).
+# What OpenCL runs lack: SPIR-V has no allocator, and a recursive func gets no fixed tape (a located error).
 NO_HEAP = ("the reverse sweep keeps values of each iteration of a loop on a tape in memory allocated at run "
            "time, and SPIR-V has no allocator")
 

@@ -854,8 +854,9 @@ def load_source(source: str, path: Path):
 #: The launches of `block_kernel`, the kernel's statements between barriers: (n, block, threads).
 BLOCK_LAUNCHES = ((3, 3, 1), (4, 2, 2))
 
-#: The located error of a reverse sweep whose loop keeps a tape, on a target without an allocator (SPIR-V):
-#: what an OpenCL device lacks, not a finding there.
+#: The located error of a reverse sweep whose loop keeps a tape in a recursive function, on a target without
+#: an allocator (SPIR-V, where other tapes are a fixed buffer per work item): what an OpenCL device lacks, not
+#: a finding there.
 NO_HEAP = "kept on a tape in memory allocated at run time"
 
 

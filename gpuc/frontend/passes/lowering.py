@@ -451,70 +451,12 @@ class Lowerer(LocatingVisitor):
     def bounds_failure(self):
         """`void gpuc.boundscheck.fail(ptr site, i64 dim, i64 index, i64 ndim, i64 shape...)`: the first
         call of a launch fills the record the runtime reads after it (abi.BOUNDS_RECORD)."""
-        module, i64 = self.program.module, self.ctx.i64
-        name = abi.BOUNDS_FAILURE
-        fn = module.functions.get(name)
-        if fn is not None:
-            return fn
-        site = self.ctx.ptr(self.target.constant_address_space)  # where self.site() puts its text
-        fn = self.declare(name, self.ctx.void, [site, *[i64] * (3 + abi.BOUNDS_SHAPE_WORDS)])
-        fn.linkage = "internal"
-        fn.attributes.add("noinline")
-        fn.attributes.add("cold")
-        record = self.bounds_record()
-        device = not self.target.host_executable  # the runtime cannot read the site's text where it is
-        from ...llvm import Builder
-        with Builder(self.ctx) as b:
-            entry, fill, done = fn.append_block("entry"), fn.append_block("fill"), fn.append_block("done")
-            b.position_at_end(entry)
-            won = b.extract_value(b.cmpxchg(record, ConstantInt.get(i64, 0), ConstantInt.get(i64, 1),
-                                            success="monotonic", align=8), 1)
-            b.cond_br(won, fill, done)
-            b.position_at_end(fill)
-            site = ConstantInt.get(i64, 0) if device else b.ptrtoint(fn.args[0], i64)
-            for k, value in enumerate([site, *fn.args[1:]], start=1):
-                b.store(value, b.gep(i64, record, [ConstantInt.get(i64, k)]), align=8)
-            if device:
-                self._copy_site(b, fn, record, done)
-            else:
-                b.br(done)
-            b.position_at_end(done)
-            b.ret()
-        return fn
-
-    def _copy_site(self, b, fn, record, done) -> None:
-        """The failure function's copy of its site's text (a C string) into the record, after its words: at
-        most abi.BOUNDS_SITE_BYTES bytes, the last a NUL (device targets, abi.BOUNDS_DEVICE_RECORD_WORDS)."""
-        i8, i64 = self.ctx.i8, self.ctx.i64
-        text = b.gep(i8, record, [ConstantInt.get(i64, 8 * abi.BOUNDS_RECORD_WORDS)])
-        start, loop, last = b.block, fn.append_block("copy"), fn.append_block("copy.end")
-        b.br(loop)
-        b.position_at_end(loop)
-        k = b.phi(i64, name="k")
-        byte = b.load(i8, b.gep(i8, fn.args[0], [k]))
-        b.store(byte, b.gep(i8, text, [k]))
-        following = b.add(k, ConstantInt.get(i64, 1))
-        more = b.and_(b.icmp("ne", byte, ConstantInt.get(i8, 0)),
-                      b.icmp("ult", following, ConstantInt.get(i64, abi.BOUNDS_SITE_BYTES - 1)))
-        k.add_incoming(ConstantInt.get(i64, 0), start)
-        k.add_incoming(following, loop)
-        b.cond_br(more, loop, last)
-        b.position_at_end(last)
-        b.store(ConstantInt.get(i8, 0), b.gep(i8, text, [ConstantInt.get(i64, abi.BOUNDS_SITE_BYTES - 1)]))
-        b.br(done)
+        return abi.bounds_failure(self.program.module, self.bounds_record(), self.target.constant_address_space,
+                                  not self.target.host_executable)
 
     def bounds_record(self):
         """The runtime's record of the first failed check (abi.BOUNDS_RECORD), declared."""
-        module = self.program.module
-        gv = module.globals.get(abi.BOUNDS_RECORD)
-        if gv is None:
-            if self.target.host_executable:
-                gv = module.add_global(LLArrayType.get(self.ctx.i64, abi.BOUNDS_RECORD_WORDS), abi.BOUNDS_RECORD)
-            else:  # the module's own, defined at finish (gpuc/targets/device_debug.py)
-                gv = module.add_global(LLArrayType.get(self.ctx.i64, abi.BOUNDS_DEVICE_RECORD_WORDS),
-                                       abi.BOUNDS_RECORD, self.program.addrspace["global"])
-            gv.alignment = 8
-        return gv
+        return abi.bounds_record(self.program.module, not self.target.host_executable, self.program.addrspace["global"])
 
     def interrupt_flag(self):
         """The runtime's pointer to the process's interrupt flag (abi.INTERRUPT_FLAG), declared."""
@@ -571,16 +513,7 @@ class Lowerer(LocatingVisitor):
     def site(self, text: str, address_space: int = 0):
         """A `ptr` to the constant C string `text` (a location, "file:line:col", and what is there),
         one per module, text and address space: errors found at run time name it."""
-        module = self.program.module
-        name = f"gpuc.site.{text}" if not address_space else f"gpuc.site{address_space}.{text}"
-        gv = module.globals.get(name)
-        if gv is None:
-            data = Constant.string(self.ctx, text)
-            gv = module.add_global(data.type, name, address_space)
-            gv.initializer = data
-            gv.is_global_constant = True
-            gv.linkage = "private"
-        return gv
+        return abi.site_text(self.program.module, text, address_space)
 
     # -- function ---------------------------------------------------------------------------
     def run(self) -> None:

@@ -302,10 +302,15 @@ def _checked_reverse(user, fn: Function, params, active, fail) -> CallInst:
 
 def _settings(state: CompileState, *, concurrent: bool, parity: bool = False, blockwise: bool = False) -> Settings:
     target = state.target
+    # without a heap, a tape outgrowing its buffer traps or fills the launch's error record (tape.Bounded)
+    record = getattr(target, "device_bounds_record", False)
     return Settings(heap=getattr(target, "heap_functions", None), float_atomics=getattr(target, "float_atomics", True),
                     float_atomics_missing=getattr(target, "float_atomics_missing", ""), concurrent=concurrent,
                     parity=parity, serial_blocks=getattr(target, "serial_blocks", False), target_name=repr(target),
-                    blockwise=blockwise)
+                    blockwise=blockwise, trap=getattr(target, "can_trap", True),
+                    record_space=getattr(target, "array_address_space", 1) if record else None,
+                    site_space=getattr(target, "constant_address_space", 0),
+                    definition=lambda name: _definition(state, name))
 
 
 def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:

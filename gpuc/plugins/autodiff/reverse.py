@@ -24,7 +24,7 @@ instructions in reverse order (docs/autodiff.md, "Reverse mode"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gpuc.llvm as llvm
 from gpuc.abi import (ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
@@ -33,7 +33,7 @@ from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
-from .kinds import carries_floats, define, error
+from .kinds import carries_floats, define, error, locate
 from .memory import allocates
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 from ..block_uniform import uniform_values
@@ -70,6 +70,31 @@ class Settings:
     #: With `concurrent`: blocks that run at once differ along every dimension the plugin reports (the
     #: CPU's blockwise schedule), so arrays one coordinate of which is index(d) for such a d need no atomics.
     blockwise: bool = False
+    #: Without a heap, how a tape that outgrows its buffer is reported (tape.Bounded's fields but the site):
+    #: `trap`, else the launch's error record in `record_space` (None: the target has neither, and loops
+    #: that need a tape are refused), its site text in `site_space`.
+    trap: bool = False
+    record_space: int | None = None
+    site_space: int = 0
+    #: Where the Python function an LLVM function was compiled from is defined (by name; None unknown):
+    #: what a bounded tape's error names where its instructions carry no location.
+    definition: object = None
+
+
+def _recursive(fn: llvm.Function) -> bool:
+    """Whether `fn` calls itself, directly or through other defined functions."""
+    seen, work = set(), [fn]
+    while work:
+        for inst in work.pop().instructions():
+            callee = getattr(inst, "callee", None) if isinstance(inst, llvm.CallInst) else None
+            if not isinstance(callee, llvm.Function) or callee.is_declaration:
+                continue
+            if callee.name == fn.name:
+                return True
+            if callee.name not in seen:
+                seen.add(callee.name)
+                work.append(callee)
+    return False
 
 
 def gradient_name(fn: llvm.Function, mask: str, settings: Settings) -> str:
@@ -78,8 +103,7 @@ def gradient_name(fn: llvm.Function, mask: str, settings: Settings) -> str:
 
 def callee_settings(settings: Settings) -> Settings:
     """What a callee's gradient is built with: it cannot tell work items' elements apart."""
-    return Settings(settings.heap, settings.float_atomics, settings.float_atomics_missing, settings.concurrent,
-                    False, settings.serial_blocks, settings.target_name)
+    return replace(settings, parity=False, blockwise=False)
 
 
 def gradient_function(module: llvm.Module, fn: llvm.Function, mask: str, settings: Settings) -> llvm.Function:
@@ -217,6 +241,7 @@ class _Reverse(Copier):
         self.shadow_params = shadows
         self.current = None
         self.tape_state = None
+        self.bounded = None  # tape.Bounded, on a target without an allocator
         self.shared_shadows: list = []  # the shadows of the shared arrays fn uses (blocks.py)
         #: Whether gfn is a kernel's adjoint (adjoint_body), whose dynamic shared memory holds the primal's
         #: and its shadow (blocks.dynamic_layout); then (the primal's bytes, the shadow's offset) once used.
@@ -571,10 +596,14 @@ class _Reverse(Copier):
                 self.b.store(value, slot)
                 self.b.position_at_end(saved)
             return self.b.load(value.type, slot)
-        if self.settings.heap is None:
+        # without a heap, a tape is a buffer of its own per call (tape.Bounded), which recursion would stack
+        if self.settings.heap is None and (not self.settings.trap and self.settings.record_space is None
+                                           or _recursive(self.fn)):
             raise self.error(None, f"the reverse sweep needs values of each iteration of a loop of "
                                    f"{self.fn.name}, kept on a tape in memory allocated at run time, and "
-                                   f"{self.settings.target_name} has no memory allocator",
+                                   f"{self.settings.target_name} has no memory allocator"
+                                   + (" (a buffer of fixed size per call is not given to a recursive function)"
+                                      if self.settings.trap or self.settings.record_space is not None else ""),
                              "compile derivatives of loops for the CPU or PTX, which have one; loops whose values "
                              "the reverse sweep does not need (or no loops) compile everywhere")
         pending = self.pushes.setdefault(here, {})
@@ -745,10 +774,17 @@ class _Reverse(Copier):
         if self.tape_state is None:
             self.tape_state = self._slot(tape.state_type(self.module), "tape", zeroed=False)
             size = tape.BLOCK_INLINE_BYTES if blocks.uses_blocks(self.fn) else tape.INLINE_BYTES
+            if self.settings.heap is None:
+                size = tape.HEAPLESS_BYTES
+                self.bounded = tape.Bounded(self.settings.trap, self._tape_site(block),
+                                            self.settings.record_space or 0, self.settings.site_space)
             first = self._slot(llvm.ArrayType.get(self.ctx.i8, size), "tape.first", zeroed=False)
             first.alignment = 16
             b = self.b
             b.position_at_end(self.alloca_block)
+            if first.type.address_space != 0:  # (GCN's stack: the tape's pointers are generic)
+                self.tape_state = b.addrspacecast(self.tape_state, self.ctx.ptr())
+                first = b.addrspacecast(first, self.ctx.ptr())
             tape.init(b, self.module, self.tape_state, first, size)
         b = self.b
         values = list(pending)
@@ -756,13 +792,24 @@ class _Reverse(Copier):
             self.uniform_forward = uniform_values(self.gfn, same_for_every_item, self.bmap[self.order[0]])
         uniform = [k for k, v in enumerate(values) if self.uniform_forward and v in self.uniform_forward]
         b.position_before(self.bmap[block].terminator)
-        tape.push(b, self.module, self.tape_state, self.settings.heap, values)
+        tape.push(b, self.module, self.tape_state, self.settings.heap, values, self.bounded)
         b.position_before(self.rmap[block].instructions.first)
-        popped = tape.pop(b, self.module, self.tape_state, [v.type for v in values], uniform)
+        popped = tape.pop(b, self.module, self.tape_state, [v.type for v in values], uniform,
+                          bounded=self.settings.heap is None)
         for v, new in zip(values, popped):
             holder = pending[v]
             holder.replace_all_uses_with(new)
             holder.erase()
+
+    def _tape_site(self, block) -> str:
+        """What a bounded tape's error names: the first located instruction of the loop block that pushes
+        onto it, and its function (the Python name)."""
+        insts = [*block.instructions, *(i for other in self.order if other != block for i in other.instructions)]
+        where = next((loc for inst in insts if (loc := locate(self.fn, inst)) is not None), None)
+        if where is None and self.settings.definition is not None:
+            where = self.settings.definition(self.fn.name.removesuffix(".primal"))
+        what = f"the reverse sweep's tape of {self.fn.name.split('.')[0]}"
+        return f"{where}: {what}" if where is not None else f"@{self.fn.name}: {what}"
 
     def _finish(self) -> None:
         b = self.b

@@ -9,11 +9,22 @@ go through two small helper functions per module that call the target's allocato
 (`Target.heap_functions`): the tape is bounded by the work item's own trip counts, never by a
 fixed maximum. The growing helper takes the state's fields and returns the new ones, so that the
 state slot's address never leaves the function and the optimizer keeps its fields in registers.
+
+On a target without an allocator (GCN, SPIR-V) the tape is its first buffer alone, HEAPLESS_BYTES per
+work item (`Bounded`): a push that would outgrow it traps where the target can (GCN), else fills the
+launch's error record (gpuc.abi.BOUNDS_TAPE, read by the OpenCL runtime after the launch, which raises a
+MemoryError naming the gradient) and marks the tape failed: later pushes write the buffer's start, pops
+read zeros. A record's codes of the predecessor a block was entered from, zero, then name the predecessor
+first in reverse post order, never a loop's back edge, so the item's reverse sweep ends (its results are
+wrong, and the launch raises); no memory outside the buffer is touched.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gpuc.llvm as llvm
+from gpuc.abi import BOUNDS_SHAPE_WORDS, BOUNDS_TAPE, bounds_failure, bounds_record, site_text
 
 from ..block_uniform import UNIFORM_READ
 
@@ -27,6 +38,22 @@ INLINE_BYTES = 512
 #: (one allocation per block): a tiled loop's records for a few dozen tiles, so that items do not each
 #: call the allocator.
 BLOCK_INLINE_BYTES = 2048
+#: ... and on a target without an allocator, where the first buffer is all the tape has.
+HEAPLESS_BYTES = 4096
+BOUNDED_RESERVE = RESERVE + ".bounded"
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """How a tape without an allocator reports outgrowing its buffer: `trap` (llvm.trap stops the launch),
+    else the launch's error record in `record_space` (global memory), naming `site` ("file:line:col: the
+    reverse sweep's tape of f"), a C string in `site_space`."""
+    trap: bool
+    site: str = ""
+    record_space: int = 0
+    site_space: int = 0
+
+
 #: Metadata on every access of a tape (its state, its records) and on the calls that grow and free it: they
 #: touch only memory of the work item's own, so that a CPU launch may run items in vector lanes, each with
 #: its own tape (the vectorize plugin's `PRIVATE`, gpuc/plugins/vectorize/private.py).
@@ -60,26 +87,41 @@ def init(b: llvm.Builder, module: llvm.Module, state, first, size: int = INLINE_
     _own(b.store(first, b.struct_gep(ty, state, 3)))
 
 
-def push(b: llvm.Builder, module: llvm.Module, state, heap, values) -> None:
-    """Store `values` as one record on the tape at `state` (growing it when full)."""
+def push(b: llvm.Builder, module: llvm.Module, state, heap, values, bounded: Bounded | None = None) -> None:
+    """Store `values` as one record on the tape at `state` (growing it when full; without a `heap`, as
+    `bounded` says)."""
     record = module.context.struct_type([v.type for v in values])
-    at = _own(b.call(_reserve(module, heap), [state, record_size(b, module, record)]))
+    size = record_size(b, module, record)
+    if heap is None:
+        site = llvm.Constant.null(module.context.ptr(bounded.site_space)) if bounded.trap else \
+            site_text(module, bounded.site, bounded.site_space)
+        at = _own(b.call(_bounded_reserve(module, bounded), [state, size, site]))
+    else:
+        at = _own(b.call(_reserve(module, heap), [state, size]))
     for k, v in enumerate(values):
         _own(b.store(v, b.struct_gep(record, at, k), align=_align(module, v.type)))
 
 
-def pop(b: llvm.Builder, module: llvm.Module, state, types, uniform=()) -> list:
+def pop(b: llvm.Builder, module: llvm.Module, state, types, uniform=(), bounded: bool = False) -> list:
     """Take the last record (of `types`) off the tape at `state`; its values. The reads of the fields
-    whose indices are in `uniform` (values uniform across a block when pushed) say so (UNIFORM_READ)."""
+    whose indices are in `uniform` (values uniform across a block when pushed) say so (UNIFORM_READ).
+    On a `bounded` tape (no allocator) that failed, zeros."""
     ctx, i64 = module.context, module.context.i64
     record = ctx.struct_type(list(types))
     ty = state_type(module)
     top_ptr = b.struct_gep(ty, state, 1)
     top = b.sub(_own(b.load(i64, top_ptr)), record_size(b, module, record))
+    failed = None
+    if bounded:  # a failed tape (capacity 0: it outgrew its buffer) reads zeros, which take every branch
+        # back to the predecessor first in the function's order, so its reverse ends: the launch raises
+        failed = b.icmp("eq", _own(b.load(i64, b.struct_gep(ty, state, 2))), llvm.ConstantInt.get(i64, 0))
+        top = b.select(failed, llvm.ConstantInt.get(i64, 0), top)
     _own(b.store(top, top_ptr))
     data = _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 0)))
     at = b.gep(ctx.i8, data, [top])
     values = [_own(b.load(t, b.struct_gep(record, at, k), align=_align(module, t))) for k, t in enumerate(types)]
+    if failed is not None:
+        values = [b.select(failed, llvm.Constant.null(t), v) for t, v in zip(types, values)]
     for k in uniform:
         values[k].set_string_metadata(UNIFORM_READ, "")
     return values
@@ -92,7 +134,8 @@ def _align(module: llvm.Module, ty) -> int:
 
 
 def release(b: llvm.Builder, module: llvm.Module, state, heap) -> None:
-    _own(b.call(_free(module, heap), [state]))
+    if heap is not None:  # (a bounded tape is its stack buffer alone)
+        _own(b.call(_free(module, heap), [state]))
 
 
 def _heap(module: llvm.Module, heap):
@@ -135,6 +178,47 @@ def _reserve(module: llvm.Module, heap) -> llvm.Function:
         _own(b.store(_own(b.call(_grow(module, heap), [old, top, first, capacity])), data_ptr))
         _own(b.store(capacity, cap_ptr))
         b.br(done)
+        b.position_at_end(done)
+        _own(b.store(end, top_ptr))
+        b.ret(b.gep(ctx.i8, _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 0))), [top]))
+    return fn
+
+
+def _bounded_reserve(module: llvm.Module, bounded: Bounded) -> llvm.Function:
+    """`ptr @gpuc.autodiff.tape.reserve.bounded(ptr %state, i64 %size, ptr %site)`: room for a record of
+    `size` bytes on top of a tape that cannot grow (see the module doc; `site` names it in the record)."""
+    existing = module.functions.get(BOUNDED_RESERVE)
+    if existing is not None and not existing.is_declaration:
+        return existing
+    ctx, i64 = module.context, module.context.i64
+    fn = existing or module.add_function(BOUNDED_RESERVE, llvm.FunctionType.get(
+        ctx.ptr(), [ctx.ptr(), i64, ctx.ptr(bounded.site_space)]))
+    fn.linkage = "internal"
+    for attr in ("alwaysinline", "nounwind"):
+        fn.attributes.add(attr)
+    state, size, site = fn.args
+    ty = state_type(module)
+    zero = llvm.ConstantInt.get(i64, 0)
+    with llvm.Builder(ctx) as b:
+        entry = fn.append_block("entry")
+        b.position_at_end(entry)
+        top_ptr = b.struct_gep(ty, state, 1)
+        top = _own(b.load(i64, top_ptr))
+        end = b.add(top, size)
+        capacity = _own(b.load(i64, b.struct_gep(ty, state, 2)))
+        full, done = fn.append_block("full"), fn.append_block("done")
+        b.cond_br(b.icmp("ugt", end, capacity), full, done)
+        b.position_at_end(full)
+        if bounded.trap:
+            b.call(module.declare_intrinsic("llvm.trap", llvm.FunctionType.get(ctx.void, [])), [])
+            b.unreachable()
+        else:  # the launch's record says so; the tape is failed from here on (capacity 0)
+            record = bounds_record(module, True, bounded.record_space)
+            fail = bounds_failure(module, record, bounded.site_space, True)
+            b.call(fail, [site, zero, end, llvm.ConstantInt.get(i64, BOUNDS_TAPE), capacity,
+                          *[zero] * (BOUNDS_SHAPE_WORDS - 1)])
+            _own(b.store(zero, b.struct_gep(ty, state, 2)))
+            b.ret(_own(b.load(ctx.ptr(), b.struct_gep(ty, state, 3))))  # the buffer's start: written, never read
         b.position_at_end(done)
         _own(b.store(end, top_ptr))
         b.ret(b.gep(ctx.i8, _own(b.load(ctx.ptr(), b.struct_gep(ty, state, 0))), [top]))

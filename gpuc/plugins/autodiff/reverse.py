@@ -24,6 +24,7 @@ instructions in reverse order (docs/autodiff.md, "Reverse mode"):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import gpuc.llvm as llvm
@@ -598,7 +599,7 @@ class _Reverse(Copier):
             return self.b.load(value.type, slot)
         # without a heap, a tape is a buffer of its own per call (tape.Bounded), which recursion would stack
         if self.settings.heap is None and (not self.settings.trap and self.settings.record_space is None
-                                           or _recursive(self.fn)):
+                                           or self.recursive):
             raise self.error(None, f"the reverse sweep needs values of each iteration of a loop of "
                                    f"{self.fn.name}, kept on a tape in memory allocated at run time, and "
                                    f"{self.settings.target_name} has no memory allocator"
@@ -800,6 +801,11 @@ class _Reverse(Copier):
             holder = pending[v]
             holder.replace_all_uses_with(new)
             holder.erase()
+
+    @functools.cached_property
+    def recursive(self) -> bool:
+        """Whether fn calls itself (directly or not): on a target without an allocator it gets no tape."""
+        return _recursive(self.fn)
 
     def _tape_site(self, block) -> str:
         """What a bounded tape's error names: the first located instruction of the loop block that pushes

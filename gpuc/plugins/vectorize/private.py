@@ -35,7 +35,8 @@ def private_slots(item, widest: int) -> tuple[int, dict]:
     """The lanes to run the body in, at most `widest`, and the stack slots the body uses as each item's
     own with addresses computed from them outside the body: value -> its base alloca. A slot qualifies
     when the body starts its lifetime and nothing outside the body (but addresses computed from it) uses
-    it, while the lanes' copies of the slots so far fit in MAX_COPY_BYTES.
+    it, while the lanes' copies of the slots so far fit in MAX_COPY_BYTES (slots that marked accesses may
+    reach come first).
 
     A slot without copies is one for all lanes: the memory test sends the rows whose accesses of it it
     sees item by item. Accesses marked PRIVATE it does not see, so a slot whose address may reach one (a
@@ -47,21 +48,21 @@ def private_slots(item, widest: int) -> tuple[int, dict]:
         for inst in blk.instructions:
             if isinstance(inst, CallInst) and (inst.intrinsic_name or "").startswith("llvm.lifetime.start"):
                 starts.setdefault(inst.args[-1], None)
-    own = []  # (slot, the addresses derived from it or None, its size)
+    own = []  # (whether marked accesses may reach it, slot, the addresses derived from it or None, its size)
     with TargetData.from_layout(item.header.parent.parent.data_layout) as td:
         for slot in starts:
             if isinstance(slot, AllocaInst) and slot not in item.inside and _static(slot):
-                own.append((slot, _derived(slot, item), td.size_of(slot.allocated_type)))
+                own.append((_reaches_marked(slot, item), slot, _derived(slot, item), td.size_of(slot.allocated_type)))
+    own.sort(key=lambda entry: not entry[0])  # those first (a stable sort: otherwise in the body's order)
     lanes = widest
     while True:
         found, total, shared = {}, 0, []
-        for slot, derived, size in own:
+        for reached, slot, derived, size in own:
             if derived is not None and total + size * lanes <= MAX_COPY_BYTES:
                 total += size * lanes
                 found.update({v: slot for v in derived})
-            else:
+            elif reached:
                 shared.append((slot, derived))
-        shared = [(slot, derived) for slot, derived in shared if _reaches_marked(slot, item)]
         if not shared:
             return lanes, found
         outside = [slot for slot, derived in shared if derived is None]
@@ -69,7 +70,7 @@ def private_slots(item, widest: int) -> tuple[int, dict]:
             raise Unsupported(f"the item's own stack slot %{outside[0].name} is used outside the loop's body, "
                               "and accesses marked private may reach it")
         if lanes <= 2:
-            raise Unsupported(f"the items' own stack slots ({sum(size for _, _, size in own)} bytes), which "
+            raise Unsupported(f"the items' own stack slots ({sum(size for *_, size in own)} bytes), which "
                               f"accesses marked private may reach, do not fit in {MAX_COPY_BYTES} bytes for 2 lanes")
         lanes //= 2
 

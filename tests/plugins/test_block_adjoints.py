@@ -121,8 +121,9 @@ def test_codes_every_item_pushed_alike_are_read_back_once_per_block():
 def test_adjoint_compiles_for_gcn(name):
     code = _compile(name, gpuc.GCNTarget(), "obj")
     assert code
-    if name in NO_TAPE:  # an outgrown tape traps (no allocator to grow it)
+    if name in NO_TAPE - {"dynamic_shared_sums"}:  # an outgrown tape traps (no allocator to grow it)
         assert "s_trap" in _compile(name, gpuc.GCNTarget(), "asm")
+    # (the tree halves its step: at most 59 rounds of one 32-byte record each, which LLVM proves fit)
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))

@@ -195,3 +195,82 @@ def test_straight_line_code_keeps_no_tape():
 def test_loop_tape_without_allocator_is_refused():
     with pytest.raises(Exception, match="no memory allocator"):
         _gradient(NESTED, "f", "10", Settings(heap=None))
+
+
+# A loop whose body branches (a diamond, then a block taken on some iterations only) and may leave early:
+# the blocks after the early exit keep one tape record per iteration, pushed at the latch, which every path
+# through them reaches (their values get there through stack slots); the header, which may leave the loop,
+# keeps its own. Records of blocks not taken in an iteration are pushed too, and never read.
+BRANCHY = """
+define double @f(double %x, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %latch ]
+  %s = phi double [ %x, %entry ], [ %s2, %latch ]
+  %big = fcmp ogt double %s, 4.0
+  br i1 %big, label %out, label %body
+body:
+  %odd = and i64 %i, 1
+  %isodd = icmp eq i64 %odd, 1
+  br i1 %isodd, label %then, label %else
+then:
+  %a = call double @llvm.sin.f64(double %s)
+  %a2 = fmul double %a, %s
+  br label %join
+else:
+  %b = fmul double %s, %s
+  br label %join
+join:
+  %t = phi double [ %a2, %then ], [ %b, %else ]
+  %u = fadd double %t, %s
+  %small = fcmp olt double %u, 0.5
+  br i1 %small, label %bump, label %latch
+bump:
+  %v = call double @llvm.exp.f64(double %u)
+  br label %latch
+latch:
+  %s2 = phi double [ %v, %bump ], [ %u, %join ]
+  %i1 = add i64 %i, 1
+  %more = icmp slt i64 %i1, %n
+  br i1 %more, label %loop, label %done
+out:
+  %r = fmul double %s, 2.0
+  ret double %r
+done:
+  ret double %s2
+}
+declare double @llvm.sin.f64(double)
+declare double @llvm.exp.f64(double)
+"""
+
+
+def _branchy(x, n):
+    """f of BRANCHY and its derivative, in Python."""
+    import math
+    s, ds = x, 1.0
+    for i in range(n):
+        if s > 4.0:
+            return 2 * s, 2 * ds
+        if i % 2:
+            t, dt = math.sin(s) * s, (math.cos(s) * s + math.sin(s)) * ds
+        else:
+            t, dt = s * s, 2 * s * ds
+        u, du = t + s, dt + ds
+        s, ds = (math.exp(u), math.exp(u) * du) if u < 0.5 else (u, du)
+    return s, ds
+
+
+@pytest.mark.parametrize("x, n", [(0.3, 1), (0.3, 2), (0.3, 7), (-0.9, 9), (-0.45, 12), (-0.2, 40), (1.1, 6)])
+def test_a_loop_with_branches_and_an_early_exit_keeps_one_record_per_iteration(x, n):
+    jit, address, text = _gradient(BRANCHY, "f", "10")
+    with jit:
+        got = _call(address, Pair, [ctypes.c_double, ctypes.c_int64, ctypes.c_double], x, n, 1.0)
+    assert (got.value, got.dx) == pytest.approx(_branchy(x, n), rel=1e-13)
+    # two records, so two places that may grow the tape: the header's and the latch's (five blocks' values)
+    filecheck(text, """
+        CHECK-LABEL: define {{.*}} @f.gradient.10(
+        CHECK-COUNT-2: call {{.*}} @gpuc.autodiff.tape.grow
+        CHECK-NOT: call {{.*}} @gpuc.autodiff.tape.grow
+        CHECK: ret
+    """)

@@ -11,8 +11,8 @@ instructions in reverse order (docs/autodiff.md, "Reverse mode"):
   block branches back to the reverse of that predecessor.
 - Primal values a reverse block needs come from a stack slot written where they are defined
   when that block or the definition runs at most once (outside every cycle of the CFG); inside
-  loops, each block pushes what its reverse needs onto a tape per iteration and its reverse pops
-  it (gpuc/plugins/autodiff/tape.py). Nothing is recomputed except the callees of calls that
+  loops, what the reverses of a loop's blocks need goes onto a tape, one record per iteration
+  (`_records`), which the reverse pops (gpuc/plugins/autodiff/tape.py). Nothing is recomputed except the callees of calls that
   are not inlined (recursion), whose gradient functions rerun them.
 - Memory: pointers into arrays with a shadow (a kernel's float arrays, an active pointer
   parameter) and into the function's own stack slots have shadow pointers. The reverse of a
@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 import gpuc.llvm as llvm
 from gpuc.abi import (ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
                       SERIAL_ITEMS_ATTRIBUTE)
+from gpuc.compiler import dominates, immediate_dominators, reverse_postorder
 from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, tape, temporaries
@@ -731,8 +732,10 @@ class _Reverse(Copier):
             for inst in reversed(body):
                 self._reverse_instruction(inst)
             self._dispatch(block)
-        for block, pending in self.pushes.items():
-            self._tape(block, pending)
+        if self.pushes and self.mark_uniform and self.uniform_forward is None:  # before any tape code is in gfn
+            self.uniform_forward = uniform_values(self.gfn, same_for_every_item, self.bmap[self.order[0]])
+        for carrier, members in self._records().items():
+            self._tape(carrier, members)
 
     def _reverse_instruction(self, inst) -> None:
         rule = RULES.get(inst.opcode_name)
@@ -771,13 +774,56 @@ class _Reverse(Copier):
             i32 = self.ctx.i32
             b.switch(choice, edges[0], [(llvm.ConstantInt.get(i32, k), e) for k, e in enumerate(edges)])
 
-    def _tape(self, block, pending: dict) -> None:
+    def _records(self) -> dict:
+        """The tape's records: the blocks whose reverse pops values, grouped by the block that pushes them
+        (its carrier) -> [(block, its {value: placeholder})]. A block's values go into the record of the
+        farthest block C of the same innermost loop (not in a loop inside it) such that every path from the
+        block reaches C (C post-dominates it: the reverse of C runs before its reverse, and dominates it)
+        before coming back to it: one record, one test of the tape's room, per loop iteration rather than
+        per block of the loop's body."""
+        carriers = {}
+        pdom = self._post_dominators()
+        innermost = _innermost_loops(self.order, self.preds, self.dominator_tree)
+        for block in self.pushes:
+            carrier = here = block
+            loop = innermost.get(block)
+            while loop is not None:
+                nxt = pdom.get(here)
+                if nxt is None or innermost.get(nxt) != loop or _cycles_without(block, nxt):
+                    break
+                carrier = here = nxt
+            carriers.setdefault(carrier, []).append((block, self.pushes[block]))
+        return carriers
+
+    @functools.cached_property
+    def dominator_tree(self) -> dict:
+        """fn's immediate dominators."""
+        return immediate_dominators(self.order, lambda blk: self.preds[blk])
+
+    def _post_dominators(self) -> dict:
+        """fn's reachable blocks that reach a return -> their immediate post-dominator (absent: the return
+        blocks, whose is the exit)."""
+        exit_ = object()
+        succs = {exit_: list(self.returns), **self.preds}
+        rpo, _ = reverse_postorder(exit_, lambda blk: succs[blk])
+        into = {blk: [] for blk in rpo}
+        for blk in rpo:
+            for nxt in succs[blk]:
+                into[nxt].append(blk)
+        idom = immediate_dominators(rpo, lambda blk: into[blk])
+        return {blk: up for blk, up in idom.items() if up is not exit_ and blk is not exit_}
+
+    def _tape(self, carrier, members: list) -> None:
+        """Push the values of `members` (blocks and their {value: placeholder}, see _records) as one record
+        at the end of `carrier`'s forward copy, and pop it at the start of its reverse. A member's value
+        reaches the carrier through a stack slot written at the member's end (one per member and value:
+        its value there is the one of that iteration); the carrier's own values are pushed as they are."""
         if self.tape_state is None:
             self.tape_state = self._slot(tape.state_type(self.module), "tape", zeroed=False)
             size = tape.BLOCK_INLINE_BYTES if blocks.uses_blocks(self.fn) else tape.INLINE_BYTES
             if self.settings.heap is None:
                 size = tape.HEAPLESS_BYTES
-                self.bounded = tape.Bounded(self.settings.trap, self._tape_site(block),
+                self.bounded = tape.Bounded(self.settings.trap, self._tape_site(carrier),
                                             self.settings.record_space or 0, self.settings.site_space)
             first = self._slot(llvm.ArrayType.get(self.ctx.i8, size), "tape.first", zeroed=False)
             first.alignment = 16
@@ -788,17 +834,29 @@ class _Reverse(Copier):
                 first = b.addrspacecast(first, self.ctx.ptr())
             tape.init(b, self.module, self.tape_state, first, size)
         b = self.b
-        values = list(pending)
-        if self.mark_uniform and self.uniform_forward is None:  # once, before any tape code is in gfn
-            self.uniform_forward = uniform_values(self.gfn, same_for_every_item, self.bmap[self.order[0]])
-        uniform = [k for k, v in enumerate(values) if self.uniform_forward and v in self.uniform_forward]
-        b.position_before(self.bmap[block].terminator)
+        b.position_at_end(self.alloca_block)  # (the last record's pop left it before a placeholder, now gone)
+        holders, values, slots, uniform = [], [], [], []
+        for block, pending in members:
+            alone = block == carrier
+            if not alone:
+                alone = dominates(self.dominator_tree, block, carrier)  # every item at the carrier ran it
+            kept = [(v, None if block == carrier else self._slot(v.type, zeroed=False)) for v in pending]
+            b.position_before(self.bmap[block].terminator)
+            for (v, slot), holder in zip(kept, pending.values()):
+                if self.uniform_forward and v in self.uniform_forward and alone:
+                    uniform.append(len(values))
+                if slot is not None:
+                    b.store(v, slot)
+                holders.append(holder)
+                values.append(v)
+                slots.append(slot)
+        b.position_before(self.bmap[carrier].terminator)
+        values = [v if slot is None else b.load(v.type, slot) for v, slot in zip(values, slots)]
         tape.push(b, self.module, self.tape_state, self.settings.heap, values, self.bounded)
-        b.position_before(self.rmap[block].instructions.first)
+        b.position_before(self.rmap[carrier].instructions.first)
         popped = tape.pop(b, self.module, self.tape_state, [v.type for v in values], uniform,
                           bounded=self.settings.heap is None)
-        for v, new in zip(values, popped):
-            holder = pending[v]
+        for holder, new in zip(holders, popped):
             holder.replace_all_uses_with(new)
             holder.erase()
 
@@ -845,6 +903,40 @@ class _Reverse(Copier):
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+def _innermost_loops(order, preds, idom) -> dict:
+    """Each block of a natural loop (`order`: blocks in reverse post-order, `idom` their dominator tree)
+    -> the header of the innermost loop it is in. Blocks on irreducible cycles only are absent."""
+    bodies = {}
+    for block in order:
+        for head in successors(block):
+            if head in idom and dominates(idom, head, block):  # a back edge: block -> head
+                body = bodies.setdefault(head, {head})
+                work = [block]
+                while work:
+                    blk = work.pop()
+                    if blk not in body:
+                        body.add(blk)
+                        work.extend(preds[blk])
+    innermost = {}
+    for head, body in sorted(bodies.items(), key=lambda item: -len(item[1])):  # outer loops first
+        for blk in body:
+            innermost[blk] = head
+    return innermost
+
+
+def _cycles_without(block, avoid) -> bool:
+    """Whether a path of the CFG leads from `block` back to it without passing through `avoid`."""
+    seen, work = set(), [s for s in successors(block) if s != avoid]
+    while work:
+        blk = work.pop()
+        if blk == block:
+            return True
+        if blk not in seen:
+            seen.add(blk)
+            work.extend(s for s in successors(blk) if s != avoid)
+    return False
+
 
 def _reads_index(value) -> bool:
     """Whether the primal body uses the index `value` for more than the launch's own bounds: the

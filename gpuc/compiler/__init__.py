@@ -3,7 +3,7 @@ callback points and the compile state plugins work with, reflection."""
 
 from . import cache
 from .config import CompilerConfig, CompilerJob
-from .cfg import dominates, immediate_dominators, reverse_postorder
+from .cfg import dominates, immediate_dominators, on_cycle, reverse_postorder
 from .depth import run_deep
 from .driver import OUTPUTS, STAGES, CompileResult, ModuleResult, code_llvm, code_native, compile, compile_module
 from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
@@ -25,6 +25,6 @@ __all__ = [
     "ValidationError", "as_source",
     "build_pipeline", "cache", "code_llvm", "code_native", "compile", "compile_module", "dominates",
     "freeze_reads_before_writes", "immediate_dominators",
-    "link_into", "make_plugin", "reverse_postorder",
+    "link_into", "make_plugin", "on_cycle", "reverse_postorder",
     "plugin_scope", "register_plugin", "registered_plugins", "run_deep", "source_site", "unregister_plugin",
 ]

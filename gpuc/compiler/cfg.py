@@ -59,3 +59,17 @@ def dominates(idom: dict, a, b) -> bool:
         if parent == b:
             return False
         b = parent
+
+
+def on_cycle(start, successors) -> bool:
+    """Whether block `start` can reach itself through `successors(block)` (pass one that leaves a block out
+    to ask whether a cycle through `start` avoids it)."""
+    seen, stack = set(), list(successors(start))
+    while stack:
+        block = stack.pop()
+        if block == start:
+            return True
+        if block not in seen:
+            seen.add(block)
+            stack.extend(successors(block))
+    return False

@@ -1,5 +1,6 @@
-"""Control-flow graph facts the targets' IR rewrites need: dominators, post-dominators, cycles. Blocks are
-given as a list (the function's, entry first) and `succs`, a dict from each block to its successors."""
+"""Control-flow graph facts the targets' IR rewrites need: dominators and post-dominators (cycles:
+gpuc.compiler.on_cycle). Blocks are given as a list (the function's, entry first) and `succs`, a dict from each
+block to its successors."""
 
 from __future__ import annotations
 
@@ -46,14 +47,3 @@ def immediate_post_dominators(blocks, succs) -> dict:
     return out
 
 
-def on_cycle(start, succs) -> bool:
-    """Whether `start` can reach itself."""
-    seen, stack = set(), list(succs[start])
-    while stack:
-        block = stack.pop()
-        if block == start:
-            return True
-        if block not in seen:
-            seen.add(block)
-            stack.extend(succs[block])
-    return False

@@ -35,7 +35,8 @@ Values live across the rewritten edges go through the stack (LLVM's reg2mem) and
 from __future__ import annotations
 
 from ..llvm import Builder, CallInst, ConstantInt, Function, Instruction, Module, run_passes
-from .cfg import dominators, immediate_post_dominators, on_cycle
+from ..compiler.cfg import on_cycle
+from .cfg import dominators, immediate_post_dominators
 
 # What the target's barrier hook emits: a work-group control barrier, then for barrier_count/all/any a
 # work-group function of the predicate (an i32), which is also a collective every work item must reach.
@@ -194,7 +195,7 @@ def _chain_order(kernel: Function, sites: list[Site]) -> list[Site] | None:
     each reached only through the one before it (it dominates the next); else None."""
     blocks = list(kernel.blocks)
     succs = {block: block.successors for block in blocks}
-    if any(on_cycle(site.first.parent, succs) for site in sites):
+    if any(on_cycle(site.first.parent, succs.__getitem__) for site in sites):
         return None
     dom = dominators(blocks, succs)
     order = sorted(sites, key=lambda site: len(dom[site.first.parent]))

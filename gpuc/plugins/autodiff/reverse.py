@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import gpuc.llvm as llvm
 from gpuc.abi import (ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
                       SERIAL_ITEMS_ATTRIBUTE)
-from gpuc.compiler import dominates, immediate_dominators, reverse_postorder
+from gpuc.compiler import dominates, immediate_dominators, on_cycle, reverse_postorder
 from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, tape, temporaries
@@ -789,7 +789,7 @@ class _Reverse(Copier):
             loop = innermost.get(block)
             while loop is not None:
                 nxt = pdom.get(here)
-                if nxt is None or innermost.get(nxt) != loop or _cycles_without(block, nxt):
+                if nxt is None or innermost.get(nxt) != loop or on_cycle(block, _avoiding(nxt)):
                     break
                 carrier = here = nxt
             carriers.setdefault(carrier, []).append((block, self.pushes[block]))
@@ -904,6 +904,11 @@ class _Reverse(Copier):
 
 # -- helpers ----------------------------------------------------------------------------------------
 
+def _avoiding(avoid):
+    """fn's successors, but never `avoid`."""
+    return lambda block: [s for s in successors(block) if s != avoid]
+
+
 def _innermost_loops(order, preds, idom) -> dict:
     """Each block of a natural loop (`order`: blocks in reverse post-order, `idom` their dominator tree)
     -> the header of the innermost loop it is in. Blocks on irreducible cycles only are absent."""
@@ -923,19 +928,6 @@ def _innermost_loops(order, preds, idom) -> dict:
         for blk in body:
             innermost[blk] = head
     return innermost
-
-
-def _cycles_without(block, avoid) -> bool:
-    """Whether a path of the CFG leads from `block` back to it without passing through `avoid`."""
-    seen, work = set(), [s for s in successors(block) if s != avoid]
-    while work:
-        blk = work.pop()
-        if blk == block:
-            return True
-        if blk not in seen:
-            seen.add(blk)
-            work.extend(s for s in successors(blk) if s != avoid)
-    return False
 
 
 def _reads_index(value) -> bool:

@@ -229,8 +229,8 @@ def test_tape_memory_follows_trip_counts():
 @pytest.mark.devices("opencl")
 def test_a_tape_outgrowing_its_buffer_on_opencl_raises():
     # SPIR-V has no allocator: each work item's tape is a buffer of tape.HEAPLESS_BYTES. Items whose loops
-    # fit run as on the CPU; one that outgrows it fills the launch's record, its reverse ends (its pops read
-    # zeros, which take no loop's back edge) and the launch raises a MemoryError naming the gradient.
+    # fit run as on the CPU; one that outgrows it fills the launch's record, its reverse ends at its next pop
+    # and the launch raises a MemoryError naming the gradient.
     from gpuc.plugins.autodiff.tape import HEAPLESS_BYTES
 
     n = 16
@@ -249,6 +249,53 @@ def test_a_tape_outgrowing_its_buffer_on_opencl_raises():
     dx[:] = 0.0  # the record was read and cleared: the next launch is clean
     gpuc.adjoint(dynamic_loop).launch(n, x, dx, fits, np.zeros(n), np.ones(n))
     np.testing.assert_allclose(dx, want, rtol=1e-13)
+
+
+@gpuc.func
+def _taped(p, n, arr):
+    a = arr[0]
+    for k in range(n):
+        a = math.tanh(a * p) + 0.5 * math.cos(a + k)
+    return a
+
+
+@gpuc.func
+def _two_taped_gradients(p, n, arr):
+    g1 = gpuc.grad(_taped, p, n, arr)
+    v, g2 = gpuc.value_and_grad(_taped, p * 0.5, n, arr)
+    return g1[0] * g1[0] + math.tanh(g2[0]) * v
+
+
+@gpuc.kernel
+def _gradient_of_gradients(out, xs, cs, n):
+    i = gpuc.index()
+    v, g = gpuc.value_and_grad(_two_taped_gradients, xs[i], n, cs)
+    out[i, 0] = v
+    out[i, 1] = g[0]
+
+
+@gpuc.kernel
+def _two_taped_gradients_at(out, xs, cs, n):
+    i = gpuc.index()
+    out[i] = _two_taped_gradients(xs[i], n, cs)
+
+
+# The gradient of a func taking two taped gradients (the CPU refuses it: support.nested_derivatives'
+# known_tape_error) compiles on SPIR-V, whose tapes are buffers on the stack, and matches central differences
+# of the func; where its own tape outgrew the buffer, a failed tape's pops read garbage pointers, which the
+# reverse sweep dereferenced: Intel's runtime crashed the process. The reverse now ends at such a pop.
+@pytest.mark.devices("opencl")
+def test_an_outgrown_tape_of_a_gradient_of_gradients_raises_on_opencl():
+    xs, cs = np.array([0.3, 0.7]), np.array([0.4, 0.2])
+    out = np.zeros((2, 2))
+    _gradient_of_gradients.launch(2, out, xs, cs, 3)
+    e = 1e-6
+    around = np.zeros(4)
+    _two_taped_gradients_at.launch(4, around, np.concatenate([xs - e, xs + e]), cs, 3, device="cpu")
+    np.testing.assert_allclose(out[:, 1], (around[2:] - around[:2]) / (2 * e), rtol=1e-6)
+    with pytest.raises(MemoryError, match=r"reverse_kernels.py:\d+:\d+: the reverse sweep's tape of "
+                                          r"_two_taped_gradients needed \d+ bytes"):
+        _gradient_of_gradients.launch(2, out, xs, cs, 12)
 
 
 # -- atomics only where several work items touch an element (IR) --------------------------------------

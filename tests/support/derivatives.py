@@ -872,9 +872,14 @@ def _vector_differences(out, scalar) -> list[str]:
 
 
 def device_limit(device: str, exc: Exception) -> str | None:
-    """What `device` lacks, if `exc` is the located error naming it (NO_HEAP on OpenCL), else None."""
+    """What `device` lacks, if `exc` is the error naming it, else None: on OpenCL the located error for a
+    heap (NO_HEAP), and the MemoryError of a tape that outgrew its fixed buffer (tape.HEAPLESS_BYTES per work
+    item: loops of a few hundred iterations, which nested loops over n, or a gradient's forward and reverse
+    loops taped again by an outer gradient, outgrow)."""
     if device != "cpu" and type(exc).__name__ == "CompilationError" and NO_HEAP in str(exc):
         return "a heap for the tape of a loop's gradient"
+    if device != "cpu" and isinstance(exc, MemoryError) and "the reverse sweep's tape of" in str(exc):
+        return "room for a tape larger than the work item's buffer"
     return None
 
 

@@ -837,9 +837,7 @@ class _Reverse(Copier):
         b.position_at_end(self.alloca_block)  # (the last record's pop left it before a placeholder, now gone)
         holders, values, slots, uniform = [], [], [], []
         for block, pending in members:
-            alone = block == carrier
-            if not alone:
-                alone = dominates(self.dominator_tree, block, carrier)  # every item at the carrier ran it
+            alone = block == carrier or dominates(self.dominator_tree, block, carrier)  # every item there ran it
             kept = [(v, None if block == carrier else self._slot(v.type, zeroed=False)) for v in pending]
             b.position_before(self.bmap[block].terminator)
             for (v, slot), holder in zip(kept, pending.values()):
@@ -853,9 +851,13 @@ class _Reverse(Copier):
         b.position_before(self.bmap[carrier].terminator)
         values = [v if slot is None else b.load(v.type, slot) for v, slot in zip(values, slots)]
         tape.push(b, self.module, self.tape_state, self.settings.heap, values, self.bounded)
-        b.position_before(self.rmap[carrier].instructions.first)
-        popped = tape.pop(b, self.module, self.tape_state, [v.type for v in values], uniform,
-                          bounded=self.settings.heap is None)
+        first = self.rmap[carrier].instructions.first
+        b.position_before(first)
+        popped, failed = tape.pop(b, self.module, self.tape_state, [v.type for v in values], uniform,
+                                  bounded=self.bounded is not None and not self.bounded.trap)
+        if failed is not None:  # an outgrown bounded tape: the item's reverse sweep ends here (tape.py)
+            b.split_before(first)
+            b.cond_br(failed, self.done, self.rmap[carrier])
         for holder, new in zip(holders, popped):
             holder.replace_all_uses_with(new)
             holder.erase()

@@ -1,4 +1,5 @@
-"""Control-flow helpers for plugins that analyse the IR they rewrite."""
+"""Control-flow helpers for plugins that analyse the IR they rewrite (and `on_cycle`, from gpuc/targets/cfg.py,
+whose rewrites use it a layer below: gpuc.compiler exports it)."""
 
 from __future__ import annotations
 
@@ -60,16 +61,3 @@ def dominates(idom: dict, a, b) -> bool:
             return False
         b = parent
 
-
-def on_cycle(start, successors) -> bool:
-    """Whether block `start` can reach itself through `successors(block)` (pass one that leaves a block out
-    to ask whether a cycle through `start` avoids it)."""
-    seen, stack = set(), list(successors(start))
-    while stack:
-        block = stack.pop()
-        if block == start:
-            return True
-        if block not in seen:
-            seen.add(block)
-            stack.extend(successors(block))
-    return False

@@ -1,6 +1,6 @@
-"""Control-flow graph facts the targets' IR rewrites need: dominators and post-dominators (cycles:
-gpuc.compiler.on_cycle). Blocks are given as a list (the function's, entry first) and `succs`, a dict from each
-block to its successors."""
+"""Control-flow graph facts the targets' IR rewrites need: dominators, post-dominators, cycles. Blocks are
+given as a list (the function's, entry first) and `succs`, a dict from each block to its successors; `on_cycle`
+takes a function giving them (gpuc.compiler exports it for plugins)."""
 
 from __future__ import annotations
 
@@ -47,3 +47,15 @@ def immediate_post_dominators(blocks, succs) -> dict:
     return out
 
 
+def on_cycle(start, successors) -> bool:
+    """Whether block `start` can reach itself through `successors(block)` (pass one that leaves a block out
+    to ask whether a cycle through `start` avoids it)."""
+    seen, stack = set(), list(successors(start))
+    while stack:
+        block = stack.pop()
+        if block == start:
+            return True
+        if block not in seen:
+            seen.add(block)
+            stack.extend(successors(block))
+    return False

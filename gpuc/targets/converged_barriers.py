@@ -35,8 +35,7 @@ Values live across the rewritten edges go through the stack (LLVM's reg2mem) and
 from __future__ import annotations
 
 from ..llvm import Builder, CallInst, ConstantInt, Function, Instruction, Module, run_passes
-from ..compiler.cfg import on_cycle
-from .cfg import dominators, immediate_post_dominators
+from .cfg import dominators, immediate_post_dominators, on_cycle
 
 # What the target's barrier hook emits: a work-group control barrier, then for barrier_count/all/any a
 # work-group function of the predicate (an i32), which is also a collective every work item must reach.

@@ -60,4 +60,3 @@ def dominates(idom: dict, a, b) -> bool:
         if parent == b:
             return False
         b = parent
-

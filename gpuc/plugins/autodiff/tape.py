@@ -3,8 +3,9 @@
 A gradient function keeps one tape, `{ptr data, i64 top, i64 capacity, ptr first}` in a stack slot,
 starting in a small buffer on the stack (`first`, 512 bytes: short loops allocate nothing). The values
 the reverses of a loop's blocks need go on as one record per iteration (`push`, at the end of the block
-that carries them, reverse.py's `_records`); the reverse of that block pops the record back (`pop`). Records are popped in the reverse order of their pushes, so one stack
-serves every loop, nested loops and recursion alike. Growing (doubling, from 256 bytes) and freeing
+that carries them, reverse.py's `_records`); the reverse of that block pops the record back (`pop`).
+Records are popped in the reverse order of their pushes, so one stack serves every loop, nested loops and
+recursion alike. Growing (doubling, from 256 bytes) and freeing
 go through two small helper functions per module that call the target's allocator
 (`Target.heap_functions`): the tape is bounded by the work item's own trip counts, never by a
 fixed maximum. The growing helper takes the state's fields and returns the new ones, so that the

@@ -133,7 +133,13 @@ def store(key: str | None, header: dict, payload: bytes) -> None:
     """Store `payload` with `header` (JSON data) under `key`; never raises for the disk's sake."""
     if key is None or not enabled():
         return
-    path = _path(key)
+    written = _write(_path(key), header, payload)
+    if written:
+        _evict_when_due(written)
+
+
+def _write(path: Path, header: dict, payload: bytes) -> int:
+    """Write an entry's file at `path` (atomically); its size, or 0 where the disk refused (said once)."""
     body = json.dumps({**header, "format": FORMAT}, sort_keys=True).encode()
     body = struct.pack("<Q", len(body)) + body + bytes(payload)
     data = _MAGIC + hashlib.sha256(body).digest() + body
@@ -151,8 +157,8 @@ def store(key: str | None, header: dict, payload: bytes) -> None:
     except OSError as exc:
         _warn_once("write", f"gpuc's disk cache cannot store compiled code in {folder()} ({exc.strerror or exc}); "
                             "compiling without storing (set GPUC_CACHE_DIR to a writable folder, or GPUC_CACHE=0)")
-        return
-    _evict_when_due(len(data))
+        return 0
+    return len(data)
 
 
 #: How long the folder's size may go unchecked (seconds): a check reads every entry's size, which
@@ -327,6 +333,28 @@ def _hash_code(h, code: types.CodeType) -> None:
             h.update(repr(const).encode())
 
 
+def runtime_code(name: str, ir: str, target, generate) -> bytes:
+    """Machine code gpuc's runtime generates for itself: `generate()`, the object code of the IR `ir`
+    for `target`, stored in the cache folder next to gpuc's digest (not among the entries: it is not
+    a user's compile, counts as no hit or miss, is never evicted, and is a few kilobytes per gpuc
+    version and machine), so that a fresh process reads it instead of generating it again. With the
+    cache off, or where the folder cannot be read or written, it is generated every time."""
+    if not enabled():
+        return generate()
+    try:
+        parts = [FORMAT, name, ir, gpuc_digest(), _llvm_version(), repr(target), target.triple(), target.cpu(),
+                 target.features()]
+        path = folder() / f"gpuc-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]}.{name}"
+    except Exception:  # noqa: BLE001 - the code is generated below all the same
+        return generate()
+    found = _read(path)
+    if found is not None:
+        return found[1]
+    code = generate()
+    _write(path, {"runtime": name}, code)
+    return code
+
+
 _digest: str | None = None
 
 
@@ -336,22 +364,35 @@ def gpuc_digest() -> str:
     cache does) in the cache folder instead of reading gpuc again."""
     global _digest
     if _digest is None:
-        root = Path(__file__).resolve().parents[1]
-        files = sorted(root.rglob("*.py"))
+        root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+        files = _python_files(root)  # relative paths, sorted
         stats = hashlib.sha256()
-        for path in files:
-            info = path.stat()
-            stats.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+        for name in files:
+            info = os.stat(os.path.join(root, name))
+            stats.update(f"{name}:{info.st_size}:{info.st_mtime_ns}\n".encode())
         memo = folder() / f"gpuc-{stats.hexdigest()[:32]}.digest"
         _digest = _read_memo(memo)
         if _digest is None:
             h = hashlib.sha256()
-            for path in files:
-                h.update(str(path.relative_to(root)).encode())
-                h.update(path.read_bytes())
+            for name in files:
+                h.update(name.encode())
+                with open(os.path.join(root, name), "rb") as f:
+                    h.update(f.read())
             _digest = h.hexdigest()
             _write_memo(memo, _digest)
     return _digest
+
+
+def _python_files(root: str) -> list[str]:
+    """The .py files under `root`, as paths relative to it ("/"-separated), sorted: os.walk, which
+    costs half of what Path.rglob does, and this runs at the first compile of every process."""
+    found = []
+    for folder_path, folders, names in os.walk(root):
+        folders.sort()
+        rel = os.path.relpath(folder_path, root).replace(os.sep, "/")
+        prefix = "" if rel == "." else rel + "/"
+        found.extend(prefix + name for name in names if name.endswith(".py"))
+    return sorted(found)
 
 
 def _read_memo(path: Path) -> str | None:
@@ -390,4 +431,4 @@ def _llvm_version() -> str:
     return ".".join(map(str, capi.version()))
 
 
-__all__ = ["clear", "enabled", "folder", "info", "key", "load", "size_limit", "store"]
+__all__ = ["clear", "enabled", "folder", "info", "key", "load", "runtime_code", "size_limit", "store"]

@@ -418,16 +418,37 @@ class _Native:
     """The compiled scheduler (_NATIVE_IR), in a JIT of its own that lives as long as the process."""
 
     def __init__(self) -> None:
-        from ..llvm import LLJIT, Module, process_lifetime
+        from ..compiler import cache
+        from ..llvm import LLJIT, process_lifetime
+        from ..targets import NativeTarget
 
         self._jit = process_lifetime(LLJIT())
-        self._jit.add_module(Module.parse(_NATIVE_IR, name="gpuc.pool"))
+        target = NativeTarget()
+        # Its machine code comes from the cache folder where an earlier process generated it: a fresh
+        # process's first launch does not spend the 12 ms of code generation.
+        self._jit.add_object(cache.runtime_code("pool", _NATIVE_IR, target, lambda: _generate(target)))
         # CFUNCTYPE: ctypes gives up the GIL for the whole call, every chunk of it included
         self.help = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._jit.lookup("gpuc_pool_help"))
         self.run_one = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
             self._jit.lookup("gpuc_pool_run_one"))
         self.help_runs = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._jit.lookup("gpuc_pool_help_runs"))
         self.run_run = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(self._jit.lookup("gpuc_pool_run_run"))
+
+
+def _generate(target) -> bytes:
+    """_NATIVE_IR's object code for `target` (the host), relocatable as the JIT links it."""
+    from ..llvm import Module, Target, capi, initialize
+
+    initialize(target.llvm_target)
+    machine = Target.from_triple(target.triple()).machine(target.cpu(), target.features(), opt_level=2,
+                                                          reloc=capi.LLVMRelocPIC)
+    module = Module.parse(_NATIVE_IR, name="gpuc.pool")
+    try:
+        module.triple, module.data_layout = target.triple(), machine.data_layout
+        return machine.emit(module, "obj", preserve=False)
+    finally:
+        module.close()
+        machine.close()
 
 
 _native: _Native | None = None

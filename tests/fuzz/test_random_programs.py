@@ -631,24 +631,6 @@ def test_nested_checker_finds_wrong_values(tmp_path):
     assert finding is not None and "from Python" in finding.detail
 
 
-def test_known_tape_error_names_the_h_left_out():  # goes with known_tape_error, when that is deleted
-    from gpuc.errors import CompilationError
-    from support.nested_derivatives import known_tape_error
-    at = "cannot differentiate h1.f64.i64.f64 at `store ptr %tape.first.i, ptr %tape.i, align 8`: "
-    for message in ("a pointer to a stack slot escapes into memory",
-                    "a pointer to memory that has a shadow is stored into memory"):
-        assert known_tape_error(CompilationError(at + message)) == "h1"
-    assert known_tape_error(CompilationError(at + "something else")) is None
-    assert known_tape_error(RuntimeError(at + "a pointer to a stack slot escapes into memory")) is None
-    other = "cannot differentiate h1.f64 at `store ptr %t, ptr %p, align 8`: "
-    assert known_tape_error(CompilationError(other + "a pointer to a stack slot escapes into memory")) is None
-    # the gradient h calls, differentiated for h
-    inner = CompilationError("cannot differentiate f.f64.i64.A1f64C.gradient.10000 at `store ptr %tape.first, "
-                             "ptr %tape, align 8`: a pointer to a stack slot escapes into memory")
-    assert known_tape_error(inner) is None
-    assert known_tape_error(inner.with_note("while differentiating @h2.f64.i64.A1f64C, asked for here")) == "h2"
-
-
 # Through OpenCL a kernel's gradient of a loop keeps its tape in a fixed buffer per work item (SPIR-V has no
 # allocator), which the programs' loops fit: they are checked. A refusal for a heap (a recursive func's
 # tape) would be counted, not checked; the generator writes none.

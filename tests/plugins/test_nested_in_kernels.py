@@ -336,13 +336,57 @@ def _h_looped(p0, n, p1, p2, arr):
 @gpuc.kernel
 def _grad_of_h_looped(out, xs, cs, n):
     i = gpuc.index()
-    out[i, 0] = gpuc.grad(_h_looped, xs[i, 0], n, xs[i, 1], xs[i, 2], cs)[0]
+    g = gpuc.grad(_h_looped, xs[i, 0], n, xs[i, 1], xs[i, 2], cs)
+    out[i, 0], out[i, 1], out[i, 2] = g[0], g[1], g[2]
+    out[i, 3] = gpuc.derivative(_h_looped, xs[i, 0], n, xs[i, 1], xs[i, 2], cs)
 
 
-# Not yet: the gradient of a gradient that keeps a tape of an array-taking func (support.nested_derivatives'
-# known_tape_error). Inlined, it is refused where the tape's memory meets the shadowed memory, a located
-# error at the outer gradient's function, not "not inlined (it is recursive or too large)".
-def test_gradient_of_a_taped_array_gradient_names_the_tape():
+# The gradient (and the derivative) of a func taking gradients that keep a tape of a func looping over an array
+# (a Hessian of a loss over data): the gradients are differentiated by rule (gradients of f's tangent function,
+# gpuc/plugins/autodiff/nested.py), the array read as the constant it is, with no derivative of their tapes.
+# The same in a kernel on one and two threads as from Python, and both as central differences of _h_looped.
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_gradient_of_taped_gradients_of_an_array_taking_func(threads):
+    xs = np.array([[0.4, -0.3, 0.8], [-0.6, 0.5, 1.1], [0.9, 0.2, -0.7]])
+    cs, n = np.array([0.3, 0.8, -0.4, 0.6]), 4
+    out = np.zeros((3, 4))
+    _grad_of_h_looped.launch(3, out, xs, cs, n, threads=threads)
+    e = 1e-6
+    for row, (p0, p1, p2) in enumerate(xs):
+        python = gpuc.grad(_h_looped, p0, n, p1, p2, cs)
+        np.testing.assert_allclose(out[row, :3], python, rtol=1e-12, atol=1e-14)
+        assert out[row, 3] == pytest.approx(gpuc.derivative(_h_looped, p0, n, p1, p2, cs), rel=1e-12)
+        def at(j, step):
+            v = [p0, p1, p2]
+            v[j] += step
+            return _h_looped(v[0], n, v[1], v[2], cs)
+
+        central = [(at(j, e) - at(j, -e)) / (2 * e) for j in range(3)]
+        np.testing.assert_allclose(out[row, :3], central, rtol=1e-6, atol=1e-8)
+        assert out[row, 3] == pytest.approx(central[0], rel=1e-6, abs=1e-8)
+
+
+@gpuc.func
+def _h_local(p, n, arr):
+    loc = gpuc.local.array(4, gpuc.float64)
+    for k in range(4):
+        loc[k] = p * arr[k]
+    return gpuc.grad(_large_looped, p, n, 0.5, 0.25, loc)[0]
+
+
+@gpuc.func
+def _h_writes(p, n, arr):
+    g = gpuc.grad(_large_looped, p, n, 0.5, 0.25, arr)[0]
+    arr[0] = 2.0
+    return g
+
+
+# Not by rule: an array whose values depend on the primal (a local array filled from p: its derivative would be
+# lost if it were read as a constant) or one the func writes after the gradient (the rule reruns the gradient's
+# tangent where the reverse sweep reaches it): these gradients are differentiated with their tapes, which is
+# refused where the tape's memory meets the shadowed memory, a located error at the function.
+@pytest.mark.parametrize("h", [_h_local, _h_writes])
+def test_gradients_of_taped_gradients_of_arrays_that_vary_are_refused(h):
     with pytest.raises(gpuc.CompilationError, match="a phi of memory that has a shadow and other memory") as caught:
-        _grad_of_h_looped.launch(2, np.zeros((2, 3)), np.ones((2, 3)), np.ones(2), 4, threads=1)
+        gpuc.grad(h, 0.3, 3, np.array([0.3, 0.8, -0.4, 0.6]))
     assert "test_nested_in_kernels.py:" in str(caught.value) and "not inlined" not in str(caught.value)

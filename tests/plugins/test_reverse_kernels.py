@@ -261,8 +261,11 @@ def _taped(p, n, arr):
 
 @gpuc.func
 def _two_taped_gradients(p, n, arr):
-    g1 = gpuc.grad(_taped, p, n, arr)
-    v, g2 = gpuc.value_and_grad(_taped, p * 0.5, n, arr)
+    varied = gpuc.local.array(2, gpuc.float64)  # an array whose values depend on p: not read as a constant
+    varied[0] = arr[0] * (1.0 + 0.25 * p)
+    varied[1] = arr[1]
+    g1 = gpuc.grad(_taped, p, n, varied)
+    v, g2 = gpuc.value_and_grad(_taped, p * 0.5, n, varied)
     return g1[0] * g1[0] + math.tanh(g2[0]) * v
 
 
@@ -280,10 +283,12 @@ def _two_taped_gradients_at(out, xs, cs, n):
     out[i] = _two_taped_gradients(xs[i], n, cs)
 
 
-# The gradient of a func taking two taped gradients (the CPU refuses it: support.nested_derivatives'
-# known_tape_error) compiles on SPIR-V, whose tapes are buffers on the stack, and matches central differences
-# of the func; where its own tape outgrew the buffer, a failed tape's pops read garbage pointers, which the
-# reverse sweep dereferenced: Intel's runtime crashed the process. The reverse now ends at such a pop.
+# The gradient of a func taking two taped gradients of an array that depends on the primal (differentiated
+# with their tapes, not by rule as a constant array's are: the CPU refuses it, its reverse cannot follow the
+# tapes' heap memory) compiles on SPIR-V, whose tapes are buffers on the stack, and matches central
+# differences of the func; where its own tape outgrew the buffer, a failed tape's pops read garbage
+# pointers, which the reverse sweep dereferenced: Intel's runtime crashed the process. The reverse now ends
+# at such a pop.
 @pytest.mark.devices("opencl")
 def test_an_outgrown_tape_of_a_gradient_of_gradients_raises_on_opencl():
     xs, cs = np.array([0.3, 0.7]), np.array([0.4, 0.2])

@@ -943,7 +943,7 @@ def check(case: Case, workdir: Path, device: str = "cpu", limits: Counter | None
     if case.nested is not None:
         from . import nested_derivatives
         try:
-            bad += nested_derivatives.check(case, module, workdir, device)
+            bad += nested_derivatives.check(case, module, device)
         except Exception as exc:  # noqa: BLE001
             limit = device_limit(device, exc)
             if limit is None:

@@ -24,22 +24,20 @@ whatever h computes are the outer derivative, so no result of gpuc enters the re
 are compared with support.derivatives' RTOL64 / RTOL32 against the magnitude of the terms, which
 `Hyper` carries for every component.
 
-Until gradients that keep a tape of a func taking an array can be differentiated, an h that takes one
-(grad or value_and_grad of f with a loop and an array constant) and is then differentiated again is
-refused with the error `known_tape_error` recognises: that h is left out of the kernel (and of
-`nested_host`) and the rest is checked; `Nested.left_out` names it.
+An h whose gradient of f keeps a tape of a loop over an array (grad or value_and_grad of f with a loop and
+an array constant) is differentiated again by rule: gradients of f's tangent function, the array read as
+a constant (gpuc/plugins/autodiff/nested.py); no h is left out.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .derivatives import COTANGENTS, NUM, RTOL32, RTOL64, Bin, Expr, Func, Gen, Math, Undefined, Var, load_source
+from .derivatives import COTANGENTS, NUM, RTOL32, RTOL64, Bin, Expr, Func, Gen, Math, Undefined, Var
 
 NESTED = 0.2  # the share of programs given nested derivatives
 ROWS = 2       # work items of the nested kernel, each with its own primals
@@ -356,7 +354,6 @@ class Nested:
     rows: list            # the primals of each work item (f's floats)
     conv: str             # the program's float conversion: float or gpuc.float32
     prefix: str = ""      # the program's source before the nested part
-    left_out: list = field(default_factory=list)  # hs left out for the known tape error (see known_tape_error)
 
     def width(self, outers=None):
         return sum(len(o.labels) for o in (outers or self.outers))
@@ -492,31 +489,7 @@ def draw(seed: int, index: int, base: Base, funcs: list, xs: list, source: str) 
 
 # -- checking --------------------------------------------------------------------------------------
 
-# A gradient that keeps a tape (grad, value_and_grad or vjp of a func with a loop) of a func taking an
-# array, differentiated again, is refused today with one of these errors at the tape's store. The h
-# whose derivative is refused is left out and the rest checked; delete this predicate (and the leaving
-# out, in `check`) when such derivatives work.
-KNOWN_TAPE_ERRORS = ("a pointer to a stack slot escapes into memory",
-                     "a pointer to memory that has a shadow is stored into memory",
-                     # the tape's state in registers: its stack buffer reaches the helper that grows it
-                     "a pointer to a stack slot passed to gpuc.autodiff.tape.grow is not differentiated",
-                     # ... and the phi of the tape's pointer: its stack buffer or what grow returned
-                     "a phi of memory that has a shadow and other memory")
-
-
-def known_tape_error(exc: Exception) -> str | None:
-    """The h whose derivative a CompilationError of the known tape kind refuses (h itself, or the gradient
-    it calls, differentiated for it), else None."""
-    text = str(exc)
-    m = re.search(r"cannot differentiate (\S+) at `(?:store ptr %tape[\w.]*, ptr |[^`]*call ptr @gpuc\.autodiff\.tape\.grow\(|"
-                  r"%tape[\w.]* = phi ptr )[^`]*`: ([^\n]*)", text)
-    if type(exc).__name__ != "CompilationError" or not m or m.group(2).strip() not in KNOWN_TAPE_ERRORS:
-        return None
-    h = re.match(r"(h\d+)\.", m.group(1)) or re.search(r"while differentiating @(h\d+)\.", text)
-    return h.group(1) if h else None
-
-
-def check(case, module, workdir, device: str = "cpu") -> list[str]:
+def check(case, module, device: str = "cpu") -> list[str]:
     """The nested kernel of `module` (the case's program) on one and two threads (once on a device that
     schedules its own work items) against nested_host and against the reference: what disagrees."""
     nested, base = case.nested, case.nested.base
@@ -524,28 +497,15 @@ def check(case, module, workdir, device: str = "cpu") -> list[str]:
     outers = list(nested.outers)
     args = [np.array(v, dt) for v in (base.ts, base.cs, base.ws, [0.0, 1.0, base.n or 0])]
     xr = np.array(nested.rows, dt)
-    while True:
-        try:
-            width = nested.width(outers)
-            got = []
-            for threads in (1, 2) if device == "cpu" else (1,):
-                out = np.zeros((ROWS, width), dt)
-                module.nested.launch(ROWS, out, xr, *args, device=device, threads=threads)
-                got.append(out)
-            host = np.zeros((ROWS, width), dt)
-            for row in range(ROWS):
-                module.nested_host(host[row], xr[row], *args)
-            break
-        except Exception as exc:  # noqa: BLE001 — anything but the known tape error is the caller's finding
-            name = known_tape_error(exc)
-            if name is None or all(o.target is None or o.target.name != name for o in outers):
-                raise
-            nested.left_out.append(name)
-            outers = [o for o in outers if o.target is None or o.target.name != name]
-            if not outers:
-                return []
-            path = workdir / f"deriv_{case.seed}_{case.index}_{len(nested.left_out)}.py"
-            module = load_source(nested.prefix + nested.src(outers), path)
+    width = nested.width(outers)
+    got = []
+    for threads in (1, 2) if device == "cpu" else (1,):
+        out = np.zeros((ROWS, width), dt)
+        module.nested.launch(ROWS, out, xr, *args, device=device, threads=threads)
+        got.append(out)
+    host = np.zeros((ROWS, width), dt)
+    for row in range(ROWS):
+        module.nested_host(host[row], xr[row], *args)
     rtol, same = (RTOL32, RTOL_SAME32) if dt is np.float32 else (RTOL64, RTOL_SAME64)
     floor = 1e-30 if dt is np.float64 else 1e-10
     labels = [label for o in outers for label in o.labels]
@@ -561,17 +521,14 @@ def check(case, module, workdir, device: str = "cpu") -> list[str]:
                 if not abs(float(out[row, k]) - python) <= same * scale + floor:
                     bad.append(f"{cell} on {threads} thread(s): got {float(out[row, k])!r}, from Python {python!r}"
                                f" (tolerance {same * scale + floor:.3g})")
-    if nested.left_out and bad:
-        bad.append(f"(left out for the known tape error: {', '.join(nested.left_out)})")
     return bad
 
 
 def tally(nested: Nested, counter) -> None:
     """Counts the program, and each outer form by what it differentiates: `grad of jvp` (an h calling jvp
-    of f), `... (loop)` where f has a loop, `... left out` for the known tape error."""
+    of f), `... (loop)` where f has a loop."""
     counter["nested programs"] += 1
     loop = " (loop)" if nested.base.looped else ""
     for o in nested.outers:
         inner = "f" if o.target is None else "+".join(i.form for i in o.target.inners)
-        gone = " left out" if o.target is not None and o.target.name in nested.left_out else ""
-        counter[f"{o.form} of {inner}{loop}{gone}"] += 1
+        counter[f"{o.form} of {inner}{loop}"] += 1

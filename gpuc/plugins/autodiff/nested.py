@@ -12,15 +12,18 @@ request `rev(fT, x, dx, {a, b})` = `{fT(x, dx), a·∂f/∂x + b·∂(∂f/∂x�
   `rev(fT, x, dx = ḡ, {v̄, s})` and s̄ fT's tangent `∂f/∂x_A·ḡ` (no request when only s̄ is needed).
 
 The new requests are marker calls the plugin resolves next, as any other: the rule applies to any
-depth. The plugin leaves M in place for a request reaching it only where `defers` says so (no
-pointer parameters, no memory written; no memory read either under reverse mode, which runs fT where
-M's reverse belongs).
+depth. The plugin leaves M in place for a request reaching it only where `defers` says so: f writes
+no memory, and either it reads none either (under reverse mode, which runs fT where M's reverse
+belongs), or what it reads is constant to the outer request: arrays passed on from parameters of the
+function the outer request differentiates (f's pointer parameters: a loss looping over a data array),
+which that request gives no shadow and that function never writes. So a Hessian of a function whose
+gradient keeps a tape of a loop over an array needs no derivative of that tape.
 """
 
 from __future__ import annotations
 
 import gpuc.llvm as llvm
-from gpuc.abi import REVERSE_MARKER_PREFIX
+from gpuc.abi import FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX, TANGENT_KERNEL_MARKER
 
 from . import reverse_rules
 from . import tangent as forward  # both import this module: their names are looked up when called
@@ -39,18 +42,54 @@ def mask_of(call) -> str:
     return call.callee.name[len(REVERSE_MARKER_PREFIX):].partition(".")[0]
 
 
-def defers(inner, reverse: bool, heap=None) -> bool:
+def defers(inner, reverse: bool, heap=None, outer=None) -> bool:
     """Whether a request differentiating (in reverse mode when `reverse`) a function holding the
-    reverse request `inner` may leave it in place and apply the rules of this module to it."""
+    reverse request `inner` may leave it in place and apply the rules of this module to it. `outer`,
+    the outer request's marker call (of a function, not a kernel), lets f take arrays it only reads
+    (`_constant_arrays`)."""
     if not is_request(inner.callee):
         return False
     f = inner.args[0]
     if not isinstance(f, llvm.Function) or f.is_declaration:
         return False
-    if any(isinstance(t, llvm.PointerType) for t in f.function_type.params):
-        return False
     reads, writes = reverse_rules.memory_effects(f, heap=heap)
-    return not writes and not (reverse and reads)
+    if writes:
+        return False
+    if any(isinstance(t, llvm.PointerType) for t in f.function_type.params):
+        return outer is not None and _constant_arrays(inner, outer, reverse, heap)
+    return not (reverse and reads)
+
+
+def _constant_arrays(inner, outer, reverse: bool, heap) -> bool:
+    """Whether every pointer `inner` passes on points into memory constant to the request `outer`: it is
+    (through GEPs and casts) a parameter of the function `outer` differentiates, inner's own function,
+    that `outer` leaves inactive (no shadow, no tangent); under reverse mode that function also writes
+    no memory but its own, so that f reads the same values where M's reverse runs fT again."""
+    name = outer.callee.name if isinstance(outer.callee, llvm.Function) else ""
+    if not name.startswith((REVERSE_MARKER_PREFIX, FORWARD_MARKER_PREFIX)) or name.startswith(
+            (_ADJOINT, TANGENT_KERNEL_MARKER)):
+        return False
+    fn = inner.function
+    if outer.args[0] != fn or fn.is_declaration:
+        return False
+    mask = _mask(outer)
+    inactive = {a for a, m in zip(fn.args, mask) if m == "0"}
+    for value in list(inner.args)[1:]:
+        if not isinstance(value.type, llvm.PointerType):
+            continue
+        while isinstance(value, llvm.Instruction) and value.opcode_name in ("getelementptr", "addrspacecast",
+                                                                              "bitcast"):
+            value = value.operands[0]
+        if value not in inactive:
+            return False
+    return not (reverse and reverse_rules.memory_effects(fn, heap=heap)[1])
+
+
+def _mask(call) -> str:
+    """The activity mask of a forward or reverse request's marker call."""
+    name = call.callee.name
+    prefix = REVERSE_MARKER_PREFIX if name.startswith(REVERSE_MARKER_PREFIX) else FORWARD_MARKER_PREFIX
+    return name[len(prefix):].partition(".")[0]
 
 
 def request(module: llvm.Module, fn: llvm.Function, mask: str) -> llvm.Function:
@@ -85,9 +124,9 @@ def _result(b: llvm.Builder, ty, value, grads):
 def tangent(t, inst) -> None:
     """Forward mode over reverse request `inst` in tangent transformer `t`."""
     f, args, cot, active = _parts(inst)
-    if any(isinstance(a.type, llvm.PointerType) for a in args):
-        raise t.error(inst, f"a gradient of {f.name}, which takes pointers, cannot be differentiated inside "
-                            "the function asking for it")
+    if any(isinstance(a.type, llvm.PointerType) and t.tangent(a) is not None for a in args):
+        raise t.error(inst, f"a gradient of {f.name}, which takes arrays with tangents, cannot be differentiated "
+                            "inside the function asking for it")
     tangents = [t.tangent(a) if carries_floats(a.type) else None for a in args]
     dcot = t.tangent(cot)
     if dcot is None and all(d is None for d in tangents):
@@ -116,6 +155,9 @@ def reverse(r, inst) -> None:
     adjoint = r.take(inst)
     if adjoint is None:
         return
+    if any(isinstance(a.type, llvm.PointerType) and a in r.shadowed for a in args):
+        raise r.error(inst, f"a gradient of {f.name}, which takes arrays with shadows, cannot be differentiated "
+                            "inside the function asking for it")
     b, module = r.b, r.module
     ft = forward.tangent_function(module, f, [i in active for i in range(len(args))], r.settings.heap)
     primals = [r.primal(a) for a in args]

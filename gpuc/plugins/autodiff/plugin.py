@@ -197,7 +197,7 @@ def _ready(calls: list[CallInst], heap) -> list[CallInst]:
 
 def _defers(request: CallInst, inner: CallInst, heap) -> bool:
     reverse = request.callee.name in _ADJOINTS or request.callee.name.startswith(REVERSE)
-    return nested.defers(inner, reverse, heap)
+    return nested.defers(inner, reverse, heap, outer=None if request.callee.name in _KERNELS else request)
 
 
 def _kernel_request(user, marker: Function):

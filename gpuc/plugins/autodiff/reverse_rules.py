@@ -10,6 +10,7 @@ the share of argument j is the tangent with the adjoint in place j and zeros els
 from __future__ import annotations
 
 import gpuc.llvm as llvm
+from gpuc.abi import FORWARD_MARKER_PREFIX
 
 from . import blocks, masked, mathrules, memcopy, nested, temporaries
 from .kinds import TRANSPARENT, carries_floats
@@ -410,8 +411,9 @@ def memory_effects(fn: llvm.Function, seen=None, heap=None) -> tuple[bool, bool]
             elif not callee.is_declaration:
                 r, w = memory_effects(callee, seen, heap)
                 reads, writes = reads or r, writes or w
-            elif nested.is_request(callee) and isinstance(inst.args[0], llvm.Function):
-                r, w = memory_effects(inst.args[0], seen, heap)  # a gradient touches what its function does
+            elif (nested.is_request(callee) or callee.name.startswith(FORWARD_MARKER_PREFIX)) and isinstance(
+                    inst.args[0], llvm.Function):  # a gradient or a tangent touches what its function does
+                r, w = memory_effects(inst.args[0], seen, heap)
                 reads, writes = reads or r, writes or w
             elif not callee.name.startswith("llvm."):
                 reads = writes = True

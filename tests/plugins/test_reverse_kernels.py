@@ -303,6 +303,37 @@ def test_an_outgrown_tape_of_a_gradient_of_gradients_raises_on_opencl():
         _gradient_of_gradients.launch(2, out, xs, cs, 12)
 
 
+@gpuc.kernel
+def _uneven_tapes(x, out, n):
+    s = gpuc.shared.array(64, gpuc.float64)
+    t = gpuc.thread_index(0)
+    i = gpuc.index(0)
+    a = x[i]
+    for _ in range(n * t):  # item t's loop, and so its tape, grows with t
+        a = math.sin(a) * 0.9 + 0.1
+    s[t] = a
+    gpuc.barrier()
+    acc = 0.0
+    for j in range(4):
+        acc += s[(t + j) % 64] * x[i]
+        gpuc.barrier()
+    out[i] = acc
+
+
+# Items of one block whose bounded tapes fail at different pops (per-item loops before a loop of barriers) end
+# their reverse sweeps at different places, skipping barriers the others reach: on Intel's OpenCL CPU device
+# the launch still ends and raises; below the buffer the gradient is the CPU's.
+@pytest.mark.devices("opencl")
+def test_items_whose_tapes_fail_apart_raise_on_opencl():
+    x, dout = np.linspace(0.1, 0.9, 64), np.ones(64)
+    dx, want = np.zeros(64), np.zeros(64)
+    gpuc.adjoint(_uneven_tapes).launch(64, x, dx, np.zeros(64), dout.copy(), 2, block=64)
+    gpuc.adjoint(_uneven_tapes).launch(64, x, want, np.zeros(64), dout.copy(), 2, block=64, device="cpu")
+    np.testing.assert_allclose(dx, want, rtol=1e-12)
+    with pytest.raises(MemoryError, match=r"the reverse sweep's tape of _uneven_tapes needed \d+ bytes"):
+        gpuc.adjoint(_uneven_tapes).launch(64, x, np.zeros(64), np.zeros(64), dout.copy(), 40, block=64)
+
+
 # -- atomics only where several work items touch an element (IR) --------------------------------------
 
 F64 = gpuc.Array[gpuc.float64, 1]

@@ -18,7 +18,9 @@
    from its kernel cache.
 4. `out[i] = gpuc.grad(f, x[i])[0]` in a kernel over float64 for three funcs (a polynomial, a
    transcendental mix, a loop with a run-time trip count) against
-   `jax.jit(jax.vmap(jax.grad(f)))` over the same array (`jax`, optional), with equal values.
+   `jax.jit(jax.vmap(jax.grad(f)))` over the same array (`jax`, optional), with equal values; and the
+   second derivative of a loss looping over a 16-element data array (`gpuc.grad` of a func taking
+   `gpuc.grad` of it) against `jax.vmap(jax.grad(jax.grad(loss)))`.
 Runs interleave (ABBA); medians are reported. Warp and JAX are skipped, with a note, when they
 are not installed (`GPUC_EXTRAS=test,ptx,bench,cuda,anchors bash scripts/setup.sh` installs them).
 
@@ -390,9 +392,54 @@ def loop_grad(a, b, n):
     b[i] = gpuc.grad(loop, a[i], n)[0]
 
 
+# The second derivative of a loss looping over a data array: `gpuc.grad` of a func taking `gpuc.grad` of it
+# (its derivative by rule: gradients of the loss's tangent, gpuc/plugins/autodiff/nested.py), against
+# jax.grad(jax.grad(...)); the reference is forward over forward (gpuc.derivative of gpuc.derivative).
+DATA = np.linspace(-1.5, 1.5, LOOP_TRIPS)
+
+
+@gpuc.func
+def data_loss(w, n, data):
+    acc = 0.0
+    for k in range(n):
+        r = math.tanh(w * data[k]) - 0.25 * data[k]
+        acc += r * r
+    return acc
+
+
+@gpuc.func
+def data_slope(w, n, data):
+    return gpuc.grad(data_loss, w, n, data)[0]
+
+
+@gpuc.func
+def data_slope_forward(w, n, data):
+    return gpuc.derivative(data_loss, w, n, data)
+
+
+@gpuc.kernel
+def data_loss_primal(a, b, n, data):
+    i = gpuc.index()
+    b[i] = data_loss(a[i], n, data)
+
+
+@gpuc.kernel
+def data_loss_hessian(a, b, n, data):
+    i = gpuc.index()
+    b[i] = gpuc.grad(data_slope, a[i], n, data)[0]
+
+
+@gpuc.kernel
+def data_loss_second(a, b, n, data):
+    i = gpuc.index()
+    b[i] = gpuc.derivative(data_slope_forward, a[i], n, data)
+
+
 FUNCS = {"polynomial": (poly_primal, poly_grad, poly_derivative, ()),
          "transcendental mix": (mix_primal, mix_grad, mix_derivative, ()),
-         f"loop ({LOOP_TRIPS} trips)": (loop_primal, loop_grad, loop_derivative, (LOOP_TRIPS,))}
+         f"loop ({LOOP_TRIPS} trips)": (loop_primal, loop_grad, loop_derivative, (LOOP_TRIPS,)),
+         f"2nd derivative, loss over {LOOP_TRIPS} data": (data_loss_primal, data_loss_hessian, data_loss_second,
+                                                           (LOOP_TRIPS, DATA))}
 
 
 def jax_funcs():
@@ -420,9 +467,18 @@ def jax_funcs():
     except Exception as exc:  # noqa: BLE001 - what JAX says is the point
         note = f"jax.grad with a traced trip count: {type(exc).__name__}: {str(exc).splitlines()[0]}"
     loop_static = jax.jit(jax.vmap(jax.grad(loop_j), in_axes=(0, None)), static_argnums=1)
+
+    def data_loss_j(w, n, data):
+        def step(k, acc):
+            r = jnp.tanh(w * data[k]) - 0.25 * data[k]
+            return acc + r * r
+        return jax.lax.fori_loop(0, n, step, 0.0)
+
+    hessian = jax.jit(jax.vmap(jax.grad(jax.grad(data_loss_j)), in_axes=(0, None, None)), static_argnums=1)
     return {"polynomial": (jax.jit(jax.vmap(jax.grad(poly_j))), ()),
             "transcendental mix": (jax.jit(jax.vmap(jax.grad(mix_j))), ()),
             f"loop ({LOOP_TRIPS} trips)": (loop_static, (LOOP_TRIPS,)),
+            f"2nd derivative, loss over {LOOP_TRIPS} data": (hessian, (LOOP_TRIPS, jnp.asarray(DATA))),
             "_note": note}
 
 

@@ -390,3 +390,48 @@ def test_gradients_of_taped_gradients_of_arrays_that_vary_are_refused(h):
     with pytest.raises(gpuc.CompilationError, match="a phi of memory that has a shadow and other memory") as caught:
         gpuc.grad(h, 0.3, 3, np.array([0.3, 0.8, -0.4, 0.6]))
     assert "test_nested_in_kernels.py:" in str(caught.value) and "not inlined" not in str(caught.value)
+
+
+@gpuc.func
+def _data_loss(w, n, data):
+    acc = 0.0
+    for k in range(n):
+        r = math.sin(w * data[k]) * data[k] + w
+        acc += r * r
+    return acc
+
+
+@gpuc.func
+def _data_slope(w, n, data):
+    return gpuc.grad(_data_loss, w, n, data)[0]
+
+
+@gpuc.kernel
+def _curvatures(xs, data, out):
+    i = gpuc.index()
+    out[i] = gpuc.grad(_data_slope, xs[i], 3, data)[0]
+
+
+# The adjoint of a kernel taking second derivatives by rule (the data array constant to them) still gets the
+# derivative with respect to the data: it differentiates the code the rule made, the array with a shadow.
+def test_the_adjoint_of_a_kernel_of_second_derivatives_reaches_the_data():
+    xs, data = np.array([-0.9, -0.2, 0.4, 1.1]), np.array([0.5, 1.5, -0.7])
+    weights = np.array([1.0, 2.0, 3.0, 4.0])
+    out, dxs, ddata = np.zeros(4), np.zeros(4), np.zeros(3)
+    gpuc.adjoint(_curvatures).launch(4, xs, dxs, data, ddata, out, weights.copy())
+
+    def weighted(d):
+        o = np.zeros(4)
+        _curvatures.launch(4, xs, d, o)
+        return float(weights @ o)
+
+    e = 1e-6
+    for j in range(3):
+        up, down = data.copy(), data.copy()
+        up[j] += e
+        down[j] -= e
+        assert ddata[j] == pytest.approx((weighted(up) - weighted(down)) / (2 * e), rel=1e-6, abs=1e-7)
+    for j in range(4):
+        central = (weights[j] * (gpuc.grad(_data_slope, xs[j] + e, 3, data)[0]
+                                 - gpuc.grad(_data_slope, xs[j] - e, 3, data)[0]) / (2 * e))
+        assert dxs[j] == pytest.approx(central, rel=1e-6, abs=1e-7)

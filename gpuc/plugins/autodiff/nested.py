@@ -39,7 +39,10 @@ def is_request(callee) -> bool:
 
 
 def mask_of(call) -> str:
-    return call.callee.name[len(REVERSE_MARKER_PREFIX):].partition(".")[0]
+    """The activity mask of a reverse or forward request's marker call."""
+    name = call.callee.name
+    prefix = REVERSE_MARKER_PREFIX if name.startswith(REVERSE_MARKER_PREFIX) else FORWARD_MARKER_PREFIX
+    return name[len(prefix):].partition(".")[0]
 
 
 def defers(inner, reverse: bool, heap=None, outer=None) -> bool:
@@ -72,7 +75,7 @@ def _constant_arrays(inner, outer, reverse: bool, heap) -> bool:
     fn = inner.function
     if outer.args[0] != fn or fn.is_declaration:
         return False
-    mask = _mask(outer)
+    mask = mask_of(outer)
     inactive = {a for a, m in zip(fn.args, mask) if m == "0"}
     for value in list(inner.args)[1:]:
         if not isinstance(value.type, llvm.PointerType):
@@ -83,13 +86,6 @@ def _constant_arrays(inner, outer, reverse: bool, heap) -> bool:
         if value not in inactive:
             return False
     return not (reverse and reverse_rules.memory_effects(fn, heap=heap)[1])
-
-
-def _mask(call) -> str:
-    """The activity mask of a forward or reverse request's marker call."""
-    name = call.callee.name
-    prefix = REVERSE_MARKER_PREFIX if name.startswith(REVERSE_MARKER_PREFIX) else FORWARD_MARKER_PREFIX
-    return name[len(prefix):].partition(".")[0]
 
 
 def request(module: llvm.Module, fn: llvm.Function, mask: str) -> llvm.Function:

@@ -4,7 +4,9 @@ switch, phis that swap in a loop, nested loops), run in the JIT against hand-der
 from __future__ import annotations
 
 import ctypes
+import re
 
+import numpy as np
 import pytest
 from support.llvm_testing import filecheck
 
@@ -274,3 +276,65 @@ def test_a_loop_with_branches_and_an_early_exit_keeps_one_record_per_iteration(x
         CHECK-NOT: call {{.*}} @gpuc.autodiff.tape.grow
         CHECK: ret
     """)
+
+
+# A loop whose odd iterations read x[2 i]: the reverse of that read adds into the shadow of x[2 i], and the
+# reverse of the join needs to know whether the iteration was odd. Both follow from the counter i: the
+# record holds i and the floats the derivative needs (v, s), not a pointer and a flag (recompute.py).
+COUNTED = """
+define double @f(ptr %x, double %w, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %latch ]
+  %s = phi double [ %w, %entry ], [ %s2, %latch ]
+  %odd = and i64 %i, 1
+  %isodd = icmp eq i64 %odd, 1
+  br i1 %isodd, label %then, label %latch
+then:
+  %j = shl i64 %i, 1
+  %p = getelementptr double, ptr %x, i64 %j
+  %v = load double, ptr %p
+  %t = fmul double %v, %s
+  br label %latch
+latch:
+  %s1 = phi double [ %t, %then ], [ %s, %loop ]
+  %s2 = fadd double %s1, %w
+  %i1 = add i64 %i, 1
+  %more = icmp slt i64 %i1, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret double %s2
+}
+"""
+
+
+def _counted(x, w, n):
+    """f of COUNTED, d f / d w and d f / d x, in Python."""
+    s, ds, dsx = w, 1.0, np.zeros(len(x))
+    for i in range(n):
+        if i % 2:
+            s, ds, dsx = x[2 * i] * s, x[2 * i] * ds, x[2 * i] * dsx
+            dsx[2 * i] += s / x[2 * i]
+        s, ds = s + w, ds + 1.0
+    return s, ds, dsx
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_values_that_follow_from_the_loop_counter_are_computed_again(n):
+    ctx = llvm.Context()
+    module = llvm.Module.parse(COUNTED, ctx)
+    g = gradient_function(module, module.functions["f"], "110", HOST)
+    records = re.findall(r"getelementptr \((\{[^}]*\}), ptr null", str(g))
+    # (an i32 at most: which way the header was entered, from before the loop or from its latch)
+    assert records and all("ptr" not in r and r.count("i32") <= 1 for r in records), records
+    assert any("i64" in r and "double" in r for r in records), records
+    x = np.linspace(0.5, 1.7, 2 * n)
+    jit, address, _ = _gradient(COUNTED, "f", "110")
+    dx = np.zeros_like(x)
+    with jit:
+        got = _call(address, Pair, [ctypes.c_void_p, ctypes.c_double, ctypes.c_int64, ctypes.c_void_p,
+                                     ctypes.c_double], x.ctypes.data, 0.7, n, dx.ctypes.data, 1.0)
+    value, dw, want_dx = _counted(x, 0.7, n)
+    assert (got.value, got.dx) == pytest.approx((value, dw), rel=1e-13)
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-13)

@@ -33,7 +33,7 @@ from gpuc.abi import (ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZ
 from gpuc.compiler import dominates, immediate_dominators, on_cycle, reverse_postorder
 from gpuc.errors import CompilationError
 
-from . import access, blocks, masked, tape, temporaries
+from . import access, blocks, masked, recompute, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error, locate
 from .memory import allocates
@@ -598,6 +598,14 @@ class _Reverse(Copier):
                 self.b.store(value, slot)
                 self.b.position_at_end(saved)
             return self.b.load(value.type, slot)
+        if self.recomputation.computable(value):
+            return self.recomputation.compute(value, {})
+        return self.taped(value)
+
+    def taped(self, value):
+        """gfn's forward `value` (defined in a loop) where the reverse of the current block (in a loop) runs:
+        from the record that block's iteration pushed."""
+        here = self.current
         # without a heap, a tape is a buffer of its own per call (tape.Bounded), which recursion would stack
         if self.settings.heap is None and (not self.settings.trap and self.settings.record_space is None
                                            or self.recursive):
@@ -783,7 +791,7 @@ class _Reverse(Copier):
         per block of the loop's body."""
         carriers = {}
         pdom = self._post_dominators()
-        innermost = _innermost_loops(self.order, self.preds, self.dominator_tree)
+        innermost = self.innermost_loops
         for block in self.pushes:
             carrier = here = block
             loop = innermost.get(block)
@@ -794,6 +802,15 @@ class _Reverse(Copier):
                 carrier = here = nxt
             carriers.setdefault(carrier, []).append((block, self.pushes[block]))
         return carriers
+
+    @functools.cached_property
+    def recomputation(self) -> recompute.Recomputation:
+        return recompute.Recomputation(self)
+
+    @functools.cached_property
+    def innermost_loops(self) -> dict:
+        """fn's blocks in natural loops -> the header of the innermost one."""
+        return _innermost_loops(self.order, self.preds, self.dominator_tree)
 
     @functools.cached_property
     def dominator_tree(self) -> dict:
@@ -836,16 +853,23 @@ class _Reverse(Copier):
         b = self.b
         b.position_at_end(self.alloca_block)  # (the last record's pop left it before a placeholder, now gone)
         holders, values, slots, uniform = [], [], [], []
+        counters = {}  # a loop's counter goes on once, from the carrier: it holds one value per iteration
         for block, pending in members:
             alone = block == carrier or dominates(self.dominator_tree, block, carrier)  # every item there ran it
-            kept = [(v, None if block == carrier else self._slot(v.type, zeroed=False)) for v in pending]
-            b.position_before(self.bmap[block].terminator)
-            for (v, slot), holder in zip(kept, pending.values()):
-                if self.uniform_forward and v in self.uniform_forward and alone:
+            for v, holder in pending.items():
+                counter = self.recomputation.counter_around(v, carrier)
+                if counter and v in counters:
+                    holders.append((holder, counters[v]))
+                    continue
+                if counter:
+                    counters[v] = len(values)
+                if self.uniform_forward and v in self.uniform_forward and (alone or counter):
                     uniform.append(len(values))
+                slot = None if block == carrier or counter else self._slot(v.type, zeroed=False)
                 if slot is not None:
+                    b.position_before(self.bmap[block].terminator)
                     b.store(v, slot)
-                holders.append(holder)
+                holders.append((holder, len(values)))
                 values.append(v)
                 slots.append(slot)
         b.position_before(self.bmap[carrier].terminator)
@@ -858,8 +882,8 @@ class _Reverse(Copier):
         if failed is not None:  # an outgrown bounded tape: the item's reverse sweep ends here (tape.py)
             b.split_before(first)
             b.cond_br(failed, self.done, self.rmap[carrier])
-        for holder, new in zip(holders, popped):
-            holder.replace_all_uses_with(new)
+        for holder, k in holders:
+            holder.replace_all_uses_with(popped[k])
             holder.erase()
 
     @functools.cached_property

@@ -12,8 +12,9 @@ instructions in reverse order (docs/autodiff.md, "Reverse mode"):
 - Primal values a reverse block needs come from a stack slot written where they are defined
   when that block or the definition runs at most once (outside every cycle of the CFG); inside
   loops, what the reverses of a loop's blocks need goes onto a tape, one record per iteration
-  (`_records`), which the reverse pops (gpuc/plugins/autodiff/tape.py). Nothing is recomputed
-  except the callees of calls that are not inlined (recursion), whose gradient functions rerun them.
+  (`_records`), which the reverse pops (gpuc/plugins/autodiff/tape.py). Integer values, comparisons and
+  addresses that follow from the loops' counters are computed again instead (recompute.py), and so are the
+  callees of calls that are not inlined (recursion), whose gradient functions rerun them.
 - Memory: pointers into arrays with a shadow (a kernel's float arrays, an active pointer
   parameter) and into the function's own stack slots have shadow pointers. The reverse of a
   load adds the value's adjoint to the shadow; the reverse of a store moves the shadow into the

@@ -65,6 +65,28 @@ def over_tiles(x, y, out):
     out[j, i] = acc
 
 
+@gpuc.func
+def three_steps(a, b):
+    r = a
+    for _ in range(3):
+        r = 0.5 * r + 0.75 * math.sin(r * b)
+    return r
+
+
+@gpuc.kernel
+def branches_around_a_shuffle(x, out):
+    # Two branches on `inside` around a shuffle and a jvp. The adjoint optimized the kernel once the jvp was
+    # resolved, before its shuffle was `convergent`: LLVM threaded the second branch through the first, a copy
+    # of the shuffle in each arm, and the items of a partial block arrived at different shuffles.
+    i, t = gpuc.index(0), gpuc.thread_index(0)
+    inside = i < len(x)
+    v = x[i] if inside else 0.25 + 0.01 * t
+    u = gpuc.shfl_xor(math.sin(2.0) + v, 3)
+    jv = gpuc.jvp(three_steps, (v, 0.5), (0.5, -0.25))
+    if inside:
+        out[i] = jv[0] - jv[1] + u * v
+
+
 def _with_shuffles(x, y, n):
     """with_shuffles from Python: lane l of a warp of 32 reads lane l + 1 (the last lane its own)."""
     xs = [float(v) for v in x] + [0.5] * (n - len(x))
@@ -140,7 +162,7 @@ def test_differentiating_code_that_uses_the_block_is_a_located_error():
 
 @pytest.mark.parametrize("vectorize", [True, False])
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("name", ["with_shuffles", "over_tiles"])
+@pytest.mark.parametrize("name", ["with_shuffles", "over_tiles", "branches_around_a_shuffle"])
 def test_adjoints_of_kernels_taking_derivatives_inside(name, threads, vectorize):
     from support.block_adjoints import finite_differences
 
@@ -149,6 +171,9 @@ def test_adjoints_of_kernels_taking_derivatives_inside(name, threads, vectorize)
     if name == "with_shuffles":
         arrays = [np.linspace(-1.0, 1.0, 50), np.linspace(0.1, 0.9, 50), np.zeros(50)]
         n, block = 64, 32
+    elif name == "branches_around_a_shuffle":   # a partial last block: items inside and outside
+        arrays = [np.linspace(-1.0, 1.0, 70), np.zeros(70)]
+        n, block = 70, 32
     else:
         arrays = [np.linspace(-1.0, 1.0, 256).reshape(16, 16), np.linspace(0.1, 0.9, 256).reshape(16, 16),
                   np.zeros((16, 16))]

@@ -83,8 +83,10 @@ def resolve_blocks(state: CompileState, marker: Function, module: Module) -> boo
         whole_blocks = state.config.whole_blocks
         if not _inline_callees(state, module, kernel, whole_blocks) or not (blocks.uses_blocks(kernel) or whole_blocks):
             continue
-        _resolve_within(state, module, call)
+        # (convergent before the requests inside are resolved: optimizing the kernel after each would
+        # otherwise thread its branches through a shuffle or barrier, a copy in each arm)
         blocks.prepare(module, kernel)
+        _resolve_within(state, module, call)
         state.optimize([kernel])
         made = module.function_names()
         callers = _adjoint(state, module, call)

@@ -14,9 +14,7 @@ computed it, in the reverse block, from:
 Which predecessor a join block was entered from (its `from` phi) is computed again as the branch that
 decided it: `select(c, k_true, k_false)` when the join's immediate dominator ends in `br c` whose two arms
 lead to its two predecessors within one iteration of the same loop (no loop header between them), and `c`
-is computable again; and which way a loop header was entered, from outside or from its latch, as
-`i == start` for a counter `i = phi [start, entry], [i + C, latch]` (C a constant other than 0: i takes its
-start value again only after wrapping around, never in 64 bits).
+is computable again.
 
 Instructions computed again ran forward with the same operands, so they cannot fault (a division by zero
 would have faulted there). A value needing more than LIMIT instructions, or an anchor that is not a
@@ -75,10 +73,7 @@ class Recomputation:
         if len(seen) > LIMIT:
             return False
         join = self.choice_of.get(value)
-        if join is not None and join in self.headers:
-            first = self._first_iteration(join)
-            ok = first is not None and self._walk(first[0], seen) and self._walk(first[1], seen)
-        elif join is not None:
+        if join is not None:
             branch = self._deciding_branch(join)
             ok = branch is not None and self._walk(self.r.value(branch[0]), seen)
         else:
@@ -128,37 +123,6 @@ class Recomputation:
         k_true = sides.index(true_arm)
         return term.condition, k_true, 1 - k_true
 
-    @functools.cache
-    def _first_iteration(self, header):
-        """(gfn's counter i, its start, the `from` value of the entry, of the latch) for a loop `header`
-        entered from one block outside the loop and one latch, where `i = phi [start, entry], [i + C, latch]`
-        with C a constant other than 0, in 64 bits or without wrapping: the header was entered from
-        outside exactly where i == start. None where there is no such counter."""
-        r = self.r
-        preds = r.preds[header]
-        if len(preds) != 2:
-            return None
-        inside = [dominates(r.dominator_tree, header, p) for p in preds]
-        if sorted(inside) != [False, True]:
-            return None
-        entry, latch = (preds[0], preds[1]) if inside[1] else (preds[1], preds[0])
-        for phi in header.instructions:
-            if not isinstance(phi, llvm.PHINode):
-                break
-            if not isinstance(phi.type, llvm.IntegerType) or phi.type.width not in (32, 64):
-                continue
-            step = phi.incoming_value_for(latch)
-            if not (isinstance(step, llvm.Instruction) and step.opcode_name == "add" and phi in step.operands):
-                continue
-            constant = step.operands[1] if step.operands[0] == phi else step.operands[0]
-            if not isinstance(constant, llvm.ConstantInt) or constant.value == 0:
-                continue
-            if phi.type.width != 64 and not (step.nsw or step.nuw):
-                continue
-            k_entry = preds.index(entry)
-            return r.value(phi), r.value(phi.incoming_value_for(entry)), k_entry, 1 - k_entry
-        return None
-
     def _within(self, pred, decider, loop) -> bool:
         """Whether every block from `decider` to `pred` lies in `loop` (the innermost loop of both) and none
         is a loop header but `decider`: within one iteration, `decider` runs once before `pred`."""
@@ -188,11 +152,6 @@ class Recomputation:
             result = r.need(value, block)
         elif self._anchor(value, block):
             result = r.taped(value)
-        elif self.choice_of.get(value) in self.headers:
-            counter, start, k_entry, k_latch = self._first_iteration(self.choice_of[value])
-            i32 = r.ctx.i32
-            first = r.b.icmp("eq", self.compute(counter, memo), self.compute(start, memo))
-            result = r.b.select(first, llvm.ConstantInt.get(i32, k_entry), llvm.ConstantInt.get(i32, k_latch))
         elif value in self.choice_of:
             condition, k_true, k_false = self._deciding_branch(self.choice_of[value])
             i32 = r.ctx.i32

@@ -165,6 +165,18 @@ class AdjointKernel(ShadowedKernel):
         self._kernel(flags, CONCURRENT, spans).launch(n, *args, device="cpu", threads=threads, block=block,
                                                       shared=shared)
 
+    @user_facing
+    def inspect(self, *args, device: str | None = None, block=None, shared: int = 0, threads: int | None = None):
+        """The CompileResult of the adjoint these arguments compile (Kernel.inspect): with `threads=1` on the
+        CPU the one a launch on one thread runs, whose adds where work items meet are plain (they run one
+        after another); else the one for work items that run at once (GPUs; CPU launches on several threads
+        run it, or a variant needing fewer atomics that the launch picks by the index space)."""
+        flags = self._checked_layout(args)
+        device = device or _device_of(args)
+        schedule = SERIAL if device == "cpu" and threads == 1 else CONCURRENT
+        return self._kernel(flags, schedule).inspect(*args, device=device, block=block, shared=shared,
+                                                     threads=threads)
+
     def cpu_launcher(self, n, args, threads: int | None = None) -> tuple:
         """(the CPU launcher, its `apart=`) that `launch(n, *args, threads=threads)` runs a launch with, for
         callers that marshal arguments themselves (gpuc.jax hands the launcher XLA's buffers)."""

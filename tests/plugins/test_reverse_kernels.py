@@ -728,3 +728,25 @@ def test_a_seed_read_under_a_branch_is_read_before_it_is_zeroed(vectorize, threa
     kept = ~(np.exp(-(x0 * x0)) ** 3 > t1 * x0 / (x1 * x1 + 2.0))
     assert kept.any() and not kept.all()
     np.testing.assert_allclose(dx1, (kept * seed / (x0 * x0 + 1.0)).sum(axis=0), rtol=1e-13)
+
+
+@gpuc.kernel
+def neighbours(x, y):
+    i = gpuc.index()
+    if i + 1 < len(x):
+        y[i] = x[i] * x[i + 1]
+
+
+def test_inspect_with_one_thread_shows_what_a_one_thread_launch_runs():
+    # The work items of a one-thread CPU launch run one after another: its adjoint adds into dx[i + 1] without
+    # atomics. Without threads=1, inspect shows the adjoint for items that run at once (atomic adds there).
+    x, y = np.linspace(0.5, 2.0, 16), np.zeros(16)
+    adj = gpuc.adjoint(neighbours)
+    assert "atomicrmw fadd" in adj.inspect(x, np.zeros(16), y, np.ones(16)).llvm
+    assert "atomicrmw" not in adj.inspect(x, np.zeros(16), y, np.ones(16), threads=1).llvm
+    dx = np.zeros(16)
+    adj.launch(16, x, dx, y, np.ones(16), threads=1)
+    want = np.zeros(16)
+    want[:-1] += x[1:]
+    want[1:] += x[:-1]
+    np.testing.assert_allclose(dx, want, rtol=1e-15)

@@ -338,3 +338,52 @@ def test_values_that_follow_from_the_loop_counter_are_computed_again(n):
     value, dw, want_dx = _counted(x, 0.7, n)
     assert (got.value, got.dx) == pytest.approx((value, dw), rel=1e-13)
     np.testing.assert_allclose(dx, want_dx, rtol=1e-13)
+
+
+# A cycle with two entries (irreducible: neither block dominates the other). Which way each block was entered
+# looks decided by the branch in %entry, which dominates both, but only the first time: nothing about such
+# cycles is computed again (recompute.py), the predecessor indices stay on the tape.
+IRREDUCIBLE = """
+define double @f(double %x, i64 %n, i1 %c) {
+entry:
+  br i1 %c, label %a, label %b
+a:
+  %i.a = phi i64 [ 0, %entry ], [ %i.b1, %b ]
+  %s.a = phi double [ %x, %entry ], [ %s.b1, %b ]
+  %s.a1 = fmul double %s.a, 1.1
+  %i.a1 = add i64 %i.a, 1
+  %done.a = icmp sge i64 %i.a1, %n
+  br i1 %done.a, label %out, label %b
+b:
+  %i.b = phi i64 [ 0, %entry ], [ %i.a1, %a ]
+  %s.b = phi double [ %x, %entry ], [ %s.a1, %a ]
+  %s.b1 = call double @llvm.sin.f64(double %s.b)
+  %i.b1 = add i64 %i.b, 1
+  %done.b = icmp sge i64 %i.b1, %n
+  br i1 %done.b, label %out, label %a
+out:
+  %r = phi double [ %s.a1, %a ], [ %s.b1, %b ]
+  ret double %r
+}
+declare double @llvm.sin.f64(double)
+"""
+
+
+@pytest.mark.parametrize("c", [0, 1])
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_an_irreducible_cycle_keeps_its_predecessor_indices(n, c):
+    import math
+
+    def f(x):
+        s, in_a = x, bool(c)
+        for _ in range(n):
+            s = s * 1.1 if in_a else math.sin(s)
+            in_a = not in_a
+        return s
+
+    jit, address, _ = _gradient(IRREDUCIBLE, "f", "100")
+    with jit:
+        got = _call(address, Pair, [ctypes.c_double, ctypes.c_int64, ctypes.c_bool, ctypes.c_double], 0.7, n, c, 1.0)
+    h = 1e-6
+    assert got.value == pytest.approx(f(0.7), rel=1e-14)
+    assert got.dx == pytest.approx((f(0.7 + h) - f(0.7 - h)) / (2 * h), rel=1e-7)

@@ -52,9 +52,15 @@ class Recomputation:
         return {block for block in r.order if any(block in r.dominator_tree and dominates(r.dominator_tree, block, p)
                                                   for p in r.preds[block])}
 
+    @functools.cached_property
+    def reducible(self) -> bool:
+        """Whether every cycle of fn is a natural loop (else nothing is computed again: a block of a cycle
+        with two entries may be entered one way the first time and another way after)."""
+        return all(block in self.r.innermost_loops for block in self.r.cyclic)
+
     def computable(self, value) -> bool:
         """Whether gfn's forward `value` (defined in a loop) can be computed again in the reverse."""
-        return self._walk(value, set())
+        return self.reducible and self._walk(value, set())
 
     def _walk(self, value, seen: set) -> bool:
         if not isinstance(value, llvm.Instruction) or value.parent == self.r.alloca_block:

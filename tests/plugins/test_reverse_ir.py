@@ -387,3 +387,50 @@ def test_an_irreducible_cycle_keeps_its_predecessor_indices(n, c):
     h = 1e-6
     assert got.value == pytest.approx(f(0.7), rel=1e-14)
     assert got.dx == pytest.approx((f(0.7 + h) - f(0.7 - h)) / (2 * h), rel=1e-7)
+
+
+# The branch in %loop dominates the join, and %t is on its true side, but %t is entered from %f too: which way
+# the join was entered does not follow from %c (i % 3 == 1 takes %f, then %t). It stays on the tape.
+TWO_WAYS_IN = """
+define double @f(double %x, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %join ]
+  %s = phi double [ %x, %entry ], [ %s2, %join ]
+  %m3 = urem i64 %i, 3
+  %c = icmp eq i64 %m3, 0
+  br i1 %c, label %t, label %f
+f:
+  %d = icmp eq i64 %m3, 1
+  br i1 %d, label %t, label %g
+t:
+  %st = call double @llvm.sin.f64(double %s)
+  br label %join
+g:
+  %sg = fmul double %s, 1.3
+  br label %join
+join:
+  %s1 = phi double [ %st, %t ], [ %sg, %g ]
+  %s2 = fadd double %s1, %s
+  %i1 = add i64 %i, 1
+  %more = icmp slt i64 %i1, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret double %s2
+}
+declare double @llvm.sin.f64(double)
+"""
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7])
+def test_an_arm_entered_two_ways_keeps_the_predecessor_index(n):
+    import math
+    s, ds = 0.4, 1.0
+    for i in range(n):
+        t, dt = (math.sin(s), math.cos(s) * ds) if i % 3 < 2 else (1.3 * s, 1.3 * ds)
+        s, ds = t + s, dt + ds
+    jit, address, _ = _gradient(TWO_WAYS_IN, "f", "10")
+    with jit:
+        got = _call(address, Pair, [ctypes.c_double, ctypes.c_int64, ctypes.c_double], 0.4, n, 1.0)
+    assert (got.value, got.dx) == pytest.approx((s, ds), rel=1e-13)

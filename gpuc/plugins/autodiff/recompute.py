@@ -13,8 +13,8 @@ computed it, in the reverse block, from:
 
 Which predecessor a join block was entered from (its `from` phi) is computed again as the branch that
 decided it: `select(c, k_true, k_false)` when the join's immediate dominator ends in `br c` whose two arms
-lead to its two predecessors within one iteration of the same loop (no loop header between them), and `c`
-is computable again.
+(entered from that branch alone) lead to its two predecessors within one iteration of the same loop (no
+loop header between them), and `c` is computable again. Not in a function with a cycle of two entries.
 
 Instructions computed again ran forward with the same operands, so they cannot fault (a division by zero
 would have faulted there). A value needing more than LIMIT instructions, or an anchor that is not a
@@ -117,6 +117,8 @@ class Recomputation:
         loop = loops.get(decider)
         if loops.get(join) != loop:
             return None
+        if any(arm != join and r.preds[arm] != [decider] for arm in (true_arm, false_arm)):
+            return None  # (an arm entered from elsewhere too: reaching it says nothing of this branch)
         sides = []
         for pred in preds:
             side = [arm for arm in (true_arm, false_arm)

@@ -20,7 +20,9 @@ generated expressions of f's parameters and locals, the loop variable as a float
 (`float(k)`, `gpuc.float32(k)`) and the accumulators before them: `a = a * G + H`, `a =
 tanh(a * G + H)`, `a *= G`, `a -= H`, `a /= e * e + 1.0`, clamps `min(max(a, -c), c)`, where |G| <=
 0.9 and |H| <= 1, so no update expands its accumulator and values and derivatives stay bounded.
-`if ...: break`, `continue` or `return ...` on an accumulator, a float expression or the loop
+Some updates run on some iterations only, under a test of the loop variable (`if k % 2 == 0:`, `if k % 3 == 0
+or k % 3 == 1:`, `if k >= 2 and k < 5:`: the reverse sweep computes which way such a join was entered
+from the counter, where that is sound). `if ...: break`, `continue` or `return ...` on an accumulator, a float expression or the loop
 variable exit early; f's results then combine the accumulators. A comparison made on computed values
 (`while` and `if` tests, min and max) within the margin of its tie, relative to the operands'
 magnitudes, is undefined. jvp and vjp, whose primals are floats, differentiate `fq`, f with n passed
@@ -472,6 +474,10 @@ class Gen:
         chunks = [[self.update(inner, accs)] for _ in range(r.randint(1, 2))]
         if depth == 0 and r.random() < 0.3:
             chunks.insert(r.randint(0, len(chunks)), self.loop(inner, accs, depth + 1))
+        if r.random() < 0.3:  # an update on some iterations only, by a test of the counter (`or`: two ways in)
+            test = r.choice([f"{var} % 2 == 0", f"{var} % 3 == 0 or {var} % 3 == 1", f"{var} == 1 or {var} >= 4",
+                             f"{var} >= 2 and {var} < 5"])
+            chunks.insert(r.randint(0, len(chunks)), [("when", ("i", test), [self.update(inner, accs)])])
         if r.random() < 0.35:
             chunks.insert(r.randint(0, len(chunks)), [self.exit([var, "n"], inner, accs)])
         return [("for", var, stop, body + [s for c in chunks for s in c])]

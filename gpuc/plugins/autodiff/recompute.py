@@ -44,6 +44,7 @@ class Recomputation:
         self.block_of = {copy: block for block, copy in r.bmap.items()}  # gfn's forward blocks -> fn's
         self.choice_of = {phi: join for join, phi in r.from_phis.items()}
         self.known: dict = {}  # gfn value -> whether it can be computed again
+        self.branches: dict = {}  # fn's join -> _deciding_branch's answer
 
     @functools.cached_property
     def headers(self) -> set:
@@ -98,10 +99,14 @@ class Recomputation:
         return isinstance(value, llvm.PHINode) and block in self.headers and value not in self.choice_of \
             and isinstance(value.type, llvm.IntegerType)
 
-    @functools.cache
     def _deciding_branch(self, join):
         """(the condition c of fn's branch that decides which predecessor of `join` it is entered from, the
         `from` value when c is true, when false), or None where that is not one branch of the same iteration."""
+        if join not in self.branches:
+            self.branches[join] = self._branch_of(join)
+        return self.branches[join]
+
+    def _branch_of(self, join):
         r = self.r
         preds = r.preds[join]
         if len(preds) != 2 or join in self.headers:

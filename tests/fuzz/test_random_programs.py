@@ -537,14 +537,15 @@ def test_derivative_checker_runs_the_block_kernel(tmp_path):
 
 def test_derivative_generator_is_deterministic_and_varied():
     from support import derivatives
-    cases = [derivatives.generate(CI_SEED, k) for k in range(60)]
-    assert [c.source for c in cases] == [derivatives.generate(CI_SEED, k).source for k in range(60)]
+    cases = [derivatives.generate(CI_SEED, k) for k in range(100)]
+    assert [c.source for c in cases] == [derivatives.generate(CI_SEED, k).source for k in range(100)]
     text = "".join(c.source for c in cases)
     for construct in ("d0, d1 = gpuc.derivative", "gpuc.jvp(f, (xs[0],), (ts[0],))", "if p", "def g0(", "math.", "arr[",
                       ", cs)\n", "g = gpuc.grad(f, ", "gpuc.grad(f, xs[0], xs[1], cs)", "gpuc.value_and_grad(f, ",
                       "gpuc.vjp(f, (xs[0],), ws[0])", "(ws[0], ws[1]))", "(es[0], es[1]", "return gpuc.grad(f, ",
                       "return gpuc.vjp(f, ", "n = int(es[2])", "for k in range(n):", "for j in range(", "while a",
-                      "break\n", "continue\n", " *= ", " -= ", "min(max(", "gpuc.vjp(fq, ", "gpuc.float32(k)"):
+                      "break\n", "continue\n", " *= ", " -= ", "min(max(", "gpuc.vjp(fq, ", "gpuc.float32(k)",
+                      " % 2 == 0:", " % 3 == 0 or "):
         assert construct in text
     assert {c.dtype for c in cases} == {np.float32, np.float64}
     assert {0, 12} <= {c.n for c in cases}  # trip counts, 0 included

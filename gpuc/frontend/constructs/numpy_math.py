@@ -518,16 +518,16 @@ def numpy_math_calls() -> dict:
     """The call table's entries for NumPy's public functions: those of `UFUNCS` and `FUNCTIONS` compile,
     any other (np.sum, np.zeros, ...) is an error listing them. Classes (np.float32, ...) are not here."""
     table = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name in dir(np):
-            value = getattr(np, name, None)
-            if name.startswith("_") or isinstance(value, type) or not callable(value):
-                continue
-            try:
-                table.setdefault(value, UnsupportedNumpy(name))
-            except TypeError:  # unhashable
-                continue
+    # NumPy's namespace as it stands: dir() and getattr() would import its lazily loaded submodules
+    # (np.testing, np.f2py, np.polynomial, ...), 80-140 ms of a fresh process's first compile, for no
+    # function (they are modules) and for the names it has retired (each an AttributeError)
+    for name, value in list(vars(np).items()):
+        if name.startswith("_") or isinstance(value, type) or not callable(value):
+            continue
+        try:
+            table.setdefault(value, UnsupportedNumpy(name))
+        except TypeError:  # unhashable
+            continue
     for name, spec in UFUNCS.items():
         table[getattr(np, name)] = NumpyUfunc(getattr(np, name), spec)
     table[np.clip], table[np.where] = Clip(), Where()

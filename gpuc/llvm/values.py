@@ -187,7 +187,18 @@ class UseList:
             use = nxt
 
     def __len__(self) -> int:
-        return sum(1 for _ in self)
+        # counted on the raw references, no view made (list() of the uses asks for it first)
+        ref = lib.LLVMGetFirstUse(self._value)
+        calls = in_flight.calls
+        calls.append(self._value._scope)
+        try:
+            n = 0
+            while ref:
+                n += 1
+                ref = bare.LLVMGetNextUse(ref)
+            return n
+        finally:
+            calls.pop()
 
     def __bool__(self) -> bool:
         return bool(lib.LLVMGetFirstUse(self._value))
@@ -220,8 +231,9 @@ class Operands:
         lib.LLVMSetOperand(self._user, self._index(i), _as_value_ref(value))
 
     def __iter__(self) -> Iterator[Value]:
+        user = self._user
         for i in range(len(self)):
-            yield self[i]
+            yield Value.from_ref(lib.LLVMGetOperand(user, i), user._scope)
 
 
 class User(Value):
@@ -571,7 +583,18 @@ class InstructionList:
             ref = lib.LLVMGetPreviousInstruction(inst)
 
     def __len__(self) -> int:
-        return sum(1 for _ in self)
+        # counted on the raw references, no view made (list() of the instructions asks for it first)
+        ref = lib.LLVMGetFirstInstruction(self._block)
+        calls = in_flight.calls
+        calls.append(self._block._scope)
+        try:
+            n = 0
+            while ref:
+                n += 1
+                ref = bare.LLVMGetNextInstruction(ref)
+            return n
+        finally:
+            calls.pop()
 
     @property
     def first(self) -> "Instruction | None":

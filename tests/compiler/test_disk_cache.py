@@ -8,10 +8,7 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 import gpuc

@@ -34,7 +34,7 @@ import pytest
 from support import fuzz, progen
 from support.emulate import emulate
 from support.launches import ArgSpec, build_args
-from support.numeric import Expected, Undefined
+from support.numeric import Expected
 from support.reference import Program
 
 CI_SEED, CI_COUNT = 2026, 400

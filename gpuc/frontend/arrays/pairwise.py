@@ -294,7 +294,7 @@ def reduce_array(lw, array, t, method: str, res_t: ScalarType, acc_t: ScalarType
     to `acc_t`, in NumPy's order: the running result (`res_t`, from `init`) combined with each chunk,
     which is computed in `acc_t`; `cast` where NumPy buffers a cast. Returns the result and the number
     of elements."""
-    b, i64 = lw.b, lw.ctx.i64
+    b = lw.b
     ndim = t.ndim
     shapes = [b.extract_value(array, 1 + k) for k in range(ndim)]
     strides = [b.extract_value(array, 1 + ndim + k) for k in range(ndim)]

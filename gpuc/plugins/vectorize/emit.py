@@ -14,7 +14,7 @@ lanes by 1. The remainder of a row runs in a last chunk with the lanes past its 
 from __future__ import annotations
 
 from gpuc.llvm import (ArrayType, BinaryOperator, Builder, BranchInst, CallInst, CastInst, CompareInst, Constant, ConstantInt,
-                       FreezeInst, Function, FunctionType, GetElementPtrInst, IntegerType, LoadInst, PHINode,
+                       FreezeInst, FunctionType, GetElementPtrInst, IntegerType, LoadInst, PHINode,
                        SelectInst, StoreInst, UnaryOperator, VectorType)
 
 from .calls import Calls, callee_name  # noqa: F401 - Calls for the type of `calls`
@@ -198,8 +198,7 @@ class VectorBody:
     # -- the loop --------------------------------------------------------------------------------
 
     def build(self, guard):
-        item, fn = self.item, self.fn
-        pre = item.preheader
+        pre = self.item.preheader
         term = pre.terminator
         if not isinstance(term, BranchInst) or term.is_conditional:
             raise Unsupported("the loop's preheader ends in a conditional branch")
@@ -210,7 +209,7 @@ class VectorBody:
             raise
 
     def _build(self, guard, pre, term):
-        item, fn = self.item, self.fn
+        item = self.item
         head = self.new_block("vec.chunk")
         with Builder(self.llctx) as b:
             self.b = b

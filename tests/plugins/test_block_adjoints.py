@@ -144,7 +144,11 @@ def test_grid_barrier_is_a_located_refusal():
     x, y = np.ones(8), np.zeros(8)
     with pytest.raises(gpuc.CompilationError, match="grid barrier is not supported") as info:
         gpuc.adjoint(grid_synced).launch(8, x, np.zeros(8), y, np.zeros(8), block=4)
-    assert "test_block_adjoints.py" in str(info.value) and "split the kernel in two launches" in str(info.value)
+    assert "split the kernel in two launches" in str(info.value)
+    # located at the barrier (its site operand: the call has no debug location), not at the kernel's def
+    line = grid_synced.py_func.__code__.co_firstlineno + 4
+    assert info.value.location.line == line and info.value.location.file.endswith("test_block_adjoints.py")
+    assert "gpuc.grid_barrier()" in str(info.value)
 
 
 @gpuc.kernel

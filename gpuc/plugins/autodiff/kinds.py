@@ -62,7 +62,7 @@ def locate(fn: llvm.Function, inst) -> SourceLocation | None:
     text = str(inst) if inst is not None else ""
     found = _DBG.search(text)
     if not found:
-        return None
+        return _site_of(text)
     nodes = _metadata_nodes(str(fn.parent))
     node = nodes.get(found.group(1), "")
     line, col, scope = _field(node, "line"), _field(node, "column"), _field(node, "scope")
@@ -77,6 +77,19 @@ def locate(fn: llvm.Function, inst) -> SourceLocation | None:
         return None
     path = filename if not directory or filename.startswith("/") else f"{directory}/{filename}"
     return SourceLocation(path, int(line), int(col or 0), linecache.getline(path, int(line)))
+
+
+#: A marker call's site operand (gpuc.abi.site_text): "file:line:col" or "file:line:col: what is there".
+_SITE = re.compile(r'@"?gpuc\.site\d*\.(.+?):(\d+):(\d+)')
+
+
+def _site_of(text: str) -> SourceLocation | None:
+    """The location a call without debug info names in its site operand (a barrier's), None without."""
+    found = _SITE.search(text)
+    if not found:
+        return None
+    path, line, col = found.group(1), int(found.group(2)), int(found.group(3))
+    return SourceLocation(path, line, col, linecache.getline(path, line))
 
 
 def _metadata_nodes(module_text: str) -> dict[str, str]:

@@ -68,21 +68,23 @@ class ShadowedKernel(Kernel):
 
     def _layout(self, types) -> tuple:
         """Which of the arguments (of these types) are shadows: the one after each float array."""
-        flags, k = [], 0
+        flags, k, expected = [], 0, []
         for name in self._params:
             if k >= len(types):
-                break
+                expected.append(f"{name} [and its shadow if a float array]")
+                continue
             flags.append(False)
             t = types[k]
             k += 1
+            expected.append(name)
             if isinstance(t, ArrayType) and getattr(t.dtype, "is_float", False):  # (complex arrays have none)
                 flags.append(True)
+                expected.append(f"{name}'s shadow")
                 k += 1
-        wanted = len(flags)
-        if wanted != len(types) or len(self._params) != sum(1 for f in flags if not f):
-            raise TypeError(f"{self.__qualname__} takes {self.primal.__qualname__}'s {len(self._params)} "
-                            f"argument(s) with each float array followed by its shadow, but {len(types)} were "
-                            "given")
+        if len(flags) != len(types) or len(self._params) != sum(1 for f in flags if not f):
+            raise TypeError(f"{self.__qualname__} takes {self.primal.__qualname__}'s arguments with each float "
+                            f"array followed by its shadow: ({', '.join(expected)}) for the arrays given, but "
+                            f"{len(types)} argument(s) were given")
         return tuple(flags)
 
     def _kernel(self, flags: tuple, schedule: str | None = None, spans: tuple | None = None) -> Kernel:

@@ -97,7 +97,7 @@ def test_config_scopes_plugins_without_touching_registry(make_job, filecheck):
     assert job.config.plugins == (plugin,)
     # by default gpuc's own plugins (deferred compilation, context propagation, ...) stay in a scoped set
     names = [p.name for p in make_job(SEED_IR, plugins=[plugin]).config.plugins]
-    assert sorted(names) == ["gpuc.autodiff", "gpuc.cpu.split_clamps", "gpuc.cpu.vectorize", "gpuc.ctx", "gpuc.lookup",
+    assert sorted(names) == ["gpuc.autodiff", "gpuc.autodiff.sums", "gpuc.cpu.split_clamps", "gpuc.cpu.vectorize", "gpuc.ctx", "gpuc.lookup",
                             "gpucompiler.mark"]
     result = gpuc.compile(job)
     filecheck(result.output, "CHECK-NOT: gpucompiler.mark\nCHECK: define void @kernel\n")

@@ -203,6 +203,13 @@ def _terms(v, indices, prefix: str, depth: int):
     return [(1, None, None, v)]
 
 
+def same_element(pointer, base, indices, size_of) -> bool:
+    """Whether `pointer` is one element of `base` for every work item: its offset a sum of constants and
+    of the array's strides and shapes, without a term in the item's index."""
+    found = _map(pointer, base, indices, size_of)
+    return found is not None and not found[0]
+
+
 def _map(pointer, base, indices, size_of):
     """`pointer` as ({(dim, scale): coefficient}, {scale: constant}) in bytes from `base`, or None."""
     terms: dict = {}

@@ -24,9 +24,10 @@ from gpuc.abi import (ADJOINT_MARKER, BLOCKWISE_ADJOINT_MARKER, FORWARD_MARKER_P
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType, run_passes
+from gpuc.targets.native import NativeTarget
 
 from .cfg import cyclic_blocks, reverse_post_order, successors
-from . import blocks, nested
+from . import blocks, nested, sums
 from .kinds import carries_floats, locate
 from .reverse import Settings, adjoint_body, gradient_function, gradient_name
 from .tangent import tangent_function, tangent_name
@@ -306,8 +307,13 @@ def _settings(state: CompileState, *, concurrent: bool, parity: bool = False, bl
     target = state.target
     # without a heap, a tape outgrowing its buffer traps or fills the launch's error record (tape.Bounded)
     record = getattr(target, "device_bounds_record", False)
+    # the CPU's launch entry runs chunks of items on a thread each: where the config lowers the marker, adds
+    # of every item into one element are summed per chunk (sums.py)
+    chunk_sums = (concurrent and isinstance(target, NativeTarget)
+                  and any(m == sums.MARKER for _, m in state.config.markers_at("last")))
     return Settings(heap=getattr(target, "heap_functions", None), float_atomics=getattr(target, "float_atomics", True),
                     float_atomics_missing=getattr(target, "float_atomics_missing", ""), concurrent=concurrent,
+                    chunk_sums=chunk_sums,
                     parity=parity, serial_blocks=getattr(target, "serial_blocks", False), target_name=repr(target),
                     blockwise=blockwise, trap=getattr(target, "can_trap", True),
                     record_space=getattr(target, "array_address_space", 1) if record else None,

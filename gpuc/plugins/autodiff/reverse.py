@@ -34,7 +34,7 @@ from gpuc.abi import (ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZ
 from gpuc.compiler import dominates, immediate_dominators, on_cycle, reverse_postorder
 from gpuc.errors import CompilationError
 
-from . import access, blocks, masked, recompute, tape, temporaries
+from . import access, blocks, masked, recompute, sums, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error, locate
 from .memory import allocates
@@ -69,6 +69,9 @@ class Settings:
     #: With `concurrent`: a block's work items run one after another (the CPU), so adds into the shadow of
     #: its shared memory need no atomics.
     serial_blocks: bool = False
+    #: With `concurrent`: the CPU's launch entry runs chunks of items on one thread each, and the `last`
+    #: point lowers the marker of sums.py: adds of every item into one element are summed per chunk.
+    chunk_sums: bool = False
     target_name: str = "this target"
     #: With `concurrent`: blocks that run at once differ along every dimension the plugin reports (the
     #: CPU's blockwise schedule), so arrays one coordinate of which is index(d) for such a d need no atomics.
@@ -330,9 +333,13 @@ class _Reverse(Copier):
         footprint is ANY, else all but the OWN ones (access.py); with `blockwise` (blocks that run at once
         differ along every dimension in `apart_blocks`) not those that one coordinate of which is
         index(d) partitions along a d it adds to `apart_blocks` (access.partition)."""
+        self.summed, self.summed_primal = set(), set()
         if not self.settings.concurrent:
             return set()
         sized: dict = {}  # base -> [(pointer, or None for no exact access, bytes of the element accessed)]
+        written: set = set()  # the bases the function may write through (stores, atomics, calls)
+        touched: set = set()  # ... and those it accesses other than by atomic adds whose result is unused
+        adds = []  # those atomic adds: (instruction, its pointer's one base)
         with llvm.TargetData.from_layout(self.module.data_layout) as td:
             for block in self.order:
                 for inst in block.instructions:
@@ -348,11 +355,23 @@ class _Reverse(Copier):
                             element = td.size_of(ty.element_type if isinstance(ty, llvm.VectorType) else ty)
                             for root in roots:
                                 sized.setdefault(root, []).append((pointer if exact else None, element))
+                            if op != "load":
+                                written |= roots
+                            if op == "atomicrmw" and inst.operation == "fadd" and not inst.uses \
+                                    and len(roots) == 1 and _base(pointer) in roots:
+                                adds.append((inst, _base(pointer)))
+                            else:
+                                touched |= roots
                     elif op == "call":
                         for a in inst.args:
                             if a in self.shadowed and a not in self.stack:
                                 for root in self._roots_of(a):
                                     sized.setdefault(root, []).append((None, 0))
+                                written |= self._roots_of(a)
+                                touched |= self._roots_of(a)
+                    elif op == "cmpxchg" and inst.operands[0] in self.shadowed:
+                        written |= self._roots_of(inst.operands[0])
+                        touched |= self._roots_of(inst.operands[0])
             accesses = {base: [p for p, _ in pairs] for base, pairs in sized.items()}
             found = access.footprints(accesses, self.indices, td.size_of, self.read_dims)
             self.footprints = found
@@ -382,6 +401,18 @@ class _Reverse(Copier):
                 elif self.settings.parity and d > 0:
                     self.slab = d
                 atomic.discard(base)
+            if self.settings.chunk_sums and self.settings.float_atomics and not blocks.uses_blocks(self.fn):
+                # one element of an array the function only reads, the same for every item (sums.py)
+                for base in atomic - written:
+                    if isinstance(base, llvm.Argument) and not blocks.is_shared(base):
+                        self.summed |= {pointer for pointer, _ in sized[base] if pointer is not None
+                                        and access.same_element(pointer, base, self.indices, td.size_of)}
+                # the primal's own atomic adds (a loss summed over the items) into one element of an array it
+                # accesses no other way
+                self.summed_primal = {inst for inst, base in adds
+                                      if base not in touched and isinstance(base, llvm.Argument)
+                                      and not blocks.is_shared(base) and str(inst.type) in ("float", "double")
+                                      and access.same_element(inst.operands[0], base, self.indices, td.size_of)}
         return atomic
 
     def _roots_of(self, pointer) -> set:
@@ -491,6 +522,10 @@ class _Reverse(Copier):
                                              [self.value(inst.args[0])], f"{inst.name}.shadow" if inst.name else "")
         else:
             self._check_memory(inst)
+            if inst in self.summed_primal:  # summed per chunk of items (sums.py)
+                pointer, value = (self.value(v) for v in inst.operands)
+                self.b.call(sums.marker(self.module, value.type), [pointer, value])
+                return
             if inst in self.restored:
                 self.overwritten[inst] = self.b.load(inst.operands[0].type, self.value(inst.operands[1]),
                                                      align=inst.alignment)
@@ -693,6 +728,9 @@ class _Reverse(Copier):
             if pointer not in self.stack:  # adds of several work items into one element: any order will do
                 old.set_string_metadata(ACCUMULATE, "")
                 new.set_string_metadata(ACCUMULATE, "")
+            return
+        if pointer in self.summed and str(ty) in ("float", "double"):
+            b.call(sums.marker(self.module, ty), [s, contribution])
             return
         add = self._atomic_fadd if self.settings.float_atomics else self._compare_exchange_fadd
         if isinstance(ty, llvm.VectorType):

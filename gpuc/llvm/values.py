@@ -187,21 +187,26 @@ class UseList:
             use = nxt
 
     def __len__(self) -> int:
-        # counted on the raw references, no view made (list() of the uses asks for it first)
-        ref = lib.LLVMGetFirstUse(self._value)
-        calls = in_flight.calls
-        calls.append(self._value._scope)
-        try:
-            n = 0
-            while ref:
-                n += 1
-                ref = bare.LLVMGetNextUse(ref)
-            return n
-        finally:
-            calls.pop()
+        return _count(lib.LLVMGetFirstUse(self._value), bare.LLVMGetNextUse, self._value._scope)
 
     def __bool__(self) -> bool:
         return bool(lib.LLVMGetFirstUse(self._value))
+
+
+def _count(ref, step, scope) -> int:
+    """How many references `step` walks through from `ref`, counted without a view of each (list() of uses
+    or instructions asks for their length first: views would double its cost), `with scope:` inlined as
+    Value.from_ref has it."""
+    calls = in_flight.calls
+    calls.append(scope)
+    try:
+        n = 0
+        while ref:
+            n += 1
+            ref = step(ref)
+        return n
+    finally:
+        calls.pop()
 
 
 class Operands:
@@ -583,18 +588,7 @@ class InstructionList:
             ref = lib.LLVMGetPreviousInstruction(inst)
 
     def __len__(self) -> int:
-        # counted on the raw references, no view made (list() of the instructions asks for it first)
-        ref = lib.LLVMGetFirstInstruction(self._block)
-        calls = in_flight.calls
-        calls.append(self._block._scope)
-        try:
-            n = 0
-            while ref:
-                n += 1
-                ref = bare.LLVMGetNextInstruction(ref)
-            return n
-        finally:
-            calls.pop()
+        return _count(lib.LLVMGetFirstInstruction(self._block), bare.LLVMGetNextInstruction, self._block._scope)
 
     @property
     def first(self) -> "Instruction | None":

@@ -49,8 +49,10 @@ Checks, per program, with a seed (the incoming gradient) in the shadow of every 
   RTOL_FLOAT32 of the same magnitudes plus four times as far as the float64 shadows move when the
   arguments move by a relative JITTER (a few float32 ulps: ill-conditioned programs get what float32
   rounding costs them);
-- `threads=2` and `threads=3` (two-phase schedule, atomics where any item may touch an element) against
-  `threads=1`: within RTOL_SCHEDULE of the largest shadow entry of that array (sums reordered);
+- `threads=2` and `threads=3` (two-phase schedule, atomics where any item may touch an element; the adds
+  of every item into one element, `t[0]`'s shadow and atomics into `z[0]`, summed per chunk of items:
+  gpuc/plugins/autodiff/sums.py, in about a quarter of the programs) against `threads=1`: within
+  RTOL_SCHEDULE of the largest shadow entry of that array (sums reordered);
 - the arrays after the adjoint launches against a plain primal launch: equal with `threads=1`, within
   RTOL_SCHEDULE with more threads (reordered atomic sums);
 - the primal against the Python run of the program (within 1e-9 for float64, 1e-3 for float32 in

@@ -15,10 +15,10 @@ vectorize the inner loop.
 
 from __future__ import annotations
 
-from ..abi import SPLIT_MARKER, VECTORIZE_MARKER, ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
+from ..abi import LAUNCH_ENTRY_SUFFIX, SPLIT_MARKER, VECTORIZE_MARKER, ARGV_SLOT_BYTES, BLOCKS_LAUNCH_PARAM, GRID_LAUNCH_PARAM, BLOCK_CONTEXT_FIELDS, BLOCK_KERNEL_FLAG, LAUNCH_CONTEXT, block_context_type, LAUNCH_NONE, context_type, kernel_params, launch_form, slot_types
 from ..llvm import Builder, Constant, ConstantInt, Function, FunctionType, Module, StructType
 
-SUFFIX = ".range"
+SUFFIX = LAUNCH_ENTRY_SUFFIX
 
 
 def add_launch_entry(job, module: Module, entry: Function) -> Function | None:

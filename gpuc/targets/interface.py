@@ -123,6 +123,10 @@ class Target:
     #: Whether the work items of a block run one after another on one thread (the CPU's work-item
     #: loops): the reverse sweep's adds into shared memory's shadow then need no atomics.
     serial_blocks = False
+    #: Whether the launch entry runs the index space in chunks of work items, each chunk on one thread, one
+    #: item after another (the CPU's `@<kernel>.range`): the reverse sweep's adds of every item into one
+    #: element are then summed per chunk (gpuc/plugins/autodiff/sums.py).
+    chunked_launches = False
     #: The other gpuc.atomic_* the backend cannot compile: {(operation, element type): why}, e.g.
     #: {("max", "float32"): "needs ..."}, `why` completing "atomic_max on float32 arrays ..." (see
     #: `atomic_issue`).

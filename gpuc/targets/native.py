@@ -60,6 +60,7 @@ class NativeTarget(Target):
     math_library = "libm"  # resolved by the JIT in the running process
     heap_functions = ("malloc", "free")  # the C library's, resolved like libm
     serial_blocks = True  # gpuc/plugins/workitems.py
+    chunked_launches = True  # gpuc/targets/cpu_launch.py
     # C's fmod is `frem`, which the backend lowers to a call of fmod: one less declaration.
     math_instructions = {"fmod": "frem"}
     cli_options = {"triple": ("triple_name", "LLVM target triple"),

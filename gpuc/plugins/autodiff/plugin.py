@@ -24,7 +24,6 @@ from gpuc.abi import (ADJOINT_MARKER, BLOCKWISE_ADJOINT_MARKER, FORWARD_MARKER_P
 from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType, run_passes
-from gpuc.targets.native import NativeTarget
 
 from .cfg import cyclic_blocks, reverse_post_order, successors
 from . import blocks, nested, sums
@@ -309,7 +308,7 @@ def _settings(state: CompileState, *, concurrent: bool, parity: bool = False, bl
     record = getattr(target, "device_bounds_record", False)
     # the CPU's launch entry runs chunks of items on a thread each: where the config lowers the marker, adds
     # of every item into one element are summed per chunk (sums.py)
-    chunk_sums = (concurrent and isinstance(target, NativeTarget)
+    chunk_sums = (concurrent and getattr(target, "chunked_launches", False)
                   and any(m == sums.MARKER for _, m in state.config.markers_at("last")))
     return Settings(heap=getattr(target, "heap_functions", None), float_atomics=getattr(target, "float_atomics", True),
                     float_atomics_missing=getattr(target, "float_atomics_missing", ""), concurrent=concurrent,

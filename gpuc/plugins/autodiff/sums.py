@@ -6,8 +6,8 @@ the CPU's threads all of them on one cache line, so that a two-thread launch of 
 times slower than a one-thread one. The reverse sweep (reverse.py: `add_to_shadow`) calls the marker
 `gpuc.autodiff.sum.<type>(pointer, value)` there instead (`Settings.chunk_sums`), where
 
-- the target is the CPU, whose launch entry (`<kernel>.range`, gpuc/targets/cpu_launch.py) runs a chunk
-  of items on one thread, and
+- the target's launch entry runs chunks of items, each on one thread (`Target.chunked_launches`: the
+  CPU's `<kernel>.range`, gpuc/targets/cpu_launch.py), and
 - the element is the same for every item (its offset in the array has no term in the item's index:
   access.py) and in an array the kernel only reads: its shadow is only added to during the launch, never
   read, so when the adds arrive makes no difference to what the launch computes.
@@ -23,8 +23,7 @@ whose adds are plain, in item order, and never call the marker).
 from __future__ import annotations
 
 import gpuc.llvm as llvm
-
-from gpuc.targets.cpu_launch import SUFFIX
+from gpuc.abi import LAUNCH_ENTRY_SUFFIX
 
 PREFIX = "gpuc.autodiff.sum."
 MARKER = PREFIX + "*"
@@ -55,7 +54,7 @@ def resolve(state, marker_fn: llvm.Function, module: llvm.Module) -> bool:
     summed = False
     with llvm.Builder(module.context) as b:
         for fn, found in calls.items():
-            if fn.name.endswith(SUFFIX):
+            if fn.name.endswith(LAUNCH_ENTRY_SUFFIX):
                 summed |= _sum_per_chunk(b, fn, found)
             else:
                 for call in found:

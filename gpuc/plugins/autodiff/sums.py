@@ -27,8 +27,8 @@ from gpuc.abi import LAUNCH_ENTRY_SUFFIX
 
 PREFIX = "gpuc.autodiff.sum."
 MARKER = PREFIX + "*"
-#: Instructions cloned into the launch entry's first block to get a marker's pointer where the entry
-#: returns (GEPs and casts of values that block has); deeper chains keep their atomic adds.
+#: Instructions copied into the launch entry's first block to get a marker's pointer where the entry
+#: returns (`_in_entry`); deeper chains keep their atomic adds.
 _CLONE_LIMIT = 8
 
 

@@ -5,6 +5,7 @@ every target; launch checks."""
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -656,6 +657,54 @@ def test_the_launch_entry_adds_each_chunk_sum_once():
     # the adjoint's own function, compiled on its own (no chunks): an atomic add per item, as before
     body = text[text.index("define void @shared_parameters.adjoint"):]
     assert body[:body.index("\n}\n")].count("atomicrmw fadd") == 3
+
+
+_TWO_SUMS_INTO_ONE_ELEMENT = """
+declare void @gpuc.autodiff.sum.double(ptr, double)
+define void @k.range(ptr %argv, i64 %begin, i64 %end, ptr %launch) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ %begin, %entry ], [ %next, %loop ]
+  %slot = getelementptr i8, ptr %argv, i64 8
+  %w = load ptr, ptr %slot
+  %p = getelementptr double, ptr %w, i64 3
+  %v = sitofp i64 %i to double
+  call void @gpuc.autodiff.sum.double(ptr %p, double %v)
+  %u = fmul double %v, 2.0
+  call void @gpuc.autodiff.sum.double(ptr %p, double %u)
+  %next = add i64 %i, 1
+  %c = icmp ult i64 %next, %end
+  br i1 %c, label %loop, label %done
+done:
+  ret void
+}
+"""
+
+
+def test_two_sums_into_one_element_share_a_slot_and_an_atomic_add():
+    # Two adds into w[3] whose address the loop computes (from the argument slots): its computation is copied
+    # into the entry's first block once, so both adds go into one register and one atomic add per chunk (it
+    # was copied per call: two registers, two atomic adds).
+    from gpuc.plugins.autodiff import sums
+    module = gpuc.llvm.Module.parse(_TWO_SUMS_INTO_ONE_ELEMENT)
+    state = types.SimpleNamespace(target_machine=gpuc.NativeTarget().cached_target_machine())
+    assert sums.resolve(state, module.functions["gpuc.autodiff.sum.double"], module)
+    text = str(module)
+    assert text.count("atomicrmw fadd") == 1 and text.count("phi double") == 1, text
+    filecheck(text, """
+        CHECK-LABEL: entry:
+        CHECK: [[W:%[0-9]+]] = load ptr
+        CHECK: [[P:%[0-9]+]] = getelementptr double, ptr [[W]], i64 3
+        CHECK-NOT: getelementptr double
+        CHECK: loop:
+        CHECK: [[S:%.+]] = phi double [ -0.000000e+00, %entry ]
+        CHECK: [[A:%[0-9]+]] = fadd double [[S]], %v
+        CHECK: [[B:%[0-9]+]] = fadd double [[A]], %u
+        CHECK: done:
+        CHECK-NEXT: atomicrmw fadd ptr [[P]], double [[B]]
+        CHECK-NEXT: ret void
+    """)
 
 
 @gpuc.kernel

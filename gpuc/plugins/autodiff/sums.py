@@ -81,10 +81,11 @@ def _sum_per_chunk(b: llvm.Builder, fn: llvm.Function, calls: list) -> bool:
     entry = fn.entry_block
     returns = [blk.terminator for blk in fn.blocks if blk.terminator.opcode_name == "ret"]
     slots: dict = {}  # the pointer's value where the entry returns -> (slot, type)
+    copies: dict = {}  # an instruction -> its copy in the first block (or None): one per instruction
     for call in calls:
         pointer, value = call.args
         ty = value.type
-        at_return = _in_entry(b, pointer, entry)
+        at_return = _in_entry(b, pointer, entry, copies)
         if at_return is None or not returns:
             _atomic_add(b, call)
             continue
@@ -106,29 +107,33 @@ def _sum_per_chunk(b: llvm.Builder, fn: llvm.Function, calls: list) -> bool:
     return bool(slots)
 
 
-def _in_entry(b: llvm.Builder, value, entry, depth: int = 0):
+def _in_entry(b: llvm.Builder, value, entry, copies: dict, depth: int = 0):
     """`value`, or a copy of what it is computed by, available where the launch entry's first block ends (so
     at every return): GEPs, casts and integer arithmetic (no division) of its parameters and of what it loads
     from its argument slots (`argv`, always readable; LLVM sinks those loads towards their uses); None
-    where it is computed from anything else."""
+    where it is computed from anything else. `copies` maps the instructions copied so far to their copies:
+    calls on one pointer share its copy, so its slot and its atomic add."""
     if not isinstance(value, llvm.Instruction) or value.parent == entry:
         return value  # a parameter, a constant, a global, or computed before the loops
+    if value in copies:
+        return copies[value]
     if depth >= _CLONE_LIMIT:
-        return None
+        return None  # (not remembered: the same value reached at a lesser depth may be copied)
     if isinstance(value, llvm.LoadInst):
         if value.is_volatile or value.ordering is not None or _root(value.operands[0]) != entry.parent.args[0]:
             return None
     elif not (isinstance(value, (llvm.GetElementPtrInst, llvm.CastInst)) or isinstance(value, llvm.BinaryOperator)
               and value.opcode_name not in ("udiv", "sdiv", "urem", "srem")):
         return None
-    operands = [_in_entry(b, op, entry, depth + 1) for op in value.operands]
+    operands = [_in_entry(b, op, entry, copies, depth + 1) for op in value.operands]
     if any(op is None for op in operands):
         return None
     copy = value.clone()
     for k, op in enumerate(operands):
         copy.operands[k] = op
     b.position_before(entry.terminator)
-    return b.insert(copy)
+    copies[value] = b.insert(copy)
+    return copies[value]
 
 
 def _root(pointer):

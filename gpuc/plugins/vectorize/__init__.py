@@ -32,7 +32,7 @@ import time
 from gpuc.abi import VECTORIZE_MARKER
 from gpuc.compiler import CompileState, freeze_reads_before_writes
 from gpuc.compiler.trace import TransformationRecord
-from gpuc.llvm import Builder, CallInst, Constant, Function, Module
+from gpuc.llvm import BranchInst, Builder, CallInst, Constant, Function, Module
 
 from .calls import Calls, callee_name
 from .emit import VectorBody
@@ -128,9 +128,15 @@ def vectorize(state, call, module) -> str:
     if leave_to_llvm and not body.streams:
         raise _left_to_llvm(frozen)
     body.precheck()
-    term = item.preheader.terminator
+    pre = item.preheader
+    term = pre.terminator
+    if not isinstance(term, BranchInst) or term.is_conditional:
+        raise Unsupported("the loop's preheader ends in a conditional branch")
     with Builder(module.context) as b:
-        b.position_before(term)
+        # The test and the vector loop's entry go in a block of their own in front of the preheader, which
+        # keeps `br header` (the clamp split expects the original loop to keep a preheader of its own). Made
+        # before the test is built, the split moves the preheader's few instructions, not the test's hundreds.
+        entry = b.split_before(term, f"{pre.name}.vec")
         count = b.sub(item.stop, item.first, "vec.count")
         guard, described = mem.guard(b, count, item.first)
         if body.streams:
@@ -138,10 +144,10 @@ def vectorize(state, call, module) -> str:
             if leave_to_llvm:  # rows that do not stream run LLVM's vector loop, as they would without this
                 guard = b.and_(guard, streaming)
     try:
-        body.build(guard)
+        body.build(guard, entry)
     except Exception:
         added = []
-        inst = term.previous
+        inst = entry.instructions.last
         while inst is not None and inst != count:
             added.append(inst)
             inst = inst.previous
@@ -150,6 +156,7 @@ def vectorize(state, call, module) -> str:
                 i.replace_all_uses_with(Constant.poison(i.type))
         for i in added + [count]:
             i.erase()
+        _rejoin(entry, pre)
         raise
     combined = windows.combine(body.created, body.aligns, body.vals[item.iv], body.index)
     parts = [f"{lanes} lanes", f"{len(cf.loops)} inner loop{'s' if len(cf.loops) != 1 else ''}",
@@ -169,6 +176,22 @@ def vectorize(state, call, module) -> str:
     if body.lane_by_lane:
         text += "; lane by lane: " + ", ".join(sorted(set(body.lane_by_lane)))
     return text
+
+
+def _rejoin(head, block) -> None:
+    """Undo `Builder.split_before`: `head`'s instructions back at the start of `block`, which its
+    predecessors branch to again; `head` erased."""
+    with Builder(block.parent.context) as b:
+        b.position_before(block.instructions.first)
+        for inst in list(head.instructions):
+            inst.remove()
+            b.insert(inst)
+    for use in list(head.uses):
+        user = use.user
+        for k, op in enumerate(user.operands):
+            if op == head:
+                user.operands[k] = block
+    head.erase()
 
 
 def _left_to_llvm(changed: bool) -> Unsupported:

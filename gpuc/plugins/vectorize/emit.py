@@ -197,18 +197,17 @@ class VectorBody:
 
     # -- the loop --------------------------------------------------------------------------------
 
-    def build(self, guard):
-        pre = self.item.preheader
-        term = pre.terminator
-        if not isinstance(term, BranchInst) or term.is_conditional:
-            raise Unsupported("the loop's preheader ends in a conditional branch")
+    def build(self, guard, entry):
+        """The vector loop, entered from `entry` (the block in front of the preheader, ending without a
+        terminator: `Builder.split_before` of the preheader's `br header`) where `guard` holds, the original
+        loop through its preheader elsewhere."""
         try:
-            self._build(guard, pre, term)
+            self._build(guard, entry)
         except Exception:
             self.rollback()
             raise
 
-    def _build(self, guard, pre, term):
+    def _build(self, guard, entry):
         item = self.item
         head = self.new_block("vec.chunk")
         with Builder(self.llctx) as b:
@@ -235,10 +234,9 @@ class VectorBody:
                 phi.add_incoming(phi.incoming_value_for(item.latch), latch)
             if self.streams:  # streamed stores are ordered before the launch entry returns
                 streaming.fence_returns(b, self.fn, self.module)
-            # The original loop keeps a preheader of its own (`br header`), as the clamp split expects.
-            entry = b.split_before(term, f"{pre.name}.vec")
+            b.position_at_end(entry)
             iv.add_incoming(self.streams.start if self.streams else item.first, entry)
-            b.cond_br(guard, head, pre)
+            b.cond_br(guard, head, item.preheader)
 
     def privatize(self, offsets) -> None:
         """A slot per lane for each of the item's own stack slots (private.py): `alloca [W x T]` in the

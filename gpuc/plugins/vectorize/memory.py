@@ -18,7 +18,7 @@ stack slots, a copy per lane, and what a plugin marks so: private.py) are not pa
 from __future__ import annotations
 
 from gpuc.abi import BOUNDS_FAILURE, INTERRUPT_FLAG
-from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantExpr, ConstantInt, Function, FunctionType,
+from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantExpr, ConstantInt, Function,
                        GetElementPtrInst, GlobalVariable, Instruction, IntegerType, LoadInst, PHINode, SelectInst,
                        StoreInst)
 
@@ -219,14 +219,14 @@ class Memory:
             hi = b.add(_pick(b, "smax", start, end), ConstantInt.get(i64, a.size))
             ranges[a] = (lo, hi)
         ok = b.and_(ok, b.icmp("ult", count, small))
-        writes = [a for a in self.accesses if a.write]
-        for w in writes:
-            s = w.affine[1]
-            ok = b.and_(ok, b.icmp("sge", _pick(b, "abs", s), ConstantInt.get(i64, w.size)))
-            for a in self.accesses:
-                if a is w or (a.write and self.accesses.index(a) < self.accesses.index(w)) or (w.adds and a.adds):
+        writes = [(k, a) for k, a in enumerate(self.accesses) if a.write]
+        for k, w in writes:
+            stride = _pick(b, "abs", w.affine[1])
+            ok = b.and_(ok, b.icmp("sge", stride, ConstantInt.get(i64, w.size)))
+            for j, a in enumerate(self.accesses):
+                if j == k or (a.write and j < k) or (w.adds and a.adds):
                     continue  # (adds into one element in any order: each lane's add is whole, lanes apart)
-                ok = b.and_(ok, self._apart(b, w, a, ranges))
+                ok = b.and_(ok, self._apart(b, w, a, ranges, stride))
         # Atomics of one integer operation whose results nothing reads commute: in lanes they may run in
         # another order, so no other access may touch their arrays.
         for lo_t, hi_t in atomic_ranges:
@@ -240,8 +240,8 @@ class Memory:
         return (b.or_(one_item, b.freeze(ok)),
                 f"{len(self.accesses)} accesses, {len(writes)} of them stores{gathers}, tested per row")
 
-    def _apart(self, b, w, a, ranges):
-        """i1: w and a never touch one byte from two lanes."""
+    def _apart(self, b, w, a, ranges, stride):
+        """i1: w and a never touch one byte from two lanes (`stride`: |w's stride|)."""
         i64 = w.affine[1].type
         (lo_w, hi_w), (lo_a, hi_a) = ranges[w], ranges[a]
         disjoint = b.or_(b.icmp("sle", hi_w, lo_a), b.icmp("sle", hi_a, lo_w))
@@ -251,7 +251,7 @@ class Memory:
         zero = ConstantInt.get(i64, 0)
         width = b.sub(_pick(b, "smax", ConstantInt.get(i64, w.size), b.add(d, ConstantInt.get(i64, a.size))),
                       _pick(b, "smin", zero, d))
-        own = b.and_(b.icmp("eq", w.affine[1], a.affine[1]), b.icmp("sle", width, _pick(b, "abs", w.affine[1])))
+        own = b.and_(b.icmp("eq", w.affine[1], a.affine[1]), b.icmp("sle", width, stride))
         return b.or_(disjoint, own)
 
     def root(self, pointer):
@@ -418,13 +418,13 @@ def _commutes(inst) -> bool:
 
 
 def _pick(b, name, *args):
-    i64 = args[0].type
-    module = b.block.parent.parent
+    """smin, smax (of two i64) or abs (of one, INT64_MIN staying itself) as a compare and a select, which
+    LLVM's instcombine turns into its intrinsics: a call costs the test's build several times as much."""
     if name == "abs":
-        fn = module.declare_intrinsic("llvm.abs.i64", FunctionType.get(i64, [i64, b.block.parent.context.i1]))
-        return b.call(fn, [args[0], ConstantInt.get(b.block.parent.context.i1, 0)])
-    fn = module.declare_intrinsic(f"llvm.{name}.i64", FunctionType.get(i64, [i64, i64]))
-    return b.call(fn, list(args))
+        x = args[0]
+        return b.select(b.icmp("slt", x, ConstantInt.get(x.type, 0)), b.sub(ConstantInt.get(x.type, 0), x), x)
+    x, y = args
+    return b.select(b.icmp("slt" if name == "smin" else "sgt", x, y), x, y)
 
 
 def _const(v):

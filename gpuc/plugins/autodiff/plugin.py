@@ -427,15 +427,27 @@ def _definition(state: CompileState, name: str) -> SourceLocation | None:
 
 
 def _reached(roots: list[Function]) -> set[str]:
-    """The names of the defined functions in `roots` and of those they refer to, transitively."""
-    seen, todo = set(), list(roots)
+    """The names of the defined functions in `roots` and of those they refer to (an operand of one of their
+    instructions), transitively. Found from the defined functions' uses, which are few, rather than from
+    every operand of every instruction."""
+    if not roots:
+        return set()
+    referrers: dict[str, set[str]] = {}  # a defined function -> the functions whose instructions refer to it
+    for g in roots[0].parent.functions:
+        if not g.is_declaration:
+            users = [use.user for use in g.uses]
+            referrers[g.name] = {fn.name for fn in (u.function for u in users if isinstance(u, Instruction))
+                                 if fn is not None}
+    refers: dict[str, list[str]] = {}
+    for callee, callers in referrers.items():
+        for caller in callers:
+            refers.setdefault(caller, []).append(callee)
+    seen, todo = set(), [f.name for f in roots if not f.is_declaration]
     while todo:
-        f = todo.pop()
-        if f.name in seen or f.is_declaration:
-            continue
-        seen.add(f.name)
-        for inst in f.instructions():
-            todo += [op for op in inst.operands if isinstance(op, Function)]
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += refers.get(name, [])
     return seen
 
 

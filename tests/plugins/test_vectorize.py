@@ -320,3 +320,35 @@ def test_lanes_halve_for_the_tapes_slots(monkeypatch, budget, lanes):
         assert line.startswith("vectorized at optimized") and f"{lanes}," in line, line
     else:
         assert line.startswith("not vectorized at optimized") and "(2560 bytes)" in line and "do not fit in 4096 bytes for 2 lanes" in line, line
+
+
+@pytest.mark.parametrize("where", ["test", "body"])
+def test_a_build_that_fails_leaves_the_loop_as_it_was(where, monkeypatch):
+    # The memory test and the vector loop's entry are built in a block split off in front of the loop's
+    # preheader; where either fails (an Unsupported the emitter finds late), the split is undone: the
+    # module is the one before, the loop runs item by item, and the callback reports no change.
+    from gpuc.plugins.vectorize import emit, memory
+    from gpuc.plugins.vectorize.loops import Unsupported
+
+    def fail(*args, **kwargs):
+        raise Unsupported("failed on purpose")
+
+    if where == "test":
+        build_test = memory.Memory.guard
+
+        def guard(self, b, count, first):
+            build_test(self, b, count, first)  # (its instructions made, then the failure)
+            fail()
+        monkeypatch.setattr(memory.Memory, "guard", guard)
+    else:
+        monkeypatch.setattr(emit.VectorBody, "region", fail)
+    monkeypatch.setenv("GPUC_CACHE", "0")
+    kernel = gpuc.kernel(vk.newton.py_func)
+    n = 37
+    vectorized, scalar = both(kernel, n, lambda: vk.arguments("newton", n, np.random.default_rng(3)))
+    assert differences(vectorized, scalar) == []
+    result = kernel.inspect(*vk.arguments("newton", n, np.random.default_rng(3)))
+    lines = [l.strip() for l in str(result.trace).splitlines() if "vectoriz" in l]
+    assert any(l.startswith("not vectorized at simplified") and "failed on purpose" in l for l in lines), lines
+    assert any("gpuc.cpu.vectorize" in l and "unchanged" in l for l in lines), lines
+    assert ".vec:" not in result.llvm and "vec.count" not in result.llvm

@@ -137,27 +137,28 @@ def vectorize(state, call, module) -> str:
         # keeps `br header` (the clamp split expects the original loop to keep a preheader of its own). Made
         # before the test is built, the split moves the preheader's few instructions, not the test's hundreds.
         entry = b.split_before(term, f"{pre.name}.vec")
-        count = b.sub(item.stop, item.first, "vec.count")
-        guard, described = mem.guard(b, count, item.first)
-        if body.streams:
-            streaming = body.streams.prepare(b, item.first, item.items)
-            if leave_to_llvm:  # rows that do not stream run LLVM's vector loop, as they would without this
-                guard = b.and_(guard, streaming)
-    try:
-        body.build(guard, entry)
-    except Exception:
-        added = []
-        inst = entry.instructions.last
-        while inst is not None and inst != count:
-            added.append(inst)
-            inst = inst.previous
-        for i in added + [count]:
-            if i.uses:
-                i.replace_all_uses_with(Constant.poison(i.type))
-        for i in added + [count]:
-            i.erase()
-        _rejoin(entry, pre)
-        raise
+        own = entry.instructions.last  # the preheader's last instruction before the test (None: it had none)
+        try:
+            count = b.sub(item.stop, item.first, "vec.count")
+            guard, described = mem.guard(b, count, item.first)
+            if body.streams:
+                streaming = body.streams.prepare(b, item.first, item.items)
+                if leave_to_llvm:  # rows that do not stream run LLVM's vector loop, as they would without this
+                    guard = b.and_(guard, streaming)
+            body.build(guard, entry)
+        except Exception:
+            added = []
+            inst = entry.instructions.last
+            while inst is not None and inst != own:
+                added.append(inst)
+                inst = inst.previous
+            for i in added:
+                if i.uses:
+                    i.replace_all_uses_with(Constant.poison(i.type))
+            for i in added:
+                i.erase()
+            _rejoin(entry, pre)
+            raise
     combined = windows.combine(body.created, body.aligns, body.vals[item.iv], body.index)
     parts = [f"{lanes} lanes", f"{len(cf.loops)} inner loop{'s' if len(cf.loops) != 1 else ''}",
              f"{len(uni.divergent)} divergent"]

@@ -146,6 +146,12 @@ class Context(Owner):
         from .types import Type
         return Type.from_ref(lib.LLVMVoidTypeInContext(self), self._scope)
 
+    @property
+    def metadata(self):
+        """The type of a metadata argument (`llvm.experimental.noalias.scope.decl(metadata)`)."""
+        from .types import Type
+        return Type.from_ref(lib.LLVMMetadataTypeInContext(self), self._scope)
+
     def ptr(self, address_space: int = 0):
         from .types import Type, check_address_space
         return Type.from_ref(lib.LLVMPointerTypeInContext(self, check_address_space(address_space)), self._scope)

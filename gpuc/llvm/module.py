@@ -156,6 +156,23 @@ class Module(Owner):
         finally:
             holder.close()
 
+    def new_alias_scopes(self, domain: str, names) -> list["AliasScope"]:
+        """Scopes of LLVM's scoped alias analysis, one per name, in the domain `domain`: nodes
+        `!{!"name", !{!"domain"}}`, uniqued in the context by their names (so give names unique in it).
+        Mark memory accesses with them (`Instruction.set_alias_scopes`) and declare where each scope
+        begins (`AliasScope.declaration`)."""
+        ctx = self.context
+        data = domain.encode()
+        domain_node = lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 1)(
+            lib.LLVMMDStringInContext2(ctx, data, len(data))), 1)
+        scopes = []
+        for name in names:
+            data = name.encode()
+            text = lib.LLVMMDStringInContext2(ctx, data, len(data))
+            node = lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * 2)(text, domain_node), 2)
+            scopes.append(AliasScope(node, ctx))
+        return scopes
+
     def to_bitcode(self) -> bytes:
         buf = MemoryBuffer(lib.LLVMWriteBitcodeToMemoryBuffer(self))
         with buf:
@@ -355,6 +372,23 @@ class GlobalList(SymbolList):
 
     def get(self, name: str) -> GlobalVariable | None:
         return super().get(name)
+
+
+class AliasScope:
+    """A scope of scoped alias analysis (`Module.new_alias_scopes`): it belongs to its context, which
+    it keeps alive."""
+
+    __slots__ = ("ref", "context")
+
+    def __init__(self, ref, context: Context) -> None:
+        self.ref, self.context = ref, context
+
+    def as_list(self):
+        """The metadata value `!{scope}`: the argument of `llvm.experimental.noalias.scope.decl`, which
+        says the scope begins anew where it is called (each iteration of a loop around it, each copy a
+        transformation makes of it), so that accesses of two executions are not taken to be disjoint."""
+        node = lib.LLVMMDNodeInContext2(self.context, (capi.LLVMMetadataRef * 1)(self.ref), 1)
+        return Value.from_ref(lib.LLVMMetadataAsValue(self.context, node), self.context._scope)
 
 
 class AccessGroup:

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import ctypes
+import threading
+
 from . import capi
 from .capi import address_of, lib
 from .errors import LLVMError
 from .module import Module
+
+
+#: LLVM's process-wide options, set once before the first pipeline runs. `-force-ordered-reductions`:
+#: the loop vectorizer vectorizes a loop that adds into a float accumulator with the adds kept in order
+#: (`llvm.vector.reduce.fadd` without `reassoc`), which is exact; without it such loops stay scalar.
+#: No per-module or per-loop form of it exists. gpuc/targets/ordered_sums.py makes several such sums
+#: in one loop cheap on the CPU.
+OPTIONS = ("-force-ordered-reductions",)
+_options_lock = threading.Lock()
+_options_set = False
+
+
+def set_options() -> None:
+    """Give LLVM the OPTIONS, once per process (LLVM's C API reports no error: an option it does not
+    know is ignored)."""
+    global _options_set
+    if _options_set:
+        return
+    with _options_lock:
+        if not _options_set:
+            args = [b"gpuc", *(option.encode() for option in OPTIONS)]
+            argv = (ctypes.c_char_p * len(args))(*args)
+            lib.LLVMParseCommandLineOptions(len(args), ctypes.cast(argv, ctypes.POINTER(ctypes.c_void_p)), None)
+            _options_set = True
 
 
 def run_passes(module: Module, pipeline: str, target_machine=None, *, verify: bool = True,
@@ -19,6 +46,7 @@ def run_passes(module: Module, pipeline: str, target_machine=None, *, verify: bo
     Views of functions and globals the passes delete are dead afterwards; views of instructions
     and blocks may dangle after any pass that changed their function (take them anew).
     """
+    set_options()
     if verify:
         module.verify()
     before = _global_addresses(module)

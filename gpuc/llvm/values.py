@@ -715,6 +715,20 @@ class Instruction(User):
         lib.LLVMSetMetadata(self, lib.LLVMGetMDKindIDInContext(ctx, name, len(name)),
                             lib.LLVMMetadataAsValue(ctx, group.ref))
 
+    def set_alias_scopes(self, scopes, noalias=()) -> None:
+        """Attach `!alias.scope !{scopes}` and `!noalias !{noalias}` (Module.new_alias_scopes) to this
+        memory access: the caller promises that it touches no memory that an access in a scope of
+        `noalias` touches (within one execution of the scopes' declarations, AliasScope.as_list)."""
+        ctx = lib.LLVMGetTypeContext(lib.LLVMTypeOf(self))
+        for kind, nodes in (("alias.scope", scopes), ("noalias", noalias)):
+            nodes = [scope.ref for scope in nodes]
+            if not nodes:
+                continue
+            node = lib.LLVMMDNodeInContext2(ctx, (capi.LLVMMetadataRef * len(nodes))(*nodes), len(nodes))
+            name = kind.encode()
+            lib.LLVMSetMetadata(self, lib.LLVMGetMDKindIDInContext(ctx, name, len(name)),
+                                lib.LLVMMetadataAsValue(ctx, node))
+
     def set_loop_hints(self, *hints: str, parallel_accesses=None) -> None:
         """Attach `!llvm.loop !{<itself>, !{!"hint"}, ...}` to this branch, a loop's back edge: hints the
         loop passes read (`llvm.loop.unroll.runtime.disable`, ...); a hint that takes a number is a pair

@@ -13,6 +13,10 @@ Written against the public API only, like the context plugin that calls it (docs
    variable kept in memory) gets one copy per work item there too. Nothing else crosses a site. A
    value the same in every item of the block (block_uniform.py) has one copy for the block instead,
    which a region reads once, before its loop over items, where it reads the value it began with.
+   Each slot's accesses carry an alias scope of their own (`!alias.scope`, `!noalias` of the other
+   slots'), declared anew for each call: the slots are disjoint arrays of one allocation, which LLVM
+   cannot tell apart by itself (it would check at run time, in front of a vector loop, that a region's
+   slots do not overlap, and run rows narrower than its minimum for that scalar).
 3. Each region is copied into a loop over the work items of a *group*, the sites it reaches
    becoming exits that say which site the work item arrived at. The loop is declared free of
    dependences between items (a race-free kernel's items touch no memory another item writes between
@@ -550,6 +554,8 @@ class Dispatcher:
         else:
             self.local_entry(module, total, done_at, static_at)
         i8 = self.i8
+        self.slot_addresses = []  # (address, slot) of each slot_at
+        self.declare_slot_scopes()
         self.done = b.gep(i8, self.scratch, [done_at], "done")
         self.resume = b.gep(i8, self.scratch, [resume_at], "resume")
         self.dynamic = b.gep(i8, self.scratch, [dynamic_at], "shared.dynamic")
@@ -729,9 +735,41 @@ class Dispatcher:
     def slot_at(self, slot: int, item):
         b = self.b
         if slot in self.k.mirrored:
-            return b.gep(self.i8, self.scratch, [b.add(self.mirror_at, self.c64(self.slot_offsets[slot]))])
-        base = b.mul(self.items16, self.c64(self.slot_offsets[slot]))
-        return b.gep(self.i8, self.scratch, [b.add(base, b.mul(item, self.c64(self.k.slots[slot][1])))])
+            address = b.gep(self.i8, self.scratch, [b.add(self.mirror_at, self.c64(self.slot_offsets[slot]))])
+        else:
+            base = b.mul(self.items16, self.c64(self.slot_offsets[slot]))
+            address = b.gep(self.i8, self.scratch, [b.add(base, b.mul(item, self.c64(self.k.slots[slot][1])))])
+        self.slot_addresses.append((address, slot))
+        return address
+
+    def declare_slot_scopes(self) -> None:
+        """One alias scope per slot, declared at the builder's position (once the scratch memory is there)."""
+        module, b = self.k.module, self.b
+        domain = f"gpuc.scratch.{self.fn.name}"
+        self.slot_scopes = module.new_alias_scopes(domain, [f"{domain}.{slot}" for slot in range(len(self.k.slots))])
+        declare = module.declare_intrinsic("llvm.experimental.noalias.scope.decl",
+                                           FunctionType.get(self.k.llctx.void, [self.k.llctx.metadata]))
+        for scope in self.slot_scopes:
+            b.call(declare, [scope.as_list()])
+
+    def scope_slot_accesses(self) -> None:
+        """Put the loads and stores of each slot (through its addresses and GEPs of them) in the slot's
+        alias scope, apart from the other slots' (Instruction.set_alias_scopes)."""
+        scopes = self.slot_scopes
+        for address, slot in self.slot_addresses:
+            if slot >= len(scopes) or not address.alive:  # erased with a region's unused copy
+                continue
+            others = scopes[:slot] + scopes[slot + 1:]
+            work = [address]
+            while work:
+                pointer = work.pop()
+                for user in pointer.users:
+                    if isinstance(user, LoadInst) and user.operands[0] == pointer or \
+                            isinstance(user, StoreInst) and user.operands[1] == pointer:
+                        user.set_alias_scopes([scopes[slot]], others)
+                    elif isinstance(user, Instruction) and user.opcode_name == "getelementptr" and \
+                            user.operands[0] == pointer:
+                        work.append(user)
 
     # -- the schedule ---------------------------------------------------------------------------
     def build(self, old_blocks) -> None:
@@ -835,6 +873,7 @@ class Dispatcher:
         else:
             b.br(round_head)
         self.finish_blocks()
+        self.scope_slot_accesses()
 
     def _asides(self, regions) -> dict:
         """The shuffle sites whose region stores the shuffled value's slot (the value is defined in

@@ -28,6 +28,8 @@ def call(self, inst) -> None:
         self.vmap[inst] = self.clone(inst)
     elif name.startswith(_MEMORY):
         _memory_intrinsic(self, inst)
+    elif name.startswith(mathrules.VECTOR_SUM):
+        _vector_sum(self, inst)
     elif (math := mathrules.classify(callee)) is not None:
         _math(self, inst, *math)
     elif allocates(inst, self.heap):
@@ -55,6 +57,19 @@ def _math(self, inst, family, name: str) -> None:
                           like=inst.callee)
     if t is not None:
         self.tangents[inst] = t
+
+
+def _vector_sum(self, inst) -> None:
+    """`llvm.vector.reduce.fadd(start, v)` (LLVM's vectorizer sums a loop's lanes with it): linear, so its
+    tangent is the same sum of the tangents, in the same order."""
+    new = self.vmap[inst] = self.clone(inst)
+    start, vector = inst.args
+    if self.tangent(start) is None and self.tangent(vector) is None:
+        return
+    t = self.b.call(new.callee, [self.tangent_or_zero(start), self.tangent_or_zero(vector)])
+    if inst.fast_math:
+        t.fast_math = inst.fast_math
+    self.tangents[inst] = t
 
 
 def _allocate(self, inst) -> None:

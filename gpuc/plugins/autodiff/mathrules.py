@@ -21,6 +21,18 @@ _CANONICAL = {"fmin": "minnum", "fmax": "maxnum", "fmod": "frem"}
 _SUFFIX = {"float": "f32", "double": "f64"}
 
 
+#: LLVM's sums of a vector's lanes, `llvm.vector.reduce.fadd.v8f32(float start, <8 x float> v)`: in lane
+#: order, or in any order with `reassoc` (LLVM's loop vectorizer sums a loop's lanes with them).
+VECTOR_SUM = "llvm.vector.reduce.fadd."
+
+
+def splat(b: llvm.Builder, value: llvm.Value, ty: llvm.VectorType) -> llvm.Value:
+    """`value` in every lane of a vector of type `ty`."""
+    i32 = ty.context.i32
+    one = b.insert_element(llvm.Constant.poison(ty), value, llvm.ConstantInt.get(i32, 0))
+    return b.shuffle_vector(one, llvm.Constant.poison(ty), llvm.Constant.null(llvm.VectorType.get(i32, ty.count)))
+
+
 def _suffix(ty: llvm.Type) -> str:
     if isinstance(ty, llvm.VectorType):
         return f"v{ty.count}{_SUFFIX[str(ty.element_type)]}"

@@ -285,6 +285,9 @@ def _call(r, inst):
     if masked.kind(callee) is not None:
         masked.reverse(r, inst)
         return
+    if name.startswith(mathrules.VECTOR_SUM):
+        _vector_sum(r, inst)
+        return
     math = mathrules.classify(callee)
     if math is not None:
         _math(r, inst, *math)
@@ -304,6 +307,18 @@ def _call(r, inst):
                                 "differentiated")
     elif inst in r.varied or any(a in r.varied or a in r.shadowed for a in inst.args):
         raise r.error(inst, f"{name} is an external function gpuc knows no derivative of")
+
+
+def _vector_sum(r, inst):
+    """`llvm.vector.reduce.fadd(start, v)` = start + v[0] + ... : its adjoint goes to `start` and to every
+    lane of `v`."""
+    a = r.take(inst) if inst in r.varied else None
+    if a is None:
+        return
+    start, vector = inst.args
+    r.accumulate(start, a)
+    if vector in r.varied:
+        r.accumulate(vector, mathrules.splat(r.b, a, vector.type))
 
 
 def _math(r, inst, family, name):

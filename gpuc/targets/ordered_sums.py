@@ -1,0 +1,139 @@
+"""Ordered floating-point sums on the CPU, vectorized several at a time.
+
+A loop that adds into a float accumulator, `s += f(j)`, must add in order to give the result the
+same code gives unvectorized, on any CPU and at any vector width: floating-point addition is not
+associative. LLVM's loop vectorizer leaves such loops scalar unless the adds may be reassociated,
+or unless its process-wide option `-force-ordered-reductions` is set (gpuc.llvm sets it, with the
+other options in `gpuc.llvm.passes.OPTIONS`): then each vector iteration adds the W lanes of a vector
+into the accumulator in lane order, `llvm.vector.reduce.fadd(s, v)` without `reassoc`, which
+is exact. The backend lowers that call lane by lane, W dependent adds after W extracts, so a loop
+with K accumulators (a row of shared-memory cotangents in a tiled matmul's adjoint: 16 of them)
+spends K x 2W scalar operations per vector iteration on them.
+
+`rewrite` (the native target's `finish_module`) does the same adds as vector operations where
+several such calls stand in a block, each on its own accumulator: with the K vectors as the rows of a
+W x W matrix (zero rows where K < W), a transpose by shuffles gives its columns c_0 .. c_{W-1}, where
+lane k of c_j is lane j of vector k; the K accumulators, as lanes of one vector p, then take p + c_0,
+then + c_1 and so on, W vector adds. Lane k adds v_k[0], v_k[1], ... in order, as the calls did: the
+results are bit for bit theirs. A transpose is W log2(W) two-input shuffles.
+The calls read and write no memory, so those before the first other instruction that uses a result are
+computed together right before it; a call whose start is another call's result (an interleaved loop adds
+two vectors per accumulator, one after the other) comes one round later. Groups of fewer than W / 2
+calls, vectors of fewer than 4 lanes and calls with `reassoc` (which LLVM lowers as a tree already) are
+left as calls.
+"""
+
+from __future__ import annotations
+
+from ..llvm import Builder, CallInst, Constant, ConstantInt, PHINode
+
+#: The intrinsic: `llvm.vector.reduce.fadd.v8f32(float start, <8 x float> v)`.
+REDUCE = "llvm.vector.reduce.fadd."
+#: Narrower vectors are left alone (a transpose saves nothing on two lanes).
+MIN_LANES = 4
+
+
+def rewrite(module) -> int:
+    """Rewrite the ordered vector sums of every function of `module` (see the module doc); returns the
+    number of calls rewritten."""
+    if not any(fn.is_declaration and fn.name.startswith(REDUCE) for fn in module.functions):
+        return 0
+    rewritten = 0
+    with Builder(module.context) as b:
+        for fn in module.functions:
+            if fn.is_declaration:
+                continue
+            for block in fn.blocks:
+                rewritten += _rewrite_block(b, module.context, block)
+    return rewritten
+
+
+def _ordered_sum(inst) -> bool:
+    """Whether `inst` is an in-order `llvm.vector.reduce.fadd`."""
+    if not isinstance(inst, CallInst):
+        return False
+    callee = inst.callee
+    return callee is not None and callee.name.startswith(REDUCE) and "reassoc" not in inst.fast_math
+
+
+def _rewrite_block(b: Builder, context, block) -> int:
+    """The block's ordered sums, in segments: the sums before the first other instruction that uses one's
+    result (the terminator at the latest) are computed there, all together (they read and write no memory)."""
+    rewritten, segment, results = 0, [], set()
+    for inst in list(block.instructions):
+        if isinstance(inst, PHINode):
+            continue
+        if _ordered_sum(inst):
+            segment.append(inst)
+            results.add(inst)
+        elif inst.is_terminator or any(op in results for op in inst.operands):
+            if segment:
+                rewritten += _rewrite_segment(b, context, segment, inst)
+            segment, results = [], set()
+    return rewritten
+
+
+def _rewrite_segment(b: Builder, context, calls: list, before) -> int:
+    """Compute the sums `calls` right before `before`, depth by depth (a sum whose start is another's result
+    is one deeper: an interleaved loop's), those of one depth and vector type W at a time by a transpose
+    where there are W / 2 or more of them (W >= MIN_LANES, a power of two); the others are moved there as
+    they are."""
+    depth = {}
+    for call in calls:
+        start = call.args[0]
+        depth[call] = depth[start] + 1 if start in depth else 0
+    b.position_before(before)
+    rewritten = 0
+    for level in range(max(depth.values()) + 1):
+        by_type: dict = {}
+        for call in calls:
+            if depth[call] == level:
+                by_type.setdefault(str(call.args[1].type), []).append(call)
+        for group in by_type.values():
+            lanes = group[0].args[1].type.count
+            for first in range(0, len(group), lanes):
+                chunk = group[first:first + lanes]
+                if lanes >= MIN_LANES and not lanes & (lanes - 1) and len(chunk) >= max(2, lanes // 2):
+                    _rewrite_chunk(b, context, chunk)
+                    rewritten += len(chunk)
+                else:
+                    for call in chunk:
+                        call.remove()
+                        b.insert(call)
+    return rewritten
+
+
+def _rewrite_chunk(b: Builder, context, calls: list) -> None:
+    """Replace `calls` (at most W, on vectors of W lanes) by a transpose and W vector adds at the builder."""
+    vector = calls[0].args[1].type
+    lanes = vector.count
+    i32 = context.i32
+    zero = Constant.null(vector)
+    rows = [call.args[1] for call in calls] + [zero] * (lanes - len(calls))
+    flags = frozenset.intersection(*(frozenset(call.fast_math) for call in calls))
+    total = Constant.null(vector)
+    for k, call in enumerate(calls):
+        total = b.insert_element(total, call.args[0], ConstantInt.get(i32, k))
+    for column in _transpose(b, i32, rows):
+        total = b.fadd(total, column, fast_math=flags or None)
+    for k, call in enumerate(calls):
+        call.replace_all_uses_with(b.extract_element(total, ConstantInt.get(i32, k)))
+    for call in calls:
+        call.erase()
+
+
+def _transpose(b: Builder, i32, rows: list) -> list:
+    """The columns of the W x W matrix whose rows are the W-lane vectors `rows` (W a power of two):
+    log2(W) rounds, each swapping the off-diagonal s x s blocks of every 2s x 2s block (s = W/2, ..., 1)."""
+    lanes = len(rows)
+    rows = list(rows)
+    s = lanes // 2
+    while s >= 1:
+        low = Constant.vector([ConstantInt.get(i32, j if j % (2 * s) < s else lanes + j - s) for j in range(lanes)])
+        high = Constant.vector([ConstantInt.get(i32, j + s if j % (2 * s) < s else lanes + j) for j in range(lanes)])
+        for i in range(lanes):
+            if i % (2 * s) < s:
+                rows[i], rows[i + s] = b.shuffle_vector(rows[i], rows[i + s], low), \
+                    b.shuffle_vector(rows[i], rows[i + s], high)
+        s //= 2
+    return rows

@@ -1,0 +1,191 @@
+"""Ordered sums on the CPU (gpuc/targets/ordered_sums.py): LLVM's loop vectorizer keeps a loop's float sums
+in order (`-force-ordered-reductions`, gpuc.llvm.passes.OPTIONS), and several of them in one block become a
+transpose and vector adds, bit for bit the same. Also the scratch slots' alias scopes of CPU block kernels
+(gpuc/plugins/workitems.py), which let such loops run for rows as narrow as the vector."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from support.llvm_testing import Jitted
+
+import gpuc
+import gpuc.llvm as llvm
+from gpuc.targets import NativeTarget, ordered_sums
+
+_CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double}
+_DTYPES = {"float": np.float32, "double": np.float64}
+
+
+def _sums_ir(ty: str, lanes: int, count: int, chained: bool, use_between: bool) -> str:
+    """@sums(ptr acc, ptr vecs): acc[k] = reduce.fadd(acc[k], vecs[k]) for k < count (then again with
+    vecs[count + k] when `chained`: the pattern of an interleaved vector loop). `use_between`: the first
+    result is also stored between the calls, before the last one (the group must end there)."""
+    vty = f"<{lanes} x {ty}>"
+    size = 4 if ty == "float" else 8
+    lines = ["define void @sums(ptr %acc, ptr %vecs) {", "entry:"]
+    for k in range(count):
+        lines += [f"  %ap{k} = getelementptr {ty}, ptr %acc, i64 {k}", f"  %a{k} = load {ty}, ptr %ap{k}",
+                  f"  %vp{k} = getelementptr i8, ptr %vecs, i64 {k * lanes * size}",
+                  f"  %v{k} = load {vty}, ptr %vp{k}, align 4"]
+        if chained:
+            lines += [f"  %wp{k} = getelementptr i8, ptr %vecs, i64 {(count + k) * lanes * size}",
+                      f"  %w{k} = load {vty}, ptr %wp{k}, align 4"]
+    for k in range(count):
+        lines.append(f"  %s{k} = call {ty} @llvm.vector.reduce.fadd.v{lanes}{'f32' if ty == 'float' else 'f64'}"
+                     f"({ty} %a{k}, {vty} %v{k})")
+        if use_between and k == count // 2:
+            lines.append(f"  store {ty} %s0, ptr %ap0")
+    last = "s"
+    if chained:
+        for k in range(count):
+            lines.append(f"  %t{k} = call {ty} @llvm.vector.reduce.fadd.v{lanes}{'f32' if ty == 'float' else 'f64'}"
+                         f"({ty} %s{k}, {vty} %w{k})")
+        last = "t"
+    for k in range(count):
+        lines.append(f"  store {ty} %{last}{k}, ptr %ap{k}")
+    lines += ["  ret void", "}",
+              f"declare {ty} @llvm.vector.reduce.fadd.v{lanes}{'f32' if ty == 'float' else 'f64'}({ty}, {vty})"]
+    return "\n".join(lines) + "\n"
+
+
+def _run(text: str, rewrite: bool, acc, vecs):
+    module = llvm.Module.parse(text)
+    module.triple = NativeTarget().triple()
+    rewritten = ordered_sums.rewrite(module) if rewrite else 0
+    after = str(module)
+    jit = Jitted(module)
+    try:
+        acc = acc.copy()
+        jit.get("sums", None, ctypes.c_void_p, ctypes.c_void_p)(acc.ctypes.data, vecs.ctypes.data)
+    finally:
+        jit.close()
+    return acc, rewritten, after
+
+
+def _values(rng, dtype, n):
+    """Numbers of mixed magnitudes and signs, whose sums depend on the order of the adds."""
+    return (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 7, n)).astype(dtype)
+
+
+@pytest.mark.parametrize("ty", ["float", "double"])
+@pytest.mark.parametrize("lanes, count, chained, use_between, left", [
+    (8, 16, False, False, 0), (8, 8, False, False, 0), (8, 11, False, False, 3), (8, 5, False, False, 0),
+    (8, 3, False, False, 3), (4, 4, True, False, 0), (16, 16, True, False, 0), (16, 9, False, False, 0),
+    (8, 8, False, True, 3), (2, 6, False, False, 6)])
+def test_rewritten_sums_are_bitwise_the_calls(ty, lanes, count, chained, use_between, left):
+    rng = np.random.default_rng(lanes * 100 + count)
+    text = _sums_ir(ty, lanes, count, chained, use_between)
+    total = count * (2 if chained else 1)
+    for trial in range(20):
+        acc = _values(rng, _DTYPES[ty], count)
+        vecs = _values(rng, _DTYPES[ty], total * lanes)
+        if trial == 0:
+            vecs[::3] = np.inf if ty == "float" else vecs[::3]  # infinities and NaN propagate alike
+            vecs[1] = -np.inf if ty == "float" else vecs[1]
+        want, _, _ = _run(text, False, acc, vecs)
+        got, rewritten, after = _run(text, True, acc, vecs)
+        assert got.tobytes() == want.tobytes()
+    assert rewritten == total - left * (2 if chained else 1)
+    assert after.count("llvm.vector.reduce.fadd") - 1 == left * (2 if chained else 1)  # - the declaration
+
+
+def test_reassociable_sums_are_left_to_llvm():
+    text = _sums_ir("double", 4, 4, False, False).replace("call double", "call reassoc double")
+    _, rewritten, _ = _run(text, True, np.zeros(4), np.ones(16))
+    assert rewritten == 0
+
+
+@gpuc.kernel
+def eight_sums(x, w, out):
+    i = gpuc.index()
+    s0, s1, s2, s3 = out[i, 0], out[i, 1], out[i, 2], out[i, 3]
+    s4, s5, s6, s7 = out[i, 4], out[i, 5], out[i, 6], out[i, 7]
+    for j in range(x.shape[1]):
+        v = x[i, j]
+        s0 += v * w[0, j]
+        s1 += v * w[1, j]
+        s2 += v * w[2, j]
+        s3 += v * w[3, j]
+        s4 += v * w[4, j]
+        s5 += v * w[5, j]
+        s6 += v * w[6, j]
+        s7 += v * w[7, j]
+    out[i, 0], out[i, 1], out[i, 2], out[i, 3] = s0, s1, s2, s3
+    out[i, 4], out[i, 5], out[i, 6], out[i, 7] = s4, s5, s6, s7
+
+
+def _eight_sums_python(x, w, out):
+    out = out.copy()
+    for i in range(x.shape[0]):
+        for k in range(8):
+            s = out[i, k]
+            for j in range(x.shape[1]):
+                s = s + x[i, j] * w[k, j]
+            out[i, k] = s
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 7, 64, 203])
+def test_a_kernel_with_eight_sums_adds_in_order(dtype, n):
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((5, n)) * 10.0 ** rng.integers(-5, 6, (5, n))).astype(dtype)
+    w = rng.standard_normal((8, n)).astype(dtype)
+    out0 = rng.standard_normal((5, 8)).astype(dtype)
+    want = _eight_sums_python(x, w, out0)
+    for threads in (1, 2):
+        out = out0.copy()
+        eight_sums.launch(5, x, w, out, threads=threads)
+        assert out.tobytes() == want.tobytes()
+
+
+def test_a_kernel_with_eight_sums_is_vectorized_with_a_transpose(filecheck):
+    x, w, out = np.zeros((4, 64), np.float32), np.zeros((8, 64), np.float32), np.zeros((4, 8), np.float32)
+    text = eight_sums.inspect(x, w, out).llvm
+    filecheck(text, """
+    CHECK: define {{.*}}@eight_sums
+    CHECK: vector.body:
+    CHECK-COUNT-8: shufflevector <{{[0-9]+}} x float>
+    CHECK: fadd <{{[0-9]+}} x float>
+    """)
+    assert "llvm.vector.reduce.fadd" not in text
+
+
+@gpuc.kernel
+def tiled_matmul(a, b, c):
+    sa = gpuc.shared.array((16, 16), gpuc.float32)
+    sb = gpuc.shared.array((16, 16), gpuc.float32)
+    tx, ty = gpuc.thread_index(0), gpuc.thread_index(1)
+    col, row = gpuc.index(0), gpuc.index(1)
+    acc = gpuc.float32(0.0)
+    for k0 in range(0, a.shape[1], 16):
+        sa[ty, tx] = a[row, k0 + tx]
+        sb[ty, tx] = b[k0 + ty, col]
+        gpuc.barrier()
+        for kk in range(16):
+            acc += sa[ty, kk] * sb[kk, tx]
+        gpuc.barrier()
+    c[row, col] = acc
+
+
+def test_block_kernel_slots_have_alias_scopes_and_no_runtime_overlap_checks(filecheck):
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+    c = np.zeros((64, 64), np.float32)
+    text = tiled_matmul.inspect(a, b, c, block=(16, 16)).llvm
+    filecheck(text, """
+    CHECK: call void @llvm.experimental.noalias.scope.decl(metadata
+    CHECK: vector.body
+    CHECK: !alias.scope ![[SCOPE:[0-9]+]], !noalias
+    """)
+    assert "vector.memcheck" not in text
+    assert "gpuc.scratch.tiled_matmul" in text
+    tiled_matmul.launch((64, 64), a, b, c, block=(16, 16))
+    ref = np.zeros_like(c)
+    for k0 in range(0, 64, 16):  # the kernel's order of adds, for every element
+        for kk in range(16):
+            ref = ref + a[:, k0 + kk, None] * b[None, k0 + kk, :]
+    assert c.tobytes() == ref.astype(np.float32).tobytes()

@@ -37,7 +37,7 @@ FEATURES = {
     "retype", "conflict_read", "carried", "strided", "specializations", "np_calls", "array_ifexp",
     "runtime_step", "unsigned_negative_step", "shifts", "conversions", "math_extra", "globals",
     "tuple_args", "chained", "index", "func_arrays", "func_tuples", "bit_counts", "small_dtypes",
-    "float_literal_stores", "math_log_base",
+    "float_literal_stores", "math_log_base", "sums",
 } | POINTER_FEATURES | LOOP_FEATURES | NUMPY_FEATURES | VIEW_FEATURES | COMPLEX_FEATURES | PY_BUILTIN_FEATURES
 
 # floats stored into integer outputs: negative ones (truncated toward zero), ones past the small types' ranges
@@ -116,6 +116,7 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, ViewA
         self.carrays: dict = {}         # name -> (complex dtype, ndim): complex input arrays (support.complexes)
         self.couts: list = []           # complex output array names
         self.complex_program = False    # the kernel has complex variables (drawn in `generate`)
+        self.sums_rng = None            # the stream of the kernel's closing float sums (`sums`)
 
     # -- helpers ------------------------------------------------------------------------------
     def on(self, feature: str) -> bool:
@@ -627,6 +628,37 @@ class Generator(ExprRules, PointerRules, LoopRules, NumpyRules, ViewRules, ViewA
                     if out is not None:
                         self.emit(f"{out}[{self.next_slot()}] = {name}[-1]")
             self.store_complex_vars(scope)
+            if self.on("sums") and self.sums_rng is not None and self.sums_rng.random() < 0.3:
+                self.sums(self.sums_rng)
+
+    def sums(self, rng: random.Random) -> None:
+        """1 to 16 float accumulators summed over a float input array, round and round, stored into an output of
+        their type: LLVM's loop vectorizer adds such sums in order in vector lanes, several at once by a
+        transpose (docs/targets.md, "Float sums in loops"), which must give the interpreter's bits. Drawn from a
+        stream of its own (`sums_rng`) at the kernel's end, so the rest of the program is what it was."""
+        arrays = [n for n, a in self.arrays.items() if isinstance(a, tuple) and a[0] in ("float32", "float64")
+                  and a[1] == 1]
+        if not arrays:
+            return
+        a = rng.choice(arrays)
+        t = self.arrays[a][0]
+        outs = [n for n, d in self.outs if d == t]
+        if not outs:
+            return
+        names = [self.fresh("s") for _ in range(rng.choice([1, 2, 3, 4, 5, 8, 9, 12, 16]))]
+        r, j, x = self.fresh("r"), self.fresh("j"), self.fresh("x")
+        for name in names:
+            self.emit(f"{name} = gpuc.{t}({rng.choice(['0.0', '-0.0', '1.5', '-0.25', '1e-3'])})")
+        self.emit(f"for {r} in range({rng.randint(1, 5)}):")
+        self.emit(f"    for {j} in range(len({a})):")
+        self.emit(f"        {x} = {a}[{j}]")
+        for name in names:
+            term = rng.choice([x, f"{x} * {x}", f"{x} * {rng.choice(['0.5', '-1.25', '3.0', '1e-7'])}", f"{x} * {x} * {x}",
+                               f"-{x}", f"({x} - {name} * 0.125)"])  # the last: no sum, a recurrence
+            self.emit(f"        {name} {rng.choice(['+=', '+=', '+=', '-='])} {term}")
+        out = rng.choice(outs)
+        for k, name in enumerate(names):
+            self.emit(f"{out}[{k % OUT_LEN}] = {name}")
 
 
 STMT_RULES = [
@@ -694,6 +726,7 @@ def generate(seed: int, index: int, features=FEATURES) -> Case:
         for k in range(rng.choice([0, 1, 1, 2])):
             g.func(k)
             g.lines.append("")
+    g.sums_rng = random.Random(f"{seed}:{index}:sums")  # a stream of its own, as the complex one
     crng = random.Random(f"{seed}:{index}:complex")  # a stream of its own: the other draws stay as they were
     cparams = []
     if g.on("complex_vars") and crng.random() < 0.25:

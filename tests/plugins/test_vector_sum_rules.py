@@ -46,3 +46,31 @@ def test_tangent_of_a_vector_sum(x, y):
             assert f(x, y, 1.0) == pytest.approx((_f(x, y), want), rel=1e-15)
         finally:
             jit.close()
+
+
+MASKED = """
+define double @g(double %x, ptr %p) {
+entry:
+  %px = insertelement <4 x double> poison, double %x, i32 0
+  %sx = shufflevector <4 x double> %px, <4 x double> poison, <4 x i32> zeroinitializer
+  %v = call <4 x double> @llvm.masked.load.v4f64.p0(ptr align 8 %p, <4 x i1> <i1 1, i1 1, i1 0, i1 0>, <4 x double> %sx)
+  %s = call double @llvm.vector.reduce.fadd.v4f64(double 0.0, <4 x double> %v)
+  %r = fmul double %s, %x
+  ret double %r
+}
+declare <4 x double> @llvm.masked.load.v4f64.p0(ptr, <4 x i1>, <4 x double>)
+declare double @llvm.vector.reduce.fadd.v4f64(double, <4 x double>)
+"""
+
+
+def test_tangent_of_a_masked_load_of_constant_data():
+    """A vectorized loop's last, partial vector of an input array the derivative does not vary: the lanes
+    loaded have no tangent, the lanes left out are the pass-through's (x here)."""
+    data = (ctypes.c_double * 4)(1.25, -3.0, 100.0, 100.0)
+    x = 0.75
+    jit, f = tangent(MASKED, "g", [True, False])
+    try:
+        value, dvalue = f(x, ctypes.addressof(data), 1.0)
+    finally:
+        jit.close()
+    assert (value, dvalue) == pytest.approx((x * (1.25 - 3.0 + 2 * x), 1.25 - 3.0 + 4 * x), rel=1e-15)

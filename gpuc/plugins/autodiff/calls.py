@@ -92,6 +92,10 @@ def _external(self, inst, callee) -> None:
     types = [fnty.return_type, *fnty.params]
     if callee.name.startswith(("llvm.masked.load.", "llvm.masked.store.")) and _masked_on_shadow(self, inst):
         return
+    if callee.name.startswith(("llvm.masked.load.", "llvm.masked.gather.")) and inst.args[0] not in self.shadows \
+            and inst.args[0] not in self.stack:
+        _masked_constant_load(self, inst)
+        return
     if any(a in self.duplicated for a in inst.args) and not callee.name.startswith(("llvm.prefetch", "llvm.lifetime.")):
         raise self.error(inst, f"a pointer into an array with a tangent passed to {callee.name} is not differentiated")
     if callee.name.startswith("llvm."):
@@ -126,6 +130,17 @@ def _masked_on_shadow(self, inst) -> bool:
     if load:
         self.tangents[inst] = t
     return True
+
+
+def _masked_constant_load(self, inst) -> None:
+    """`llvm.masked.load(ptr, align, mask, passthru)` / `.gather` of memory without a shadow: constant data
+    for the function, as a plain load's (memory.load), so the lanes it loads have no tangent; the lanes the
+    mask leaves out are the pass-through's, with its tangent (LLVM's vectorizer loads a loop's last,
+    partial vector of an input array this way)."""
+    new = self.vmap[inst] = self.clone(inst)
+    t = self.tangent(inst.args[-1])
+    if t is not None and carries_floats(inst.type):
+        self.tangents[inst] = self.b.select(new.args[-2], llvm.Constant.null(inst.type), t)
 
 
 def _defined(self, inst, callee) -> None:

@@ -129,9 +129,10 @@ class NativeTarget(Target):
         return {name: without_pass(text, "slp-vectorizer") for name, text in segments.items()}
 
     def annotate_for_vectorizer(self, job, module) -> bool:
-        if not self.vector_variants or job.config.opt_level == 0:
+        if job.config.opt_level == 0:
             return False
-        return vector_math.annotate(module, self.vector_variants) > 0
+        held = ordered_sums.hold_back(module) > 0
+        return (bool(self.vector_variants) and vector_math.annotate(module, self.vector_variants) > 0) or held
 
     def finish_module(self, job, module, tm) -> None:
         # The calls the vectorizer left call the same variant (one result per argument); not in

@@ -6,6 +6,7 @@ transpose and vector adds, bit for bit the same. Also the scratch slots' alias s
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 import pytest
@@ -189,3 +190,48 @@ def test_block_kernel_slots_have_alias_scopes_and_no_runtime_overlap_checks(file
         for kk in range(16):
             ref = ref + a[:, k0 + kk, None] * b[None, k0 + kk, :]
     assert c.tobytes() == ref.astype(np.float32).tobytes()
+
+
+@gpuc.kernel
+def two_sums(x, out):
+    i = gpuc.index()
+    s1, s2 = out[i, 0], out[i, 1]
+    for j in range(x.shape[1]):
+        v = x[i, j]
+        s1 += v
+        s2 += v * v
+    out[i, 0], out[i, 1] = s1, s2
+
+
+@gpuc.kernel
+def two_sums_of_sines(x, out):
+    i = gpuc.index()
+    s1, s2 = out[i, 0], out[i, 1]
+    for j in range(x.shape[1]):
+        v = math.sin(x[i, j])
+        s1 += v
+        s2 += v * v
+    out[i, 0], out[i, 1] = s1, s2
+
+
+def test_a_loop_with_few_sums_and_cheap_work_stays_scalar():
+    """ordered_sums.hold_back: two sums of plain arithmetic gain nothing in vector lanes (one chain of adds per
+    sum either way): the loop stays scalar; with a math call besides, LLVM's cost model decides."""
+    x = np.random.default_rng(5).standard_normal((6, 77))
+    for kernel, vectorized in ((two_sums, False), (two_sums_of_sines, True)):
+        out = np.zeros((6, 2))
+        text = kernel.inspect(x, out).llvm
+        assert ('!"llvm.loop.vectorize.enable", i32 0' in text) is not vectorized
+        if not vectorized:
+            assert "llvm.vector.reduce.fadd" not in text and "vector.body" not in text
+        kernel.launch(6, x, out)
+        values = np.sin(x) if vectorized else x
+        want = np.zeros((6, 2))
+        for i in range(6):
+            for v in values[i]:
+                want[i, 0] += v
+                want[i, 1] += v * v
+        if vectorized:  # libmvec's sin is within a few ulp of NumPy's: the sums of the kernel's own values
+            assert np.allclose(out, want, rtol=1e-13)
+        else:
+            assert out.tobytes() == want.tobytes()

@@ -34,7 +34,7 @@ Loops with loop metadata of their own (gpuc's hints, a region loop of a block ke
 from __future__ import annotations
 
 from ..compiler.cfg import reverse_postorder
-from ..llvm import Builder, CallInst, Constant, ConstantInt, FloatingType, PHINode
+from ..llvm import Builder, CallInst, Constant, ConstantInt, FloatingType, PHINode, capi
 
 #: The intrinsic: `llvm.vector.reduce.fadd.v8f32(float start, <8 x float> v)`.
 REDUCE = "llvm.vector.reduce.fadd."
@@ -163,10 +163,12 @@ def _rewrite_segment(b: Builder, context, calls: list, before) -> int:
             if depth[call] == level:
                 by_type.setdefault(str(call.args[1].type), []).append(call)
         for group in by_type.values():
-            lanes = group[0].args[1].type.count
+            vector = group[0].args[1].type
+            lanes = vector.count
+            fixed = vector.kind == capi.LLVMVectorTypeKind  # not a scalable vector (SVE's), which shuffles cannot transpose
             for first in range(0, len(group), lanes):
                 chunk = group[first:first + lanes]
-                if lanes >= MIN_LANES and not lanes & (lanes - 1) and len(chunk) >= max(2, lanes // 2):
+                if fixed and lanes >= MIN_LANES and not lanes & (lanes - 1) and len(chunk) >= max(2, lanes // 2):
                     _rewrite_chunk(b, context, chunk)
                     rewritten += len(chunk)
                 else:

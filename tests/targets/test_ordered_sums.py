@@ -99,6 +99,16 @@ def test_reassociable_sums_are_left_to_llvm():
     assert rewritten == 0
 
 
+def test_scalable_vectors_are_left_alone():
+    """SVE's `<vscale x 4 x float>` sums (AArch64 hosts): no shuffle transposes them; the calls stay."""
+    text = "".join(_sums_ir("float", 4, 4, False, False).replace("<4 x float>", "<vscale x 4 x float>")
+                   .replace("v4f32", "nxv4f32"))
+    module = llvm.Module.parse(text)
+    assert ordered_sums.rewrite(module) == 0
+    module.verify()
+    assert str(module).count("call float @llvm.vector.reduce.fadd.nxv4f32") == 4
+
+
 @gpuc.kernel
 def eight_sums(x, w, out):
     i = gpuc.index()

@@ -3,8 +3,8 @@
 A loop that adds into a float accumulator, `s += f(j)`, must add in order to give the result the
 same code gives unvectorized, on any CPU and at any vector width: floating-point addition is not
 associative. LLVM's loop vectorizer leaves such loops scalar unless the adds may be reassociated,
-or unless its process-wide option `-force-ordered-reductions` is set (gpuc.llvm sets it, with the
-other options in `gpuc.llvm.passes.OPTIONS`): then each vector iteration adds the W lanes of a vector
+or unless its process-wide option `-force-ordered-reductions` is set (gpuc sets it once per process,
+`gpuc.llvm.passes.OPTIONS`): then each vector iteration adds the W lanes of a vector
 into the accumulator in lane order, `llvm.vector.reduce.fadd(s, v)` without `reassoc`, which
 is exact. The backend lowers that call lane by lane, W dependent adds after W extracts, so a loop
 with K accumulators (a row of shared-memory cotangents in a tiled matmul's adjoint: 16 of them)
@@ -19,8 +19,8 @@ results are bit for bit theirs. A transpose is W log2(W) two-input shuffles.
 The calls read and write no memory, so those before the first other instruction that uses a result are
 computed together right before it; a call whose start is another call's result (an interleaved loop adds
 two vectors per accumulator, one after the other) comes one round later. Groups of fewer than W / 2
-calls, vectors of fewer than 4 lanes and calls with `reassoc` (which LLVM lowers as a tree already) are
-left as calls.
+calls, vectors of fewer than 4 lanes, scalable vectors (SVE's) and calls with `reassoc` (which LLVM lowers
+as a tree already) are left as calls.
 
 That pays where a loop keeps several sums or does costly work besides (math calls, which vectorize as
 libmvec's): eight dot products per item ran 2.3-2.5x faster, four sums 1.2x. A loop with one to three sums

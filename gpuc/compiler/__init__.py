@@ -3,10 +3,10 @@ callback points and the compile state plugins work with, reflection."""
 
 from . import cache
 from .config import CompilerConfig, CompilerJob
-from .cfg import dominates, immediate_dominators, reverse_postorder
+from .cfg import dominates, immediate_dominators
 from .depth import run_deep
 from .driver import OUTPUTS, STAGES, CompileResult, ModuleResult, code_llvm, code_native, compile, compile_module
-from ..targets.cfg import on_cycle
+from ..targets.cfg import on_cycle, reverse_postorder
 from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
                      SourceLocation, ValidationError)
 from .linking import link_into

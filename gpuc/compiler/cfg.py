@@ -1,28 +1,7 @@
-"""Control-flow helpers for plugins that analyse the IR they rewrite (and `on_cycle`, from gpuc/targets/cfg.py,
-whose rewrites use it a layer below: gpuc.compiler exports it)."""
+"""Control-flow helpers for plugins that analyse the IR they rewrite (and `on_cycle` and `reverse_postorder`,
+from gpuc/targets/cfg.py, whose rewrites use them a layer below: gpuc.compiler exports them)."""
 
 from __future__ import annotations
-
-
-def reverse_postorder(entry, successors) -> tuple[list, list]:
-    """The blocks reachable from `entry` through `successors(block)`, in reverse post-order of a depth-first
-    walk, and the walk's retreating edges (source, target): the back edges when the graph is reducible."""
-    seen, post, retreating = {entry}, [], []
-    stack, on_stack = [(entry, iter(successors(entry)))], {entry}
-    while stack:
-        blk, rest = stack[-1]
-        nxt = next(rest, None)
-        if nxt is None:
-            stack.pop()
-            on_stack.discard(blk)
-            post.append(blk)
-        elif nxt in on_stack:
-            retreating.append((blk, nxt))
-        elif nxt not in seen:
-            seen.add(nxt)
-            on_stack.add(nxt)
-            stack.append((nxt, iter(successors(nxt))))
-    return post[::-1], retreating
 
 
 def immediate_dominators(rpo: list, predecessors) -> dict:

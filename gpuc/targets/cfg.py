@@ -1,6 +1,6 @@
 """Control-flow graph facts the targets' IR rewrites need: dominators, post-dominators, cycles. Blocks are
 given as a list (the function's, entry first) and `succs`, a dict from each block to its successors; `on_cycle`
-takes a function giving them (gpuc.compiler exports it for plugins)."""
+and `reverse_postorder` take a function giving them (gpuc.compiler exports them for plugins)."""
 
 from __future__ import annotations
 
@@ -59,3 +59,24 @@ def on_cycle(start, successors) -> bool:
             seen.add(block)
             stack.extend(successors(block))
     return False
+
+
+def reverse_postorder(entry, successors) -> tuple[list, list]:
+    """The blocks reachable from `entry` through `successors(block)`, in reverse post-order of a depth-first
+    walk, and the walk's retreating edges (source, target): the back edges when the graph is reducible."""
+    seen, post, retreating = {entry}, [], []
+    stack, on_stack = [(entry, iter(successors(entry)))], {entry}
+    while stack:
+        blk, rest = stack[-1]
+        nxt = next(rest, None)
+        if nxt is None:
+            stack.pop()
+            on_stack.discard(blk)
+            post.append(blk)
+        elif nxt in on_stack:
+            retreating.append((blk, nxt))
+        elif nxt not in seen:
+            seen.add(nxt)
+            on_stack.add(nxt)
+            stack.append((nxt, iter(successors(nxt))))
+    return post[::-1], retreating

@@ -33,8 +33,8 @@ Loops with loop metadata of their own (gpuc's hints, a region loop of a block ke
 
 from __future__ import annotations
 
-from ..compiler.cfg import reverse_postorder
 from ..llvm import Builder, CallInst, Constant, ConstantInt, FloatingType, PHINode, capi
+from .cfg import reverse_postorder
 
 #: The intrinsic: `llvm.vector.reduce.fadd.v8f32(float start, <8 x float> v)`.
 REDUCE = "llvm.vector.reduce.fadd."

@@ -303,6 +303,10 @@ SERIAL_ITEMS_ATTRIBUTE = "gpuc-serial-items"
 #: these dimensions (and of every one the kernel reads) picks the element: a kernel that reads only index(0),
 #: launched over (n, m), has m work items on each element.
 ADJOINT_SPANS_ATTRIBUTE = "gpuc-adjoint-spans"
+#: On a generated adjoint kernel: its launch checked that no two of its array arguments overlap in memory, so
+#: that an array the kernel never writes holds the same values throughout the launch: the reverse sweep may
+#: load it again instead of keeping what it read (gpuc/plugins/autodiff/restore.py).
+ADJOINT_DISTINCT_ATTRIBUTE = "gpuc-adjoint-distinct"
 #: The CPU launch entry's name is the kernel's and this (gpuc/targets/cpu_launch.py): `@<kernel>.range`.
 LAUNCH_ENTRY_SUFFIX = ".range"
 #: The name of the last parameter of the CPU's blocks wrapper (the range wrapper names it "sizes").
@@ -857,7 +861,7 @@ def slot_types(ty) -> list[str] | None:
 
 
 __all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "BOUNDS_TAPE", "BOUNDS_DEVICE_RECORD_WORDS", "bounds_record", "bounds_failure",
-           "site_text", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "SHADOW_ALIGN", "adjoint_shared_bytes", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "LAUNCH_ENTRY_SUFFIX", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+           "site_text", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "ADJOINT_DISTINCT_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "SHADOW_ALIGN", "adjoint_shared_bytes", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "LAUNCH_ENTRY_SUFFIX", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

@@ -10,8 +10,10 @@ Varying are the thread and work-item indices, whatever reads memory (another ite
 it), atomics, calls other than those `pure_call` names, whatever is computed from a varying value,
 a phi where items that took different paths meet (a block reachable, without going round a loop,
 from a branch on a varying condition), the phis of a loop header with several entries or latches
-once any branch varies, and a value defined in a loop that holds a varying branch (items may leave
-it at different iterations) wherever it is used outside that loop.
+once any branch varies, and a value defined in a loop that items may leave at different iterations
+wherever it is used outside that loop: a loop holding a varying branch whose arms may leave the loop
+or go round it before they meet again (its immediate post-dominator; an `if` inside the body whose
+arms meet before the loop's exits and latches leaves every item in the loop as long as the others).
 
 What "uniform" promises is what the work-item loops need: the items of a block that arrive together
 at a barrier hold the same value of it, each from its latest definition. (Items that go round a
@@ -52,7 +54,7 @@ def uniform_values(fn, pure_call, entry=None) -> set:
         for blk in branching:
             joined |= graph.reach[blk]
         for loop in graph.loops:
-            if loop not in divergent and any(blk in loop.blocks for blk in branching):
+            if loop not in divergent and any(blk in loop.blocks and graph.may_diverge(blk, loop) for blk in branching):
                 divergent.add(loop)
                 changed = True
         escaping = {v for loop in divergent for v in loop.escaping}
@@ -78,9 +80,12 @@ def _varies(inst, blk, graph, varying, escaping, joined, branching, pure_call) -
                    if v != inst and not isinstance(v, (UndefValue, PoisonValue))}
         if any(v in varying for v in sources):
             return True
-        if len(sources) < 2:
-            return False
         loop = graph.header_of.get(blk)
+        if len(sources) < 2:
+            # an undefined value from some edges: where items may come in by others too (a join after a
+            # branch that differs between them), those that do not define it would keep theirs for the block
+            return loop is None and blk in joined and len(sources) < len(set(inst.incoming_values)) \
+                and any(graph.joins(branch, blk) for branch in branching)
         if loop is not None:
             entries = [p for p in blk.predecessors if p not in loop.blocks]
             return (len(entries) > 1 or len(loop.latches) > 1) and bool(branching)
@@ -126,6 +131,8 @@ class _Graph:
             self.loops.append(loop)
             self.header_of[header] = loop
         back = set(retreating)
+        self._back = back
+        self._post = None
         self.reach: dict = {}
         for blk in reversed(self.rpo):  # successors first
             found = set()
@@ -134,3 +141,41 @@ class _Graph:
                     found.add(succ)
                     found |= self.reach.get(succ, set())
             self.reach[blk] = found
+
+    def may_diverge(self, branch, loop) -> bool:
+        """Whether items that take different arms of `branch` (a block of `loop`) may leave `loop` or go
+        round it at different times: unless the arms meet again at `branch`'s immediate post-dominator, in
+        the loop and not its header, with no exit or latch of the loop on the way."""
+        meet = self.post_dominators().get(branch)
+        if meet is None or meet not in loop.blocks or meet == loop.header:
+            return True
+        between = self.reach[branch] - self.reach.get(meet, set()) - {meet}
+        for blk in between:
+            if blk not in loop.blocks or blk == loop.header or blk in loop.latches:
+                return True
+            if any(succ not in loop.blocks for succ in blk.successors):
+                return True
+        return False
+
+    def joins(self, branch, blk) -> bool:
+        """Whether items that take different arms of `branch` may come into `blk` by different edges: `blk`
+        is reachable from it (without going round a loop) before or where its arms meet again."""
+        if blk not in self.reach[branch]:
+            return False
+        meet = self.post_dominators().get(branch)
+        return meet is None or blk == meet or blk not in self.reach.get(meet, set())
+
+    def post_dominators(self) -> dict:
+        """Each block that reaches a block without successors -> its immediate post-dominator (absent:
+        those without successors, and blocks of loops no item leaves)."""
+        if self._post is None:
+            exit_ = object()
+            index = set(self.rpo)
+            succs = {blk: [s for s in blk.successors if s in index] for blk in self.rpo}
+            into = {exit_: [blk for blk in self.rpo if not succs[blk]]}
+            for blk in self.rpo:
+                into[blk] = [p for p in blk.predecessors if p in index]
+            order, _ = reverse_postorder(exit_, lambda blk: into[blk])
+            idom = immediate_dominators(order, lambda blk: (succs[blk] or [exit_]) if blk is not exit_ else [])
+            self._post = {blk: up for blk, up in idom.items() if up is not exit_ and blk is not exit_}
+        return self._post

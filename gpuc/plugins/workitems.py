@@ -53,6 +53,13 @@ from .block_uniform import uniform_values
 #: Work items per warp on the CPU: the width of NVIDIA's warps, so that kernels written for them
 #: (ballots into 32 bits, `lane == 31` tests) give the same results.
 CPU_WARP_SIZE = 32
+#: The alignment of the per-item slots' arrays in a block's scratch memory (and so the most their accesses assume).
+SLOT_ALIGN = 16
+#: Metadata on a load or store of shared memory whose producer vouches that no other item of the block touches
+#: that element between the barriers around it (an adjoint's reverse of the primal's store there, in a kernel
+#: free of data races: the shadow of the element the item stored): a region's loop over items runs it in
+#: lanes even where the kernel relies on the items' order for that array (SERIAL_ITEMS_ATTRIBUTE).
+OWN_ELEMENT = "gpuc.item.own"
 #: Scratch memory up to this size comes from the stack, more from malloc.
 STACK_SCRATCH = 256 << 10
 #: Shared arrays up to this size in all are allocas of the block function, larger ones scratch memory.
@@ -754,7 +761,10 @@ class Dispatcher:
 
     def scope_slot_accesses(self) -> None:
         """Put the loads and stores of each slot (through its addresses and GEPs of them) in the slot's
-        alias scope, apart from the other slots' (Instruction.set_alias_scopes)."""
+        alias scope, apart from the other slots' (Instruction.set_alias_scopes), and none of them aligned
+        beyond SLOT_ALIGN: a slot's array starts at a multiple of 16 bytes (in malloc's memory, or after
+        smaller slots), its items at multiples of its size, whatever alignment a value's type (a vector of
+        four doubles: 32) or an alloca asked for (an aligned vector move there faulted)."""
         scopes = self.slot_scopes
         for address, slot in self.slot_addresses:
             if slot >= len(scopes) or not address.alive:  # erased with a region's unused copy
@@ -767,6 +777,8 @@ class Dispatcher:
                     if isinstance(user, LoadInst) and user.operands[0] == pointer or \
                             isinstance(user, StoreInst) and user.operands[1] == pointer:
                         user.set_alias_scopes([scopes[slot]], others)
+                        if user.alignment > SLOT_ALIGN:
+                            user.alignment = SLOT_ALIGN
                     elif isinstance(user, Instruction) and user.opcode_name == "getelementptr" and \
                             user.operands[0] == pointer:
                         work.append(user)
@@ -1200,7 +1212,8 @@ class Dispatcher:
                     if inst.is_volatile or inst.ordering not in (None, "notatomic"):
                         continue
                     pointer = inst.operands[0 if op == "load" else 1]
-                    if serial is not None and _may_reach(pointer, serial, self.scratch):
+                    if serial is not None and inst.string_metadata(OWN_ELEMENT) is None \
+                            and _may_reach(pointer, serial, self.scratch):
                         ordered = True
                         continue
                     inst.set_access_group(self.parallel)

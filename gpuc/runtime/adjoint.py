@@ -87,18 +87,19 @@ class ShadowedKernel(Kernel):
                             f"{len(types)} argument(s) were given")
         return tuple(flags)
 
-    def _kernel(self, flags: tuple, schedule: str | None = None, spans: tuple | None = None) -> Kernel:
-        key = (flags, schedule, spans)
+    def _kernel(self, flags: tuple, schedule: str | None = None, spans: tuple | None = None,
+                distinct: bool = False) -> Kernel:
+        key = (flags, schedule, spans, distinct)
         found = self._by_layout.get(key)
         if found is None:
             with self._lock:
                 found = self._by_layout.get(key)
                 if found is None:
-                    found = self._by_layout[key] = _generate(self, flags, self._request(flags, schedule, spans),
-                                                             schedule, spans)
+                    found = self._by_layout[key] = _generate(
+                        self, flags, self._request(flags, schedule, spans, distinct), schedule, spans, distinct)
         return found
 
-    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None):
+    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None, distinct: bool = False):
         raise NotImplementedError
 
 
@@ -120,8 +121,8 @@ class AdjointKernel(ShadowedKernel):
         # the primal travels (by reference or by value); the adjoint is made again from it
         return adjoint, (self.primal,)
 
-    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None):
-        return AdjointRequest(self.primal, flags, schedule, spans)
+    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None, distinct: bool = False):
+        return AdjointRequest(self.primal, flags, schedule, spans, distinct)
 
     @user_facing
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
@@ -131,6 +132,7 @@ class AdjointKernel(ShadowedKernel):
             record(self, n, args, device=device, threads=threads, block=block, shared=shared)
             return
         flags = self._checked_layout(args)
+        distinct = _distinct(args)
         device = device or _device_of(args)
         # the primal's dynamic shared memory, then its shadow (gpuc.abi.adjoint_shared_bytes)
         if isinstance(shared, (int, np.integer)) and not isinstance(shared, bool) and shared > 0:
@@ -138,19 +140,20 @@ class AdjointKernel(ShadowedKernel):
         blocks = {"block": block, "shared": shared} if block is not None or shared else {}
         dims = index_space(n)
         if device != "cpu":
-            self._kernel(flags, CONCURRENT, spans_of(dims)).launch(n, *args, device=device, threads=threads, **blocks)
+            self._kernel(flags, CONCURRENT, spans_of(dims), distinct).launch(n, *args, device=device, threads=threads,
+                                                                             **blocks)
         elif launch_threads(math.prod(dims), threads) == 1:
             # Work items run one after another: adds into shadows they share need no atomics.
-            self._kernel(flags, SERIAL).launch(n, *args, device=device, threads=threads, **blocks)
+            self._kernel(flags, SERIAL, None, distinct).launch(n, *args, device=device, threads=threads, **blocks)
         elif blocks:
-            self._launch_blocks(flags, n, args, dims, threads, block, shared)
+            self._launch_blocks(flags, n, args, dims, threads, block, shared, distinct)
         else:
             # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
             # arrays any item may touch anywhere (a gather's) need atomic adds.
-            launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims)), args, device, n=n)
+            launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims), distinct), args, device, n=n)
             launcher(n, args, threads, apart=_apart(launcher, dims))
 
-    def _launch_blocks(self, flags, n, args, dims, threads, block, shared) -> None:
+    def _launch_blocks(self, flags, n, args, dims, threads, block, shared, distinct) -> None:
         """Blocks at once on several CPU threads, each on a thread of its own: in phases of blocks that differ
         along every dimension the plugin asks (cpu.block_phases), so that adds into arrays one coordinate of
         which is a work item's index along such a dimension (a tiled kernel's) need no atomics, where each
@@ -159,13 +162,14 @@ class AdjointKernel(ShadowedKernel):
         grid, _ = cpu._grid(dims, block)
         if max(grid) >= BLOCKS_PER_THREAD_IN_A_PHASE * cpu.launch_threads(math.prod(grid), threads):
             # (else no phase could keep the threads busy)
-            launcher = launcher_for(self._kernel(flags, BLOCKWISE, spans), args, "cpu", whole_blocks=True, n=n)
+            launcher = launcher_for(self._kernel(flags, BLOCKWISE, spans, distinct), args, "cpu", whole_blocks=True,
+                                    n=n)
             apart = tuple(_detail(launcher, "blocks apart") or ())
             if launcher.blocks and (not apart or _busy_phases(grid, apart, threads)):
                 launcher(n, args, threads, block=block, shared=shared, apart_blocks=apart)
                 return
-        self._kernel(flags, CONCURRENT, spans).launch(n, *args, device="cpu", threads=threads, block=block,
-                                                      shared=shared)
+        self._kernel(flags, CONCURRENT, spans, distinct).launch(n, *args, device="cpu", threads=threads, block=block,
+                                                                shared=shared)
 
     @user_facing
     def inspect(self, *args, device: str | None = None, block=None, shared: int = 0, threads: int | None = None):
@@ -176,7 +180,7 @@ class AdjointKernel(ShadowedKernel):
         flags = self._checked_layout(args)
         device = device or _device_of(args)
         schedule = SERIAL if device == "cpu" and threads == 1 else CONCURRENT
-        return self._kernel(flags, schedule).inspect(*args, device=device, block=block, shared=shared,
+        return self._kernel(flags, schedule, None, _distinct(args)).inspect(*args, device=device, block=block, shared=shared,
                                                      threads=threads)
 
     def cpu_launcher(self, n, args, threads: int | None = None) -> tuple:
@@ -242,7 +246,8 @@ def _busy_phases(grid, apart, threads) -> bool:
     return math.prod(grid) >= BLOCKS_PER_THREAD_IN_A_PHASE * workers * phases
 
 
-def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | None, spans: tuple | None = None) -> Kernel:
+def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | None, spans: tuple | None = None,
+              distinct: bool = False) -> Kernel:
     """The kernel of one layout: `def k_<what>(x, x_shadow, ...): request(x, x_shadow, ...)`."""
     names, primal_names = [], iter(derived._params)
     last = None
@@ -256,7 +261,8 @@ def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | No
     lines = [f"def {name}({', '.join(names)}):\n", f"    request({', '.join(names)})\n"]
     # Named by what it is made from, the same in every process: the disk cache keys it by its source.
     layout = "".join("s" if shadow else "p" for shadow in flags)
-    how = (f", {schedule}" if schedule else "") + ("" if spans is None else f", spans {','.join(map(str, spans))}")
+    how = (f", {schedule}" if schedule else "") + ("" if spans is None else f", spans {','.join(map(str, spans))}") \
+        + (", distinct" if distinct else "")
     filename = f"<gpuc.{derived.what} of {derived.primal.__module__}.{derived.primal.__qualname__}, {layout}{how}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     namespace = {"request": request}
@@ -271,6 +277,50 @@ def _fresh(name: str, taken) -> str:
     while name in taken:
         name += "_"
     return name
+
+
+def _distinct(args) -> bool:
+    """Whether no two array arguments overlap in memory (an array passed twice overlaps itself): then an
+    array the kernel never writes holds the same values throughout the adjoint's launch, which may load it
+    again in its reverse sweep instead of keeping what it read (gpuc.abi.ADJOINT_DISTINCT_ATTRIBUTE).
+    Arguments whose memory is not known (an OpenCL buffer) make it False."""
+    spans = []
+    for arg in args:
+        if isinstance(arg, (bool, int, float, complex, np.generic)):
+            continue
+        span = _span(arg)
+        if span is None:
+            return False
+        if span[0] < span[1]:
+            spans.append(span)
+    spans.sort()
+    return all(high <= low for (_, high), (low, _) in zip(spans, spans[1:]))
+
+
+def _span(array):
+    """The bytes [low, high) a NumPy or CUDA array's elements cover; None for anything else."""
+    if isinstance(array, np.ndarray):
+        address, shape, strides, size = array.__array_interface__["data"][0], array.shape, array.strides, array.itemsize
+    else:
+        interface = getattr(array, "__cuda_array_interface__", None)
+        if not isinstance(interface, dict):
+            return None
+        size = np.dtype(interface["typestr"]).itemsize
+        shape = tuple(interface["shape"])
+        strides = interface.get("strides")
+        if strides is None:
+            from ..abi import c_strides
+            strides = c_strides(shape, size)
+        address = interface["data"][0]
+    if math.prod(shape) == 0:
+        return address, address
+    low = high = address
+    for n, stride in zip(shape, strides):
+        if stride < 0:
+            low += stride * (n - 1)
+        else:
+            high += stride * (n - 1)
+    return low, high + size
 
 
 def _check_shadow(primal, shadow, position: int) -> None:

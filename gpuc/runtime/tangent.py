@@ -31,7 +31,7 @@ class TangentKernel(ShadowedKernel):
     def __reduce__(self):
         return tangent, (self.primal,)
 
-    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None):
+    def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None, distinct: bool = False):
         return TangentRequest(self.primal, flags)
 
     @user_facing

@@ -205,10 +205,67 @@ def _meet_then_choose(a):
     return np.where(np.arange(TPB) < TPB // 2, acc, -acc).ravel()
 
 
+@gpuc.kernel
+def rounds_after_the_loop(a, out):
+    # the loop's branch differs between items but its sides meet before the latch: every item leaves the
+    # loop after the same round, so its counter is uniform where it is used after the loop (kept once)
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    acc = a[i]
+    k = 0
+    while k < 4 + (a[0] > 0.5):
+        if acc > 0.5:
+            acc = acc * 0.75
+        else:
+            acc = acc + 0.25
+        k += 1
+    s[t] = acc
+    gpuc.barrier()
+    out[i] = k * s[(t + 1) % TPB] + k
+
+
+def _rounds_after_the_loop(a):
+    blocks = a.reshape(-1, TPB)
+    acc = blocks.copy()
+    rounds = 4 + (a[0] > 0.5)
+    for _ in range(rounds):
+        acc = np.where(acc > 0.5, acc * 0.75, acc + 0.25)
+    return (rounds * np.roll(acc, -1, axis=1) + rounds).ravel()
+
+
+@gpuc.kernel
+def leave_at_different_rounds(a, out):
+    # a branch that leaves the loop: items leave after different rounds, their counters differ after it
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t, i = gpuc.thread_index(0), gpuc.index(0)
+    acc = a[i]
+    k = 0
+    while k < 8:
+        if acc > 2.0:
+            break
+        acc = acc * 1.5
+        k += 1
+    s[t] = k
+    gpuc.barrier()
+    out[i] = s[(t + 1) % TPB] + k
+
+
+def _leave_at_different_rounds(a):
+    rounds = np.zeros(a.shape)
+    for j, v in enumerate(a):
+        while rounds[j] < 8 and v <= 2.0:
+            v *= 1.5
+            rounds[j] += 1
+    blocks = rounds.reshape(-1, TPB)
+    return (np.roll(blocks, -1, axis=1) + blocks).ravel()
+
+
 @pytest.mark.parametrize("threads", (1, 2))
 @pytest.mark.parametrize("kernel, reference", [(doubling_steps, _doubling_steps), (half_return, _half_return),
                                                (barrier_on_even_rounds, _barrier_on_even_rounds),
-                                               (counted_twice, _counted_twice), (meet_then_choose, _meet_then_choose)],
+                                               (counted_twice, _counted_twice), (meet_then_choose, _meet_then_choose),
+                                               (rounds_after_the_loop, _rounds_after_the_loop),
+                                               (leave_at_different_rounds, _leave_at_different_rounds)],
                          ids=lambda k: getattr(k, "__name__", ""))
 def test_values_uniform_across_a_block_give_what_each_item_computes(kernel, reference, threads):
     a = np.random.default_rng(11).random(6 * TPB)

@@ -8,11 +8,13 @@ import math
 
 import numpy as np
 import pytest
-from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, dynamic_and_static, dynamic_sums,
+from support.block_adjoints import (BS, TILE, TPB, block_sums, butterfly, carried_tile, dynamic_and_static, dynamic_sums,
+                                    sums_then_scan,
                                     finite_differences, gathered, halo_stencil, matmul, own_lanes, prefix_sum,
                                     rotating_tile, shared_atomics, warp_sum)
 
 import gpuc
+from gpuc.frontend.constructs.reverse import CONCURRENT
 
 RNG = np.random.default_rng(0)
 U = lambda *shape: RNG.uniform(-1.0, 1.0, shape)  # noqa: E731
@@ -33,6 +35,8 @@ CASES = {
     "prefix_sum": (prefix_sum, [U(128), np.zeros(128)], 128, TPB),
     "shared_atomics_and_votes": (shared_atomics, [U(48), U(3), np.zeros(1)], 48, 16),
     "rotating_tile": (rotating_tile, [U(3 * BS), np.zeros(3 * BS)], 3 * BS, BS),
+    "carried_tile": (carried_tile, [U(3 * BS), np.zeros(3 * BS)], 3 * BS, BS),
+    "sums_then_scan": (sums_then_scan, [U(12, 15), U(12, 15)], (15, 12), (3, 3)),
     "dynamic_shared_sums": (dynamic_sums, [U(250), np.zeros(4)], 256, TPB),
     "dynamic_shared_sums_shorter_than_the_block": (dynamic_sums, [U(250), np.zeros(4)], 256, TPB),
     "dynamic_and_static_shared": (dynamic_and_static, [U(90), np.zeros(90)], 96, BS),
@@ -67,6 +71,7 @@ I1 = gpuc.Array[gpuc.int64, 1, "C"]
 TYPES = {"block_sums": (A1,) * 4, "tiled_matmul": (A2,) * 6, "halo_stencil": (A1,) * 4,
          "warp_shuffle_sum": (A1,) * 4, "butterfly": (A1,) * 4, "gathered_shuffles": (A1, A1, I1, A1, A1),
          "prefix_sum": (A1,) * 4, "shared_atomics_and_votes": (A1,) * 6, "rotating_tile": (A1,) * 4,
+         "carried_tile": (A1,) * 4, "sums_then_scan": (A2,) * 4,
          "own_lane_shuffles": (A1,) * 4, "dynamic_shared_sums": (A1,) * 4, "dynamic_and_static_shared": (A1,) * 4}
 
 
@@ -105,16 +110,86 @@ def test_shared_loads_used_at_once_are_loaded_again():
     assert _reloaded("shared_atomics_and_votes") == 0  # atomics into shared memory: everything on the tape
 
 
-# The reverse of the loop over tiles goes round as often as the forward did: it reads which way to go from
-# the tape, where every item of the block pushed the same code (its loop is the block's). Those reads say
-# so, and the CPU's loops over items keep what follows from them once per block: every region of the
-# adjoint is left alike by all items, and no region looks for items that went elsewhere.
-def test_codes_every_item_pushed_alike_are_read_back_once_per_block():
+# The reverse of the loop over tiles goes round as often as the forward did, and needs each tile as the
+# forward saw it. The loop runs once per item: its counter lives in a stack slot that the reverse steps back
+# (which way its header was entered follows: the first tile or a later one), and what each tile's stores
+# into shared memory overwrote is the previous tile, loaded again from `a` and `b`, which the kernel never
+# writes and no other argument overlaps (the launch checks). So the adjoint keeps no tape at all, and the
+# CPU's loops over items find every region left alike by all items (none looks for items that went
+# elsewhere).
+def test_tiled_loops_keep_no_tape():
     kernel, arrays, n, block = CASES["tiled_matmul"]
     args = [x for a in arrays for x in (a, np.zeros_like(a))]
     ir = gpuc.adjoint(kernel).inspect(*args, block=block).llvm
-    assert "!gpuc.uniform.read" in ir
+    assert "gpuc.autodiff.tape" not in ir
     assert "diverged.items" not in ir
+
+
+# ... and so compile for the GPUs (the launch compiles that variant for a GPU too, its arrays checked alike).
+@pytest.mark.parametrize("name", ["tiled_matmul", "carried_tile"])
+def test_adjoints_that_load_tiles_again_compile_for_the_gpus(name, ptxas, spirv_val):
+    adjoint = gpuc.adjoint(CASES[name][0])
+    kernel = adjoint._kernel(adjoint._layout(TYPES[name]), CONCURRENT, None, True)
+    for target in (gpuc.PTXTarget(cap="sm_90"), gpuc.GCNTarget(), gpuc.SPIRVTarget()):
+        job = gpuc.CompilerJob((kernel, TYPES[name]), gpuc.CompilerConfig(target, kernel=True, whole_blocks=True))
+        llvm_ir = gpuc.compile(job, "llvm").output
+        assert "gpuc.autodiff.tape" not in llvm_ir and "tape.first" not in llvm_ir, target
+        code = gpuc.compile(job, "asm" if isinstance(target, gpuc.PTXTarget) else "obj").output
+        if isinstance(target, gpuc.PTXTarget):
+            ptxas(code)
+        elif isinstance(target, gpuc.SPIRVTarget):
+            spirv_val(code)
+        else:
+            assert code
+
+
+# Where two arguments share memory, an array the kernel never writes through its own parameter may be
+# written through another: the launch takes the adjoint that keeps what the tiles overwrote on the tape.
+# The same gradients either way.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("overlap", ["same array", "overlapping rows"])
+def test_overlapping_arguments_keep_what_the_reverse_needs_on_the_tape(overlap, threads):
+    big = U(40, 24)
+    a, b = (big[:24], big[:24]) if overlap == "same array" else (big[:24], big[16:])
+    seed = U(24, 24)
+
+    def gradients(a, b):
+        args = [a, np.zeros_like(a), b, np.zeros_like(b), np.zeros((24, 24)), seed.copy()]
+        gpuc.adjoint(matmul).launch((32, 32), *args, block=(TILE, TILE), threads=threads)
+        return args, args[1], args[3], args[4]
+
+    args, da, db, c = gradients(a, b)
+    _, da2, db2, c2 = gradients(a.copy(), b.copy())
+    np.testing.assert_array_equal(c, c2)
+    np.testing.assert_array_equal(da, da2)
+    np.testing.assert_array_equal(db, db2)
+    np.testing.assert_allclose(da, seed @ b.T, rtol=1e-12)
+    assert "gpuc.autodiff.tape" in gpuc.adjoint(matmul).inspect(*args, block=(TILE, TILE)).llvm
+
+
+@gpuc.kernel
+def tiles_then_in_place(x, w):
+    # one block: every item reads the tiles of w, then (after the loop's last barrier) writes its own w[t]
+    s = gpuc.shared.array(TILE, gpuc.float64)
+    t = gpuc.thread_index(0)
+    acc = 0.0
+    for k0 in range(0, len(w), TILE):
+        s[t] = w[k0 + t] * x[t]
+        gpuc.barrier()
+        for k in range(TILE):
+            acc += s[k] * s[(k + t) % TILE]
+        gpuc.barrier()
+    w[t] = acc
+
+
+# An array the kernel writes is not loaded again in the reverse (the tiles of w are gone by then): what the
+# tiles' stores overwrote stays on the tape.
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tiles_of_an_array_the_kernel_writes_stay_on_the_tape(threads):
+    assert finite_differences(tiles_then_in_place, [U(TILE), U(3 * TILE)], TILE, TILE, threads=threads) < 1e-6
+    ir = gpuc.adjoint(tiles_then_in_place).inspect(U(TILE), np.zeros(TILE), U(3 * TILE), np.zeros(3 * TILE),
+                                                   block=TILE).llvm
+    assert "gpuc.autodiff.tape" in ir
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))

@@ -161,6 +161,54 @@ def rotating_tile(x, y):
 
 
 @gpuc.kernel
+def carried_tile(x, y):
+    """A tile read before each round's store, so that what the store overwrites matters: the tile written
+    before the loop (from x) in the first round, the previous round's after. The rounds count down by a
+    tile from an offset, the last tile partial; the reverse restores each tile from x (which the kernel
+    never writes) or, for the first round, from what it kept."""
+    s = gpuc.shared.array(BS, gpuc.float64)
+    t, i, n = gpuc.thread_index(0), gpuc.index(0), gpuc.block_dim(0)
+    s[t] = x[i] * 2.0
+    gpuc.barrier()
+    acc = 0.0
+    for k0 in range(len(x) - BS // 2, -BS, -BS):
+        acc += s[(t + 1) % n] * s[t]
+        gpuc.barrier()
+        s[t] = x[k0 + t] * 3.0 if 0 <= k0 + t < len(x) else 0.5
+        gpuc.barrier()
+    y[i] = acc + s[t]
+
+
+@gpuc.kernel
+def sums_then_scan(x, y):
+    """A loop under a branch on the item's own index (its reverse keeps a tape), then a scan in shared
+    memory: LLVM keeps the tape's four words across the scan's barriers as one <4 x double>, whose per-item
+    slot in the block's scratch memory is 16-byte aligned (an aligned vector move there faulted)."""
+    s = gpuc.shared.array(TPB, gpuc.float64)
+    t = gpuc.thread_index(0) + gpuc.block_dim(0) * gpuc.thread_index(1)
+    bd = gpuc.block_dim(0) * gpuc.block_dim(1)
+    ix, iy = gpuc.index(0), gpuc.index(1)
+    inside = ix < y.shape[1] and iy < y.shape[0]
+    v = x[iy, ix] if inside else 0.25
+    w = math.cos(v)
+    s[t] = math.exp(0.5 * math.sin(math.cos(w)))
+    if inside:
+        for k in range(x.shape[0]):
+            w = w + 0.25 * math.cos(x[k, ix] * v)
+    s[t] = w / (1.5 + math.cos(w))
+    gpuc.barrier()
+    e = 1
+    while e < bd:
+        p = s[t - e] if t >= e else 0.0
+        gpuc.barrier()
+        s[t] += p
+        gpuc.barrier()
+        e *= 2
+    if inside:
+        y[iy, ix] += s[t]
+
+
+@gpuc.kernel
 def dynamic_sums(a, out):
     """The README's tree reduction in `gpuc.shared.dynamic` memory, its length (the launch's `shared=`
     bytes) steering the tree and scaling the sums."""

@@ -17,7 +17,9 @@ the blockwise schedule (`cpu.block_phases`), and (a quarter, from a third stream
 the primal's bytes, from the next multiple of 16), and (a quarter, from a fourth stream) a phase taking
 derivatives inside the kernel of a func with a loop of per-item trip count (`grad`, `value_and_grad`,
 `derivative`, `jvp`, `vjp`, and `grad` or `derivative` of a forward `derivative`), which the adjoint
-differentiates again; their expressions are smooth (+ - * /, sin,
+differentiates again, and (a quarter, from a fifth stream) a loop over tiles of `x0` through shared memory,
+counting by a constant up or down (`_Gen.stiles`: what each round's store overwrote the reverse loads
+again, keeping no tape for it); their expressions are smooth (+ - * /, sin,
 cos, tanh, exp of bounded arguments, divisions by 1.5 + cos or 1 + b*b). No primal races by
 construction (each element written by one item between barriers, atomics into memory read only after a
 barrier).
@@ -77,6 +79,8 @@ KINDS = ("exchange", "exchange", "reduce", "prefix", "shuffle", "shuffle", "warp
 TILED = 0.25
 #: The share of programs that take derivatives inside the kernel (`_Gen.derivs`).
 DERIVS = 0.25
+#: The share of programs with a loop over tiles of x0 through shared memory (`_Gen.stiles`).
+STILED = 0.25
 #: The funcs those derivatives are of: a loop of per-item trip count (the reverse keeps a tape).
 DERIV_FUNCS = """@gpuc.func
 def fd(a, b, n):
@@ -330,9 +334,32 @@ class _Gen:
                       (d + 2, self.mix("w", f"{other}[k, ix] * {self.expr(['v', 'w'], 1)}"), False)]
         return lines
 
+    def stiles(self, d: int) -> list:
+        """A tiled kernel's loop over tiles through shared memory: each round reads another item's element of
+        the tile before (the previous round's, or what was stored before the loop), then stores its own
+        element of the next tile: a function of x0 alone where the item is inside and the tile within x0's
+        width, else a constant. The loop counts by a constant, up or down: the reverse steps its counter
+        back and loads each tile again from x0, which the kernel never writes (restore.py)."""
+        rng = self.rng
+        step = rng.choice([1, 2, 3, 5, -1, -2, -4])
+        head = (f"for k0 in range({rng.randint(-2, 1)}, x0.shape[1], {step}):" if step > 0
+                else f"for k0 in range(x0.shape[1] - {rng.randint(1, 2)}, {rng.randint(-3, 0)}, {step}):")
+        value = self.expr(["xv"], rng.randint(1, 2))
+        if "xv" not in value:
+            value = f"(xv * {rng.choice(LITERALS)!r})"
+        value = value.replace("xv", "x0[iy, k0 + t]")
+        fill = repr(rng.choice(LITERALS))
+        read = f"(t + {rng.randint(1, 5)}) % bd"
+        return [(d, f"s[t] = {self.expr(['v', 'w'])}", False), (d, "gpuc.barrier()", False), (d, head, False),
+                (d + 1, f"u = s[{read}]", False), (d + 1, self.update(["v", "u", "w"]), False),
+                (d + 1, "gpuc.barrier()", False),
+                (d + 1, f"s[t] = {value} if inside and 0 <= k0 + t < x0.shape[1] else {fill}", False),
+                (d + 1, "gpuc.barrier()", False), (d, f"u = s[{read}]", False),
+                (d, self.update(["v", "u", "w"]), False), (d, "gpuc.barrier()", False)]
 
 def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: random.Random | None = None,
-            dynamic: random.Random | None = None, derivs: random.Random | None = None) -> Program:
+            dynamic: random.Random | None = None, derivs: random.Random | None = None,
+            stiles: random.Random | None = None) -> Program:
     p = Program(seed, inputs=rng.choice([1, 2]), extra=rng.choice([None, "own", "block", "acc", "acc"]),
                 acc=rng.randint(1, 3))
     # from a stream of their own too: the shared array in dynamic shared memory
@@ -346,13 +373,16 @@ def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: r
     if inside:
         p.derivs = True
         chosen.insert(derivs.randint(0, len(chosen)), "derivs")
+    if stiles is not None and stiles.random() < STILED:  # (a fifth: a loop over tiles through shared memory)
+        chosen.insert(stiles.randint(0, len(chosen)), "stiles")
     if p.extra == "acc" and "gatomic" not in chosen:
         chosen.insert(rng.randint(0, len(chosen)), "gatomic")
     elif p.extra != "acc":
         chosen = [k for k in chosen if k != "gatomic"] or ["exchange"]
     for kind in chosen:
         p.kinds.append(kind)
-        p.lines += getattr(_Gen(derivs, p, pending) if kind == "derivs" else gen, kind)(0)
+        own = {"derivs": derivs, "stiles": stiles}.get(kind)
+        p.lines += getattr(_Gen(own, p, pending) if own is not None else gen, kind)(0)
     out = "v" if rng.random() < 0.7 else gen.expr(["v", "w"], 1)
     p.lines += [(0, "if inside:", False), (1, f"y0[iy, ix] {rng.choice(['=', '+='])} {out}", False)]
     if p.extra == "own":
@@ -525,9 +555,9 @@ def generate(case_seed: int, stream: int, workdir: Path | None = None, attempts:
     kernel (without `workdir`: the first program and one launch as drawn, nothing compiled or probed)."""
     rng = random.Random(stream)
     tiles, dynamic = random.Random(f"tiles-{stream}"), random.Random(f"dynamic-{stream}")
-    derivs = random.Random(f"derivs-{stream}")
+    derivs, stiles = random.Random(f"derivs-{stream}"), random.Random(f"stiles-{stream}")
     for attempt in range(attempts):
-        p = program(rng, case_seed, pending=pending, tiles=tiles, dynamic=dynamic, derivs=derivs)
+        p = program(rng, case_seed, pending=pending, tiles=tiles, dynamic=dynamic, derivs=derivs, stiles=stiles)
         if workdir is None:
             return p, [launch(p, rng, tiles, dynamic)], None
         probe_kernel = load(p.source(probe=True), workdir / f"blockadj_{case_seed}_{attempt}_probe.py")

@@ -144,10 +144,13 @@ class AdjointRequest:
     """The one statement of a generated adjoint kernel: `request(x, dx, y, dy, a)` runs `kernel` on the
     primal arguments; `shadows` flags the parameters that are the previous float array's shadow;
     `schedule` is how its work items will run (CONCURRENT, SERIAL or PARITY); `spans`, the dimensions along
-    which the launch has more than one work item (abi.ADJOINT_SPANS_ATTRIBUTE), None where not known."""
+    which the launch has more than one work item (abi.ADJOINT_SPANS_ATTRIBUTE), None where not known;
+    `distinct`, whether the launch checked that no two array arguments overlap (abi.ADJOINT_DISTINCT_ATTRIBUTE)."""
 
-    def __init__(self, kernel, shadows: tuple, schedule: str = CONCURRENT, spans: tuple | None = None) -> None:
+    def __init__(self, kernel, shadows: tuple, schedule: str = CONCURRENT, spans: tuple | None = None,
+                 distinct: bool = False) -> None:
         self.kernel, self.shadows, self.schedule, self.spans = kernel, tuple(shadows), schedule, spans
+        self.distinct = distinct
 
     def __repr__(self) -> str:
         return f"<the adjoint of {self.kernel.__qualname__}>"
@@ -175,6 +178,8 @@ class AdjointCall(Handler):
         lw.fn.attributes.add("noinline")  # whole until the plugin has built its reverse sweep
         if self.request.spans is not None:
             lw.fn.attributes.add(abi.ADJOINT_SPANS_ATTRIBUTE, ",".join(map(str, self.request.spans)))
+        if self.request.distinct:
+            lw.fn.attributes.add(abi.ADJOINT_DISTINCT_ATTRIBUTE, "")
         return None
 
 

@@ -16,6 +16,13 @@ decided it: `select(c, k_true, k_false)` when the join's immediate dominator end
 (entered from that branch alone) lead to its two predecessors within one iteration of the same loop (no
 loop header between them), and `c` is computable again. Not in a function with a cycle of two entries.
 
+A loop outside every other cycle of the function whose header has one entry and one latch (a tiled
+kernel's loop over tiles) runs once per call, so its counters need no tape when they step by a constant:
+each such counter (`k = phi [init, entry], [k + C, latch]`, i64) is kept in a stack slot of its own, which
+the forward part sets at the header (its last value is the last iteration's) and the reverse of the header
+steps back by C on the way to the previous iteration (`Counted`). The header's `from` is then `k == init`:
+the first iteration is the one entered from outside (k comes back to init only after 2**64 / |C| steps).
+
 Instructions computed again ran forward with the same operands, so they cannot fault (a division by zero
 would have faulted there). A value needing more than LIMIT instructions, or an anchor that is not a
 counter (a float, a load), keeps its place on the tape.
@@ -24,9 +31,12 @@ counter (a float, a load), keeps its place on the tape.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import gpuc.llvm as llvm
 from gpuc.compiler import dominates
+
+from ..block_uniform import UNIFORM_READ
 
 #: What the reverse computes again from its operands.
 COMPUTED = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor", "udiv", "sdiv", "urem", "srem",
@@ -34,6 +44,19 @@ COMPUTED = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "
                       "inttoptr", "bitcast"})
 #: At most this many instructions computed again for one value.
 LIMIT = 24
+#: A counted loop's counters step by less than this (so that 2**64 / |step| iterations never run).
+MAX_STEP = 1 << 16
+
+
+@dataclass
+class Counted:
+    """A loop that runs at most once per call, entered from `entry`, back from `latch`; its counters:
+    fn's header phi -> (its step, its value from the entry); their slots once made (gfn's)."""
+    header: object
+    entry: object
+    latch: object
+    steps: dict
+    slots: dict
 
 
 class Recomputation:
@@ -41,10 +64,19 @@ class Recomputation:
 
     def __init__(self, r) -> None:
         self.r = r
-        self.block_of = {copy: block for block, copy in r.bmap.items()}  # gfn's forward blocks -> fn's
-        self.choice_of = {phi: join for join, phi in r.from_phis.items()}
         self.known: dict = {}  # gfn value -> whether it can be computed again
         self.branches: dict = {}  # fn's join -> _deciding_branch's answer
+        self.edges: dict = {}  # a counted loop's header -> the reverse's block going on to its latch's
+
+    @functools.cached_property
+    def block_of(self) -> dict:
+        """gfn's forward blocks -> fn's (once the forward part is built)."""
+        return {copy: block for block, copy in self.r.bmap.items()}
+
+    @functools.cached_property
+    def choice_of(self) -> dict:
+        """gfn's `from` phis -> fn's join blocks (once the forward part is built)."""
+        return {phi: join for join, phi in self.r.from_phis.items()}
 
     @functools.cached_property
     def headers(self) -> set:
@@ -58,6 +90,100 @@ class Recomputation:
         """Whether every cycle of fn is a natural loop (else nothing is computed again: a block of a cycle
         with two entries may be entered one way the first time and another way after)."""
         return all(block in self.r.innermost_loops for block in self.r.cyclic)
+
+    @functools.cached_property
+    def counted(self) -> dict:
+        """fn's headers of loops on no other cycle, with one entry and one latch and a counter stepping by a
+        constant (see the module doc) -> their Counted."""
+        r, found = self.r, {}
+        if not self.reducible:
+            return found
+        for header in self.headers:
+            preds = r.preds[header]
+            latches = [p for p in preds if dominates(r.dominator_tree, header, p)]
+            if len(preds) != 2 or len(latches) != 1:
+                continue
+            latch, entry = latches[0], next(p for p in preds if p != latches[0])
+            if entry in r.cyclic:
+                continue
+            steps = {}
+            for phi in header.instructions:
+                if not isinstance(phi, llvm.PHINode):
+                    break
+                step = _step(phi, latch)
+                if step is not None:
+                    steps[phi] = (step, phi.incoming_value_for(entry))
+            if steps:
+                found[header] = Counted(header, entry, latch, steps, {})
+        return found
+
+    def counter_slot(self, loop: Counted, phi):
+        """The stack slot holding counter `phi` (fn's) of `loop` where the reverse runs, made at first use:
+        the forward part stores each iteration's value at the header."""
+        slot = loop.slots.get(phi)
+        if slot is None:
+            r, b = self.r, self.r.b
+            slot = loop.slots[phi] = r._slot(phi.type, f"{phi.name}.counter" if phi.name else "", zeroed=False)
+            saved = b.block
+            header = r.bmap[loop.header]
+            first = header.instructions.first
+            while isinstance(first, llvm.PHINode):
+                first = first.next
+            b.position_before(first)
+            b.store(r.value(phi), slot)
+            b.position_at_end(saved)
+        return slot
+
+    def counter(self, loop: Counted, phi):
+        """Counter `phi` of `loop` in the iteration whose reverse is being built."""
+        r, b = self.r, self.r.b
+        value = b.load(phi.type, self.counter_slot(loop, phi))
+        step, init = loop.steps[phi]
+        # between the value it was entered with and the last (LLVM's own view of the forward loop): what lets
+        # it fold Python's wrap-around of negative indices (`x[k + t]`) as it does forward
+        start = r.primal(init) if isinstance(init, llvm.Instruction) else r.value(init)
+        assume = r.module.get_or_insert_function("llvm.assume", llvm.FunctionType.get(r.ctx.void, [r.ctx.i1]))
+        b.call(assume, [b.icmp("sge" if step > 0 else "sle", value, start)])
+        if r.mark_uniform:  # every item of a block stores it alike and steps it back alike
+            if r.uniform_forward is None:
+                r.uniform_forward = r.uniform_values()
+            if r.value(phi) in r.uniform_forward:
+                value.set_string_metadata(UNIFORM_READ, "")
+        return value
+
+    def first_iteration(self, loop: Counted):
+        """Whether the iteration of `loop` whose reverse is being built is its first: its first counter holds
+        the value it was entered with."""
+        r = self.r
+        phi, (_, init) = next(iter(loop.steps.items()))
+        return r.b.icmp("eq", self.counter(loop, phi), r.primal(init) if isinstance(init, llvm.Instruction)
+                        else r.value(init))
+
+    def back_edge(self, header, pred, edge) -> None:
+        """`edge`: the block of the reverse of `header` that goes on to the reverse of `pred`; where `pred` is
+        a counted loop's latch, its counters step back there to the previous iteration's (`step_back`)."""
+        loop = self.counted.get(header)
+        if loop is not None and pred == loop.latch:
+            self.edges[header] = edge
+
+    def step_back(self) -> None:
+        """Once the reverse is built: at each counted loop's back edge, its counters (those the reverse
+        read) step back by their steps."""
+        b = self.r.b
+        for header, edge in self.edges.items():
+            loop = self.counted[header]
+            b.position_before(edge.terminator)
+            for phi, slot in loop.slots.items():
+                step = loop.steps[phi][0]
+                b.store(b.sub(b.load(phi.type, slot), llvm.ConstantInt.get(phi.type, step)), slot)
+
+    def _counted_of(self, value, block):
+        """(the Counted loop, fn's phi) when gfn's `value` is a counter of a counted loop, else None."""
+        loop = self.counted.get(block)
+        if loop is None:
+            return None
+        phi = next((p for p in loop.steps if self.r.vmap.get(p) == value), None)
+        return None if phi is None else (loop, phi)
 
     def computable(self, value) -> bool:
         """Whether gfn's forward `value` (defined in a loop) can be computed again in the reverse."""
@@ -80,7 +206,9 @@ class Recomputation:
         if len(seen) > LIMIT:
             return False
         join = self.choice_of.get(value)
-        if join is not None:
+        if join is not None and join in self.counted:
+            ok = True
+        elif join is not None:
             branch = self._deciding_branch(join)
             ok = branch is not None and self._walk(self.r.value(branch[0]), seen)
         else:
@@ -164,7 +292,14 @@ class Recomputation:
         if block not in r.cyclic:
             result = r.need(value, block)
         elif self._anchor(value, block):
-            result = r.taped(value)
+            counted = self._counted_of(value, block)
+            result = r.taped(value) if counted is None else self.counter(*counted)
+        elif value in self.choice_of and self.choice_of[value] in self.counted:
+            loop = self.counted[self.choice_of[value]]
+            index = r.preds[loop.header].index
+            i32 = r.ctx.i32
+            result = r.b.select(self.first_iteration(loop), llvm.ConstantInt.get(i32, index(loop.entry)),
+                                llvm.ConstantInt.get(i32, index(loop.latch)))
         elif value in self.choice_of:
             condition, k_true, k_false = self._deciding_branch(self.choice_of[value])
             i32 = r.ctx.i32
@@ -180,3 +315,19 @@ class Recomputation:
             result = r.b.insert(result)
         memo[value] = result
         return result
+
+
+def _step(phi, latch):
+    """C when fn's header `phi` (an i64) is `phi [init, entry], [phi + C, latch]` with 0 < |C| < MAX_STEP."""
+    if str(phi.type) != "i64":
+        return None
+    nxt = phi.incoming_value_for(latch)
+    if not isinstance(nxt, llvm.Instruction) or nxt.opcode_name != "add":
+        return None
+    a, c = nxt.operands
+    if c == phi:
+        a, c = c, a
+    if a != phi or not isinstance(c, llvm.ConstantInt):
+        return None
+    step = c.value
+    return step if 0 < abs(step) < MAX_STEP else None

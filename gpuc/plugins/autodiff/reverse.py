@@ -29,18 +29,18 @@ import functools
 from dataclasses import dataclass, replace
 
 import gpuc.llvm as llvm
-from gpuc.abi import (ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
+from gpuc.abi import (ADJOINT_DISTINCT_ATTRIBUTE, ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
                       SERIAL_ITEMS_ATTRIBUTE)
 from gpuc.compiler import dominates, immediate_dominators, on_cycle, reverse_postorder
 from gpuc.errors import CompilationError
 
-from . import access, blocks, masked, recompute, sums, tape, temporaries
+from . import access, blocks, masked, recompute, restore, sums, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error, locate
 from .memory import allocates
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 from ..block_uniform import uniform_values
-from ..workitems import same_for_every_item
+from ..workitems import OWN_ELEMENT, same_for_every_item
 
 _UNSUPPORTED = ("invoke", "callbr", "va_arg", "landingpad", "resume", "indirectbr", "catchswitch", "cleanupret")
 _DERIVED = ("getelementptr", "addrspacecast", "bitcast", "select", "phi")
@@ -199,6 +199,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         builder.spans = spans
         builder.mark_uniform = settings.serial_blocks and blocks.uses_blocks(primal)
         builder.adjoint_kernel = True
+        builder.distinct = kernel.attributes.get(ADJOINT_DISTINCT_ATTRIBUTE) is not None
         builder.run()
     except BaseException:
         grad.erase()
@@ -258,6 +259,9 @@ class _Reverse(Copier):
         #: then keep what follows from them once per block. Set by adjoint_body.
         self.mark_uniform = False
         self.uniform_forward = None
+        #: Whether the launch checked that the kernel's arrays do not overlap (gpuc.abi.ADJOINT_DISTINCT_ATTRIBUTE):
+        #: the reverse may then load again arrays the kernel never writes (restore.py). Set by adjoint_body.
+        self.distinct = False
 
     # -- analysis ------------------------------------------------------------------------------
     def _analyse(self) -> None:
@@ -309,6 +313,7 @@ class _Reverse(Copier):
         # shared memory restored by the reverse, its loads read again (blocks.py)
         self.reloaded, self.restored = blocks.reloaded_loads(self)
         self.overwritten: dict = {}  # fn's restored stores -> the value each overwrote (gfn's forward part)
+        self.rewound = restore.plan(self)  # ... those whose overwritten value the reverse computes again
         self.atomic_bases = self._atomic_bases()
         self.writes_memory = memory_effects(fn, heap=self.settings.heap)[1]
 
@@ -527,8 +532,10 @@ class _Reverse(Copier):
                 self.b.call(sums.marker(self.module, value.type), [pointer, value])
                 return
             if inst in self.restored:
-                self.overwritten[inst] = self.b.load(inst.operands[0].type, self.value(inst.operands[1]),
-                                                     align=inst.alignment)
+                old = self.overwritten[inst] = self.b.load(inst.operands[0].type, self.value(inst.operands[1]),
+                                                           align=inst.alignment)
+                if inst in self.rewound:
+                    restore.keep_first(self, inst, self.rewound[inst], old)
             new = self.vmap[inst] = self.clone(inst)
             if inst in self.shadowed and blocks.is_shared(inst):
                 self.shadows[inst] = blocks.shared_shadow(self, inst, new)
@@ -687,6 +694,11 @@ class _Reverse(Copier):
         """Whether several work items running at once may touch the shadow element of `pointer`."""
         return pointer not in self.stack and bool(self._roots_of(pointer) & self.atomic_bases)
 
+    def in_shared(self, pointer) -> bool:
+        """Whether fn's `pointer` points into shared memory only."""
+        roots = self._roots_of(pointer)
+        return bool(roots) and all(blocks.is_shared(x) for x in roots)
+
     def take_shadow(self, pointer, ty, align):
         """The value of shadow(pointer) (of `ty`), which then holds zero: where several work items running at
         once may store to the element (all of them the same value, or the kernel's result is one of theirs),
@@ -697,8 +709,12 @@ class _Reverse(Copier):
             # Frozen: where LLVM's loop vectorizer predicates this load and the store after it (a store under a
             # branch), LLVM 22's instcombine folds `select(mask, masked.load(s, mask), x)` into a masked load
             # placed after the store, which then reads the zero (a silently lost gradient on one thread).
-            value = b.freeze(b.load(ty, s, align=align))
-            b.store(zero(ty), s, align=align)
+            load = b.load(ty, s, align=align)
+            value = b.freeze(load)
+            store = b.store(zero(ty), s, align=align)
+            if self.in_shared(pointer):  # the primal stored there: no other item of the block touches it
+                load.set_string_metadata(OWN_ELEMENT, "")
+                store.set_string_metadata(OWN_ELEMENT, "")
             return value
         if not isinstance(ty, llvm.VectorType):
             return self.exchange_zero(s, ty)
@@ -779,8 +795,9 @@ class _Reverse(Copier):
             for inst in reversed(body):
                 self._reverse_instruction(inst)
             self._dispatch(block)
+        self.recomputation.step_back()
         if self.pushes and self.mark_uniform and self.uniform_forward is None:  # before any tape code is in gfn
-            self.uniform_forward = uniform_values(self.gfn, same_for_every_item, self.bmap[self.order[0]])
+            self.uniform_forward = self.uniform_values()
         for carrier, members in self._records().items():
             self._tape(carrier, members)
 
@@ -792,7 +809,9 @@ class _Reverse(Copier):
             raise self.error(inst, f"no derivative rule for `{inst.opcode_name}` on floats")
         old = self.overwritten.get(inst)
         if old is not None:  # shared memory as it was before the store
-            self.b.store(self.need(old, inst.parent), self.primal(inst.operands[1]), align=inst.alignment)
+            rewound = self.rewound.get(inst)
+            value = self.need(old, inst.parent) if rewound is None else restore.overwritten(self, inst, rewound)
+            self.b.store(value, self.primal(inst.operands[1]), align=inst.alignment)
 
     def _dispatch(self, block) -> None:
         """The end of `block`'s reverse: phis' adjoints to their incoming values, then back to the
@@ -814,6 +833,7 @@ class _Reverse(Copier):
                 self.accumulate(phi.incoming_value_for(pred), a)
             b.br(self.rmap[pred])
             edges.append(edge)
+            self.recomputation.back_edge(block, pred, edge)
         b.position_at_end(here)
         if choice is None:
             b.br(edges[0])
@@ -924,6 +944,10 @@ class _Reverse(Copier):
         for holder, k in holders:
             holder.replace_all_uses_with(popped[k])
             holder.erase()
+
+    def uniform_values(self) -> set:
+        """gfn's forward values that every work item of a block holds alike (block_uniform.py)."""
+        return uniform_values(self.gfn, same_for_every_item, self.bmap[self.order[0]])
 
     @functools.cached_property
     def recursive(self) -> bool:

@@ -6,7 +6,7 @@ from .config import CompilerConfig, CompilerJob
 from .cfg import dominates, immediate_dominators
 from .depth import run_deep
 from .driver import OUTPUTS, STAGES, CompileResult, ModuleResult, code_llvm, code_native, compile, compile_module
-from ..targets.cfg import on_cycle, reverse_postorder
+from ..targets.cfg import natural_loop, on_cycle, reverse_postorder
 from ..errors import (CompilationError, CompilerError, InternalCompilerError, IRIssue, PluginError,
                      SourceLocation, ValidationError)
 from .linking import link_into
@@ -26,6 +26,6 @@ __all__ = [
     "ValidationError", "as_source",
     "build_pipeline", "cache", "code_llvm", "code_native", "compile", "compile_module", "dominates",
     "freeze_reads_before_writes", "immediate_dominators",
-    "link_into", "make_plugin", "on_cycle", "reverse_postorder",
+    "link_into", "make_plugin", "natural_loop", "on_cycle", "reverse_postorder",
     "plugin_scope", "register_plugin", "registered_plugins", "run_deep", "source_site", "unregister_plugin",
 ]

@@ -23,7 +23,7 @@ error.)
 
 from __future__ import annotations
 
-from gpuc.compiler import dominates, immediate_dominators, reverse_postorder
+from gpuc.compiler import dominates, immediate_dominators, natural_loop, reverse_postorder
 from gpuc.llvm import CallInst, Instruction, PHINode, PoisonValue, UndefValue
 
 #: Metadata on a load whose producer vouches that it reads, in every item that runs it, the value
@@ -121,13 +121,7 @@ class _Graph:
             latches.setdefault(dst, []).append(src)
         self.loops, self.header_of = [], {}
         for header, ends in latches.items():
-            blocks, work = {header}, list(ends)
-            while work:
-                blk = work.pop()
-                if blk not in blocks and blk in index:
-                    blocks.add(blk)
-                    work.extend(blk.predecessors)
-            loop = _Loop(header, blocks, ends)
+            loop = _Loop(header, natural_loop(header, ends, lambda blk: blk.predecessors, index), ends)
             self.loops.append(loop)
             self.header_of[header] = loop
         back = set(retreating)

@@ -1,6 +1,6 @@
 """Control-flow graph facts the targets' IR rewrites need: dominators, post-dominators, cycles. Blocks are
-given as a list (the function's, entry first) and `succs`, a dict from each block to its successors; `on_cycle`
-and `reverse_postorder` take a function giving them (gpuc.compiler exports them for plugins)."""
+given as a list (the function's, entry first) and `succs`, a dict from each block to its successors; `on_cycle`,
+`reverse_postorder` and `natural_loop` take a function giving them (gpuc.compiler exports them for plugins)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,20 @@ def on_cycle(start, successors) -> bool:
             seen.add(block)
             stack.extend(successors(block))
     return False
+
+
+def natural_loop(header, latches, predecessors, within=None) -> set:
+    """The blocks of the natural loop of `header` whose back edges come from `latches`: the header and the
+    blocks that reach a latch without passing it, walking `predecessors(block)` (only blocks in `within`,
+    when given: the reachable ones)."""
+    body, work = {header}, list(latches)
+    while work:
+        block = work.pop()
+        if block in body or (within is not None and block not in within):
+            continue
+        body.add(block)
+        work.extend(predecessors(block))
+    return body
 
 
 def reverse_postorder(entry, successors) -> tuple[list, list]:

@@ -34,7 +34,7 @@ Loops with loop metadata of their own (gpuc's hints, a region loop of a block ke
 from __future__ import annotations
 
 from ..llvm import Builder, CallInst, Constant, ConstantInt, FloatingType, PHINode, capi
-from .cfg import reverse_postorder
+from .cfg import natural_loop, reverse_postorder
 
 #: The intrinsic: `llvm.vector.reduce.fadd.v8f32(float start, <8 x float> v)`.
 REDUCE = "llvm.vector.reduce.fadd."
@@ -88,13 +88,7 @@ def _sum_phi(phi, latch) -> bool:
 def _cheap_innermost(header, latch, headers: set) -> bool:
     """Whether the loop of `header` (its blocks: those reaching `latch` without passing the header) holds no
     other loop (none of `headers`) and calls nothing but cheap intrinsics."""
-    body, work = {header}, [latch]
-    while work:
-        blk = work.pop()
-        if blk in body:
-            continue
-        body.add(blk)
-        work += blk.predecessors
+    body = natural_loop(header, [latch], lambda blk: blk.predecessors)
     if any(other in body for other in headers if other != header):
         return False
     for blk in body:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gpuc.llvm as llvm
-from gpuc.compiler import dominates
+from gpuc.compiler import dominates, natural_loop
 
 from . import blocks
 from .recompute import COMPUTED, Counted
@@ -202,13 +202,7 @@ def _body(r, loop: Counted) -> set:
     """fn's blocks of `loop`: those that reach its latch without passing its header, and the header."""
     found = getattr(loop, "body", None)
     if found is None:
-        found, work = {loop.header}, [loop.latch]
-        while work:
-            block = work.pop()
-            if block not in found:
-                found.add(block)
-                work.extend(r.preds[block])
-        loop.body = found
+        found = loop.body = natural_loop(loop.header, [loop.latch], lambda block: r.preds[block])
     return found
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import gpuc.llvm as llvm
 from gpuc.abi import (ADJOINT_DISTINCT_ATTRIBUTE, ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
                       SERIAL_ITEMS_ATTRIBUTE)
-from gpuc.compiler import dominates, immediate_dominators, on_cycle, reverse_postorder
+from gpuc.compiler import dominates, immediate_dominators, natural_loop, on_cycle, reverse_postorder
 from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, recompute, restore, sums, tape, temporaries
@@ -1001,17 +1001,12 @@ def _avoiding(avoid):
 def _innermost_loops(order, preds, idom) -> dict:
     """Each block of a natural loop (`order`: blocks in reverse post-order, `idom` their dominator tree)
     -> the header of the innermost loop it is in. Blocks on irreducible cycles only are absent."""
-    bodies = {}
+    latches = {}
     for block in order:
         for head in successors(block):
             if head in idom and dominates(idom, head, block):  # a back edge: block -> head
-                body = bodies.setdefault(head, {head})
-                work = [block]
-                while work:
-                    blk = work.pop()
-                    if blk not in body:
-                        body.add(blk)
-                        work.extend(preds[blk])
+                latches.setdefault(head, []).append(block)
+    bodies = {head: natural_loop(head, ends, lambda blk: preds[blk]) for head, ends in latches.items()}
     innermost = {}
     for head, body in sorted(bodies.items(), key=lambda item: -len(item[1])):  # outer loops first
         for blk in body:

@@ -4,7 +4,7 @@ emission order, and which values are the same in every work item of a chunk (uni
 
 from __future__ import annotations
 
-from gpuc.compiler import dominates, immediate_dominators, reverse_postorder
+from gpuc.compiler import dominates, immediate_dominators, natural_loop, reverse_postorder
 from gpuc.llvm import BinaryOperator, BranchInst, CallInst, CompareInst, Instruction, PHINode
 
 #: Bodies with more blocks or instructions than this are left as they are (compile time).
@@ -251,16 +251,9 @@ def _is_increment(v, iv) -> bool:
 
 
 def _blocks_between(header, latch):
-    body, work = {header}, [latch]
-    while work:
-        blk = work.pop()
-        if blk in body:
-            continue
-        body.add(blk)
-        preds = blk.predecessors
-        if not preds:
-            raise Unsupported("the loop over index 0 is not a natural loop")
-        work.extend(preds)
-        if len(body) > MAX_BLOCKS:
-            raise Unsupported(f"the kernel is too large (more than {MAX_BLOCKS} blocks)")
+    body = natural_loop(header, [latch], lambda blk: blk.predecessors)
+    if any(not blk.predecessors for blk in body):
+        raise Unsupported("the loop over index 0 is not a natural loop")
+    if len(body) > MAX_BLOCKS:
+        raise Unsupported(f"the kernel is too large (more than {MAX_BLOCKS} blocks)")
     return [blk for blk in header.parent.blocks if blk in body]

@@ -132,7 +132,7 @@ class AdjointKernel(ShadowedKernel):
             record(self, n, args, device=device, threads=threads, block=block, shared=shared)
             return
         flags = self._checked_layout(args)
-        distinct = _distinct(args)
+        distinct = _distinct_blocks(args, block, shared)
         device = device or _device_of(args)
         # the primal's dynamic shared memory, then its shadow (gpuc.abi.adjoint_shared_bytes)
         if isinstance(shared, (int, np.integer)) and not isinstance(shared, bool) and shared > 0:
@@ -180,8 +180,8 @@ class AdjointKernel(ShadowedKernel):
         flags = self._checked_layout(args)
         device = device or _device_of(args)
         schedule = SERIAL if device == "cpu" and threads == 1 else CONCURRENT
-        return self._kernel(flags, schedule, None, _distinct(args)).inspect(*args, device=device, block=block, shared=shared,
-                                                     threads=threads)
+        return self._kernel(flags, schedule, None, _distinct_blocks(args, block, shared)).inspect(
+            *args, device=device, block=block, shared=shared, threads=threads)
 
     def cpu_launcher(self, n, args, threads: int | None = None) -> tuple:
         """(the CPU launcher, its `apart=`) that `launch(n, *args, threads=threads)` runs a launch with, for
@@ -277,6 +277,13 @@ def _fresh(name: str, taken) -> str:
     while name in taken:
         name += "_"
     return name
+
+
+def _distinct_blocks(args, block, shared) -> bool:
+    """`_distinct(args)` for a launch in blocks (`block=` or `shared=`), else False: only a kernel with shared
+    memory has tiles its reverse may load again (restore.py), and other launches save the check (about 2.5 us
+    an array)."""
+    return (block is not None or bool(shared)) and _distinct(args)
 
 
 def _distinct(args) -> bool:

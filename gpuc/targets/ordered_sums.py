@@ -18,7 +18,11 @@ then + c_1 and so on, W vector adds. Lane k adds v_k[0], v_k[1], ... in order, a
 results are bit for bit theirs. A transpose is W log2(W) two-input shuffles.
 The calls read and write no memory, so those before the first other instruction that uses a result are
 computed together right before it; a call whose start is another call's result (an interleaved loop adds
-two vectors per accumulator, one after the other) comes one round later. Groups of fewer than W / 2
+two vectors per accumulator, one after the other) comes one round later, from the vector p of the round
+before as it is. In a loop (the vectorized loop's body, its own latch), where the K starts are phis of the
+header whose values from the latch are the K sums, the phis become one vector phi carrying p from one
+iteration to the next: no lane is moved into p or out of it inside the loop, only where a sum is used after
+it (in the blocks the latch alone leads to). Groups of fewer than W / 2
 calls, vectors of fewer than 4 lanes, scalable vectors (SVE's) and calls with `reassoc` (which LLVM lowers
 as a tree already) are left as calls.
 
@@ -123,10 +127,121 @@ def _ordered_sum(inst) -> bool:
     return callee is not None and callee.name.startswith(REDUCE) and "reassoc" not in inst.fast_math
 
 
+class _Sums:
+    """What the rewrite of one block's sums made: `lanes` maps each extract of a sum to (the vector p it
+    came from, its lane); `carried` lists the vector phis of the loop through the block (with the scalar
+    phis they stand for), whose values from the block are set once all of its sums are rewritten."""
+
+    __slots__ = ("block", "lanes", "carried", "phis")
+
+    def __init__(self, block) -> None:
+        self.block, self.lanes, self.carried, self.phis = block, {}, [], set()
+
+    def vector_of(self, values: list):
+        """The vector p whose lanes 0, 1, ... are `values` (extracts of one rewrite), or None."""
+        found = self.lanes.get(values[0])
+        if found is None or found[1] != 0:
+            return None
+        return found[0] if all(self.lanes.get(v) == (found[0], k) for k, v in enumerate(values)) else None
+
+    def carry(self, context, starts: list, vector):
+        """A vector phi standing for `starts` where they are phis of one header that this block goes back
+        to (its lanes past len(starts) zero), its values from the other predecessors built where they
+        branch; else None."""
+        header = getattr(starts[0], "parent", None)
+        if (not all(isinstance(s, PHINode) and s.parent == header for s in starts) or len(set(starts)) < len(starts)
+                or header not in self.block.successors or any(s in self.phis for s in starts)):
+            return None
+        sources = starts[0].incoming_blocks
+        if any(s.incoming_blocks != sources for s in starts):
+            return None
+        i32 = context.i32
+        with Builder(context) as b:
+            built = {}
+            for source in set(sources):
+                if source == self.block:
+                    continue
+                b.position_before(source.terminator)
+                value = Constant.null(vector)
+                for k, start in enumerate(starts):
+                    value = b.insert_element(value, start.incoming_value_for(source), ConstantInt.get(i32, k))
+                built[source] = value
+            b.position_before(header.instructions.first)
+            carried = b.phi(vector, [(built[s], s) for s in sources if s != self.block])
+        self.carried.append((carried, starts))
+        self.phis.update(starts)
+        return carried
+
+    def finish(self, context) -> None:
+        """Give each carried phi its value from this block, put the scalar phis' other uses on its lanes, and
+        move each lane out of the vector where it is used (an extract in the block stays only for uses the
+        block itself or a block other than its sole successors reaches)."""
+        i32 = context.i32
+        with Builder(context) as b:
+            for carried, starts in self.carried:
+                ends = [start.incoming_value_for(self.block) for start in starts]
+                end = self.vector_of(ends)
+                if end is None:
+                    b.position_before(self.block.terminator)
+                    end = Constant.null(carried.type)
+                    for k, value in enumerate(ends):
+                        end = b.insert_element(end, value, ConstantInt.get(i32, k))
+                for source in starts[0].incoming_blocks:
+                    if source == self.block:
+                        carried.add_incoming(end, self.block)
+                header = carried.parent
+                first = next(inst for inst in header.instructions if not isinstance(inst, PHINode))
+                for k, start in enumerate(starts):
+                    if start.uses:
+                        b.position_before(first)
+                        start.replace_all_uses_with(b.extract_element(carried, ConstantInt.get(i32, k)))
+                    start.erase()
+            for extract, (vector, lane) in list(self.lanes.items()):
+                if not extract.uses:
+                    extract.erase()
+                else:
+                    _sink(b, extract, vector, lane, self.block, i32)
+
+
+def _sink(b: Builder, extract, vector, lane: int, block, i32) -> None:
+    """Move `extract` (of `vector`, in `block`) to its uses in blocks whose only predecessor is `block`; a phi
+    there that has no other value (the loop's exit's) gives way to the extract."""
+    moved = {}
+
+    def lane_at(place, end: bool):
+        """The lane extracted at the start of `place` (after its phis) or at its end."""
+        if (place, end) not in moved:
+            b.position_before(place.terminator if end else
+                              next(i for i in place.instructions if not isinstance(i, PHINode)))
+            moved[place, end] = b.extract_element(vector, ConstantInt.get(i32, lane))
+        return moved[place, end]
+
+    def after_block(place) -> bool:
+        return place != block and place.predecessors == [block]
+
+    for use in list(extract.uses):
+        user = use.user
+        if not isinstance(user, PHINode):
+            if after_block(user.parent):
+                for i, op in enumerate(user.operands):
+                    if op == extract:
+                        user.operands[i] = lane_at(user.parent, False)
+        elif after_block(user.parent) and len(user.incoming) == 1:
+            user.replace_all_uses_with(lane_at(user.parent, False))
+            user.erase()
+        else:
+            for i, (value, source) in enumerate(user.incoming):
+                if value == extract and after_block(source):
+                    user.operands[i] = lane_at(source, True)
+    if not extract.uses:
+        extract.erase()
+
+
 def _rewrite_block(b: Builder, context, block) -> int:
     """The block's ordered sums, in segments: the sums before the first other instruction that uses one's
     result (the terminator at the latest) are computed there, all together (they read and write no memory)."""
     rewritten, segment, results = 0, [], set()
+    sums = _Sums(block)
     for inst in list(block.instructions):
         if isinstance(inst, PHINode):
             continue
@@ -135,12 +250,14 @@ def _rewrite_block(b: Builder, context, block) -> int:
             results.add(inst)
         elif inst.is_terminator or any(op in results for op in inst.operands):
             if segment:
-                rewritten += _rewrite_segment(b, context, segment, inst)
+                rewritten += _rewrite_segment(b, context, segment, inst, sums)
             segment, results = [], set()
+    if rewritten:
+        sums.finish(context)
     return rewritten
 
 
-def _rewrite_segment(b: Builder, context, calls: list, before) -> int:
+def _rewrite_segment(b: Builder, context, calls: list, before, sums: _Sums) -> int:
     """Compute the sums `calls` right before `before`, depth by depth (a sum whose start is another's result
     is one deeper: an interleaved loop's), those of one depth and vector type W at a time by a transpose
     where there are W / 2 or more of them (W >= MIN_LANES, a power of two); the others are moved there as
@@ -163,7 +280,7 @@ def _rewrite_segment(b: Builder, context, calls: list, before) -> int:
             for first in range(0, len(group), lanes):
                 chunk = group[first:first + lanes]
                 if fixed and lanes >= MIN_LANES and not lanes & (lanes - 1) and len(chunk) >= max(2, lanes // 2):
-                    _rewrite_chunk(b, context, chunk)
+                    _rewrite_chunk(b, context, chunk, sums)
                     rewritten += len(chunk)
                 else:
                     for call in chunk:
@@ -172,7 +289,7 @@ def _rewrite_segment(b: Builder, context, calls: list, before) -> int:
     return rewritten
 
 
-def _rewrite_chunk(b: Builder, context, calls: list) -> None:
+def _rewrite_chunk(b: Builder, context, calls: list, sums: _Sums) -> None:
     """Replace `calls` (at most W, on vectors of W lanes) by a transpose and W vector adds at the builder."""
     vector = calls[0].args[1].type
     lanes = vector.count
@@ -180,13 +297,20 @@ def _rewrite_chunk(b: Builder, context, calls: list) -> None:
     zero = Constant.null(vector)
     rows = [call.args[1] for call in calls] + [zero] * (lanes - len(calls))
     flags = frozenset.intersection(*(frozenset(call.fast_math) for call in calls))
-    total = Constant.null(vector)
-    for k, call in enumerate(calls):
-        total = b.insert_element(total, call.args[0], ConstantInt.get(i32, k))
+    starts = [call.args[0] for call in calls]
+    total = sums.vector_of(starts)
+    if total is None:
+        total = sums.carry(context, starts, vector)
+    if total is None:
+        total = Constant.null(vector)
+        for k, start in enumerate(starts):
+            total = b.insert_element(total, start, ConstantInt.get(i32, k))
     for column in _transpose(b, i32, rows):
         total = b.fadd(total, column, fast_math=flags or None)
     for k, call in enumerate(calls):
-        call.replace_all_uses_with(b.extract_element(total, ConstantInt.get(i32, k)))
+        extract = b.extract_element(total, ConstantInt.get(i32, k))
+        sums.lanes[extract] = (total, k)
+        call.replace_all_uses_with(extract)
     for call in calls:
         call.erase()
 

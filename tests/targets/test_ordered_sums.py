@@ -93,6 +93,79 @@ def test_rewritten_sums_are_bitwise_the_calls(ty, lanes, count, chained, use_bet
     assert after.count("llvm.vector.reduce.fadd") - 1 == left * (2 if chained else 1)  # - the declaration
 
 
+def _loop_ir(ty: str, lanes: int, count: int, chained: bool, used_in_loop: bool) -> str:
+    """@sums(ptr acc, ptr vecs, i64 n): for each of n iterations, acc[k] = reduce.fadd(acc[k], vecs[it][k]) for
+    k < count, the sums in phis of the loop (then again with a second vector when `chained`, an interleaved
+    loop's pattern); stored after the loop, through the exit's phis. `used_in_loop`: the first phi is also
+    stored in the loop (a use of a carried phi besides its sum)."""
+    vty = f"<{lanes} x {ty}>"
+    size = 4 if ty == "float" else 8
+    suffix = f"v{lanes}{'f32' if ty == 'float' else 'f64'}"
+    per = count * lanes * size * (2 if chained else 1)
+    lines = [f"define void @sums(ptr %acc, ptr %vecs, i64 %n) {{", "entry:"]
+    for k in range(count):
+        lines += [f"  %ap{k} = getelementptr {ty}, ptr %acc, i64 {k}", f"  %a{k} = load {ty}, ptr %ap{k}"]
+    lines += ["  br label %loop", "loop:", "  %it = phi i64 [ 0, %entry ], [ %next, %loop ]"]
+    last = "t" if chained else "s"
+    lines += [f"  %p{k} = phi {ty} [ %a{k}, %entry ], [ %{last}{k}, %loop ]" for k in range(count)]
+    lines.append(f"  %base = mul i64 %it, {per}")
+    for k in range(count):
+        lines += [f"  %vo{k} = add i64 %base, {k * lanes * size}", f"  %vp{k} = getelementptr i8, ptr %vecs, i64 %vo{k}",
+                  f"  %v{k} = load {vty}, ptr %vp{k}, align 4"]
+        if chained:
+            lines += [f"  %wo{k} = add i64 %base, {(count + k) * lanes * size}",
+                      f"  %wp{k} = getelementptr i8, ptr %vecs, i64 %wo{k}", f"  %w{k} = load {vty}, ptr %wp{k}, align 4"]
+    if used_in_loop:
+        lines.append(f"  store {ty} %p0, ptr %ap0")
+    lines += [f"  %s{k} = call {ty} @llvm.vector.reduce.fadd.{suffix}({ty} %p{k}, {vty} %v{k})" for k in range(count)]
+    if chained:
+        lines += [f"  %t{k} = call {ty} @llvm.vector.reduce.fadd.{suffix}({ty} %s{k}, {vty} %w{k})"
+                  for k in range(count)]
+    lines += ["  %next = add i64 %it, 1", "  %more = icmp ult i64 %next, %n", "  br i1 %more, label %loop, label %exit",
+              "exit:"]
+    lines += [f"  %e{k} = phi {ty} [ %{last}{k}, %loop ]" for k in range(count)]
+    lines += [f"  store {ty} %e{k}, ptr %ap{k}" for k in range(count)]
+    lines += ["  ret void", "}", f"declare {ty} @llvm.vector.reduce.fadd.{suffix}({ty}, {vty})"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("ty", ["float", "double"])
+@pytest.mark.parametrize("lanes, count, chained, used_in_loop", [
+    (8, 16, False, False), (8, 5, False, False), (4, 4, True, False), (8, 8, False, True), (8, 12, True, False)])
+def test_sums_carried_round_a_loop_stay_in_one_vector(ty, lanes, count, chained, used_in_loop):
+    """In a loop whose phis hold the sums, p goes round the loop as a vector phi: no lane moves into it or out
+    of it in the loop (only in the exit), and the results are the calls' bit for bit."""
+    rng = np.random.default_rng(lanes * 1000 + count)
+    text = _loop_ir(ty, lanes, count, chained, used_in_loop)
+    iterations = 5
+    total = count * (2 if chained else 1)
+    for trial in range(10):
+        acc = _values(rng, _DTYPES[ty], count)
+        vecs = _values(rng, _DTYPES[ty], iterations * total * lanes)
+        results = []
+        for rewrite in (False, True):
+            module = llvm.Module.parse(text)
+            module.triple = NativeTarget().triple()
+            rewritten = ordered_sums.rewrite(module) if rewrite else 0
+            module.verify()
+            after = str(module)
+            jit = Jitted(module)
+            try:
+                out = acc.copy()
+                jit.get("sums", None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+                    out.ctypes.data, vecs.ctypes.data, iterations)
+            finally:
+                jit.close()
+            results.append(out)
+        assert results[1].tobytes() == results[0].tobytes()
+    assert rewritten == total
+    loop = after.split("\nloop:")[1].split("\nexit:")[0]
+    assert "llvm.vector.reduce.fadd" not in loop
+    moved = loop.count("extractelement") + loop.count("insertelement")
+    assert moved == (1 if used_in_loop else 0), loop  # the phi's other use reads its lane in the loop
+    assert after.split("\nexit:")[1].count("extractelement") == count
+
+
 def test_reassociable_sums_are_left_to_llvm():
     text = _sums_ir("double", 4, 4, False, False).replace("call double", "call reassoc double")
     _, rewritten, _ = _run(text, True, np.zeros(4), np.ones(16))

@@ -532,12 +532,21 @@ class RangeCursor(Cursor):
         start, self.stop, self.step = (value if value is not None else lw.operand(a, t)
                                        for a, value in zip(nodes, (plan.start, plan.stop, plan.step)))
         start = lw.const(t, start) if isinstance(start, int) else start
+        self.start = start
         self.counter = lw.slot(("range", id(it)), t)
         lw.b.store(start, self.counter)
         self.nonempty = _range_guard(lw, start, self.stop, self.step, t)
 
     def value(self, lw, at, k):
-        return lw.b.load(lw.ltype(self.t), self.counter)
+        i = lw.b.load(lw.ltype(self.t), self.counter)
+        if self.t.signed and isinstance(self.step, int):
+            # Each value yielded lies between start and stop: said where the body starts, this lets LLVM
+            # see that a counter from a non-negative start (a tile's) never indexes from the end, also
+            # where the body is split into work-item loops that load the counter again.
+            bound = _compare(lw, ">=", i, self.start, self.t) if self.step > 0 else _compare(lw, ">", i, self.stop, self.t)
+            if not isinstance(bound, ConstantInt):
+                lw.b.call(lw.declare("llvm.assume", lw.ctx.void, [lw.ctx.i1]), [bound])
+        return i
 
     def more(self, lw, following, k):
         i = lw.b.load(lw.ltype(self.t), self.counter)

@@ -10,7 +10,7 @@ from ... import abi
 from ...errors import LaunchWarning
 from ...compiler import CompiledFunction, CompileState
 from ...llvm import ArrayType as LLArrayType
-from ...llvm import Constant, ConstantFP, ConstantInt, FunctionType, Module
+from ...llvm import BinaryOperator, Constant, ConstantFP, ConstantInt, FunctionType, Module, capi
 from . import iteration
 from ..numeric import arithmetic as B
 from ..arrays import views
@@ -379,7 +379,7 @@ class Lowerer(LocatingVisitor):
             index = self.convert(index, it, int64) if it != int64 else index
             wrap = None
             if it.signed and not (isinstance(index, ConstantInt) and index.value >= 0):
-                negative = self.b.icmp("slt", index, zero)
+                negative = self._counts_from_end(index)
                 wrap = self.b.select(negative, self.b.extract_value(array, 1 + k), zero)
             if checked_at is not None and self.boundscheck:
                 checks.append((k, index, wrap, it))
@@ -398,6 +398,21 @@ class Lowerer(LocatingVisitor):
             ok = self.check_indices(checked_at, array, t.ndim, checks)
             pointer = self.b.select(ok, pointer, self.bounds_scratch(pointer.type))
         return pointer
+
+    def _counts_from_end(self, index):
+        """The i1 saying whether `index` (an int64) counts from the end of its dimension: index < 0. For a sum
+        `x + y`, `(x | y) < 0 and x + y < 0`: where x and y are both non-negative, a negative sum is an
+        overflow, no valid position whichever way it is read (it lies 2**63 or more from the true sum;
+        extents are under 2**62), and the test says so without the sum, so that LLVM, knowing x and y
+        non-negative (a tile's start and the item's index), sees that the access never counts from the
+        end: loads and stores of consecutive items stay vector loads and stores rather than gathers and
+        scatters."""
+        zero = ConstantInt.get(self.ctx.i64, 0)
+        negative = self.b.icmp("slt", index, zero)
+        if isinstance(index, BinaryOperator) and index.opcode == capi.LLVMAdd:
+            either = self.b.icmp("slt", self.b.or_(index.lhs, index.rhs), zero)
+            negative = self.b.and_(either, negative)
+        return negative
 
     # -- bounds checks (docs/debugging.md, "Bounds checks") -------------------------------------
     @functools.cached_property

@@ -581,7 +581,8 @@ def launch_blocks(fn, argv: bytes, n, block, shared: int, threads: int | None, *
                 for k in range(serial):
                     fn(argv, blocks * k // serial, blocks * (k + 1) // serial, launch)
             elif apart:
-                run_phases(fn, argv, block_phases(grid, apart, threads), launch, helpers=threads - 1)
+                phases, after = block_order(grid, apart, threads)
+                run_phases(fn, argv, phases, launch, helpers=threads - 1, after=after)
             else:
                 run_chunks(fn, argv, [0, blocks], launch, helpers=threads - 1)
             if record[0]:
@@ -632,6 +633,26 @@ def block_phases(grid, apart, threads: int) -> list:
             runs += [(first + k, first + min(k + size, b - a)) for k in range(0, b - a, size)]
         phases.append(runs)
     return phases
+
+
+@functools.lru_cache(maxsize=16)
+def block_order(grid, apart, threads: int) -> tuple:
+    """(block_phases' phases, and per run of them, in order, the earlier runs it must follow): for each
+    dimension in `apart` and each coordinate along it of the run's blocks, the last earlier run with a block
+    at that coordinate. Only blocks alike along such a dimension add into one element of a shadow, so these
+    runs alone keep every element's adds in the phases' order (the same bits), while a run whose own
+    predecessors have ended starts before the rest of the phase before it has (run_phases' `after`)."""
+    phases = block_phases(grid, apart, threads)
+    strides = (1, grid[0], grid[0] * grid[1])
+    last, after, k = {}, [], 0
+    for phase in phases:
+        for begin, end in phase:
+            keys = {(d, b // strides[d] % grid[d]) for b in range(begin, end) for d in apart}
+            after.append(sorted({last[key] for key in keys if key in last}))
+            for key in keys:  # the runs of one phase share none (their blocks differ along every one)
+                last[key] = k
+            k += 1
+    return phases, after
 
 
 def _next_phase(states, blocks: int, grid) -> bool:

@@ -300,10 +300,11 @@ done:
 }
 
 ; Runs of a phased launch (_NativeRuns): the state's [0] is the next run to claim, [1] the runs, [3] nonzero once
-; no run may start, [4] the runs that have ended, [6] to [8] as above, [9] a table of (begin, end, need) per run,
-; in order: a run starts once `need` runs have ended (those of the phases before its own). Claims and runs them
-; until none is left; with %once, returns after one run (the calling thread's, which goes back to Python between
-; runs): 1 when it ran one, else 0. A thread waiting for a phase to end yields its core.
+; no run may start, [4] the runs that have ended, [6] to [8] as above, [9] a table of (begin, end, need, first,
+; count) per run, in order, [10] the runs' dependencies, [11] a flag per run, set once it has ended: a run starts
+; once `need` runs have ended (those of the phases before its own) and so have the `count` runs listed in [10]
+; from `first` on. Claims and runs them until none is left; with %once, returns after one run (the calling
+; thread's, which goes back to Python between runs): 1 when it ran one, else 0. A thread waiting yields its core.
 declare i32 @sched_yield()
 
 define internal i64 @gpuc_pool_runs(ptr %s, i1 %once) {
@@ -315,11 +316,15 @@ entry:
   %pargv = getelementptr i64, ptr %s, i64 7
   %psizes = getelementptr i64, ptr %s, i64 8
   %ptable = getelementptr i64, ptr %s, i64 9
+  %pdeps = getelementptr i64, ptr %s, i64 10
+  %pdone = getelementptr i64, ptr %s, i64 11
   %count = load i64, ptr %pcount, align 8
   %fn = load ptr, ptr %pfn, align 8
   %argv = load ptr, ptr %pargv, align 8
   %sizes = load ptr, ptr %psizes, align 8
   %table = load ptr, ptr %ptable, align 8
+  %deps = load ptr, ptr %pdeps, align 8
+  %done = load ptr, ptr %pdone, align 8
   br label %loop
 loop:
   %stop = load atomic i64, ptr %pstop monotonic, align 8
@@ -330,16 +335,35 @@ claim:
   %past = icmp sge i64 %k, %count
   br i1 %past, label %none, label %row
 row:
-  %at = mul i64 %k, 3
+  %at = mul i64 %k, 5
   %pb = getelementptr i64, ptr %table, i64 %at
   %pe = getelementptr i64, ptr %pb, i64 1
   %pn = getelementptr i64, ptr %pb, i64 2
+  %pfirst = getelementptr i64, ptr %pb, i64 3
+  %pdepn = getelementptr i64, ptr %pb, i64 4
   %need = load i64, ptr %pn, align 8
+  %first = load i64, ptr %pfirst, align 8
+  %depn = load i64, ptr %pdepn, align 8
   br label %ready
 ready:
   %ended = load atomic i64, ptr %pended seq_cst, align 8
   %ok = icmp sge i64 %ended, %need
-  br i1 %ok, label %run, label %later
+  br i1 %ok, label %deps.loop, label %later
+deps.loop:
+  %j = phi i64 [ 0, %ready ], [ %j.next, %deps.ended ]
+  %deps.more = icmp slt i64 %j, %depn
+  br i1 %deps.more, label %deps.check, label %run
+deps.check:
+  %at.dep = add i64 %first, %j
+  %pdep = getelementptr i64, ptr %deps, i64 %at.dep
+  %dep = load i64, ptr %pdep, align 8
+  %pflag = getelementptr i64, ptr %done, i64 %dep
+  %flag = load atomic i64, ptr %pflag acquire, align 8
+  %dep.ended = icmp ne i64 %flag, 0
+  br i1 %dep.ended, label %deps.ended, label %later
+deps.ended:
+  %j.next = add i64 %j, 1
+  br label %deps.loop
 later:
   %stop2 = load atomic i64, ptr %pstop monotonic, align 8
   %stopped2 = icmp ne i64 %stop2, 0
@@ -351,6 +375,8 @@ run:
   %b = load i64, ptr %pb, align 8
   %e = load i64, ptr %pe, align 8
   call void %fn(ptr %argv, i64 %b, i64 %e, ptr %sizes)
+  %pmine = getelementptr i64, ptr %done, i64 %k
+  store atomic i64 1, ptr %pmine release, align 8
   %old = atomicrmw add ptr %pended, i64 1 seq_cst, align 8
   br i1 %once, label %one, label %loop
 one:
@@ -554,18 +580,15 @@ class _NativeRuns(_NativeLaunch):
     one chunk, a phase's runs start once every run of the phases before it has ended, and pool threads wait
     for a phase to end in compiled code (yielding their core), not by going back to their queue."""
 
-    __slots__ = ("_table",)
+    __slots__ = ("_table", "_deps", "_done")
 
-    def __init__(self, address: int, argv: bytes, sizes: bytes, threads: int, phases) -> None:
+    def __init__(self, address: int, argv: bytes, sizes: bytes, threads: int, phases, after) -> None:
         self._argv, self._sizes, self._threads = argv, sizes, threads
-        rows, need = [], 0
-        for phase in phases:
-            for begin, end in phase:
-                rows += (begin, end, need)
-            need += len(phase)
-        self._table = (ctypes.c_int64 * max(3, len(rows)))(*rows)
-        self._state = (ctypes.c_int64 * 10)(0, len(rows) // 3, threads, 0, 0, 0, address, _bytes_address(argv),
-                                            _bytes_address(sizes), ctypes.addressof(self._table))
+        self._table, self._deps, runs = _runs_table(phases, after)
+        self._done = (ctypes.c_int64 * max(1, runs))()
+        self._state = (ctypes.c_int64 * 12)(0, runs, threads, 0, 0, 0, address, _bytes_address(argv),
+                                            _bytes_address(sizes), ctypes.addressof(self._table),
+                                            ctypes.addressof(self._deps), ctypes.addressof(self._done))
         self._address = ctypes.addressof(self._state)
         self._first = 0
         self._lock = threading.Lock()
@@ -580,6 +603,43 @@ class _NativeRuns(_NativeLaunch):
     @staticmethod
     def _native_help():
         return _native.help_runs
+
+
+#: The tables of the last phase lists launched (run_phases), each kept with its lists: a launch of the same grid
+#: (cpu.block_phases keeps its lists) finds its table built (about 1 us a run to build; the compiled
+#: scheduler only reads it, so launches at once may share it).
+_TABLES: dict = {}
+_TABLES_KEPT = 16
+_TABLES_LOCK = threading.Lock()
+
+
+def _runs_table(phases, after) -> tuple:
+    """(the ctypes table of (begin, end, need, first, count) per run of `phases` that _NativeRuns hands the
+    compiled scheduler, the dependency list its rows point into, the number of runs): built once per pair of
+    list objects while the pair is among the last kept. With `after` (a list per run, in order, of the
+    earlier runs it waits for), a run needs those alone; else every run of the phases before its own."""
+    key = (id(phases), id(after))
+    with _TABLES_LOCK:
+        found = _TABLES.get(key)
+        if found is not None and found[0] is phases and found[1] is after:
+            return found[2:]
+    rows, deps, need, k = [], [], 0, 0
+    for phase in phases:
+        for begin, end in phase:
+            if after is None:
+                rows += (begin, end, need, 0, 0)
+            else:
+                rows += (begin, end, 0, len(deps), len(after[k]))
+                deps += after[k]
+            k += 1
+        need += len(phase)
+    table = (ctypes.c_int64 * max(5, len(rows)))(*rows)
+    listed = (ctypes.c_int64 * max(1, len(deps)))(*deps)
+    with _TABLES_LOCK:
+        if len(_TABLES) >= _TABLES_KEPT:
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[key] = (phases, after, table, listed, k)  # the lists kept alive: their ids name no others
+    return table, listed, k
 
 
 def _stop_and_wait(launch) -> None:
@@ -624,14 +684,18 @@ def run_ranges(fn, argv: bytes, ranges: list[tuple[int, int]], sizes: bytes, hel
     ChunkedLaunch(fn, argv, sizes, helpers + 1, ranges=ranges).run()
 
 
-def run_phases(fn, argv: bytes, phases: list[list[tuple[int, int]]], sizes: bytes, helpers: int) -> None:
+def run_phases(fn, argv: bytes, phases: list[list[tuple[int, int]]], sizes: bytes, helpers: int,
+               after: list | None = None) -> None:
     """Run each range of each phase as one chunk, on the calling thread and `helpers` pool threads: the ranges
-    of a phase at once, and none before every range of the phases before it has ended. A compiled range
-    wrapper runs them as one launch (_NativeRuns: the pool threads are woken once, not once per phase)."""
+    of a phase at once, and none before every range of the phases before it has ended, or, with `after` (per
+    range, in order, the numbers of the earlier ranges it must follow), none before those have ended: a
+    range whose own predecessors are done starts while others of the phase before still run. A compiled
+    range wrapper runs them as one launch (_NativeRuns: the pool threads are woken once, not once per
+    phase); the Python schedule keeps the phases whole (which honours `after` too)."""
     if helpers and _NATIVE_OK and isinstance(fn, _CFUNC) and argv.__class__ is bytes and sizes.__class__ is bytes:
         if _native is not None or _native_scheduler() is not None:
             address = ctypes.c_void_p.from_address(ctypes.addressof(fn)).value
-            _NativeRuns(address, argv, sizes, helpers + 1, phases).run()
+            _NativeRuns(address, argv, sizes, helpers + 1, phases, after).run()
             return
     for ranges in phases:
         run_ranges(fn, argv, ranges, sizes, helpers=min(helpers + 1, len(ranges)) - 1)

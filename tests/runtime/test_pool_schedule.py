@@ -243,6 +243,49 @@ def test_a_phase_starts_once_the_phase_before_it_has_ended(monkeypatch, compiled
     assert all(started >= last_end for _, b, e, started, _ in seen if (b, e) not in first)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_run_follows_only_the_runs_it_is_after(monkeypatch, threads):
+    """run_phases' `after` (block adjoints: cpu.block_order): a run waits for the runs listed for it alone, so
+    that one whose predecessor ended early starts while a slow run of the phase before still runs, and
+    never before its own predecessors end."""
+    _no_python_schedule(monkeypatch)
+    run, seen = _timed_recorder(item_seconds=1e-3)
+    phases = [[(0, 1), (10, 40)], [(1, 2), (40, 41)], [(2, 3)]]  # (10, 40) is slow; (1, 2) needs (0, 1) alone
+    after = [[], [], [0], [1], [2]]
+    pool.run_phases(_compiled(run), b"", phases, b"", helpers=threads - 1, after=after)
+    spans = {(b, e): (started, ended) for _, b, e, started, ended in seen}
+    assert sorted(spans) == sorted(r for phase in phases for r in phase)
+    order = [r for phase in phases for r in phase]
+    for k, before in enumerate(after):
+        for j in before:
+            assert spans[order[k]][0] >= spans[order[j]][1]
+    slow = next(me for me, b, *_ in seen if b == 10)
+    others = [started for me, _, _, started, _ in seen if me != slow]
+    if others and min(others) < spans[(10, 40)][1]:  # another thread came while the slow run ran
+        assert spans[(1, 2)][0] < spans[(10, 40)][1]
+    # (40, 41) follows (10, 40): the phases' order where the runs are listed so
+    assert spans[(40, 41)][0] >= spans[(10, 40)][1]
+
+
+def test_block_runs_follow_the_runs_alike_along_a_dimension_apart():
+    """cpu.block_order: each run of a block adjoint's phases follows, per dimension apart and coordinate, the last
+    earlier run with a block there, and nothing else."""
+    from gpuc.runtime.cpu import block_order
+
+    grid, apart = (6, 4, 1), (0, 1)
+    phases, after = block_order(grid, apart, 2)
+    order = [r for phase in phases for r in phase]
+    coords = lambda b: {(0, b % grid[0]), (1, b // grid[0] % grid[1])}  # noqa: E731
+    for k, (begin, end) in enumerate(order):
+        mine = set().union(*(coords(b) for b in range(begin, end)))
+        want = set()
+        for key in mine:
+            earlier = [j for j in range(k) if key in set().union(*(coords(b) for b in range(*order[j])))]
+            if earlier:
+                want.add(earlier[-1])
+        assert set(after[k]) == want
+
+
 def test_pool_threads_take_part_in_both_phases():
     run, seen = _timed_recorder(item_seconds=1e-4)  # 64 ms in all: time for a pool thread to come
     phases = _phases(16, 40)

@@ -4,14 +4,15 @@
 A kernel reads `src[min(max(i + d, lo), hi)]` and its variants (max and min in either order and
 nested, one-sided clamps where one side cannot be passed, bounds from the shape or from int
 arguments, `lo > hi` and `lo == hi` included, offsets -3..3 written in place, through a local or a
-loop over the offsets), now and then inside an `if`, over `i = gpuc.index()` or, in 2-D,
+loop over the offsets), a fifth of them less the extent (`src[int(min(i + 1, n - 1)) - n]`: counting from
+the end, as Python does), now and then inside an `if`, over `i = gpuc.index()` or, in 2-D,
 `x, y = gpuc.index(0), gpuc.index(1)` over a (rows, columns) source; it writes `out[i]` (`out[y, x]`)
 only, so items never race. Each program is launched on 1 to 5 threads over sizes whose chunks start
 and end inside rows (7x13 on 3 threads, ...), some items past the data (`if i >= n: return`).
 
 The reference is Python: the kernel's own source runs for each item with `gpuc.index` giving the
 item, on float64 values (`+ - *`, exactly IEEE, as gpuc computes them) or on integers read with
-`int(...)` from uint8 or int32 images; every index is in range by construction, which the reference
+`int(...)` from uint8 or int32 images; every index is in `[-n, n)` by construction, which the reference
 checks (a program that reads out of range is regenerated). `launches` are `GridLaunch`es: argument
 specs with the launch's grid and thread count, which support.fuzz_worker passes to `launch`.
 """
@@ -43,6 +44,7 @@ class GridLaunch(list):
 class StencilGen:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self.ends: random.Random | None = None
         self.lines: list[str] = []
         self.indent = 1
         self.counter = 0
@@ -88,9 +90,19 @@ class StencilGen:
 
     def read(self, dims, kind, d=None):
         if len(dims) == 1:
-            return f"src[{self.clamp('i', 'n - 1', d)}]"
+            return f"src[{self.from_end(self.clamp('i', 'n - 1', d), 'n')}]"
         (y, h), (x, w) = dims
-        return f"src[{self.clamp(y, h, d if self.rng.random() < 0.5 else None)}, {self.clamp(x, w, d)}]"
+        row = self.clamp(y, h, d if self.rng.random() < 0.5 else None)
+        return f"src[{self.from_end(row, f'{h} - 1')}, {self.from_end(self.clamp(x, w, d), f'{w} - 1')}]"
+
+    def from_end(self, index: str, extent: str) -> str:
+        """Now and then (a stream of its own, `ends`, so the rest of the program is what it was) the index
+        less its extent: it counts from the end, as in Python, a sum with a negative term that the
+        lowering's sign test must see (docs/frontend.md)."""
+        if self.ends is None or self.ends.random() >= 0.2:
+            return index
+        # int(...): a clamp to a uint32 bound is that bound's type in Python (max returns it), int64 in gpuc
+        return f"int({index}) - {extent}" if extent == "n" else f"int({index}) - ({extent})"
 
     def body(self, dims, kind, budget):
         for _ in range(budget):
@@ -130,6 +142,7 @@ def generate(seed: int, index) -> tuple[str, list]:
     """Stencil program `index` of stream `seed`: (source, [GridLaunch, ...])."""
     rng = random.Random(f"stencil:{seed}:{index}")
     g = StencilGen(rng)
+    g.ends = random.Random(f"stencil-ends:{seed}:{index}")
     two = rng.random() < 0.4
     kind = "float" if rng.random() < 0.7 else "int"
     dtype = "float64" if kind == "float" else rng.choice(["uint8", "int32"])
@@ -179,7 +192,8 @@ def generate(seed: int, index) -> tuple[str, list]:
 
 
 class _Checked:
-    """An array whose reads check their indices (Python would wrap negative ones)."""
+    """An array whose reads check their indices: in [-n, n), as Python's (where it would also take those past
+    the ends of a view)."""
 
     def __init__(self, array: np.ndarray) -> None:
         self.array, self.shape = array, array.shape
@@ -187,9 +201,9 @@ class _Checked:
     def _key(self, key):
         key = key if isinstance(key, tuple) else (key,)
         for k, n in zip(key, self.shape):
-            if not 0 <= int(k) < n:
+            if not -n <= int(k) < n:
                 raise Undefined(f"index {k} out of range {n}")
-        return tuple(int(k) for k in key)
+        return tuple(int(k) for k in key)  # negative ones count from the end, as NumPy's do
 
     def __getitem__(self, key):
         return self.array[self._key(key)]

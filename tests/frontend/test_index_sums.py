@@ -11,6 +11,8 @@ import pytest
 
 import gpuc
 
+from support.block_adjoints import TILE, matmul as tiled_matmul
+
 ON_DEVICES = pytest.mark.devices("cpu", "opencl")
 N = 24
 
@@ -123,48 +125,27 @@ def test_tile_starts_in_block_kernels(base, threads):
     assert dst.tolist() == want
 
 
-TILE = 16
-
-
-@gpuc.kernel
-def tiled_matmul(a, b, c):
-    sa = gpuc.shared.array((TILE, TILE), gpuc.float32)
-    sb = gpuc.shared.array((TILE, TILE), gpuc.float32)
-    tx, ty = gpuc.thread_index(0), gpuc.thread_index(1)
-    col, row = gpuc.index(0), gpuc.index(1)
-    m, k, n = a.shape[0], a.shape[1], b.shape[1]
-    acc = gpuc.float32(0.0)
-    for k0 in range(0, k, TILE):
-        sa[ty, tx] = a[row, k0 + tx] if row < m and k0 + tx < k else gpuc.float32(0.0)
-        sb[ty, tx] = b[k0 + ty, col] if k0 + ty < k and col < n else gpuc.float32(0.0)
-        gpuc.barrier()
-        for kk in range(TILE):
-            acc += sa[ty, kk] * sb[kk, tx]
-        gpuc.barrier()
-    if row < m and col < n:
-        c[row, col] = acc
-
 
 def test_tile_loads_of_consecutive_items_are_no_gathers():
     """`a[row, k0 + tx]`: the tile's start and the item's index are both non-negative, so the load never counts
     from the end and the items' loads are one vector load, in the kernel and in its adjoint (whose adds into
     the shadow of `a` are one vector load and store), not a gather (and a scatter)."""
     m = 64
-    a, b, c = (np.zeros((m, m), np.float32) for _ in range(3))
+    a, b, c = (np.zeros((m, m)) for _ in range(3))
     primal = tiled_matmul.inspect(a, b, c, block=(TILE, TILE), threads=1).llvm
     adjoint = gpuc.adjoint(tiled_matmul).inspect(a, a.copy(), b, b.copy(), c, c.copy(), block=(TILE, TILE),
                                                   threads=1).llvm
     # a gather or scatter through other addresses than one broadcast (a uniform load under a mask)
-    spread = re.compile(r"call (?:<\d+ x float>|void) @llvm\.masked\.(?:gather|scatter)\.v\d+f32\.v\d+p0\("
-                        r"(?:<\d+ x float> %[\w.]+, )?<\d+ x ptr> align \d+ %(?!broadcast\.splat)")
+    spread = re.compile(r"call (?:<\d+ x double>|void) @llvm\.masked\.(?:gather|scatter)\.v\d+f64\.v\d+p0\("
+                        r"(?:<\d+ x double> %[\w.]+, )?<\d+ x ptr> align \d+ %(?!broadcast\.splat)")
     for ir in (primal, adjoint):
         assert "load <" in ir  # the loops are vectorized
         assert not spread.findall(ir), spread.findall(ir)
-    grads = [np.zeros((m, m), np.float32) for _ in range(2)]
+    grads = [np.zeros((m, m)) for _ in range(2)]
     rng = np.random.default_rng(3)
     a[:], b[:] = rng.uniform(-1, 1, (m, m)), rng.uniform(-1, 1, (m, m))
-    seed = rng.uniform(-1, 1, (m, m)).astype(np.float32)
+    seed = rng.uniform(-1, 1, (m, m))
     gpuc.adjoint(tiled_matmul).launch((m, m), a, grads[0], b, grads[1], c, seed.copy(), block=(TILE, TILE),
                                       threads=2)
-    np.testing.assert_allclose(grads[0], seed @ b.T, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(grads[1], a.T @ seed, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads[0], seed @ b.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads[1], a.T @ seed, rtol=1e-12, atol=1e-12)

@@ -577,8 +577,9 @@ class _NativeLaunch:
 
 class _NativeRuns(_NativeLaunch):
     """A launch of runs in phases (run_phases) whose chunks are calls of a compiled range wrapper: each run is
-    one chunk, a phase's runs start once every run of the phases before it has ended, and pool threads wait
-    for a phase to end in compiled code (yielding their core), not by going back to their queue."""
+    one chunk, a phase's runs start once every run of the phases before it has ended (or, with `after`, once
+    the runs listed for each have), and pool threads wait in compiled code (yielding their core), not by
+    going back to their queue."""
 
     __slots__ = ("_table", "_deps", "_done")
 
@@ -605,9 +606,10 @@ class _NativeRuns(_NativeLaunch):
         return _native.help_runs
 
 
-#: The tables of the last phase lists launched (run_phases), each kept with its lists: a launch of the same grid
-#: (cpu.block_phases keeps its lists) finds its table built (about 1 us a run to build; the compiled
-#: scheduler only reads it, so launches at once may share it).
+#: The tables of the last block schedules launched (run_phases with `after`), each kept with its lists: a launch
+#: of the same grid (cpu.block_order keeps its lists) finds its table built (about 1 us a run to build; the
+#: compiled scheduler only reads it, so launches at once may share it). Plain phases (a stencil adjoint's two,
+#: new lists each launch) are built each time and not kept.
 _TABLES: dict = {}
 _TABLES_KEPT = 16
 _TABLES_LOCK = threading.Lock()
@@ -615,14 +617,16 @@ _TABLES_LOCK = threading.Lock()
 
 def _runs_table(phases, after) -> tuple:
     """(the ctypes table of (begin, end, need, first, count) per run of `phases` that _NativeRuns hands the
-    compiled scheduler, the dependency list its rows point into, the number of runs): built once per pair of
-    list objects while the pair is among the last kept. With `after` (a list per run, in order, of the
-    earlier runs it waits for), a run needs those alone; else every run of the phases before its own."""
+    compiled scheduler, the dependency list its rows point into, the number of runs). With `after` (a list
+    per run, in order, of the earlier runs it waits for), a run needs those alone, and the table is built
+    once per pair of lists while the pair is among the last kept; else a run needs every run of the phases
+    before its own."""
     key = (id(phases), id(after))
-    with _TABLES_LOCK:
-        found = _TABLES.get(key)
-        if found is not None and found[0] is phases and found[1] is after:
-            return found[2:]
+    if after is not None:
+        with _TABLES_LOCK:
+            found = _TABLES.get(key)
+            if found is not None and found[0] is phases and found[1] is after:
+                return found[2:]
     rows, deps, need, k = [], [], 0, 0
     for phase in phases:
         for begin, end in phase:
@@ -635,6 +639,8 @@ def _runs_table(phases, after) -> tuple:
         need += len(phase)
     table = (ctypes.c_int64 * max(5, len(rows)))(*rows)
     listed = (ctypes.c_int64 * max(1, len(deps)))(*deps)
+    if after is None:
+        return table, listed, k
     with _TABLES_LOCK:
         if len(_TABLES) >= _TABLES_KEPT:
             _TABLES.pop(next(iter(_TABLES)))

@@ -35,7 +35,7 @@ import os
 import queue
 import sys
 import threading
-from time import perf_counter
+from time import perf_counter, sleep
 
 #: Once a thread has timed a chunk, its chunks last about this long at most: long enough that a
 #: call and a claim (microseconds) cost nothing, short enough that Ctrl-C and the last chunks are prompt.
@@ -597,9 +597,14 @@ class _NativeRuns(_NativeLaunch):
         self._idle = None
 
     def _run_mine(self) -> None:
-        run_run, address = _native.run_run, self._address
+        run_run, address, state = _native.run_run, self._address, self._state
         while run_run(address):
             pass
+        # Every run is claimed, but a pool thread may still wait for the runs its own follows: it runs it once
+        # they end, which the launch's stop (_stop_and_wait) would make it give up. Its predecessors were
+        # claimed before it, so every run claimed ends.
+        while state[4] < state[1]:
+            sleep(0)
 
     @staticmethod
     def _native_help():

@@ -286,6 +286,19 @@ def test_block_runs_follow_the_runs_alike_along_a_dimension_apart():
         assert set(after[k]) == want
 
 
+@pytest.mark.parametrize("threads", [3, 4])
+def test_runs_claimed_while_waiting_for_a_phase_still_run(monkeypatch, threads):
+    """Three threads or more: a pool thread that claimed a run of the last phase and waits for a slow run of
+    the phase before still runs it after the calling thread has found nothing left to claim (the launch's
+    stop must not make it give its run up)."""
+    _no_python_schedule(monkeypatch)
+    for _ in range(5):
+        run, seen = _timed_recorder(item_seconds=1e-3)
+        phases = [[(0, 20), (20, 21)], [(21, 22), (22, 23)][:threads - 2]]
+        pool.run_phases(_compiled(run), b"", phases, b"", helpers=threads - 1)
+        assert sorted((b, e) for _, b, e, _, _ in seen) == sorted(phases[0] + phases[1])
+
+
 def test_pool_threads_take_part_in_both_phases():
     run, seen = _timed_recorder(item_seconds=1e-4)  # 64 ms in all: time for a pool thread to come
     phases = _phases(16, 40)

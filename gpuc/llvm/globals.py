@@ -148,6 +148,14 @@ class Attributes:
     def __len__(self) -> int:
         return lib.LLVMGetAttributeCountAtIndex(self._fn, self._index)
 
+    def number(self, name: str) -> int | None:
+        """The integer of the enum attribute `name` (`align 16`: 16), or None when there is none."""
+        attr = self._enum(self._kind(name))
+        return lib.LLVMGetEnumAttributeValue(attr) if attr else None
+
+    def _enum(self, kind: int):
+        return lib.LLVMGetEnumAttributeAtIndex(self._fn, self._index, kind)
+
     def get(self, name: str) -> str | None:
         """The value of the string attribute `name`, or None when there is none."""
         data = name.encode()
@@ -204,6 +212,9 @@ class CallSiteAttributes(Attributes):
 
     def __len__(self) -> int:
         return lib.LLVMGetCallSiteAttributeCount(self._fn, self._index)
+
+    def _enum(self, kind: int):
+        return lib.LLVMGetCallSiteEnumAttribute(self._fn, self._index, kind)
 
     def copy_from(self, other: "CallSiteAttributes") -> None:
         """Add every attribute the call-site index `other` holds (e.g. when rebuilding a call

@@ -340,6 +340,12 @@ class Constant(User):
     def is_null(self) -> bool:
         return bool(lib.LLVMIsNull(self))
 
+    def element(self, k: int) -> "Value | None":
+        """Element `k` of a constant vector, array or struct (of a `zeroinitializer` too), or None where
+        LLVM cannot say (`k` out of range, a constant expression)."""
+        ref = lib.LLVMGetAggregateElement(self, k)
+        return Value.from_ref(ref, self._scope) if ref else None
+
 
 def _aggregate_scope(scope, values, what: str):
     """The scope of a constant built from `values`: their module's if any names a global (all
@@ -672,6 +678,11 @@ class Instruction(User):
 
     def get_metadata(self, kind: int):
         return lib.LLVMGetMetadata(self, kind)
+
+    def set_metadata(self, kind: int, node) -> None:
+        """Attach `node` as metadata of kind `kind` (what `get_metadata` of an instruction in the same
+        context returned: a copy of its `!alias.scope`, say); None drops it."""
+        lib.LLVMSetMetadata(self, kind, node)
 
     def set_string_metadata(self, kind: str, text: str) -> None:
         """Attach `!kind !{!"text"}` (a custom kind: the optimizer keeps it on what it clones and

@@ -136,6 +136,17 @@ def test_constant_vector(ctx):
         llvm.Constant.vector([])
 
 
+def test_constant_elements(ctx):
+    """`element(k)`: lane k of a constant vector (of a zeroinitializer too), a struct's field; None past the end."""
+    lanes = llvm.Constant.vector([llvm.ConstantInt.get(ctx.i32, i) for i in (2, 0, 1)])
+    assert [lanes.element(k).value for k in range(3)] == [2, 0, 1]
+    assert lanes.element(3) is None
+    zero = llvm.Constant.null(llvm.VectorType.get(ctx.double, 4))
+    assert zero.element(0) == zero.element(3) == llvm.Constant.null(ctx.double)
+    pair = llvm.Constant.struct(ctx, [llvm.ConstantInt.get(ctx.i64, 7), llvm.ConstantFP.get(ctx.double, 0.5)])
+    assert pair.element(0).value == 7 and pair.element(1).type == ctx.double
+
+
 # -- names, uses, users, RAUW -----------------------------------------------------------------
 
 def test_value_names(m):
@@ -235,6 +246,27 @@ def test_erase_and_remove(m, builder):
     builder.insert(q)
     assert q.name == "q" and q.next == ret  # re-inserted with its name
     m.verify()
+
+
+def test_metadata_copied_from_one_instruction_to_another(ctx):
+    mod = llvm.Module.parse("""
+define void @f(ptr %p, ptr %q) {
+  %v = load i32, ptr %p, !noalias !0
+  store i32 %v, ptr %q
+  ret void
+}
+!0 = !{!1}
+!1 = distinct !{!1, !2}
+!2 = distinct !{!2}
+""", ctx)
+    load, store, _ = list(mod.functions["f"].instructions())
+    kind = ctx.md_kind_id("noalias")
+    store.set_metadata(kind, load.get_metadata(kind))
+    assert "store i32 %v, ptr %q, align 4, !noalias !0" in str(mod)
+    store.set_metadata(kind, None)
+    assert "store i32 %v, ptr %q, align 4\n" in str(mod)
+    mod.verify()
+    mod.close()
 
 
 def test_clone_and_insert(m, builder):

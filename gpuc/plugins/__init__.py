@@ -27,7 +27,8 @@ AUTODIFF_SUMS = register_plugin("gpuc.autodiff.sums", last_callback=autodiff_sum
 
 #: Stencils on the CPU (marker gpuc.cpu.split_clamps, declared by the CPU launch entry): its loop over
 #: index 0 runs the range where neighbour clamps return their input without them, at the simplified point.
-CLAMP_SPLIT = register_plugin(clamp_split.MARKER, simplified_callback=clamp_split.resolve, builtin=True)
+CLAMP_SPLIT = register_plugin(clamp_split.MARKER, simplified_callback=clamp_split.resolve,
+                              pipeline_callback=clamp_split.resolve, builtin=True)
 
 #: Vectorization across work items (marker gpuc.cpu.vectorize, declared by the CPU launch entry with
 #: CompilerConfig(vectorize=True)): the loop over index 0 runs several items at once in vector lanes,

@@ -26,12 +26,14 @@ first failure as before.
 
 from __future__ import annotations
 
-from gpuc.abi import BOUNDS_FAILURE, SPLIT_MARKER
+from gpuc.abi import BOUNDS_FAILURE, FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX, SPLIT_MARKER, VECTORIZE_MARKER
 from gpuc.compiler import CompileState
 from gpuc.llvm import (BasicBlock, BinaryOperator, Builder, BranchInst, CallInst, CompareInst,
-                       ConstantInt, Function, FunctionType, Instruction, Module, PHINode)
+                       ConstantInt, Function, FunctionType, Instruction, Module, PHINode, SelectInst)
 
 MARKER = SPLIT_MARKER
+#: The markers whose code the autodiff plugin builds at the optimized point.
+_AUTODIFF_MARKERS = (FORWARD_MARKER_PREFIX, REVERSE_MARKER_PREFIX)
 #: Loops with more instructions than this are not copied (code size and compile time).
 MAX_LOOP_INSTRUCTIONS = 4000
 #: Offsets from the induction variable that the analysis accepts, and the induction variable's bound
@@ -39,22 +41,56 @@ MAX_LOOP_INSTRUCTIONS = 4000
 MAX_OFFSET = 1 << 32
 MAX_INDEX = 1 << 62
 _CLAMPS = ("llvm.smin", "llvm.smax", "llvm.umin", "llvm.umax")
+#: The compares of `iv + c` with a value the loop does not change that guard work, their operands swapped
+#: and their negations.
+_GUARDS = ("slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge", "eq", "ne")
+_SWAPPED = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle", "ult": "ugt", "ule": "uge", "ugt": "ult", "uge": "ule",
+            "eq": "eq", "ne": "ne"}
+_NEGATED = {"slt": "sge", "sle": "sgt", "sgt": "sle", "sge": "slt", "ult": "uge", "ule": "ugt", "ugt": "ule", "uge": "ult",
+            "eq": "ne", "ne": "eq"}
 
 
 def resolve(state: CompileState, marker: Function, module: Module) -> bool:
-    """The `simplified` callback: split the clamped loops of every launch entry, then drop the marker."""
+    """The `simplified` and `optimized` callback: split the clamped loops of every launch entry, then drop the
+    marker. A loop whose body the autodiff plugin builds at the optimized point (a derivative or gradient in it,
+    an adjoint kernel kept out of line) keeps its call until then: split before, each part would be derived
+    anew. There the split comes before the loop is vectorized, and only its middle part is (the vectorize
+    marker's calls in the parts before and after it go)."""
     calls = [use.user for use in marker.uses]
-    headers = [call.args[0].parent for call in calls if isinstance(call, CallInst) and isinstance(call.args[0], PHINode)]
+    later = [call for call in calls if state.point == "simplified" and _built_later(call)]
+    headers = [call.args[0].parent for call in calls
+               if call not in later and isinstance(call, CallInst) and isinstance(call.args[0], PHINode)]
     for call in calls:
-        call.erase()
-    marker.erase()
+        if call not in later:
+            call.erase()
+    if not marker.uses:
+        marker.erase()
     split = False
     for header in headers:
         loop = _Loop.match(header)
-        if loop is not None and loop.split(module):
+        if loop is not None and loop.split(module, vectorize_middle_only=state.point != "simplified"):
             split = True
-    # Erasing the marker's calls needs no cleanup round; a split does (its copies simplify).
-    return split
+    # Erasing the marker's calls needs no cleanup round; a split does (its copies simplify). At the optimized
+    # point the vectorize plugin waits for the calls to go: another round finds its markers.
+    return split or (state.point != "simplified" and bool(headers))
+
+
+def _built_later(call) -> bool:
+    """Whether the loop of marker call `call` is built at the optimized point: its function calls an autodiff
+    marker (a derivative or gradient in the body), or a function kept out of line (`noinline`) that does (an
+    adjoint kernel, until its reverse sweep is built)."""
+    def marker(fn) -> bool:
+        return isinstance(fn, Function) and fn.is_declaration and fn.name.startswith(_AUTODIFF_MARKERS)
+
+    for block in call.parent.parent.blocks:
+        for inst in block.instructions:
+            callee = inst.callee if isinstance(inst, CallInst) else None
+            if marker(callee):
+                return True
+            if isinstance(callee, Function) and not callee.is_declaration and "noinline" in callee.attributes and \
+                    any(isinstance(i, CallInst) and marker(i.callee) for i in callee.instructions()):
+                return True
+    return False
 
 
 class _Loop:
@@ -156,6 +192,12 @@ class _Loop:
             for inst in block.instructions:
                 if isinstance(inst, CallInst) and inst.intrinsic_name in _CLAMPS + ("llvm.usub.sat",):
                     affine(inst)
+        self.guards = {}
+        for compare, value in self._guards().items():
+            bound = self._guard_bound(compare, value, affine)
+            if bound is not None:
+                bounds.append(bound)
+                self.guards[compare] = value
         self.checks, self.invariant_checks = [], []
         for check in self._bounds_checks():
             x, limit = check.operands
@@ -193,6 +235,73 @@ class _Loop:
                     work += [v.lhs, v.rhs]
         return leaves
 
+    def _guards(self) -> dict:
+        """{compare: the value it takes where the item does its work} for the integer compares that guard work
+        in the loop: a branch on the compare (or on an `and` of compares taken, an `or` of compares not taken)
+        whose one way is the other's join (`if i > 0 and i < n - 1: ...`, `if i >= n: return`) wants the way
+        that does more. A compare wanted both ways is left out."""
+        wanted: dict = {}
+        i1 = self.header.parent.context.i1
+        for block in self.body:
+            branch = block.terminator
+            if not isinstance(branch, BranchInst) or not branch.is_conditional:
+                continue
+            taken, other = branch.successors
+            if self._joins(other, taken):
+                value = True
+            elif self._joins(taken, other):
+                value = False
+            else:
+                continue
+            work = [branch.condition]
+            while work:
+                v = work.pop()
+                if isinstance(v, CompareInst) and v.predicate in _GUARDS and v in self.inside:
+                    wanted.setdefault(v, set()).add(value)
+                elif isinstance(v, BinaryOperator) and v in self.inside and v.type == i1 and \
+                        v.opcode_name == ("and" if value else "or"):
+                    work += [v.lhs, v.rhs]
+                elif isinstance(v, SelectInst) and v in self.inside and v.type == i1:
+                    # `a and b` is `select a, b, false`, `a or b` is `select a, true, b`
+                    fixed, rest = (v.operands[2], v.operands[1]) if value else (v.operands[1], v.operands[2])
+                    if isinstance(fixed, ConstantInt) and fixed.zext_value == (0 if value else 1):
+                        work += [v.condition, rest]
+        return {compare: values.pop() for compare, values in wanted.items() if len(values) == 1}
+
+    def _joins(self, join, start) -> bool:
+        """Whether every way from `start` through the loop's body passes `join` before it reaches the latch or
+        a block that ends it (`unreachable`: a trap), `start` not being `join`: `join` post-dominates it."""
+        if start == join or join not in self.body or start not in self.body:
+            return False
+        seen, work = set(), [start]
+        while work:
+            block = work.pop()
+            if block == join or block in seen:
+                continue
+            onward = [s for s in block.successors if s in self.body and s != self.header]
+            if block == self.latch or not onward:
+                return False
+            seen.add(block)
+            work += onward
+        return True
+
+    def _guard_bound(self, compare, value: bool, affine):
+        """The bound ("guard", predicate, limit, c) on `iv` under which `compare` (of `iv + c` with a value
+        the loop does not change, i64) is `value`, or None."""
+        x, limit = compare.operands
+        predicate = compare.predicate
+        if x.type != self.iv.type:
+            return None
+        if not self.invariant(limit):
+            x, limit, predicate = limit, x, _SWAPPED[predicate]
+        c = affine(x) if self.invariant(limit) else None
+        if c is None:
+            return None
+        predicate = predicate if value else _NEGATED[predicate]
+        if predicate == "eq":
+            return None  # one item: no range to run without it
+        return ("guard", predicate, limit, c)
+
     def _clamp(self, call, affine, bounds, found, depth):
         name, args = call.intrinsic_name, call.args
         if call.type != self.iv.type or len(args) != 2:
@@ -216,10 +325,11 @@ class _Loop:
 
     # -- the split ---------------------------------------------------------------------------------
 
-    def split(self, module: Module) -> bool:
-        """Split the loop (see the module doc); False when it has no clamps of the induction variable."""
+    def split(self, module: Module, vectorize_middle_only: bool = False) -> bool:
+        """Split the loop (see the module doc); False when it has no clamps of the induction variable.
+        `vectorize_middle_only`: the vectorize marker's calls stay in the middle part alone."""
         found, bounds = self.clamps()
-        if not (found or self.checks or self.invariant_checks):
+        if not (found or self.checks or self.invariant_checks or self.guards):
             return False
         fn = self.header.parent
         with Builder(module.context) as b:
@@ -230,12 +340,18 @@ class _Loop:
             guard_middle, guard_after = fn.append_block("split.to_middle"), fn.append_block("split.to_after")
             _retarget(self.preheader.terminator, self.header, guard_middle, enter, b)
             _bound(self.test, self.latch, low, self.exit, guard_middle)
+            # each copy is entered from a preheader of its own (what the vectorize plugin takes for a loop)
+            into_middle, into_after = fn.append_block("split.middle.preheader"), fn.append_block("split.after.preheader")
             b.position_at_end(guard_middle)
-            b.cond_br(b.icmp("slt", low, high), middle.header, guard_after)
-            middle.enter(guard_middle, low, high, guard_after)
+            b.cond_br(b.icmp("slt", low, high), into_middle, guard_after)
+            b.position_at_end(into_middle)
+            b.br(middle.header)
+            middle.enter(into_middle, low, high, guard_after)
             b.position_at_end(guard_after)
-            b.cond_br(b.icmp("slt", high, self.end), after.header, self.exit)
-            after.enter(guard_after, high, self.end, self.exit)
+            b.cond_br(b.icmp("slt", high, self.end), into_after, self.exit)
+            b.position_at_end(into_after)
+            b.br(after.header)
+            after.enter(into_after, high, self.end, self.exit)
             # the checks pass on the whole middle part: those computed before the loop where the middle part
             # uses them, then the middle part's own copies
             passed = ConstantInt.get(module.context.i1, 1)
@@ -249,6 +365,18 @@ class _Loop:
                     copy = middle.vmap[check]
                     copy.replace_all_uses_with(passed)
                     copy.erase()
+            for guard, value in self.guards.items():  # and each guard takes the value it has there
+                if guard in self.checks or guard in self.invariant_checks:
+                    continue  # the same compare as a bounds check (passed there, so both ranges hold)
+                copy = middle.vmap[guard]
+                copy.replace_all_uses_with(ConstantInt.get(module.context.i1, int(value)))
+                copy.erase()
+            if vectorize_middle_only:
+                for inst in [i for block in self.body for i in block.instructions]:
+                    if isinstance(inst, CallInst) and isinstance(inst.callee, Function) and \
+                            inst.callee.name == VECTORIZE_MARKER:
+                        after.vmap[inst].erase()
+                        inst.erase()
             found.reverse()  # a clamp's input may be another clamp, found before it: outer ones first
             copies = [middle.vmap[call] for call, _, _ in found]
             for copy, (_, x, k) in zip(copies, found):
@@ -274,9 +402,13 @@ class _Loop:
             return b.call(module.declare_intrinsic(f"llvm.{op}.i64", FunctionType.get(i64, [i64, i64])), [x, y])
 
         one = ConstantInt.get(i64, 1)
-        for bound in bounds:
+        # an item the range must leave out (`iv + c != limit`) is cut last, leaving the longer side of it
+        for bound in sorted(bounds, key=lambda bound: bound[:2] == ("guard", "ne")):
             if bound[0] == "lo":
                 low = pick("smax", low, bound[1])
+                continue
+            if bound[0] == "guard":
+                low, high = _guarded(b, bound[1:], low, high, sat, pick)
                 continue
             name, limit, c = bound
             at = sat("ssub", limit, ConstantInt.get(i64, c))  # iv + c compared with limit: iv against limit - c
@@ -302,6 +434,31 @@ class _Loop:
         low = b.select(valid, pick("smin", pick("smax", low, self.start), self.end), self.end)
         high = b.select(valid, pick("smin", pick("smax", high, low), self.end), self.end)
         return valid, low, high
+
+
+def _guarded(b, guard, low, high, sat, pick):
+    """[low, high) narrowed to where `iv + c <predicate> limit` holds (`guard`: predicate, limit, c); iv is
+    non-negative and below MAX_INDEX there, so iv + c does not wrap. An unsigned compare is a signed one where
+    iv + c >= 0 and the limit is non-negative; a negative limit is above every such value."""
+    predicate, limit, c = guard
+    i64 = limit.type
+    one = ConstantInt.get(i64, 1)
+    at = sat("ssub", limit, ConstantInt.get(i64, c))  # iv + c against limit: iv against limit - c
+    if predicate == "ne":  # iv != at: [low, at) or [at + 1, high), the longer, where at is in [low, high)
+        inside = b.and_(b.icmp("sge", at, low), b.icmp("slt", at, high))
+        above = b.icmp("sge", b.sub(high, at), b.sub(at, low))  # (high - at - 1) >= (at - low), both short of 2**62
+        return (b.select(b.and_(inside, above), b.add(at, one), low),
+                b.select(b.and_(inside, b.not_(above)), at, high))
+    upper = predicate in ("slt", "sle", "ult", "ule")
+    if predicate in ("sle", "sgt", "ule", "ugt"):
+        at = sat("sadd", at, one)  # iv <= at: iv < at + 1; iv > at: iv >= at + 1
+    if predicate[0] == "u":
+        low = pick("smax", low, ConstantInt.get(i64, -c))
+        negative = b.icmp("slt", limit, ConstantInt.get(i64, 0))
+        at = b.select(negative, ConstantInt.get(i64, MAX_INDEX), at)
+    if upper:
+        return low, pick("smin", high, at)
+    return pick("smax", low, at), high
 
 
 class _Copy:

@@ -12,6 +12,7 @@ from gpuc import Array, float64, int64
 
 SPLIT = "gpuc.cpu.split_clamps"
 F1, F2 = Array[float64, 1], Array[float64, 2]
+F1C = Array[float64, 1, "C"]
 
 
 def without_split():
@@ -199,3 +200,102 @@ def test_integer_clamps_of_int64_data():
     assert "split.middle" in gpuc.compile(gpuc.CompilerJob((box, (Array[int64, 1], Array[int64, 1])),
                                                            gpuc.CompilerConfig(gpuc.NativeTarget(), kernel=True)),
                                           "llvm").output
+
+
+# -- guards: tests of the index that hold (or fail) on a range of it --------------------------------------------
+
+@gpuc.kernel
+def guarded(src, out, lo, hi):
+    # tests of i against the shape and the arguments, either operand first, `!=`, a negated `or`, an `else`
+    i = gpuc.index()
+    n = src.shape[0]
+    acc = 0.0
+    if i > 0 and i < n - 1:
+        acc += 0.25 * src[i - 1] + 0.5 * src[i] + 0.25 * src[i + 1]
+    if i != lo:
+        acc += src[i] * 3.0
+    if not (i < lo or i > hi):
+        acc -= src[min(i + 2, n - 1)]
+    if n - 3 > i:
+        acc += 1.5
+    else:
+        acc -= 2.0
+    if i >= n:
+        return
+    out[i] = acc
+
+
+def python_guarded(src, lo, hi):
+    n = len(src)
+    out = []
+    for i in range(n):
+        acc = 0.0
+        if i > 0 and i < n - 1:
+            acc += 0.25 * src[i - 1] + 0.5 * src[i] + 0.25 * src[i + 1]
+        if i != lo:
+            acc += src[i] * 3.0
+        if not (i < lo or i > hi):
+            acc -= src[min(i + 2, n - 1)]
+        acc += 1.5 if n - 3 > i else -2.0
+        out.append(acc)
+    return np.array(out)
+
+
+@pytest.mark.devices("cpu", "opencl")
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 9, 33, 100, 1001])
+@pytest.mark.parametrize("lo, hi", [(0, 0), (2, 7), (7, 2), (-5, 3), (50, 2000), (-(2 ** 62), 2 ** 62)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_guards_of_the_index_equal_python(n, lo, hi, threads):
+    src = np.random.default_rng(n).random(n)
+    out = np.full(n, np.nan)
+    guarded.launch(n, src, out, lo, hi, threads=threads)
+    np.testing.assert_array_equal(out, python_guarded(src, lo, hi))
+
+
+@gpuc.kernel
+def interior(x, y):
+    i = gpuc.index()
+    n = len(x)
+    if i > 0 and i < n - 1:
+        y[i] = 0.25 * x[i - 1] + 0.5 * x[i] + 0.25 * x[i + 1]
+
+
+def test_a_stencil_with_a_guard_and_no_clamp_is_split_and_its_middle_tests_nothing():
+    x, y = np.zeros(100), np.zeros(100)
+    ir = interior.inspect(x, y, threads=1).llvm
+    assert "split.middle" in ir
+    # the middle part's test is gone, its `if` with it: one block of straight code, which LLVM vectorized
+    middle = ir[ir.index("\nsplit.middle.items:"):]
+    middle = middle[:middle.index("\n\n")]
+    assert "split.middle.if" not in ir and "select i1" not in middle, middle
+    assert "icmp slt" in ir.split("\nsplit.after.items:")[1]  # the part after it tests as the kernel does
+    unsplit = gpuc.compile(gpuc.CompilerJob((interior, (F1C, F1C)), without_split().replace(kernel=True)),
+                           "llvm").output
+    assert "split.middle" not in unsplit
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 32, 33, 34, 64, 65, 100, 1000])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_an_adjoint_is_split_where_it_is_built_and_its_gradient_holds(n, threads):
+    """The adjoint's body is built at the optimized point: its loop is split there, before it is vectorized,
+    and the gradient is the stencil's transpose applied to the seed."""
+    rng = np.random.default_rng(n)
+    x, seed = rng.random(n), rng.random(n)
+    dx, y, dy = np.zeros(n), np.zeros(n), seed.copy()
+    gpuc.adjoint(interior).launch(n, x, dx, y, dy, threads=threads)
+    want = np.zeros(n)
+    for i in range(1, n - 1):
+        want[i - 1] += 0.25 * seed[i]
+        want[i] += 0.5 * seed[i]
+        want[i + 1] += 0.25 * seed[i]
+    np.testing.assert_allclose(dx, want, rtol=1e-15, atol=1e-15)
+    assert dy[1:-1].tolist() == [0.0] * max(n - 2, 0) and (n < 2 or (dy[0] == seed[0] and dy[-1] == seed[-1]))
+
+
+def test_the_adjoint_loop_is_split_then_vectorized():
+    n = 64
+    args = [np.zeros(n) for _ in range(4)]
+    result = gpuc.adjoint(interior).inspect(*args, threads=1)
+    assert "split.middle" in result.llvm
+    lines = [l for l in str(result.trace).splitlines() if "vectorized at optimized" in l]
+    assert lines and "whole chunks without the mask" in lines[0], lines

@@ -51,6 +51,23 @@ def test_threads(name):
     assert differences(vectorized, scalar) == []
 
 
+@pytest.mark.parametrize("name", ("newton", "branches", "gather", "histogram", "tapes", "straight_derivative"))
+@pytest.mark.parametrize("n, threads", [(32, 1), (64, 1), (65, 1), (96, 3), (131, 2), (1000, 3)])
+def test_whole_chunks_equal_to_item_by_item(name, n, threads):
+    # chunks whose lanes are all items run a copy of a body without loops, without the mask; the rest (a
+    # row's last chunk, one a thread starts inside a vector) the masked body
+    vectorized, scalar = both(getattr(vk, name), n, lambda: vk.arguments(name, n, np.random.default_rng(n)), threads)
+    assert differences(vectorized, scalar) == []
+
+
+def test_whole_chunks_of_bodies_without_loops_are_named():
+    n = 64
+    line = trace_line(vk.straight_derivative, *vk.arguments("straight_derivative", n, np.random.default_rng(0)))
+    assert "whole chunks without the mask" in line, line
+    line = trace_line(vk.newton, *vk.arguments("newton", n, np.random.default_rng(0)))
+    assert "whole chunks" not in line, line  # a body with a loop: one copy
+
+
 @pytest.mark.parametrize("name", ("newton", "branches", "divide", "math_loop", "big_func"))
 def test_vectorized(name):
     line = trace_line(getattr(vk, name), *vk.arguments(name, 8, np.random.default_rng(0)))

@@ -5,7 +5,8 @@ A kernel reads `src[min(max(i + d, lo), hi)]` and its variants (max and min in e
 nested, one-sided clamps where one side cannot be passed, bounds from the shape or from int
 arguments, `lo > hi` and `lo == hi` included, offsets -3..3 written in place, through a local or a
 loop over the offsets), a fifth of them less the extent (`src[int(min(i + 1, n - 1)) - n]`: counting from
-the end, as Python does), now and then inside an `if`, over `i = gpuc.index()` or, in 2-D,
+the end, as Python does), now and then inside an `if` (on data, or on the index: interior and one-sided tests
+against the shape or lo and hi, which the clamp split runs without where they hold), over `i = gpuc.index()` or, in 2-D,
 `x, y = gpuc.index(0), gpuc.index(1)` over a (rows, columns) source; it writes `out[i]` (`out[y, x]`)
 only, so items never race. Each program is launched on 1 to 5 threads over sizes whose chunks start
 and end inside rows (7x13 on 3 threads, ...), some items past the data (`if i >= n: return`).
@@ -45,6 +46,7 @@ class StencilGen:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.ends: random.Random | None = None
+        self.guards: random.Random | None = None
         self.lines: list[str] = []
         self.indent = 1
         self.counter = 0
@@ -104,38 +106,61 @@ class StencilGen:
         # int(...): a clamp to a uint32 bound is that bound's type in Python (max returns it), int64 in gpuc
         return f"int({index}) - {extent}" if extent == "n" else f"int({index}) - ({extent})"
 
+    def guard(self, dims) -> str:
+        """A test of the item's index against the shape's bounds or lo and hi, which the clamp split runs
+        without where it holds (or fails, as its branch asks): interior, one-sided, either operand first,
+        an item left out (`!=`), a negated `or`."""
+        x, top = dims[-1][0], "n - 1" if len(dims) == 1 else dims[-1][1]
+        k, j = self.guards.randint(0, 2), self.guards.randint(0, 2)
+        return self.guards.choice([
+            f"{x} > {k} and {x} < {top} - {j}", f"{x} >= lo and {x} <= hi", f"{x} != lo", f"{x} != {top}",
+            f"not ({x} < lo or {x} > hi)", f"{top} - {j} > {x}", f"lo <= {x}", f"{x} + {k} >= hi",
+            f"{x} - {k} < lo", f"{x} >= {k} and hi - {j} >= {x}"])
+
     def body(self, dims, kind, budget):
         for _ in range(budget):
-            r = self.rng.random()
-            if r < 0.45:
-                self.emit(f"acc {self.rng.choice(['+', '+', '-'])}= {self.term(self.read(dims, kind), kind)}")
-            elif r < 0.65:
-                d = self.fresh("d")
-                lo = self.rng.randint(-3, 0)
-                self.emit(f"for {d} in range({lo}, {self.rng.randint(lo + 1, 4)}):")
+            guarded = self.guards is not None and self.guards.random() < 0.3
+            if guarded:
+                self.emit(f"if {self.guard(dims)}:")
                 self.indent += 1
-                self.emit(f"acc += {self.term(self.read(dims, kind, d), kind)}")
+            self.statement(dims, kind)
+            if guarded:
                 self.indent -= 1
-            elif r < 0.8 and len(dims) == 2:  # a clamped row in a local, then its columns
-                (y, h), (x, w) = dims
-                row = self.fresh("r")
-                self.emit(f"{row} = {self.clamp(y, h)}")
-                self.emit(f"acc += {self.term(f'src[{row}, {self.clamp(x, w)}]', kind)}")
-            elif r < 0.8:
-                k = self.fresh("k")
-                self.emit(f"{k} = {self.clamp('i', 'n - 1')}")
-                self.emit(f"acc += {self.term(f'src[{k}]', kind)}")
-            else:
-                own = "src[i]" if len(dims) == 1 else "src[y, x]"
-                test = self.rng.choice([f"{own} > {'0.5' if kind == 'float' else '100'}",
-                                        f"{dims[-1][0]} % 3 == 0", f"{dims[-1][0]} > lo"])
-                self.emit(f"if {test}:")
-                self.indent += 1
-                self.emit(f"acc += {self.term(self.read(dims, kind), kind)}")
-                self.indent -= 1
-                if self.rng.random() < 0.5:
+                if self.guards.random() < 0.25:
                     self.emit("else:")
-                    self.emit(f"    acc -= {self.term(self.read(dims, kind), kind)}")
+                    self.emit("    acc += 1")
+
+    def statement(self, dims, kind):
+        r = self.rng.random()
+        if r < 0.45:
+            self.emit(f"acc {self.rng.choice(['+', '+', '-'])}= {self.term(self.read(dims, kind), kind)}")
+        elif r < 0.65:
+            d = self.fresh("d")
+            lo = self.rng.randint(-3, 0)
+            self.emit(f"for {d} in range({lo}, {self.rng.randint(lo + 1, 4)}):")
+            self.indent += 1
+            self.emit(f"acc += {self.term(self.read(dims, kind, d), kind)}")
+            self.indent -= 1
+        elif r < 0.8 and len(dims) == 2:  # a clamped row in a local, then its columns
+            (y, h), (x, w) = dims
+            row = self.fresh("r")
+            self.emit(f"{row} = {self.clamp(y, h)}")
+            self.emit(f"acc += {self.term(f'src[{row}, {self.clamp(x, w)}]', kind)}")
+        elif r < 0.8:
+            k = self.fresh("k")
+            self.emit(f"{k} = {self.clamp('i', 'n - 1')}")
+            self.emit(f"acc += {self.term(f'src[{k}]', kind)}")
+        else:
+            own = "src[i]" if len(dims) == 1 else "src[y, x]"
+            test = self.rng.choice([f"{own} > {'0.5' if kind == 'float' else '100'}",
+                                    f"{dims[-1][0]} % 3 == 0", f"{dims[-1][0]} > lo"])
+            self.emit(f"if {test}:")
+            self.indent += 1
+            self.emit(f"acc += {self.term(self.read(dims, kind), kind)}")
+            self.indent -= 1
+            if self.rng.random() < 0.5:
+                self.emit("else:")
+                self.emit(f"    acc -= {self.term(self.read(dims, kind), kind)}")
 
 
 def generate(seed: int, index) -> tuple[str, list]:
@@ -143,6 +168,7 @@ def generate(seed: int, index) -> tuple[str, list]:
     rng = random.Random(f"stencil:{seed}:{index}")
     g = StencilGen(rng)
     g.ends = random.Random(f"stencil-ends:{seed}:{index}")
+    g.guards = random.Random(f"stencil-guards:{seed}:{index}")
     two = rng.random() < 0.4
     kind = "float" if rng.random() < 0.7 else "int"
     dtype = "float64" if kind == "float" else rng.choice(["uint8", "int32"])

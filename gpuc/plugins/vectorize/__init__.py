@@ -29,19 +29,19 @@ from __future__ import annotations
 
 import time
 
-from gpuc.abi import VECTORIZE_MARKER
+from gpuc.abi import SPLIT_MARKER, VECTORIZE_MARKER
 from gpuc.compiler import CompileState, freeze_reads_before_writes
 from gpuc.compiler.trace import TransformationRecord
 from gpuc.llvm import BranchInst, Builder, CallInst, Constant, Function, Module
 
 from .calls import Calls, callee_name
 from .emit import VectorBody
-from .loops import ControlFlow, ItemLoop, Unsupported
+from .loops import ControlFlow, ItemLoop, Unsupported, own_preheader
 from .memory import Memory
 from .private import private_slots
 from .streaming import Streams
 from .uniform import Uniformity
-from . import windows
+from . import full, windows
 
 MARKER = VECTORIZE_MARKER
 #: Before the clamp split at the same point: a loop this plugin vectorizes keeps its original for the rows
@@ -96,6 +96,7 @@ def width(target) -> int:
 
 
 def vectorize(state, call, module) -> str:
+    own_preheader(call, module.context)
     item = ItemLoop(call)
     calls = Calls(getattr(state.target, "vector_variants", None))
     if not state.config.vectorize:  # CompilerConfig(vectorize=False): LLVM's loop vectorizer takes the loop
@@ -104,6 +105,8 @@ def vectorize(state, call, module) -> str:
         raise left
     for blk in item.body:
         for inst in blk.instructions:
+            if state.point != "simplified" and isinstance(inst, CallInst) and callee_name(inst) == SPLIT_MARKER:
+                raise Later()  # the clamp split comes first there (clamp_split.py): this loop is its middle part
             if _is_marker(inst, calls):
                 if state.point == "simplified":
                     raise Later()
@@ -160,6 +163,7 @@ def vectorize(state, call, module) -> str:
             _rejoin(entry, pre)
             raise
     combined = windows.combine(body.created, body.aligns, body.vals[item.iv], body.index)
+    whole = not cf.loops and full.specialize(body)
     parts = [f"{lanes} lanes", f"{len(cf.loops)} inner loop{'s' if len(cf.loops) != 1 else ''}",
              f"{len(uni.divergent)} divergent"]
     if body.consecutive:
@@ -168,6 +172,8 @@ def vectorize(state, call, module) -> str:
         parts.append(f"{body.gathers} gathers/scatters")
     if combined:
         parts.append(f"{combined} window{'s' if combined != 1 else ''} of overlapping loads and stores")
+    if whole:
+        parts.append("whole chunks without the mask")
     if body.streams:
         n = len(body.streams.stores)
         parts.append(f"{n} streaming store{'s' if n != 1 else ''} (non-temporal from "

@@ -209,7 +209,7 @@ class VectorBody:
 
     def _build(self, guard, entry):
         item = self.item
-        head = self.new_block("vec.chunk")
+        head = self.head = self.new_block("vec.chunk")
         with Builder(self.llctx) as b:
             self.b = b
             b.position_at_end(head)

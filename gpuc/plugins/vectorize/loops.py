@@ -5,7 +5,7 @@ emission order, and which values are the same in every work item of a chunk (uni
 from __future__ import annotations
 
 from gpuc.compiler import dominates, immediate_dominators, natural_loop, reverse_postorder
-from gpuc.llvm import BinaryOperator, BranchInst, CallInst, CompareInst, Instruction, PHINode
+from gpuc.llvm import BinaryOperator, BranchInst, Builder, CallInst, CompareInst, Instruction, PHINode
 
 #: Bodies with more blocks or instructions than this are left as they are (compile time).
 MAX_BLOCKS = 400
@@ -14,6 +14,36 @@ MAX_INSTRUCTIONS = 6000
 
 class Unsupported(Exception):
     """The loop cannot be vectorized; the message says why (it goes into the trace)."""
+
+
+def own_preheader(marker_call, context) -> None:
+    """Give the loop over index 0 of `marker_call` a preheader of its own where it is entered from a
+    conditional branch (the clamp split's middle part, whose block the cleanup folded): the vector loop and
+    its test go in front of the preheader."""
+    iv = marker_call.args[0]
+    if not isinstance(iv, PHINode) or len(iv.incoming) != 2:
+        return
+    header = iv.parent
+    entries = [blk for value, blk in iv.incoming if not _is_increment(value, iv)]
+    if len(entries) != 1 or any(isinstance(i, PHINode) and i != iv for i in header.instructions):
+        return
+    term = entries[0].terminator
+    if not isinstance(term, BranchInst) or not term.is_conditional:
+        return
+    pre = header.parent.append_block(f"{header.name}.preheader")
+    pre.move_before(header)
+    for k, op in enumerate(term.operands):
+        if op == header:
+            term.operands[k] = pre
+    with Builder(context) as b:
+        b.position_at_end(pre)
+        b.br(header)
+        b.position_before(header.instructions.first)
+        phi = b.phi(iv.type, [(value, pre if blk == entries[0] else blk) for value, blk in iv.incoming])
+    iv.replace_all_uses_with(phi)
+    name = iv.name
+    iv.erase()
+    phi.name = name
 
 
 class ItemLoop:

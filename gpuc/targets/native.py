@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from ..llvm import host_cpu, host_features, host_triple
-from . import ordered_sums, uniform_scatters, vector_math
+from . import one_address, ordered_sums, vector_math
 from .interface import CONTEXT_POINTER, MathLowering, MathOp, Target, without_pass
 
 #: A triple's architecture (its first component) -> the LLVM target compiling for it and the
@@ -141,7 +141,7 @@ class NativeTarget(Target):
             vector_math.call_variants(module, self.vector_variants)
         if job.config.optimize:
             ordered_sums.rewrite(module)
-            uniform_scatters.rewrite(module)
+            one_address.rewrite(module)
 
     def library_files(self) -> list:
         """The host's libmvec, which vectorized math calls: the disk cache keys on its version, and a

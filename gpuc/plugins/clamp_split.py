@@ -446,7 +446,8 @@ def _guarded(b, guard, low, high, sat, pick):
     at = sat("ssub", limit, ConstantInt.get(i64, c))  # iv + c against limit: iv against limit - c
     if predicate == "ne":  # iv != at: [low, at) or [at + 1, high), the longer, where at is in [low, high)
         inside = b.and_(b.icmp("sge", at, low), b.icmp("slt", at, high))
-        above = b.icmp("sge", b.sub(high, at), b.sub(at, low))  # (high - at - 1) >= (at - low), both short of 2**62
+        # the part after it (high - at - 1 items) unless the part before it (at - low) is longer by two or more
+        above = b.icmp("sge", b.sub(high, at), b.sub(at, low))
         return (b.select(b.and_(inside, above), b.add(at, one), low),
                 b.select(b.and_(inside, b.not_(above)), at, high))
     upper = predicate in ("slt", "sle", "ult", "ule")

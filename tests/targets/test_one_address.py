@@ -56,22 +56,31 @@ def _scatter_ir(ty: str, value: str, mask: str, pointers: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run(text: str, rewrite: bool, ty: str, v, flag: int, lanes: list[int]):
+_DTYPES = {"i64": np.int64, "double": np.float64, "i32": np.int32}
+
+
+def _jit_f(text: str, rewrite: bool, memory, flag: int, lanes: list[int], last, last_type):
+    """Run @f(ptr %slot, ptr %other, ptr %flags, ptr %lanes, <last>) of `text`, rewritten or not, with %slot and
+    %other the two elements of `memory`: (how many accesses were rewritten, the IR after)."""
     module = llvm.Module.parse(text)
     module.triple = NativeTarget().triple()
     rewritten = one_address.rewrite(module) if rewrite else 0
     module.verify()
     after = str(module)
-    dtype = {"i64": np.int64, "double": np.float64, "i32": np.int32}[ty]
-    memory = np.full(2, -1, dtype)
     flags, mask = np.array([flag], np.uint8), np.array(lanes, np.uint8)
-    scalar = {"i64": ctypes.c_int64, "double": ctypes.c_double, "i32": ctypes.c_int32}[ty]
     jit = Jitted(module)
     try:
-        jit.get("f", None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, scalar)(
-            memory.ctypes.data, memory[1:].ctypes.data, flags.ctypes.data, mask.ctypes.data, v)
+        jit.get("f", None, *[ctypes.c_void_p] * 4, last_type)(
+            memory.ctypes.data, memory[1:].ctypes.data, flags.ctypes.data, mask.ctypes.data, last)
     finally:
         jit.close()
+    return rewritten, after
+
+
+def _run(text: str, rewrite: bool, ty: str, v, flag: int, lanes: list[int]):
+    memory = np.full(2, -1, _DTYPES[ty])
+    scalar = {"i64": ctypes.c_int64, "double": ctypes.c_double, "i32": ctypes.c_int32}[ty]
+    rewritten, after = _jit_f(text, rewrite, memory, flag, lanes, v, scalar)
     return memory, rewritten, after
 
 
@@ -149,21 +158,9 @@ def _gather_ir(ty: str, mask: str, passthru: str, pointers: str) -> str:
 
 
 def _gathered(text: str, rewrite: bool, ty: str, flag: int, lanes: list[int]):
-    module = llvm.Module.parse(text)
-    module.triple = NativeTarget().triple()
-    rewritten = one_address.rewrite(module) if rewrite else 0
-    module.verify()
-    after = str(module)
-    dtype = {"i64": np.int64, "double": np.float64, "i32": np.int32}[ty]
-    memory = np.array([7, 9], dtype)
-    out = np.zeros(LANES, dtype)
-    flags, mask = np.array([flag], np.uint8), np.array(lanes, np.uint8)
-    jit = Jitted(module)
-    try:
-        jit.get("f", None, *[ctypes.c_void_p] * 5)(memory.ctypes.data, memory[1:].ctypes.data, flags.ctypes.data,
-                                                   mask.ctypes.data, out.ctypes.data)
-    finally:
-        jit.close()
+    out = np.zeros(LANES, _DTYPES[ty])
+    rewritten, after = _jit_f(text, rewrite, np.array([7, 9], _DTYPES[ty]), flag, lanes, out.ctypes.data,
+                              ctypes.c_void_p)
     return out, rewritten, after
 
 

@@ -9,7 +9,7 @@ The analysis errs towards varying: a uniform value taken for varying costs time,
 Varying are the thread and work-item indices, whatever reads memory (another item may have written
 it), atomics, calls other than those `pure_call` names, whatever is computed from a varying value,
 a phi where items that took different paths meet (a block reachable, without going round a loop,
-from a branch on a varying condition), the phis of a loop header with several entries or latches
+from a branch on a varying condition, before or where that branch's arms meet again), the phis of a loop header with several entries or latches
 once any branch varies, and a value defined in a loop that items may leave at different iterations
 wherever it is used outside that loop: a loop holding a varying branch whose arms may leave the loop
 or go round it before they meet again (its immediate post-dominator; an `if` inside the body whose
@@ -89,7 +89,9 @@ def _varies(inst, blk, graph, varying, escaping, joined, branching, pure_call) -
         if loop is not None:
             entries = [p for p in blk.predecessors if p not in loop.blocks]
             return (len(entries) > 1 or len(loop.latches) > 1) and bool(branching)
-        return blk in joined
+        # items come in by different edges only where the arms of a varying branch have not met again
+        # (an `if` on the item's index inside a loop whose uniform exit this phi follows: they have)
+        return blk in joined and any(graph.joins(branch, blk) for branch in branching)
     if isinstance(inst, CallInst):
         if not pure_call(inst):
             return True

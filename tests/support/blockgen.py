@@ -170,8 +170,11 @@ def program(rng: random.Random, seed: int = 0, kinds=KINDS) -> Program:
                                     rng.randint(0, 1), rng.randint(0, 1), rng.randint(0, 1), rng.randint(0, 5),
                                     rng.randint(0, 2))))
         elif kind == "uniform":
+            # (an `if` on the item's index in the loop, and the loop's counters read after a barrier: from a
+            # stream of their own, so that the programs of earlier seeds stay what they were)
+            guard = random.Random(f"blockgen-uniform-guard:{seed}:{len(p.phases)}").randint(0, 3)
             p.phases.append((kind, (rng.randint(0, 5), rng.randint(0, 3), rng.randint(-20, 20), rng.randint(1, 4),
-                                    rng.randint(0, 1), rng.randint(-3, 3), rng.randint(1, 2))))
+                                    rng.randint(0, 1), rng.randint(-3, 3), rng.randint(1, 2), guard)))
         else:
             name = f"phase{len(p.funcs)}"
             e1, e2, c = _expr(rng, ["v", "t"]), _expr(rng, ["v", "u", "t"]), rng.randint(0, 5)
@@ -222,11 +225,20 @@ def _lines(kind, params) -> list[str]:
     if kind == "uniform":
         # values the same in every item of the block (a barrier loop's counter, a count, what they give),
         # read across barriers, and a barrier under a branch all items take alike
-        k, m, th, count, p, c, step = params
-        return [f"q = {k} + bd * {m} + gpuc.barrier_count(v > {th})", "r = 0", f"while r < {count}:",
-                "    s[t] = v + q * r", "    gpuc.barrier()", f"    if (r + q) % 2 == {p}:",
-                "        v = v ^ s[(t + q + r) % bd]", "        gpuc.barrier()", f"    v = v + r * {c} + q",
-                f"    r = r + {step}", "    q = q ^ r", "    gpuc.barrier()"]
+        # (guard: none, an `if` on the item's index inside the loop whose arms meet there, that and the
+        # counters' values after the loop read across a barrier, an `if`/`else` and those reads)
+        k, m, th, count, p, c, step, guard = params if len(params) == 8 else (*params, 0)
+        lines = [f"q = {k} + bd * {m} + gpuc.barrier_count(v > {th})", "r = 0", f"while r < {count}:",
+                 "    s[t] = v + q * r", "    gpuc.barrier()", f"    if (r + q) % 2 == {p}:",
+                 "        v = v ^ s[(t + q + r) % bd]", "        gpuc.barrier()"]
+        if guard in (1, 2):
+            lines += ["    if t % 3 == 1:", "        v = v + q"]
+        elif guard == 3:
+            lines += ["    if t < bd // 2:", "        v = v - r", "    else:", "        v = v + 1"]
+        lines += [f"    v = v + r * {c} + q", f"    r = r + {step}", "    q = q ^ r", "    gpuc.barrier()"]
+        if guard >= 2:
+            lines += ["gpuc.barrier()", "v = v ^ (q * 3 + r)"]
+        return lines
     if kind == "tail":
         return _tail_lines(params)
     name = params[0]
@@ -318,15 +330,21 @@ def _run(kind, params, v, t, block, loc, warp=WARP, bx=None):
     if kind == "tail":
         return _tail_run(params, v, t, block, loc, bx)
     if kind == "uniform":
-        k, m, th, count, p, c, step = params
+        k, m, th, count, p, c, step, guard = params if len(params) == 8 else (*params, 0)
         q, r = np.int64(k + block * m + np.count_nonzero(v > th)), np.int64(0)
         while r < count:
             s = v + q * r
             if (r + q) % 2 == p:
                 v = v ^ s[(t + q + r) % block]
+            if guard in (1, 2):
+                v = np.where(t % 3 == 1, v + q, v)
+            elif guard == 3:
+                v = np.where(t < block // 2, v - r, v + 1)
             v = v + r * c + q
             r = r + step
             q = q ^ r
+        if guard >= 2:
+            v = v ^ (q * 3 + r)
         return v
     how, d = params
     lane = t % warp

@@ -38,6 +38,7 @@ Loops with loop metadata of their own (gpuc's hints, a region loop of a block ke
 from __future__ import annotations
 
 from ..llvm import Builder, CallInst, Constant, ConstantInt, FloatingType, PHINode, capi
+from . import sum_rows
 from .cfg import natural_loop, reverse_postorder
 
 #: The intrinsic: `llvm.vector.reduce.fadd.v8f32(float start, <8 x float> v)`.
@@ -161,10 +162,13 @@ class _Sums:
             for source in set(sources):
                 if source == self.block:
                     continue
-                b.position_before(source.terminator)
-                value = Constant.null(vector)
-                for k, start in enumerate(starts):
-                    value = b.insert_element(value, start.incoming_value_for(source), ConstantInt.get(i32, k))
+                values = [start.incoming_value_for(source) for start in starts]
+                value = sum_rows.load_row(b, context, values, vector, source)
+                if value is None:
+                    b.position_before(source.terminator)
+                    value = Constant.null(vector)
+                    for k, start in enumerate(values):
+                        value = b.insert_element(value, start, ConstantInt.get(i32, k))
                 built[source] = value
             b.position_before(header.instructions.first)
             carried = b.phi(vector, [(built[s], s) for s in sources if s != self.block])
@@ -196,11 +200,16 @@ class _Sums:
                         b.position_before(first)
                         start.replace_all_uses_with(b.extract_element(carried, ConstantInt.get(i32, k)))
                     start.erase()
+            vectors = []
             for extract, (vector, lane) in list(self.lanes.items()):
+                if vector not in vectors:
+                    vectors.append(vector)
                 if not extract.uses:
                     extract.erase()
                 else:
                     _sink(b, extract, vector, lane, self.block, i32)
+            for vector in vectors:
+                sum_rows.store_rows(b, context, vector)
 
 
 def _sink(b: Builder, extract, vector, lane: int, block, i32) -> None:

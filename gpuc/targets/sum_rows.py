@@ -95,11 +95,12 @@ def store_rows(b: Builder, context, vector) -> int:
 
 def _store_extracts(b: Builder, context, vector, extracts: list) -> int:
     """The extracts stored as they are."""
-    stores = _row_stores(extracts)
-    if stores is None:
+    row = _row_stores(extracts)
+    if row is None:
         return 0
-    b.position_before(stores[-1])
-    _replace(b, stores, _narrowed(b, context, vector, len(stores) - 1))
+    stores, last = row
+    b.position_before(last)
+    _replace(b, stores, last, _narrowed(b, context, vector, len(stores)))
     _erase_unused(extracts)
     return 1
 
@@ -118,10 +119,11 @@ def _store_phis(b: Builder, context, vector, exit_block, extracts: list) -> int:
     if other is None or any(p.parent != join or len(p.incoming) != 2 or p.incoming_value_for(exit_block) != e
                             or {blk for _, blk in p.incoming} != {exit_block, other} for p, e in zip(phis, extracts)):
         return 0
-    stores = _row_stores(phis)
-    if stores is None or sum(1 for s in other.terminator.successors if s == join) != 1:
+    row = _row_stores(phis)
+    if row is None or sum(1 for s in other.terminator.successors if s == join) != 1:
         return 0
-    count = len(stores) - 1
+    stores, last = row
+    count = len(stores)
     b.position_before(exit_block.terminator)
     mine = _narrowed(b, context, vector, count)
     edge = other
@@ -142,8 +144,8 @@ def _store_phis(b: Builder, context, vector, exit_block, extracts: list) -> int:
     for k, phi in enumerate(phis):
         theirs = b.insert_element(theirs, phi.incoming_value_for(edge), ConstantInt.get(context.i32, k))
     b.position_before(join.instructions.first)
-    row = b.phi(mine.type, [(mine, exit_block), (theirs, edge)])
-    _replace(b, stores, row)
+    both = b.phi(mine.type, [(mine, exit_block), (theirs, edge)])
+    _replace(b, stores, last, both)
     _erase_unused(phis)
     _erase_unused(extracts)
     return 1
@@ -151,8 +153,8 @@ def _store_phis(b: Builder, context, vector, exit_block, extracts: list) -> int:
 
 def _row_stores(values: list):
     """The plain stores of `values` (each used by its store alone), lane k's at lane 0's address + k elements,
-    in one block with nothing else touching memory from the first to the last of them: in lane order, then the
-    last of them in block order again."""
+    in one block with nothing else touching memory from the first to the last of them: (them in lane order, the
+    last of them in block order), or None."""
     size = _SIZES.get(str(values[0].type))
     if size is None:
         return None
@@ -170,16 +172,15 @@ def _row_stores(values: list):
         if inst in mine:
             seen += 1
             if seen == len(stores):
-                return stores + [inst]
+                return stores, inst
         elif seen and (_may_write(inst) or _may_read(inst)):
             return None
     return None
 
 
-def _replace(b: Builder, stores: list, value) -> None:
-    """One store of `value` at lane 0's address with its alignment where the last of `stores` (lane order, then
-    the last in block order) is, for `stores`."""
-    *stores, last = stores
+def _replace(b: Builder, stores: list, last, value) -> None:
+    """One store of `value` at lane 0's address (that of `stores[0]`) with its alignment, where `last` (the last
+    of them in block order) is, for `stores`."""
     b.position_before(last)
     b.store(value, stores[0].pointer, align=stores[0].alignment)
     for store in stores:

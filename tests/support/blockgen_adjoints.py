@@ -19,7 +19,8 @@ derivatives inside the kernel of a func with a loop of per-item trip count (`gra
 `derivative`, `jvp`, `vjp`, and `grad` or `derivative` of a forward `derivative`), which the adjoint
 differentiates again, and (a quarter, from a fifth stream) a loop over tiles of `x0` through shared memory,
 counting by a constant up or down (`_Gen.stiles`: what each round's store overwrote the reverse loads
-again, keeping no tape for it); their expressions are smooth (+ - * /, sin,
+again, keeping no tape for it), and (a quarter, from a sixth stream) a row of consecutive shared elements
+every item reads alike (`_Gen.srows`); their expressions are smooth (+ - * /, sin,
 cos, tanh, exp of bounded arguments, divisions by 1.5 + cos or 1 + b*b). No primal races by
 construction (each element written by one item between barriers, atomics into memory read only after a
 barrier).
@@ -81,6 +82,10 @@ TILED = 0.25
 DERIVS = 0.25
 #: The share of programs with a loop over tiles of x0 through shared memory (`_Gen.stiles`).
 STILED = 0.25
+#: The share of programs whose items read one row of shared elements alike (`_Gen.srows`).
+SROWS = 0.25
+#: The phases with warp operations.
+_WARP_KINDS = frozenset({"shuffle", "warploop", "vote", "ballot"})
 #: The funcs those derivatives are of: a loop of per-item trip count (the reverse keeps a tape).
 DERIV_FUNCS = """@gpuc.func
 def fd(a, b, n):
@@ -334,6 +339,22 @@ class _Gen:
                       (d + 2, self.mix("w", f"{other}[k, ix] * {self.expr(['v', 'w'], 1)}"), False)]
         return lines
 
+    def srows(self, d: int) -> list:
+        """Every item of a block row reads the same row of k consecutive shared elements (a tiled matmul's
+        `sa[ty, kk]` over kk), each times a value of its own and of the element's place: in the reverse the
+        items' shares of those elements' cotangents are k sums that the loop over the row's items carries in
+        vector lanes (LLVM finds the math calls worth vectors), their starts loaded from the shadow's row before
+        it and stored back after it (gpuc/targets/ordered_sums.py, sum_rows.py). Item 0 first stores constants
+        in the first 48 elements, so that blocks of fewer items read defined ones."""
+        rng = self.rng
+        k, start, c = rng.randint(4, 12), rng.randint(0, 3), rng.choice([0.25, 0.5, -0.75])
+        row = f"{start} + q + 4 * (gpuc.thread_index(1) % 8)"
+        return [(d, "if t == 0:", False), (d + 1, "for q in range(48):", False), (d + 2, "s[q] = 0.0625 * q", False),
+                (d, "gpuc.barrier()", False), (d, f"s[t] = {self.expr(['v', 'w'])}", False), (d, "gpuc.barrier()", False),
+                (d, "u = 0.0", False), (d, f"for q in range({k}):", False),
+                (d + 1, f"u = u + s[{row}] * math.sin({self.expr(['v', 'w'], 1)} + {c} * q)", False),
+                (d, self.update(["v", "u", "w"]), False), (d, "gpuc.barrier()", False)]
+
     def stiles(self, d: int) -> list:
         """A tiled kernel's loop over tiles through shared memory: each round reads another item's element of
         the tile before (the previous round's, or what was stored before the loop), then stores its own
@@ -359,7 +380,7 @@ class _Gen:
 
 def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: random.Random | None = None,
             dynamic: random.Random | None = None, derivs: random.Random | None = None,
-            stiles: random.Random | None = None) -> Program:
+            stiles: random.Random | None = None, srows: random.Random | None = None) -> Program:
     p = Program(seed, inputs=rng.choice([1, 2]), extra=rng.choice([None, "own", "block", "acc", "acc"]),
                 acc=rng.randint(1, 3))
     # from a stream of their own too: the shared array in dynamic shared memory
@@ -375,13 +396,17 @@ def program(rng: random.Random, seed: int = 0, kinds=KINDS, pending=(), tiles: r
         chosen.insert(derivs.randint(0, len(chosen)), "derivs")
     if stiles is not None and stiles.random() < STILED:  # (a fifth: a loop over tiles through shared memory)
         chosen.insert(stiles.randint(0, len(chosen)), "stiles")
+    if srows is not None and srows.random() < SROWS:  # (a sixth: a row of shared elements every item reads)
+        # without warp operations, whose kernels run their regions a warp at a time
+        chosen = ["exchange" if kind in _WARP_KINDS else kind for kind in chosen]
+        chosen.insert(srows.randint(0, len(chosen)), "srows")
     if p.extra == "acc" and "gatomic" not in chosen:
         chosen.insert(rng.randint(0, len(chosen)), "gatomic")
     elif p.extra != "acc":
         chosen = [k for k in chosen if k != "gatomic"] or ["exchange"]
     for kind in chosen:
         p.kinds.append(kind)
-        own = {"derivs": derivs, "stiles": stiles}.get(kind)
+        own = {"derivs": derivs, "stiles": stiles, "srows": srows}.get(kind)
         p.lines += getattr(_Gen(own, p, pending) if own is not None else gen, kind)(0)
     out = "v" if rng.random() < 0.7 else gen.expr(["v", "w"], 1)
     p.lines += [(0, "if inside:", False), (1, f"y0[iy, ix] {rng.choice(['=', '+='])} {out}", False)]
@@ -556,8 +581,10 @@ def generate(case_seed: int, stream: int, workdir: Path | None = None, attempts:
     rng = random.Random(stream)
     tiles, dynamic = random.Random(f"tiles-{stream}"), random.Random(f"dynamic-{stream}")
     derivs, stiles = random.Random(f"derivs-{stream}"), random.Random(f"stiles-{stream}")
+    srows = random.Random(f"srows-{stream}")
     for attempt in range(attempts):
-        p = program(rng, case_seed, pending=pending, tiles=tiles, dynamic=dynamic, derivs=derivs, stiles=stiles)
+        p = program(rng, case_seed, pending=pending, tiles=tiles, dynamic=dynamic, derivs=derivs, stiles=stiles,
+                    srows=srows)
         if workdir is None:
             return p, [launch(p, rng, tiles, dynamic)], None
         probe_kernel = load(p.source(probe=True), workdir / f"blockadj_{case_seed}_{attempt}_probe.py")

@@ -11,10 +11,10 @@ it), atomics, calls other than those `pure_call` names, whatever is computed fro
 a phi where items that took different paths meet (a block reachable, without going round a loop,
 from a branch on a varying condition, before or where that branch's arms meet again), the phis of a
 loop header with several entries or latches once any branch varies, and a value defined in a loop
-that items may leave at different iterations
-wherever it is used outside that loop: a loop holding a varying branch whose arms may leave the loop
-or go round it before they meet again (its immediate post-dominator; an `if` inside the body whose
-arms meet before the loop's exits and latches leaves every item in the loop as long as the others).
+that items may leave at different iterations wherever it is used outside that loop: a loop holding a
+varying branch whose arms may leave the loop or go round it before they meet again (its immediate
+post-dominator; an `if` inside the body whose arms meet before the loop's exits and latches leaves
+every item in the loop as long as the others).
 
 What "uniform" promises is what the work-item loops need: the items of a block that arrive together
 at a barrier hold the same value of it, each from its latest definition. (Items that go round a

@@ -58,10 +58,8 @@ def load_row(b: Builder, context, values: list, vector, block):
         blk = preds[0]
     first = min(_index(home, v) for v in values)
     for blk in [home, *reversed(path)]:
-        insts = list(blk.instructions)
-        if any(_may_write(inst) for inst in insts[first + 1 if blk == home else 0:-1]):
-            return None
-        if blk != block and _may_write(insts[-1]):
+        insts = list(blk.instructions)[first + 1 if blk == home else 0:]
+        if any(_may_write(inst) for inst in insts):
             return None
     b.position_before(block.terminator)
     count, align = len(values), values[0].alignment
@@ -173,7 +171,7 @@ def _row_stores(values: list):
             seen += 1
             if seen == len(stores):
                 return stores, inst
-        elif seen and (_may_write(inst) or _may_read(inst)):
+        elif seen and _touches_memory(inst):
             return None
     return None
 
@@ -246,8 +244,5 @@ def _may_write(inst) -> bool:
     return inst.opcode_name in _WRITES
 
 
-def _may_read(inst) -> bool:
-    if isinstance(inst, CallInst):
-        callee = inst.callee
-        return callee is None or not callee.name.startswith(_QUIET_CALLS)
-    return inst.opcode_name in ("load", "atomicrmw", "cmpxchg", "va_arg", "fence")
+def _touches_memory(inst) -> bool:
+    return _may_write(inst) or (not isinstance(inst, CallInst) and inst.opcode_name in ("load", "va_arg"))

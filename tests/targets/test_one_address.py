@@ -77,6 +77,11 @@ def _jit_f(text: str, rewrite: bool, memory, flag: int, lanes: list[int], last, 
     return rewritten, after
 
 
+#: (the flag a splat mask is of, the lanes of a per-lane mask): none, one, some and every lane active.
+_MASK_CASES = ((1, [0] * LANES), (0, [0] * LANES), (0, [0, 0, 0, 0, 0, 0, 0, 1]), (1, [1, 0, 1, 1, 0, 0, 0, 0]),
+               (1, [1] * LANES))
+
+
 def _run(text: str, rewrite: bool, ty: str, v, flag: int, lanes: list[int]):
     memory = np.full(2, -1, _DTYPES[ty])
     scalar = {"i64": ctypes.c_int64, "double": ctypes.c_double, "i32": ctypes.c_int32}[ty]
@@ -90,8 +95,7 @@ def _run(text: str, rewrite: bool, ty: str, v, flag: int, lanes: list[int]):
 def test_one_value_to_one_address_is_one_store(ty, value, mask):
     text = _scatter_ir(ty, value, mask, "splat")
     v = 3.25 if ty == "double" else 41
-    for flag, lanes in ((1, [0] * LANES), (0, [0] * LANES), (0, [0, 0, 0, 0, 0, 0, 0, 1]), (1, [1, 0, 1, 1, 0, 0, 0, 0]),
-                        (1, [1] * LANES)):
+    for flag, lanes in _MASK_CASES:
         want, _, _ = _run(text, False, ty, v, flag, lanes)
         got, rewritten, after = _run(text, True, ty, v, flag, lanes)
         assert got.tobytes() == want.tobytes(), (flag, lanes, got, want)
@@ -169,8 +173,7 @@ def _gathered(text: str, rewrite: bool, ty: str, flag: int, lanes: list[int]):
 @pytest.mark.parametrize("mask", ["splat", "lanes", "true", "false"])
 def test_one_address_gathered_is_one_load(ty, passthru, mask):
     text = _gather_ir(ty, mask, passthru, "splat")
-    for flag, lanes in ((1, [0] * LANES), (0, [0] * LANES), (0, [0, 0, 0, 0, 0, 0, 0, 1]), (1, [1, 0, 1, 1, 0, 0, 0, 0]),
-                        (1, [1] * LANES)):
+    for flag, lanes in _MASK_CASES:
         want, _, _ = _gathered(text, False, ty, flag, lanes)
         got, rewritten, after = _gathered(text, True, ty, flag, lanes)
         active = {"splat": [flag] * LANES, "lanes": lanes, "true": [1] * LANES, "false": [0] * LANES}[mask]

@@ -299,17 +299,22 @@ done:
   ret void
 }
 
-; Runs of a phased launch (_NativeRuns): the state's [0] is the next run to claim, [1] the runs, [3] nonzero once
-; no run may start, [4] the runs that have ended, [6] to [8] as above, [9] a table of (begin, end, need, first,
-; count) per run, in order, [10] the runs' dependencies, [11] a flag per run, set once it has ended: a run starts
-; once `need` runs have ended (those of the phases before its own) and so have the `count` runs listed in [10]
-; from `first` on. Claims and runs them until none is left; with %once, returns after one run (the calling
-; thread's, which goes back to Python between runs): 1 when it ran one, else 0. A thread waiting yields its core.
+; Runs of a phased launch (_NativeRuns): the state's [1] is the runs, [2] the threads, [3] nonzero once no run
+; may start, [4] the runs that have ended, [5] the pool threads that have come (each takes the next slot), [6]
+; to [8] as above, [9] a table of (begin, end, need, first, count) per run, in order, [10] the runs'
+; dependencies, [11] a flag per run, set once it has ended, [12] per thread (first, count) of the runs it owns
+; in the list at [13] (in order), [14] per thread the number of its runs claimed, 8 words apart. A run is
+; ready once `need` runs have ended (those of the phases before its own) and so have the `count` runs listed
+; in [10] from `first` on. A thread claims the first unclaimed run of its own list when it is ready, else the
+; first of another's that is, so that a thread keeps the same part of every phase (the same rows of a
+; shadow stay in its cache) and never holds a run it cannot start. Claims and runs them until none is left;
+; with %once, returns after one run (the calling thread's, slot 0, which goes back to Python between runs):
+; 1 when it ran one, else 0. A thread finding no ready run yields its core.
 declare i32 @sched_yield()
 
-define internal i64 @gpuc_pool_runs(ptr %s, i1 %once) {
+define internal i64 @gpuc_pool_runs(ptr %s, i64 %slot, i1 %once) {
 entry:
-  %pcount = getelementptr i64, ptr %s, i64 1
+  %pthreads = getelementptr i64, ptr %s, i64 2
   %pstop = getelementptr i64, ptr %s, i64 3
   %pended = getelementptr i64, ptr %s, i64 4
   %pfn = getelementptr i64, ptr %s, i64 6
@@ -318,41 +323,63 @@ entry:
   %ptable = getelementptr i64, ptr %s, i64 9
   %pdeps = getelementptr i64, ptr %s, i64 10
   %pdone = getelementptr i64, ptr %s, i64 11
-  %count = load i64, ptr %pcount, align 8
+  %powners = getelementptr i64, ptr %s, i64 12
+  %porder = getelementptr i64, ptr %s, i64 13
+  %pnext = getelementptr i64, ptr %s, i64 14
+  %threads = load i64, ptr %pthreads, align 8
   %fn = load ptr, ptr %pfn, align 8
   %argv = load ptr, ptr %pargv, align 8
   %sizes = load ptr, ptr %psizes, align 8
   %table = load ptr, ptr %ptable, align 8
   %deps = load ptr, ptr %pdeps, align 8
   %done = load ptr, ptr %pdone, align 8
+  %owners = load ptr, ptr %powners, align 8
+  %order = load ptr, ptr %porder, align 8
+  %next = load ptr, ptr %pnext, align 8
   br label %loop
 loop:
   %stop = load atomic i64, ptr %pstop monotonic, align 8
   %stopped = icmp ne i64 %stop, 0
-  br i1 %stopped, label %none, label %claim
-claim:
-  %k = atomicrmw add ptr %s, i64 1 seq_cst, align 8
-  %past = icmp sge i64 %k, %count
-  br i1 %past, label %none, label %row
+  br i1 %stopped, label %none, label %scan
+scan:
+  %i = phi i64 [ 0, %loop ], [ %i.next, %skip ]
+  %open = phi i64 [ 0, %loop ], [ %open.next, %skip ]  ; lists with runs unclaimed, none of them ready
+  %more = icmp slt i64 %i, %threads
+  br i1 %more, label %head, label %scanned
+head:
+  %o0 = add i64 %slot, %i
+  %wrap = icmp sge i64 %o0, %threads
+  %o1 = sub i64 %o0, %threads
+  %o = select i1 %wrap, i64 %o1, i64 %o0
+  %at.o = shl i64 %o, 1
+  %po = getelementptr i64, ptr %owners, i64 %at.o
+  %pocount = getelementptr i64, ptr %po, i64 1
+  %ofirst = load i64, ptr %po, align 8
+  %ocount = load i64, ptr %pocount, align 8
+  %at.n = shl i64 %o, 3
+  %pn = getelementptr i64, ptr %next, i64 %at.n
+  %k = load atomic i64, ptr %pn monotonic, align 8
+  %left = icmp slt i64 %k, %ocount
+  br i1 %left, label %row, label %skip
 row:
-  %at = mul i64 %k, 5
+  %at.r = add i64 %ofirst, %k
+  %pr = getelementptr i64, ptr %order, i64 %at.r
+  %r = load i64, ptr %pr, align 8
+  %at = mul i64 %r, 5
   %pb = getelementptr i64, ptr %table, i64 %at
-  %pe = getelementptr i64, ptr %pb, i64 1
-  %pn = getelementptr i64, ptr %pb, i64 2
+  %pneed = getelementptr i64, ptr %pb, i64 2
   %pfirst = getelementptr i64, ptr %pb, i64 3
   %pdepn = getelementptr i64, ptr %pb, i64 4
-  %need = load i64, ptr %pn, align 8
+  %need = load i64, ptr %pneed, align 8
   %first = load i64, ptr %pfirst, align 8
   %depn = load i64, ptr %pdepn, align 8
-  br label %ready
-ready:
   %ended = load atomic i64, ptr %pended seq_cst, align 8
   %ok = icmp sge i64 %ended, %need
-  br i1 %ok, label %deps.loop, label %later
+  br i1 %ok, label %deps.loop, label %waiting
 deps.loop:
-  %j = phi i64 [ 0, %ready ], [ %j.next, %deps.ended ]
+  %j = phi i64 [ 0, %row ], [ %j.next, %deps.ended ]
   %deps.more = icmp slt i64 %j, %depn
-  br i1 %deps.more, label %deps.check, label %run
+  br i1 %deps.more, label %deps.check, label %take
 deps.check:
   %at.dep = add i64 %first, %j
   %pdep = getelementptr i64, ptr %deps, i64 %at.dep
@@ -360,25 +387,37 @@ deps.check:
   %pflag = getelementptr i64, ptr %done, i64 %dep
   %flag = load atomic i64, ptr %pflag acquire, align 8
   %dep.ended = icmp ne i64 %flag, 0
-  br i1 %dep.ended, label %deps.ended, label %later
+  br i1 %dep.ended, label %deps.ended, label %waiting
 deps.ended:
   %j.next = add i64 %j, 1
   br label %deps.loop
-later:
-  %stop2 = load atomic i64, ptr %pstop monotonic, align 8
-  %stopped2 = icmp ne i64 %stop2, 0
-  br i1 %stopped2, label %none, label %yield
-yield:
-  %y = call i32 @sched_yield()
-  br label %ready
+waiting:
+  br label %skip
+skip:
+  %unready = phi i64 [ 0, %head ], [ 1, %waiting ]
+  %open.next = add i64 %open, %unready
+  %i.next = add i64 %i, 1
+  br label %scan
+take:
+  %k1 = add i64 %k, 1
+  %pair = cmpxchg ptr %pn, i64 %k, i64 %k1 seq_cst seq_cst, align 8
+  %won = extractvalue { i64, i1 } %pair, 1
+  br i1 %won, label %run, label %loop
 run:
+  %pe = getelementptr i64, ptr %pb, i64 1
   %b = load i64, ptr %pb, align 8
   %e = load i64, ptr %pe, align 8
   call void %fn(ptr %argv, i64 %b, i64 %e, ptr %sizes)
-  %pmine = getelementptr i64, ptr %done, i64 %k
+  %pmine = getelementptr i64, ptr %done, i64 %r
   store atomic i64 1, ptr %pmine release, align 8
   %old = atomicrmw add ptr %pended, i64 1 seq_cst, align 8
   br i1 %once, label %one, label %loop
+scanned:
+  %all = icmp eq i64 %open, 0
+  br i1 %all, label %none, label %later
+later:
+  %y = call i32 @sched_yield()
+  br label %loop
 one:
   ret i64 1
 none:
@@ -387,13 +426,19 @@ none:
 
 define void @gpuc_pool_help_runs(ptr %s) {
 entry:
-  %r = call i64 @gpuc_pool_runs(ptr %s, i1 false)
+  %pcame = getelementptr i64, ptr %s, i64 5
+  %pthreads = getelementptr i64, ptr %s, i64 2
+  %threads = load i64, ptr %pthreads, align 8
+  %came = atomicrmw add ptr %pcame, i64 1 seq_cst, align 8
+  %after = add i64 %came, 1
+  %slot = urem i64 %after, %threads
+  %r = call i64 @gpuc_pool_runs(ptr %s, i64 %slot, i1 false)
   ret void
 }
 
 define i64 @gpuc_pool_run_run(ptr %s) {
 entry:
-  %r = call i64 @gpuc_pool_runs(ptr %s, i1 true)
+  %r = call i64 @gpuc_pool_runs(ptr %s, i64 0, i1 true)
   ret i64 %r
 }
 
@@ -581,15 +626,18 @@ class _NativeRuns(_NativeLaunch):
     the runs listed for each have), and pool threads wait in compiled code (yielding their core), not by
     going back to their queue."""
 
-    __slots__ = ("_table", "_deps", "_done")
+    __slots__ = ("_table", "_deps", "_done", "_owners", "_order", "_claimed")
 
     def __init__(self, address: int, argv: bytes, sizes: bytes, threads: int, phases, after) -> None:
         self._argv, self._sizes, self._threads = argv, sizes, threads
-        self._table, self._deps, runs = _runs_table(phases, after)
+        self._table, self._deps, self._owners, self._order, runs = _runs_table(phases, after, threads)
         self._done = (ctypes.c_int64 * max(1, runs))()
-        self._state = (ctypes.c_int64 * 12)(0, runs, threads, 0, 0, 0, address, _bytes_address(argv),
+        self._claimed = (ctypes.c_int64 * (8 * threads))()  # a cache line per thread
+        self._state = (ctypes.c_int64 * 15)(0, runs, threads, 0, 0, 0, address, _bytes_address(argv),
                                             _bytes_address(sizes), ctypes.addressof(self._table),
-                                            ctypes.addressof(self._deps), ctypes.addressof(self._done))
+                                            ctypes.addressof(self._deps), ctypes.addressof(self._done),
+                                            ctypes.addressof(self._owners), ctypes.addressof(self._order),
+                                            ctypes.addressof(self._claimed))
         self._address = ctypes.addressof(self._state)
         self._first = 0
         self._lock = threading.Lock()
@@ -600,9 +648,8 @@ class _NativeRuns(_NativeLaunch):
         run_run, address, state = _native.run_run, self._address, self._state
         while run_run(address):
             pass
-        # Every run is claimed, but a pool thread may still wait for the runs its own follows: it runs it once
-        # they end, which the launch's stop (_stop_and_wait) would make it give up. Its predecessors were
-        # claimed before it, so every run claimed ends.
+        # Every run is claimed, but pool threads may still run theirs (a run is claimed once it may start, so
+        # every run claimed ends): the launch's stop (_stop_and_wait) must not come before they end.
         while state[4] < state[1]:
             sleep(0)
 
@@ -620,37 +667,53 @@ _TABLES_KEPT = 16
 _TABLES_LOCK = threading.Lock()
 
 
-def _runs_table(phases, after) -> tuple:
+def _runs_table(phases, after, threads: int) -> tuple:
     """(the ctypes table of (begin, end, need, first, count) per run of `phases` that _NativeRuns hands the
-    compiled scheduler, the dependency list its rows point into, the number of runs). With `after` (a list
-    per run, in order, of the earlier runs it waits for), a run needs those alone, and the table is built
-    once per pair of lists while the pair is among the last kept; else a run needs every run of the phases
-    before its own."""
-    key = (id(phases), id(after))
+    compiled scheduler, the dependency list its rows point into, (first, count) per thread of the runs it
+    owns in the next list, that list, the number of runs). With `after` (a list per run, in order, of the
+    earlier runs it waits for), a run needs those alone, and the tables are built once per pair of lists and
+    thread count while they are among the last kept; else a run needs every run of the phases before its own.
+    A phase's runs go to the threads in order, a share each, so that a thread runs the same part of every
+    phase (block_phases puts the blocks of one row of a grid at one place in each phase)."""
+    key = (id(phases), id(after), threads)
     if after is not None:
         with _TABLES_LOCK:
             found = _TABLES.get(key)
             if found is not None and found[0] is phases and found[1] is after:
                 return found[2:]
     rows, deps, need, k = [], [], 0, 0
+    owned, owner = [[] for _ in range(threads)], []
     for phase in phases:
-        for begin, end in phase:
+        mine = [[] for _ in range(threads)]
+        for j, (begin, end) in enumerate(phase):
             if after is None:
                 rows += (begin, end, need, 0, 0)
             else:
                 rows += (begin, end, 0, len(deps), len(after[k]))
                 deps += after[k]
+            owner.append(j * threads // len(phase))
+            mine[owner[k]].append(k)
             k += 1
         need += len(phase)
+        for t, runs in enumerate(mine):
+            # a thread's runs that wait for another's last: those are likelier to have ended by then
+            owned[t] += sorted(runs, key=lambda r: after is not None and any(owner[d] != t for d in after[r]))
     table = (ctypes.c_int64 * max(5, len(rows)))(*rows)
     listed = (ctypes.c_int64 * max(1, len(deps)))(*deps)
+    spans, order = [], []
+    for runs in owned:
+        spans += (len(order), len(runs))
+        order += runs
+    owners = (ctypes.c_int64 * len(spans))(*spans)
+    ordered = (ctypes.c_int64 * max(1, len(order)))(*order)
+    built = (table, listed, owners, ordered, k)
     if after is None:
-        return table, listed, k
+        return built
     with _TABLES_LOCK:
         if len(_TABLES) >= _TABLES_KEPT:
             _TABLES.pop(next(iter(_TABLES)))
-        _TABLES[key] = (phases, after, table, listed, k)  # the lists kept alive: their ids name no others
-    return table, listed, k
+        _TABLES[key] = (phases, after, *built)  # the lists kept alive: their ids name no others
+    return built
 
 
 def _stop_and_wait(launch) -> None:

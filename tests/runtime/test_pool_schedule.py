@@ -286,6 +286,52 @@ def test_block_runs_follow_the_runs_alike_along_a_dimension_apart():
         assert set(after[k]) == want
 
 
+def test_each_thread_owns_the_same_share_of_every_phase():
+    """pool._runs_table: a phase's runs go to the threads in order, a share each; within a phase a thread's runs
+    that wait for another thread's come after those that wait only for its own."""
+    from gpuc.runtime.cpu import block_order
+
+    phases, after = block_order((8, 8, 1), (0, 1), 2)
+    *_, owners, order, runs = pool._runs_table(phases, after, 2)
+    assert runs == 64 and list(owners) == [0, 32, 32, 32]
+    owner = {r: t for t in range(2) for r in order[owners[2 * t]:owners[2 * t] + owners[2 * t + 1]]}
+    assert sorted(order) == list(range(64))
+    k = 0
+    for phase in phases:
+        assert [owner[k + j] for j in range(len(phase))] == [0] * 4 + [1] * 4
+        k += len(phase)
+    for t in range(2):
+        mine = list(order[owners[2 * t]:owners[2 * t] + owners[2 * t + 1]])
+        phase_of = [r // 8 for r in mine]
+        assert phase_of == sorted(phase_of)  # the phases' order kept
+        for p in range(8):
+            crossing = [any(owner[d] != t for d in after[r]) for r in mine if r // 8 == p]
+            assert crossing == sorted(crossing)
+
+
+def test_a_thread_runs_the_same_blocks_of_every_phase(monkeypatch):
+    """The blocks of a row of an adjoint's grid stay on one thread (their rows of a shadow in its cache): the
+    calling thread runs the first half of every phase, the pool thread the second, but for runs one takes
+    from the other when none of its own may start."""
+    from gpuc.runtime.cpu import block_order
+
+    _no_python_schedule(monkeypatch)
+    phases, after = block_order((8, 8, 1), (0, 1), 2)
+    run, seen = _timed_recorder(item_seconds=2e-3)
+    pool.run_phases(_compiled(run), b"", phases, b"", helpers=1, after=after)
+    spans = {b: (me, started, ended) for me, b, e, started, ended in seen}
+    order = [r for phase in phases for r in phase]
+    assert sorted(spans) == [b for b, _ in sorted(order)]
+    for k, before in enumerate(after):
+        assert all(spans[order[k][0]][1] >= spans[order[j][0]][2] for j in before)
+    caller = threading.get_ident()
+    if len({me for me, *_ in seen}) < 2:
+        pytest.skip("the pool thread did not come")
+    first_half = {b for phase in phases for b, _ in phase[:len(phase) // 2]}
+    kept = sum((me == caller) == (b in first_half) for b, (me, *_) in spans.items())
+    assert kept >= 0.75 * len(spans), f"only {kept} of {len(spans)} runs on their own thread"
+
+
 @pytest.mark.parametrize("threads", [3, 4])
 def test_runs_claimed_while_waiting_for_a_phase_still_run(monkeypatch, threads):
     """Three threads or more: a pool thread that claimed a run of the last phase and waits for a slow run of

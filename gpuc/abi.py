@@ -307,6 +307,10 @@ ADJOINT_SPANS_ATTRIBUTE = "gpuc-adjoint-spans"
 #: that an array the kernel never writes holds the same values throughout the launch: the reverse sweep may
 #: load it again instead of keeping what it read (gpuc/plugins/autodiff/restore.py).
 ADJOINT_DISTINCT_ATTRIBUTE = "gpuc-adjoint-distinct"
+#: On a generated adjoint kernel (`gpuc.adjoint(k, primal_writes=False)`): the arrays the kernel only stores
+#: into (no load, atomic operation or call reads them) keep what they hold: the primal ran before with the same
+#: inputs, so its stores into them are left out of the adjoint's forward part.
+ADJOINT_OUTPUTS_KEPT_ATTRIBUTE = "gpuc-adjoint-outputs-kept"
 #: The CPU launch entry's name is the kernel's and this (gpuc/targets/cpu_launch.py): `@<kernel>.range`.
 LAUNCH_ENTRY_SUFFIX = ".range"
 #: The name of the last parameter of the CPU's blocks wrapper (the range wrapper names it "sizes").
@@ -861,7 +865,7 @@ def slot_types(ty) -> list[str] | None:
 
 
 __all__ = ["BOUNDS_FAILURE", "BOUNDS_RECORD", "BOUNDS_TAPE", "BOUNDS_DEVICE_RECORD_WORDS", "bounds_record", "bounds_failure",
-           "site_text", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "ADJOINT_DISTINCT_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "SHADOW_ALIGN", "adjoint_shared_bytes", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "LAUNCH_ENTRY_SUFFIX", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
+           "site_text", "INTERRUPT_FLAG", "BOUNDS_RECORD_WORDS", "BOUNDS_SHAPE_WORDS", "PRINT_FIELD", "PRINT_HOOK", "LIBRARY_ATTRIBUTE", "POSITION_DIMS_ATTRIBUTE", "BLOCK_MODEL_ATTRIBUTE", "SERIAL_ITEMS_ATTRIBUTE", "ADJOINT_SPANS_ATTRIBUTE", "ADJOINT_DISTINCT_ATTRIBUTE", "ADJOINT_OUTPUTS_KEPT_ATTRIBUTE", "DYNAMIC_SHARED_PARAMS", "SHADOW_ALIGN", "adjoint_shared_bytes", "GRID_LAUNCH_PARAM", "GRID_RECORD_WORDS", "BLOCKS_LAUNCH_PARAM", "LAUNCH_ENTRY_SUFFIX", "BLOCK_CONTEXT_FIELDS", "BLOCK_CONTEXT_TYPE", "BLOCK_ERROR_WORDS", "BLOCK_KERNEL_FLAG",
            "block_context_type", "ALL_CONTEXT_MARKERS", "BARRIER_MARKER", "BARRIER_PREDICATE_MARKERS", "BLOCK_DIM_MARKER",
            "BLOCK_INDEX_MARKER", "BLOCK_MARKERS", "DYNAMIC_SHARED_GLOBAL", "FENCE_MARKERS", "GEOMETRY_MARKERS",
            "GRID_BARRIER_MARKER", "GRID_DIM_MARKER", "LANE_INDEX_MARKER", "SHARED_BYTES_MARKER", "SHARED_GLOBAL_PREFIX",

@@ -109,20 +109,23 @@ class AdjointKernel(ShadowedKernel):
     On entry the shadow of an array the kernel writes holds the incoming gradient (the seed); after
     the launch the shadow of every array it reads has the gradient added, and the shadows of the
     elements it overwrote were consumed (zeroed before the reads' shares were added). Float scalar
-    parameters are constants: pass a one-element array to get a scalar's gradient."""
+    parameters are constants: pass a one-element array to get a scalar's gradient. The launch does
+    what the primal does besides; with `primal_writes=False`, the arrays the kernel only stores into
+    keep what they hold (see `adjoint`)."""
 
     what = "adjoint"
 
-    def __init__(self, primal: Kernel) -> None:
+    def __init__(self, primal: Kernel, primal_writes: bool = True) -> None:
         super().__init__(primal)
         self.adjoint_of = primal
+        self.primal_writes = primal_writes
 
     def __reduce__(self):
         # the primal travels (by reference or by value); the adjoint is made again from it
-        return adjoint, (self.primal,)
+        return (adjoint, (self.primal,)) if self.primal_writes else (_adjoint_keeping_outputs, (self.primal,))
 
     def _request(self, flags: tuple, schedule: str | None, spans: tuple | None = None, distinct: bool = False):
-        return AdjointRequest(self.primal, flags, schedule, spans, distinct)
+        return AdjointRequest(self.primal, flags, schedule, spans, distinct, self.primal_writes)
 
     @user_facing
     def launch(self, n, *args, device: str | None = None, threads: int | None = None, block=None,
@@ -133,6 +136,11 @@ class AdjointKernel(ShadowedKernel):
             return
         flags = self._checked_layout(args)
         distinct = _distinct_blocks(args, block, shared)
+        if not self.primal_writes and not (distinct or _distinct(args)):
+            raise ValueError(f"gpuc.adjoint({self.primal.__qualname__}, primal_writes=False) needs array arguments "
+                             "that do not overlap in memory (an array passed twice, or views of one buffer that "
+                             "share elements): the arrays the kernel only writes must not be arrays it reads; "
+                             "pass copies, or use gpuc.adjoint(kernel), which redoes the primal's writes")
         device = device or _device_of(args)
         # the primal's dynamic shared memory, then its shadow (gpuc.abi.adjoint_shared_bytes)
         if isinstance(shared, (int, np.integer)) and not isinstance(shared, bool) and shared > 0:
@@ -262,7 +270,7 @@ def _generate(derived: ShadowedKernel, flags: tuple, request, schedule: str | No
     # Named by what it is made from, the same in every process: the disk cache keys it by its source.
     layout = "".join("s" if shadow else "p" for shadow in flags)
     how = (f", {schedule}" if schedule else "") + ("" if spans is None else f", spans {','.join(map(str, spans))}") \
-        + (", distinct" if distinct else "")
+        + (", distinct" if distinct else "") + ("" if getattr(derived, "primal_writes", True) else ", outputs kept")
     filename = f"<gpuc.{derived.what} of {derived.primal.__module__}.{derived.primal.__qualname__}, {layout}{how}>"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     namespace = {"request": request}
@@ -366,12 +374,27 @@ def _layout_of(array):
 _ADJOINTS_LOCK = threading.Lock()
 
 
-def adjoint(kernel) -> AdjointKernel:
-    """The adjoint kernel of `kernel` (see AdjointKernel): one per kernel, so that its compiled
-    launchers are kept with it (`gpuc.adjoint(k)[n](...)` in a loop compiles once)."""
-    found = getattr(kernel, "__dict__", {}).get("_gpuc_adjoint")
+def adjoint(kernel, primal_writes: bool = True) -> AdjointKernel:
+    """The adjoint kernel of `kernel` (see AdjointKernel): one per kernel and `primal_writes`, so that its
+    compiled launchers are kept with it (`gpuc.adjoint(k)[n](...)` in a loop compiles once).
+
+    Its launch also does what the primal does, its writes included. With `primal_writes=False` it leaves out
+    the primal's stores into the arrays the kernel only stores into (never loads, updates atomically or
+    passes to a call), which keep what they hold: for a backward after the forward launch ran on the same
+    inputs (as Warp's `tape.backward` and Enzyme's reverse-only mode assume), it saves their write-back. The
+    gradients are the same bits; arrays the kernel reads and writes are written as by the primal. Its array
+    arguments must not overlap (a ValueError where they do)."""
+    if not isinstance(primal_writes, bool):
+        raise TypeError(f"gpuc.adjoint: primal_writes must be True or False, not {primal_writes!r}")
+    slot = "_gpuc_adjoint" if primal_writes else "_gpuc_adjoint_outputs_kept"
+    found = getattr(kernel, "__dict__", {}).get(slot)
     if found is None:
-        made = AdjointKernel(kernel)
+        made = AdjointKernel(kernel, primal_writes)
         with _ADJOINTS_LOCK:
-            found = kernel.__dict__.setdefault("_gpuc_adjoint", made)
+            found = kernel.__dict__.setdefault(slot, made)
     return found
+
+
+def _adjoint_keeping_outputs(kernel) -> AdjointKernel:
+    """`adjoint(kernel, primal_writes=False)` (what such an adjoint pickles as)."""
+    return adjoint(kernel, primal_writes=False)

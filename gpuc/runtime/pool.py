@@ -10,7 +10,9 @@ for a particular thread: launches from many threads share the pool safely whatev
 threads it has). Pool threads leave the last crumbs to the calling thread, so that it seldom has to
 sleep until a pool thread's chunk ends (waking it costs tens of microseconds). `run_ranges` never
 splits its ranges: each is one chunk, taken in order; `run_phases` runs several lists of such ranges, each
-list only once every range of the lists before it has ended (a stencil adjoint's two phases), as one launch.
+list only once every range of the lists before it has ended (a stencil adjoint's two phases), as one launch,
+each thread owning the same share of every list (what it touches stays in its cache) and taking another's
+ranges only when none of its own may start.
 
 Pool threads block on their queue between launches (no thread spins while the process is idle): a
 launch wakes its helpers as it starts, before the calling thread claims its first chunk, and a

@@ -62,6 +62,10 @@ Checks, per program, with a seed (the incoming gradient) in the shadow of every 
   (CompilerConfig(vectorize=False), support/vectorize.py): every array equal bit for bit; and the
   adjoint launch on one thread likewise, its shadows within the tolerance of the threads' (the adds of
   several items into one element run in lanes in another order).
+- `gpuc.adjoint(kernel, primal_writes=False)` on 1 and 2 threads, the arrays its trace says it leaves as they
+  are (those the compiled kernel only stores into) holding NaN: they still do after it, and every other
+  array and every shadow is as after `gpuc.adjoint(kernel)` on as many threads (bit for bit on one thread,
+  within RTOL_SCHEDULE of the array's largest entry on two);
 - the tangent kernel (`gpuc.tangent(kernel)`, float64 arguments, random directions d in the tangents of
   every float array): Σ_B seed_B · tangent_B after it, the derivative of L along d, against the adjoint's
   Σ_B shadow_B · d_B within RTOL_TANGENT of the sum of the terms' magnitudes; and (float64 programs) its
@@ -1158,6 +1162,9 @@ class Run:
     item_by_item: dict = field(default_factory=dict)  # name -> array after a launch without vectorization
     adjoint_item_by_item: tuple = ()  # (arrays after, shadows after) of the adjoint without vectorization, 1 thread
     tangent: tuple = ()  # (arrays after, tangents after, directions) of gpuc.tangent(kernel) on float64 arguments
+    kept: dict = field(default_factory=dict)  # threads -> (arrays after, shadows after) of gpuc.adjoint(kernel,
+    #                                           primal_writes=False), the arrays it leaves as they are holding NaN
+    kept_names: tuple = ()  # those arrays, as the compiled adjoint's trace names them
 
 
 def load(case: Case, workdir: Path, tag: str = ""):
@@ -1200,6 +1207,10 @@ def execute(case: Case, workdir: Path, tag: str = "") -> Run:
         for threads in (1, 2, 3):
             run.adjoint[threads] = _adjoint(adjoint, case, threads)
         run.adjoint_item_by_item = _adjoint(gpuc.adjoint(item_by_item(kernel)), case, 1)
+        kept = gpuc.adjoint(kernel, primal_writes=False)
+        run.kept_names = _kept_names(kept, case)
+        for threads in (1, 2):
+            run.kept[threads] = _adjoint(kept, case, threads, nan=run.kept_names)
         if case.dtype is np.float32:
             # the kernel is generic in its float type: the float64 adjoint is compared with the differences,
             # the float32 one with it, within how far it moves when the arguments move by a few float32 ulps
@@ -1218,11 +1229,20 @@ def execute(case: Case, workdir: Path, tag: str = "") -> Run:
     return run
 
 
-def _adjoint(adjoint, case: Case, threads: int, dtype=None, jitter=None):
-    """The arrays and the shadows after an adjoint launch, by name."""
+def _adjoint(adjoint, case: Case, threads: int, dtype=None, jitter=None, nan=()):
+    """The arrays and the shadows after an adjoint launch, by name; the arrays named in `nan` hold NaN before it."""
     full = _args(case, dtype, True, jitter)
+    for name in nan:
+        _by_name(case, full)[0][name][...] = np.nan
     adjoint.launch(case.launch, *full, device="cpu", threads=threads)
     return _by_name(case, full)
+
+
+def _kept_names(adjoint, case: Case) -> tuple:
+    """The arrays `gpuc.adjoint(kernel, primal_writes=False)` leaves as they are, as its trace names them."""
+    result = adjoint.inspect(*_args(case, None, True), device="cpu", threads=1)
+    found = [dict(r.details).get("outputs kept") for r in result.trace.transformations]
+    return next((k for k in found if k is not None), ())
 
 
 def _by_name(case: Case, full: list):
@@ -1297,7 +1317,7 @@ def differences(kernel, case: Case, scale: float = 1.0, only=None):
 @dataclass
 class Finding:
     case: Case
-    kind: str          # "exception", "gradient", "schedule", "primal", "python", "vectorize", "tangent"
+    kind: str          # "exception", "gradient", "schedule", "primal", "python", "vectorize", "tangent", "kept"
     array: str         # the array it is about ("" for exceptions)
     detail: str
     ratio: float = 0.0
@@ -1447,6 +1467,31 @@ def judge(case: Case, run: Run, stats: Stats | None = None, skip=()) -> list[Fin
                 if diffs:
                     findings.append(Finding(case, "primal", p.name, "after the tangent kernel's launch the arrays "
                                             "differ from the primal launch's:\n" + "\n".join(diffs[:10]), math.inf))
+    # gpuc.adjoint(kernel, primal_writes=False): the arrays it leaves out keep the NaN they held (and it reaches
+    # nothing else); every other array and every shadow as after gpuc.adjoint(kernel) on as many threads
+    for threads, (arrays, shadows) in run.kept.items():
+        base_arrays, base_shadows = run.adjoint[threads]
+        who = f"gpuc.adjoint(kernel, primal_writes=False), threads={threads}"
+        for name in run.kept_names:
+            if not np.isnan(arrays[name]).all():
+                findings.append(Finding(case, "kept", name, f"{who} wrote into {name}, an array it leaves as it is "
+                                        f"(its trace says so)", math.inf))
+        for name, got in list(arrays.items()) + [(f"the shadow of {n}", g) for n, g in shadows.items()]:
+            if name in run.kept_names or not isinstance(got, np.ndarray):
+                continue
+            want = base_shadows[name[len("the shadow of "):]] if name.startswith("the shadow of ") else base_arrays[name]
+            if threads == 1 or got.dtype.kind != "f":
+                bad = ~((got == want) | (np.isnan(got) & np.isnan(want))) if got.dtype.kind == "f" else got != want
+                ratio = math.inf if np.any(bad) else 0.0
+            else:
+                w = want.astype(np.float64)
+                tol = RTOL_SCHEDULE[dt] * float(np.max(np.abs(w), initial=0.0)) + 1e-300
+                bad = ~(np.abs(got.astype(np.float64) - w) <= tol)
+                ratio = float(np.max(np.abs(got.astype(np.float64) - w), initial=0.0)) / tol
+            if np.any(bad):
+                e = tuple(int(x) for x in np.argwhere(bad)[0])
+                findings.append(Finding(case, "kept", name, f"after {who}, {name}[{_where(e)}] = {got[e]!r}; after "
+                                        f"gpuc.adjoint(kernel) {want[e]!r}", ratio))
     # more threads against one
     for threads in (2, 3):
         shadows = run.adjoint[threads][1]

@@ -145,12 +145,14 @@ class AdjointRequest:
     primal arguments; `shadows` flags the parameters that are the previous float array's shadow;
     `schedule` is how its work items will run (CONCURRENT, SERIAL or PARITY); `spans`, the dimensions along
     which the launch has more than one work item (abi.ADJOINT_SPANS_ATTRIBUTE), None where not known;
-    `distinct`, whether the launch checked that no two array arguments overlap (abi.ADJOINT_DISTINCT_ATTRIBUTE)."""
+    `distinct`, whether the launch checked that no two array arguments overlap (abi.ADJOINT_DISTINCT_ATTRIBUTE);
+    `primal_writes` False: the arrays the kernel only stores into keep what they hold
+    (abi.ADJOINT_OUTPUTS_KEPT_ATTRIBUTE)."""
 
     def __init__(self, kernel, shadows: tuple, schedule: str = CONCURRENT, spans: tuple | None = None,
-                 distinct: bool = False) -> None:
+                 distinct: bool = False, primal_writes: bool = True) -> None:
         self.kernel, self.shadows, self.schedule, self.spans = kernel, tuple(shadows), schedule, spans
-        self.distinct = distinct
+        self.distinct, self.primal_writes = distinct, primal_writes
 
     def __repr__(self) -> str:
         return f"<the adjoint of {self.kernel.__qualname__}>"
@@ -180,6 +182,8 @@ class AdjointCall(Handler):
             lw.fn.attributes.add(abi.ADJOINT_SPANS_ATTRIBUTE, ",".join(map(str, self.request.spans)))
         if self.request.distinct:
             lw.fn.attributes.add(abi.ADJOINT_DISTINCT_ATTRIBUTE, "")
+        if not self.request.primal_writes:
+            lw.fn.attributes.add(abi.ADJOINT_OUTPUTS_KEPT_ATTRIBUTE, "")
         return None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gpuc.llvm as llvm
 
+from . import masked
 from .kinds import carries_floats
 
 _DERIVED = ("getelementptr", "addrspacecast", "bitcast", "select", "phi")
@@ -100,6 +101,62 @@ def derived_from(root, fn: llvm.Function) -> set:
                     and any(v in found for v in _pointer_sources(inst))):
                 found.add(inst)
                 changed = True
+    return found
+
+
+def stores_into_outputs(fn: llvm.Function) -> set:
+    """fn's stores (plain, not volatile, or masked) whose address may point only into its outputs: pointer
+    parameters fn only stores into. Every use of a pointer derived from such a parameter (through GEPs,
+    casts, selects and phis) is another such pointer or the address of a store; a load, an atomic operation,
+    a call, a comparison, a conversion to an integer or the pointer stored as a value makes the parameter one
+    fn reads (or may). What fn stores there is never read back by fn (`gpuc.adjoint(k, primal_writes=False)`
+    leaves these stores out)."""
+    outputs = set()
+    for param in fn.args:
+        if isinstance(param.type, llvm.PointerType):
+            derived = derived_from(param, fn)
+            if all(_stored_through(use.user, derived) for p in derived for use in p.uses):
+                outputs.add(param)
+    if not outputs:
+        return set()
+    found = set()
+    for inst in fn.instructions():
+        op = inst.opcode_name
+        if op == "store" and not inst.is_volatile:
+            pointer = inst.operands[1]
+        elif op == "call" and masked.kind(inst.callee) == "store":
+            pointer = masked.pointer_of(inst)
+        else:
+            continue
+        if _roots(pointer) <= outputs:
+            found.add(inst)
+    return found
+
+
+def _stored_through(user, derived: set) -> bool:
+    """Whether `user` of a pointer in `derived` only derives another pointer or stores through it."""
+    if user in derived:
+        return True
+    op = user.opcode_name
+    if op == "store":
+        return user.operands[0] not in derived
+    if op == "call" and masked.kind(user.callee) == "store":
+        return all(a not in derived for k, a in enumerate(user.args) if k != 1)
+    return False
+
+
+def _roots(pointer) -> set:
+    """The values `pointer` derives from through GEPs, casts, selects and phis (its parameters, slots, ...)."""
+    found, seen, todo = set(), set(), [pointer]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if isinstance(p, llvm.Instruction) and p.opcode_name in _DERIVED and isinstance(p.type, llvm.PointerType):
+            todo += _pointer_sources(p)
+        else:
+            found.add(p)
     return found
 
 

@@ -328,14 +328,15 @@ def _adjoint(state: CompileState, module: Module, call: CallInst) -> set[str]:
     settings = _settings(state, concurrent=schedule != SERIAL_ADJOINT_MARKER, parity=schedule == PARITY_ADJOINT_MARKER,
                          blockwise=schedule == BLOCKWISE_ADJOINT_MARKER)
     try:
-        reach, reloaded, apart, slab = adjoint_body(module, kernel, call, settings)
+        reach, reloaded, apart, slab, kept = adjoint_body(module, kernel, call, settings)
     except CompilationError as exc:
         raise exc.located_at(_definition(state, kernel.name)).with_note(
             f"while building the adjoint kernel @{kernel.name}", None)
     state.trace.transformations.append(TransformationRecord(
         f"{kernel.name}.adjoint", f"@{kernel.name} (adjoint kernel)", state.point, False,
         time.perf_counter() - start, kernel.name, details=(("reach", reach), ("reloaded shared loads", reloaded),
-                                                       ("blocks apart", apart), ("slab", slab))))
+                                                       ("blocks apart", apart), ("slab", slab),
+                                                       ("outputs kept", kept))))
     # Kept out of line until now (its primal body had to stay whole): let the launch wrapper inline it.
     kernel.attributes.remove("noinline")
     callers = {use.user.function.name for use in kernel.uses if isinstance(use.user, CallInst)}

@@ -29,7 +29,7 @@ import functools
 from dataclasses import dataclass, replace
 
 import gpuc.llvm as llvm
-from gpuc.abi import (ADJOINT_DISTINCT_ATTRIBUTE, ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
+from gpuc.abi import (ADJOINT_DISTINCT_ATTRIBUTE, ADJOINT_OUTPUTS_KEPT_ATTRIBUTE, ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
                       SERIAL_ITEMS_ATTRIBUTE)
 from gpuc.compiler import dominates, immediate_dominators, natural_loop, on_cycle, reverse_postorder
 from gpuc.errors import CompilationError
@@ -37,7 +37,7 @@ from gpuc.errors import CompilationError
 from . import access, blocks, masked, recompute, restore, sums, tape, temporaries
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error, locate
-from .memory import allocates
+from .memory import allocates, stores_into_outputs
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 from ..block_uniform import uniform_values
 from ..workitems import OWN_ELEMENT, same_for_every_item
@@ -200,6 +200,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         builder.mark_uniform = settings.serial_blocks and blocks.uses_blocks(primal)
         builder.adjoint_kernel = True
         builder.distinct = kernel.attributes.get(ADJOINT_DISTINCT_ATTRIBUTE) is not None
+        builder.outputs_kept = kernel.attributes.get(ADJOINT_OUTPUTS_KEPT_ATTRIBUTE) is not None
         builder.run()
     except BaseException:
         grad.erase()
@@ -220,7 +221,7 @@ def adjoint_body(module: llvm.Module, kernel: llvm.Function, marker: llvm.CallIn
         b.position_at_end(kernel.append_block("entry"))
         b.call(grad, list(kernel.args))
         b.ret()
-    return builder.reach, len(builder.reloaded), tuple(sorted(builder.apart_blocks)), builder.slab
+    return builder.reach, len(builder.reloaded), tuple(sorted(builder.apart_blocks)), builder.slab, builder.kept
 
 
 class _Reverse(Copier):
@@ -262,6 +263,11 @@ class _Reverse(Copier):
         #: Whether the launch checked that the kernel's arrays do not overlap (gpuc.abi.ADJOINT_DISTINCT_ATTRIBUTE):
         #: the reverse may then load again arrays the kernel never writes (restore.py). Set by adjoint_body.
         self.distinct = False
+        #: Whether the arrays the kernel only stores into keep what they hold (gpuc.abi.ADJOINT_OUTPUTS_KEPT_ATTRIBUTE):
+        #: the forward part leaves out its stores there (`left_out`). Set by adjoint_body.
+        self.outputs_kept = False
+        self.left_out: set = set()
+        self.kept: tuple = ()  # the names of the arrays those stores go to
 
     # -- analysis ------------------------------------------------------------------------------
     def _analyse(self) -> None:
@@ -316,6 +322,11 @@ class _Reverse(Copier):
         self.rewound = restore.plan(self)  # ... those whose overwritten value the reverse computes again
         self.atomic_bases = self._atomic_bases()
         self.writes_memory = memory_effects(fn, heap=self.settings.heap)[1]
+        if self.outputs_kept:
+            self.left_out = stores_into_outputs(fn) - self.restored
+            self.kept = tuple(sorted({root.name.removesuffix(".data") for store in self.left_out
+                                      for root in _roots(masked.pointer_of(store) if store.opcode_name == "call"
+                                                         else store.operands[1])}))
 
     def _varies(self, inst, varied) -> bool:
         op = inst.opcode_name
@@ -527,6 +538,8 @@ class _Reverse(Copier):
                                              [self.value(inst.args[0])], f"{inst.name}.shadow" if inst.name else "")
         else:
             self._check_memory(inst)
+            if inst in self.left_out:  # into an array that keeps what the primal stored there
+                return
             if inst in self.summed_primal:  # summed per chunk of items (sums.py)
                 pointer, value = (self.value(v) for v in inst.operands)
                 self.b.call(sums.marker(self.module, value.type), [pointer, value])

@@ -114,7 +114,7 @@ def call_variants(module, table) -> int:
     the variant's lanes. So each function computes the same result for the same argument wherever
     the call is: in a vector lane or not, whatever the thread count or the launch size (libmvec's
     SSE, AVX2 and AVX-512 variants differ in their last bits). Returns the number of calls rewritten."""
-    rewritten = 0
+    rewritten, masks = 0, {}
     for fn in list(module.functions):
         key = _scalar_key(fn.name) if fn.is_declaration else None
         if key not in table:
@@ -127,7 +127,7 @@ def call_variants(module, table) -> int:
         with Builder(module.context) as b:
             for call in calls:
                 b.position_before(call)
-                result = _through_variant(b, module.context.i32, variant, lanes, call.args, call.type)
+                result = _through_variant(b, module.context.i32, variant, lanes, call.args, call.type, masks)
                 call.replace_all_uses_with(result)
                 call.erase()
                 caller = result.function
@@ -156,41 +156,50 @@ def _declare(module, scalar_fn, vector_name: str, lanes: int):
     return module.get_or_insert_function(vector_name, FunctionType.get(vty, [vty] * len(fnty.params)))
 
 
-def through_variant(b, i32, variant, lanes: int, args, result_type):
+def through_variant(b, i32, variant, lanes: int, args, result_type, masks: dict | None = None):
     """The call of `variant` (declared for `lanes` lanes) on the scalars or vectors `args`, built at
     `b`, with the result in `result_type`: how code that vectorizes its own way (gpuc/plugins/vectorize)
-    calls the variant every other call of the function calls, so that each lane gets their result."""
-    return _through_variant(b, i32, variant, lanes, args, result_type)
+    calls the variant every other call of the function calls, so that each lane gets their result.
+    `masks`: a dict keeping the shuffles' lane lists for later calls in the same context."""
+    return _through_variant(b, i32, variant, lanes, args, result_type, masks)
 
 
-def _through_variant(b, i32, variant, lanes: int, args, result_type):
+def _through_variant(b, i32, variant, lanes: int, args, result_type, masks: dict | None = None):
     """The result of the scalar or vector call of `args` computed by `variant`: the arguments' lanes go
     in chunks of `lanes` (the last one padded with its first lane, a value the function is computed on
-    anyway), the results come back into the call's type."""
+    anyway), the results come back into the call's type. One shuffle per argument and chunk, two per
+    chunk for the result (a scalar call: its argument in every lane, its result from lane 0)."""
     count = result_type.count if isinstance(result_type, VectorType) else 0
     vty = variant.function_type.return_type
+    masks = {} if masks is None else masks
 
-    def index(k):
-        return ConstantInt.get(i32, k)
+    def mask(picks):
+        picks = tuple(picks)
+        found = masks.get(picks)
+        if found is None:
+            found = masks[picks] = Constant.vector([Constant.poison(i32) if k is None else ConstantInt.get(i32, k)
+                                                    for k in picks])
+        return found
 
-    def lane(value, k):
-        return b.extract_element(value, index(k)) if count else value
-
-    result = Constant.poison(result_type) if count else None
-    for start in range(0, max(count, 1), lanes):
-        used = min(lanes, max(count, 1) - start)
+    if not count:
         packed = []
         for arg in args:
-            values = [lane(arg, start + k) for k in range(used)]
-            vector = Constant.poison(vty)
-            for k in range(lanes):
-                vector = b.insert_element(vector, values[k] if k < used else values[0], index(k))
-            packed.append(vector)
-        out = b.call(variant, packed)
-        if not count:
-            return b.extract_element(out, index(0))
-        for k in range(used):
-            result = b.insert_element(result, b.extract_element(out, index(k)), index(start + k))
+            one = b.insert_element(Constant.poison(vty), arg, ConstantInt.get(i32, 0))
+            packed.append(b.shuffle_vector(one, Constant.poison(vty), mask([0] * lanes)))
+        return b.extract_element(b.call(variant, packed), ConstantInt.get(i32, 0))
+    result = None
+    for start in range(0, count, lanes):
+        used = min(lanes, count - start)
+        chunk = mask([start + k if k < used else start for k in range(lanes)])
+        out = b.call(variant, [b.shuffle_vector(arg, Constant.poison(arg.type), chunk) for arg in args])
+        if used == count:  # the whole call in one chunk
+            return out if lanes == count else b.shuffle_vector(out, Constant.poison(vty), mask(range(count)))
+        # the chunk's results at their places in a vector of the call's type, the rest of it left undefined ...
+        placed = b.shuffle_vector(out, Constant.poison(vty), mask(
+            [k - start if start <= k < start + used else None for k in range(count)]))
+        # ... then merged into what the chunks before gave
+        result = placed if result is None else b.shuffle_vector(result, placed, mask(
+            [count + k if start <= k < start + used else k for k in range(count)]))
     return result
 
 

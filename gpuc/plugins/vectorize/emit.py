@@ -41,6 +41,7 @@ class VectorBody:
         self.vals, self.mask, self.edges, self.override, self.liveout = {}, {}, {}, {}, {}
         self.frozen = {}
         self.created = []
+        self.masks: dict = {}  # the lane lists of the shuffles of calls through libmvec (vector_math.through_variant)
         self.aligns = {}  # the masked loads and stores made, with their alignment (windows.py)
         self.lane_by_lane: list[str] = []
         self.streams = None  # the stores streamed past the caches in large launches (streaming.py)
@@ -631,7 +632,7 @@ class VectorBody:
         vty = VectorType.get(element, lanes)
         variant = self.module.get_or_insert_function(vector_name, FunctionType.get(vty, [vty] * len(inst.args)))
         args = [self.vec(a, blk) for a in inst.args]
-        return through_variant(self.b, self.i32, variant, lanes, args, self.vty(element))
+        return through_variant(self.b, self.i32, variant, lanes, args, self.vty(element), self.masks)
 
     def guarded(self, inst, blk, mask=None):
         """A uniform instruction run once where any lane of `mask` (its block's) runs it."""
@@ -653,40 +654,42 @@ class VectorBody:
         return b.phi(inst.type, [(new, then), (Constant.poison(inst.type), before)])
 
     def per_lane(self, inst, blk):
-        """`inst` once per lane whose mask bit is set, in lane order; its results as a vector."""
+        """`inst` once per lane whose mask bit is set, in lane order; its results as a vector. A loop over the
+        lanes (not one block per lane: a tape's growth, a lane-by-lane call, is rare and the code stays small)."""
         b = self.b
         mask = self.mask[blk]
         typed = str(inst.type) != "void"
-        result = Constant.poison(self.vty(inst.type)) if typed else None
+        vty = self.vty(inst.type) if typed else None
         operands = [(k, op) for k, op in enumerate(inst.operands) if op in self.uni.def_block or op in self.private]
-        # Where no lane runs it (a tape's growth: rarely any), one test instead of one per lane.
-        start, lanes, rest = b.block, self.new_block("vec.lanes"), self.new_block("vec.lanes.done")
-        b.cond_br(self.any(mask), lanes, rest)
-        b.position_at_end(lanes)
-        for k in range(self.W):
-            bit = self.lane(mask, k)
-            then = self.new_block(f"vec.lane{k}")
-            nxt = self.new_block("vec.lane.next")
-            before = b.block
-            b.cond_br(bit, then, nxt)
-            b.position_at_end(then)
-            values = [(index, self.lane(self.vec(op, blk), k) if self.uni.is_varying_at(op, blk)
-                       else self.uni_val(op, blk)) for index, op in operands]
-            new = inst.clone()
-            b.insert(new, inst.name)
-            for index, value in values:
-                new.operands[index] = value
-            b.br(nxt)
-            b.position_at_end(nxt)
-            if typed:
-                got = b.phi(inst.type, [(new, then), (Constant.poison(inst.type), before)])
-                result = b.insert_element(result, got, self.const(k, self.i32))
-        last = b.block
-        b.br(rest)
+        varying = {index: self.uni.is_varying_at(op, blk) for index, op in operands}
+        values = [(index, self.vec(op, blk) if varying[index] else self.uni_val(op, blk)) for index, op in operands]
+        # Where no lane runs it (a tape's growth: rarely any), one test.
+        start, head, rest = b.block, self.new_block("vec.lanes"), self.new_block("vec.lanes.done")
+        then, latch = self.new_block("vec.lane"), self.new_block("vec.lane.next")
+        b.cond_br(self.any(mask), head, rest)
+        b.position_at_end(head)
+        k = b.phi(self.i32, [(self.const(0, self.i32), start)])
+        result = b.phi(vty, [(Constant.poison(vty), start)]) if typed else None
+        b.cond_br(b.extract_element(mask, k), then, latch)
+        b.position_at_end(then)
+        lane = [(index, b.extract_element(value, k) if varying[index] else value) for index, value in values]
+        new = inst.clone()
+        b.insert(new, inst.name)
+        for index, value in lane:
+            new.operands[index] = value
+        b.br(latch)
+        b.position_at_end(latch)
+        if typed:
+            got = b.phi(inst.type, [(new, then), (Constant.poison(inst.type), head)])
+            stepped = b.insert_element(result, got, k)
+            result.add_incoming(stepped, latch)
+        k_next = b.add(k, self.const(1, self.i32))
+        k.add_incoming(k_next, latch)
+        b.cond_br(b.icmp("ult", k_next, self.const(self.W, self.i32)), head, rest)
         b.position_at_end(rest)
         if typed:
-            result = b.phi(result.type, [(result, last), (Constant.poison(result.type), start)])
-        return result
+            return b.phi(vty, [(stepped, latch), (Constant.poison(vty), start)])
+        return None
 
 
 def masked_call(b, module, name, ret, args, align):

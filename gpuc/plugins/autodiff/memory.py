@@ -25,7 +25,7 @@ def stack_pointers(fn: llvm.Function, heap=None) -> set:
                 continue
             op = inst.opcode_name
             if op == "alloca" or allocates(inst, heap) or (op in _DERIVED and isinstance(inst.type, llvm.PointerType)
-                                  and any(v in found for v in _pointer_sources(inst))):
+                                  and any(v in found for v in pointer_sources(inst))):
                 found.add(inst)
                 changed = True
     return found
@@ -45,7 +45,7 @@ def private_pointers(fn: llvm.Function, heap=None) -> set:
     while changed:
         changed = False
         for inst in list(found - roots):
-            if not all(v in found for v in _pointer_sources(inst)):
+            if not all(v in found for v in pointer_sources(inst)):
                 found.discard(inst)
                 changed = True
     return found
@@ -98,7 +98,7 @@ def derived_from(root, fn: llvm.Function) -> set:
         changed = False
         for inst in fn.instructions():
             if (inst not in found and inst.opcode_name in _DERIVED and isinstance(inst.type, llvm.PointerType)
-                    and any(v in found for v in _pointer_sources(inst))):
+                    and any(v in found for v in pointer_sources(inst))):
                 found.add(inst)
                 changed = True
     return found
@@ -128,7 +128,7 @@ def stores_into_outputs(fn: llvm.Function) -> set:
             pointer = masked.pointer_of(inst)
         else:
             continue
-        if _roots(pointer) <= outputs:
+        if roots(pointer) <= outputs:
             found.add(inst)
     return found
 
@@ -145,22 +145,29 @@ def _stored_through(user, derived: set) -> bool:
     return False
 
 
-def _roots(pointer) -> set:
-    """The values `pointer` derives from through GEPs, casts, selects and phis (its parameters, slots, ...)."""
+def roots(pointer) -> set:
+    """Where `pointer` may point into: the parameters, stack slots (or other values) it derives from
+    through GEPs, casts, selects and phis."""
     found, seen, todo = set(), set(), [pointer]
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
-        if isinstance(p, llvm.Instruction) and p.opcode_name in _DERIVED and isinstance(p.type, llvm.PointerType):
-            todo += _pointer_sources(p)
+        if isinstance(p, llvm.Instruction) and p.opcode_name in _DERIVED and is_pointer(p.type):
+            todo += pointer_sources(p)
         else:
             found.add(p)
     return found
 
 
-def _pointer_sources(inst) -> list:
+def is_pointer(ty) -> bool:
+    """A pointer or a vector of pointers (a vectorized loop's addresses)."""
+    return isinstance(ty, llvm.PointerType) or isinstance(ty, llvm.VectorType) and isinstance(
+        ty.element_type, llvm.PointerType)
+
+
+def pointer_sources(inst) -> list:
     if inst.opcode_name == "select":
         return list(inst.operands)[1:]
     if inst.opcode_name == "phi":

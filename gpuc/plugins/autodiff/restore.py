@@ -29,6 +29,7 @@ import gpuc.llvm as llvm
 from gpuc.compiler import dominates, natural_loop
 
 from . import blocks
+from .memory import roots
 from .recompute import COMPUTED, Counted
 
 #: Float arithmetic computed again like the integer kind (none of it can fault).
@@ -139,8 +140,8 @@ class _Walk:
             return self.computable(branch[0], seen) and all(
                 self.computable(value.incoming_value_for(preds[k]), seen) for k in branch[1:])
         if op == "load":
-            roots = _roots(value.operands[0])
-            return (not value.is_volatile and value.ordering is None and bool(roots) and roots <= self.readonly
+            found = roots(value.operands[0])
+            return (not value.is_volatile and value.ordering is None and bool(found) and found <= self.readonly
                     and self.computable(value.operands[0], seen))
         if op == "call":
             callee = value.callee
@@ -208,7 +209,7 @@ def _body(r, loop: Counted) -> set:
 
 def _arrays(pointer) -> frozenset:
     """The shared arrays `pointer` may point into."""
-    return frozenset(x.args[0] for x in _roots(pointer) if blocks.is_shared(x))
+    return frozenset(x.args[0] for x in roots(pointer) if blocks.is_shared(x))
 
 
 def _never_written(r) -> set:
@@ -236,14 +237,9 @@ def _never_written(r) -> set:
             else:
                 continue
             for pointer in pointers:
-                for root in _roots(pointer):
+                for root in roots(pointer):
                     if isinstance(root, llvm.Argument):
                         written.add(root)
                     elif not (isinstance(root, llvm.AllocaInst) or blocks.is_shared(root)):
                         return set()
     return params - written
-
-
-def _roots(pointer) -> set:
-    from .reverse import _roots as roots  # (reverse.py builds on this module)
-    return roots(pointer)

@@ -38,6 +38,7 @@ from . import access, blocks, masked, recompute, restore, sums, tape, temporarie
 from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
 from .kinds import carries_floats, define, error, locate
 from .memory import allocates, stores_into_outputs
+from .memory import is_pointer as _is_pointer, pointer_sources as _pointer_sources, roots as _roots
 from .reverse_rules import RULES, accumulate_into, additive_zero, memory_effects, zero
 from ..block_uniform import uniform_values
 from ..workitems import OWN_ELEMENT, same_for_every_item
@@ -1040,37 +1041,6 @@ def _reads_index(value) -> bool:
                 continue
         return True
     return False
-
-
-def _is_pointer(ty) -> bool:
-    """A pointer or a vector of pointers (a vectorized loop's addresses)."""
-    return isinstance(ty, llvm.PointerType) or isinstance(ty, llvm.VectorType) and isinstance(
-        ty.element_type, llvm.PointerType)
-
-
-def _pointer_sources(inst) -> list:
-    op = inst.opcode_name
-    if op == "select":
-        return list(inst.operands)[1:]
-    if op == "phi":
-        return inst.incoming_values
-    return [inst.operands[0]]
-
-
-def _roots(pointer) -> set:
-    """Where `pointer` may point into: the parameters, stack slots (or other values) it derives from
-    through GEPs, casts, selects and phis."""
-    found, seen, todo = set(), set(), [pointer]
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        if isinstance(p, llvm.Instruction) and p.opcode_name in _DERIVED and _is_pointer(p.type):
-            todo += _pointer_sources(p)
-        else:
-            found.add(p)
-    return found
 
 
 def _base(pointer):

@@ -643,15 +643,20 @@ class VectorBody:
         before = b.block
         b.cond_br(bit, then, nxt)
         b.position_at_end(then)
-        new = inst.clone()
-        b.insert(new, inst.name)
-        for k, value in values:
-            new.operands[k] = value
+        new = self.copy_with(inst, values)
         b.br(nxt)
         b.position_at_end(nxt)
         if str(inst.type) == "void":
             return None
         return b.phi(inst.type, [(new, then), (Constant.poison(inst.type), before)])
+
+    def copy_with(self, inst, values):
+        """A copy of `inst` at the builder, its operands at the (index, value) pairs `values` replaced."""
+        new = inst.clone()
+        self.b.insert(new, inst.name)
+        for index, value in values:
+            new.operands[index] = value
+        return new
 
     def per_lane(self, inst, blk):
         """`inst` once per lane whose mask bit is set, in lane order; its results as a vector. A loop over the
@@ -672,11 +677,8 @@ class VectorBody:
         result = b.phi(vty, [(Constant.poison(vty), start)]) if typed else None
         b.cond_br(b.extract_element(mask, k), then, latch)
         b.position_at_end(then)
-        lane = [(index, b.extract_element(value, k) if varying[index] else value) for index, value in values]
-        new = inst.clone()
-        b.insert(new, inst.name)
-        for index, value in lane:
-            new.operands[index] = value
+        new = self.copy_with(inst, [(index, b.extract_element(value, k) if varying[index] else value)
+                                    for index, value in values])
         b.br(latch)
         b.position_at_end(latch)
         if typed:

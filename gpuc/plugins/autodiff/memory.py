@@ -107,42 +107,39 @@ def derived_from(root, fn: llvm.Function) -> set:
 def stores_into_outputs(fn: llvm.Function) -> set:
     """fn's stores (plain, not volatile, or masked) whose address may point only into its outputs: pointer
     parameters fn only stores into. Every use of a pointer derived from such a parameter (through GEPs,
-    casts, selects and phis) is another such pointer or the address of a store; a load, an atomic operation,
-    a call, a comparison, a conversion to an integer or the pointer stored as a value makes the parameter one
-    fn reads (or may). What fn stores there is never read back by fn (`gpuc.adjoint(k, primal_writes=False)`
-    leaves these stores out)."""
-    outputs = set()
-    for param in fn.args:
-        if isinstance(param.type, llvm.PointerType):
-            derived = derived_from(param, fn)
-            if all(_stored_through(use.user, derived) for p in derived for use in p.uses):
-                outputs.add(param)
-    if not outputs:
-        return set()
-    found = set()
+    casts, selects and phis) derives another such pointer or is the address of a store; a load, an atomic
+    operation, a call, a comparison, a conversion to an integer or the pointer stored as a value makes the
+    parameter one fn reads (or may). What fn stores there is never read back by fn
+    (`gpuc.adjoint(k, primal_writes=False)` leaves these stores out). One pass over fn."""
+    params = {a for a in fn.args if isinstance(a.type, llvm.PointerType)}
+    memo: dict = {}
+
+    def rooted(value) -> set:
+        """What `value`, if a pointer (or a vector of them), derives from: parameters among them."""
+        if isinstance(value, llvm.BasicBlock) or not is_pointer(value.type):
+            return set()
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = roots(value)
+        return found
+
+    read, stores = set(), []
     for inst in fn.instructions():
         op = inst.opcode_name
+        if op in _DERIVED and is_pointer(inst.type):
+            continue  # a pointer derived from others: its own uses count
         if op == "store" and not inst.is_volatile:
-            pointer = inst.operands[1]
+            address, others = inst.operands[1], [inst.operands[0]]
         elif op == "call" and masked.kind(inst.callee) == "store":
-            pointer = masked.pointer_of(inst)
+            address, others = masked.pointer_of(inst), [a for k, a in enumerate(inst.args) if k != 1]
         else:
-            continue
-        if roots(pointer) <= outputs:
-            found.add(inst)
-    return found
-
-
-def _stored_through(user, derived: set) -> bool:
-    """Whether `user` of a pointer in `derived` only derives another pointer or stores through it."""
-    if user in derived:
-        return True
-    op = user.opcode_name
-    if op == "store":
-        return user.operands[0] not in derived
-    if op == "call" and masked.kind(user.callee) == "store":
-        return all(a not in derived for k, a in enumerate(user.args) if k != 1)
-    return False
+            address, others = None, list(inst.operands)
+        for value in others:
+            read |= rooted(value)
+        if address is not None:
+            stores.append((inst, address))
+    outputs = params - read
+    return {inst for inst, address in stores if outputs and rooted(address) <= outputs}
 
 
 def roots(pointer) -> set:

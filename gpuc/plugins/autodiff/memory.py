@@ -104,10 +104,11 @@ def derived_from(root, fn: llvm.Function) -> set:
     return found
 
 
-def stores_into_outputs(fn: llvm.Function) -> set:
-    """fn's stores (plain, not volatile, or masked) whose address may point only into its outputs: pointer
-    parameters fn only stores into. Every use of a pointer derived from such a parameter (through GEPs,
-    casts, selects and phis) derives another such pointer or is the address of a store; a load, an atomic
+def stores_into_outputs(fn: llvm.Function) -> dict:
+    """fn's stores (plain, not volatile, or masked) whose address may point only into its outputs, each with
+    the outputs it may store into; outputs are pointer parameters fn only stores into. Every use of a pointer
+    derived from such a parameter (through GEPs, casts, selects and phis) derives another such pointer or is
+    the address of a store; a load, an atomic
     operation, a call, a comparison, a conversion to an integer or the pointer stored as a value makes the
     parameter one fn reads (or may). What fn stores there is never read back by fn
     (`gpuc.adjoint(k, primal_writes=False)` leaves these stores out). One pass over fn."""
@@ -139,7 +140,7 @@ def stores_into_outputs(fn: llvm.Function) -> set:
         if address is not None:
             stores.append((inst, address))
     outputs = params - read
-    return {inst for inst, address in stores if outputs and rooted(address) <= outputs}
+    return {inst: rooted(address) for inst, address in stores if outputs and rooted(address) <= outputs}
 
 
 def roots(pointer) -> set:

@@ -29,8 +29,8 @@ import functools
 from dataclasses import dataclass, replace
 
 import gpuc.llvm as llvm
-from gpuc.abi import (ADJOINT_DISTINCT_ATTRIBUTE, ADJOINT_OUTPUTS_KEPT_ATTRIBUTE, ADJOINT_SPANS_ATTRIBUTE, DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT,
-                      SERIAL_ITEMS_ATTRIBUTE)
+from gpuc.abi import (ADJOINT_DISTINCT_ATTRIBUTE, ADJOINT_OUTPUTS_KEPT_ATTRIBUTE, ADJOINT_SPANS_ATTRIBUTE,
+                      DYNAMIC_SHARED_GLOBAL, LAUNCH_SIZE_PARAMS, MAX_EXTENT, SERIAL_ITEMS_ATTRIBUTE)
 from gpuc.compiler import dominates, immediate_dominators, natural_loop, on_cycle, reverse_postorder
 from gpuc.errors import CompilationError
 
@@ -324,10 +324,11 @@ class _Reverse(Copier):
         self.atomic_bases = self._atomic_bases()
         self.writes_memory = memory_effects(fn, heap=self.settings.heap)[1]
         if self.outputs_kept:
-            self.left_out = stores_into_outputs(fn) - self.restored
-            self.kept = tuple(sorted({root.name.removesuffix(".data") for store in self.left_out
-                                      for root in _roots(masked.pointer_of(store) if store.opcode_name == "call"
-                                                         else store.operands[1])}))
+            into = {store: outputs for store, outputs in stores_into_outputs(fn).items()
+                    if store not in self.restored}
+            self.left_out = set(into)
+            self.kept = tuple(sorted({param.name.removesuffix(".data") for outputs in into.values()
+                                      for param in outputs}))
 
     def _varies(self, inst, varied) -> bool:
         op = inst.opcode_name

@@ -436,3 +436,51 @@ def test_an_arm_entered_two_ways_keeps_the_predecessor_index(n):
     with jit:
         got = _call(address, Pair, [ctypes.c_double, ctypes.c_int64, ctypes.c_double], 0.4, n, 1.0)
     assert (got.value, got.dx) == pytest.approx((s, ds), rel=1e-13)
+
+
+# A loop counter LLVM narrowed to the i32 of its trip count (`add nsw i32`): the loop is counted as with an i64
+# counter (recompute.py), so its record holds the double alone, neither the header's predecessor index nor
+# sin's result, which sin's derivative does not read (reverse.py's `_used`); and the reverse loop, which steps
+# that counter back, keeps the hint against unrolling by a run-time factor (cfg.keep_loops_whole). Without
+# `nsw` the i32 counter could wrap around to its first value: the predecessor index stays on the tape.
+NARROW_COUNTER = """
+define double @f(double %x, i32 %n) {
+entry:
+  %any = icmp sgt i32 %n, 0
+  br i1 %any, label %loop, label %done
+loop:
+  %k = phi i32 [ 0, %entry ], [ %k1, %loop ]
+  %s = phi double [ %x, %entry ], [ %s2, %loop ]
+  %h = fmul double %s, 0.5
+  %sn = call double @llvm.sin.f64(double %s)
+  %s2 = fadd double %h, %sn
+  %k1 = add {flags} i32 %k, 1
+  %more = icmp slt i32 %k1, %n
+  br i1 %more, label %loop, label %done
+done:
+  %r = phi double [ %x, %entry ], [ %s2, %loop ]
+  ret double %r
+}
+declare double @llvm.sin.f64(double)
+"""
+
+
+@pytest.mark.parametrize("flags", ["nsw", ""])
+@pytest.mark.parametrize("n", [0, 1, 2, 9])
+def test_a_narrow_counter_without_wrap_keeps_the_record_to_the_values_needed(n, flags):
+    import math
+    ir = NARROW_COUNTER.replace("{flags}", flags)
+    ctx = llvm.Context()
+    module = llvm.Module.parse(ir, ctx)
+    g = gradient_function(module, module.functions["f"], "10", HOST)
+    records = set(re.findall(r"getelementptr \((\{[^}]*\}), ptr null", str(g)))  # (the push's and the pop's)
+    assert records == ({"{ double }"} if flags else {"{ double, i32 }"}), records
+    assert re.search(r"br i1 [^\n]*, !llvm.loop ![0-9]+", str(g)), "the loops carry no hint"
+    assert "llvm.loop.unroll.runtime.disable" in str(module)
+    s, ds = 0.4, 1.0
+    for _ in range(n):
+        s, ds = 0.5 * s + math.sin(s), (0.5 + math.cos(s)) * ds
+    jit, address, _ = _gradient(ir, "f", "10")
+    with jit:
+        got = _call(address, Pair, [ctypes.c_double, ctypes.c_int32, ctypes.c_double], 0.4, n, 1.0)
+    assert (got.value, got.dx) == pytest.approx((s, ds), rel=1e-13)

@@ -301,7 +301,7 @@ def test_an_outgrown_tape_of_a_gradient_of_gradients_raises_on_opencl():
     np.testing.assert_allclose(out[:, 1], (around[2:] - around[:2]) / (2 * e), rtol=1e-6)
     with pytest.raises(MemoryError, match=r"reverse_kernels.py:\d+:\d+: the reverse sweep's tape of "
                                           r"_two_taped_gradients needed \d+ bytes"):
-        _gradient_of_gradients.launch(2, out, xs, cs, 12)
+        _gradient_of_gradients.launch(2, out, xs, cs, 24)
 
 
 @gpuc.kernel

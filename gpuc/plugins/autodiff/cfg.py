@@ -29,6 +29,27 @@ def reverse_post_order(fn) -> list:
     return post[::-1]
 
 
+#: The hint on the loops of an adjoint kernel and of a gradient function: no unrolling by a run-time factor.
+NO_RUNTIME_UNROLL = "llvm.loop.unroll.runtime.disable"
+
+
+def keep_loops_whole(fn) -> bool:
+    """Hint every loop of `fn` (its back edges' branches, in reverse post-order) not to be unrolled by a
+    run-time factor: across work items in vector lanes (the CPU) every lane would run both the unrolled copy
+    and its remainder loop, up to twice the trips of the loop itself; and a primal loop unrolled so would be
+    taped and reversed twice over. A loop's own hints stay. Whether anything was marked."""
+    order = reverse_post_order(fn)
+    position = {block: k for k, block in enumerate(order)}
+    marked = False
+    for block in order:
+        term = block.terminator
+        if any(succ in position and position[succ] <= position[block] for succ in successors(block)):
+            if "!llvm.loop" not in str(term):
+                term.set_loop_hints(NO_RUNTIME_UNROLL)
+                marked = True
+    return marked
+
+
 def cyclic_blocks(order, preds) -> set:
     """`order`'s blocks (with predecessors `preds`) that lie on a cycle of the CFG: in a strongly
     connected component (Tarjan's algorithm) of more than one block, or with an edge to itself."""

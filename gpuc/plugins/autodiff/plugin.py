@@ -25,7 +25,7 @@ from gpuc.compiler import CompileState, TransformationRecord
 from gpuc.errors import CompilationError, SourceLocation  # noqa: F401 - SourceLocation in annotations
 from gpuc.llvm import Builder, CallInst, Function, Instruction, Module, PointerType, run_passes
 
-from .cfg import cyclic_blocks, reverse_post_order, successors
+from .cfg import cyclic_blocks, keep_loops_whole, reverse_post_order, successors
 from . import blocks, nested, sums
 from .kinds import carries_floats, locate
 from .reverse import Settings, adjoint_body, gradient_function, gradient_name
@@ -119,25 +119,13 @@ def _resolve_within(state: CompileState, module: Module, request: CallInst) -> N
         state.optimize([module.functions[n] for n in sorted(made | callers) if n in module.functions])
 
 
-#: The hint on the loops an adjoint kernel runs: no runtime unrolling before the reverse sweep is built.
-_LOOP_HINT = "llvm.loop.unroll.runtime.disable"
-
-
 def _keep_loops_whole(module: Module, kernel: Function) -> bool:
-    """Ask the optimizer not to unroll by a run-time factor the loops of the adjoint kernel `kernel` (and of
-    the functions it reaches): an unrolled copy and its remainder loop would both be taped and reversed,
-    and across work items in vector lanes (the CPU) every lane would run both, up to twice the trips of
-    the loop itself. Whether anything was marked."""
+    """Ask the optimizer not to unroll by a run-time factor the loops of the adjoint kernel `kernel` and of
+    the functions it reaches, before the reverse sweep is built (cfg.keep_loops_whole). Whether anything
+    was marked."""
     marked = False
     for name in sorted(_reached([kernel])):
-        order = reverse_post_order(module.functions[name])
-        position = {block: k for k, block in enumerate(order)}
-        for block in order:
-            term = block.terminator
-            if any(succ in position and position[succ] <= position[block] for succ in successors(block)):
-                if "!llvm.loop" not in str(term):  # (a loop's own hints stay)
-                    term.set_loop_hints(_LOOP_HINT)
-                    marked = True
+        marked |= keep_loops_whole(module.functions[name])
     return marked
 
 

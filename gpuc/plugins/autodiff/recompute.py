@@ -17,11 +17,13 @@ decided it: `select(c, k_true, k_false)` when the join's immediate dominator end
 loop header between them), and `c` is computable again. Not in a function with a cycle of two entries.
 
 A loop outside every other cycle of the function whose header has one entry and one latch (a tiled
-kernel's loop over tiles) runs once per call, so its counters need no tape when they step by a constant:
-each such counter (`k = phi [init, entry], [k + C, latch]`, i64) is kept in a stack slot of its own, which
-the forward part sets at the header (its last value is the last iteration's) and the reverse of the header
-steps back by C on the way to the previous iteration (`Counted`). The header's `from` is then `k == init`:
-the first iteration is the one entered from outside (k comes back to init only after 2**64 / |C| steps).
+kernel's loop over tiles, a `for` over a work item's own trip count) runs once per call, so its counters
+need no tape when they step by a constant: each such counter (`k = phi [init, entry], [k + C, latch]`, an
+i64, or an `add nsw` of any width: LLVM narrows a counter to the i32 of its trip count) is kept in a stack
+slot of its own, which the forward part sets at the header (its last value is the last iteration's) and
+the reverse of the header steps back by C on the way to the previous iteration (`Counted`). The header's
+`from` is then `k == init`: the first iteration is the one entered from outside (an i64 comes back to init
+only after 2**64 / |C| steps, a counter without signed wrap never).
 
 Instructions computed again ran forward with the same operands, so they cannot fault (a division by zero
 would have faulted there). A value needing more than LIMIT instructions, or an anchor that is not a
@@ -318,11 +320,15 @@ class Recomputation:
 
 
 def _step(phi, latch):
-    """C when fn's header `phi` (an i64) is `phi [init, entry], [phi + C, latch]` with 0 < |C| < MAX_STEP."""
-    if str(phi.type) != "i64":
+    """C when fn's header `phi` is `phi [init, entry], [phi + C, latch]` with 0 < |C| < MAX_STEP, an i64 or
+    an add without signed wrap (a counter LLVM narrowed to the i32 of a trip count keeps its `nsw`): either
+    way it never comes back to a value it held."""
+    if not isinstance(phi.type, llvm.IntegerType):
         return None
     nxt = phi.incoming_value_for(latch)
     if not isinstance(nxt, llvm.Instruction) or nxt.opcode_name != "add":
+        return None
+    if str(phi.type) != "i64" and not nxt.nsw:
         return None
     a, c = nxt.operands
     if c == phi:

@@ -35,7 +35,7 @@ from gpuc.compiler import dominates, immediate_dominators, natural_loop, on_cycl
 from gpuc.errors import CompilationError
 
 from . import access, blocks, masked, recompute, restore, sums, tape, temporaries
-from .cfg import Copier, cyclic_blocks, reverse_post_order, successors
+from .cfg import Copier, cyclic_blocks, keep_loops_whole, reverse_post_order, successors
 from .kinds import carries_floats, define, error, locate
 from .memory import allocates, stores_into_outputs
 from .memory import is_pointer as _is_pointer, pointer_sources as _pointer_sources, roots as _roots
@@ -454,6 +454,7 @@ class _Reverse(Copier):
             self._forward()
             self._reverse()
             self._finish()
+            keep_loops_whole(gfn)  # the reverse's loops, whose counters (recompute.py) would let it unroll them
         finally:
             b.close()
 
@@ -814,7 +815,9 @@ class _Reverse(Copier):
         if self.pushes and self.mark_uniform and self.uniform_forward is None:  # before any tape code is in gfn
             self.uniform_forward = self.uniform_values()
         for carrier, members in self._records().items():
-            self._tape(carrier, members)
+            members = [(block, _used(pending)) for block, pending in members]
+            if any(pending for _, pending in members):
+                self._tape(carrier, members)
 
     def _reverse_instruction(self, inst) -> None:
         rule = RULES.get(inst.opcode_name)
@@ -1007,6 +1010,16 @@ class _Reverse(Copier):
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+def _used(pending: dict) -> dict:
+    """`pending` ({value: placeholder}, see _Reverse.taped) without the values no rule ended up using (a math
+    rule asks for a call's result, which sin's derivative does not read): their placeholders go."""
+    for value, holder in list(pending.items()):
+        if not holder.uses:
+            holder.erase()
+            del pending[value]
+    return pending
+
 
 def _avoiding(avoid):
     """fn's successors, but never `avoid`."""

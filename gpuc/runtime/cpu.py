@@ -701,7 +701,8 @@ def _diverged(record, grid, block3) -> None:
 def launch_in_two_phases(fn, argv: bytes, n, threads: int | None, apart: tuple) -> None:
     """Like launch_marshalled, but work items whose indices differ by at most `apart[d]` along every
     dimension d never run at once: the linear index space is cut into runs longer than twice the
-    farthest such pair, and the even runs run (in parallel) before the odd ones."""
+    farthest such pair, the even runs first (in parallel), each odd run once the two even runs beside
+    it have ended (the only ones it can meet): no thread waits for the whole first phase."""
     (n0, n1, _), sizes, total, threads = _launch_shape(n, threads)
     if total == 0:
         return
@@ -711,6 +712,18 @@ def launch_in_two_phases(fn, argv: bytes, n, threads: int | None, apart: tuple) 
     if threads == 1 or runs < 2:
         fn(argv, 0, total, sizes)
         return
+    phases, after = _alternate_runs(total, runs)
+    run_phases(fn, argv, phases, sizes, helpers=min(threads, runs // 2) - 1, after=after)
+
+
+@functools.lru_cache(maxsize=16)
+def _alternate_runs(total: int, runs: int) -> tuple:
+    """(the two phases of `runs` alternate runs over `total` items, the runs each odd one follows: its two
+    neighbours), the same lists for the same launch shape, so that the scheduler's tables built for them
+    are found again (pool._runs_table)."""
     bounds = [total * k // runs for k in range(runs + 1)]
     phases = [[(bounds[k], bounds[k + 1]) for k in range(phase, runs, 2)] for phase in (0, 1)]
-    run_phases(fn, argv, phases, sizes, helpers=min(threads, runs // 2) - 1)
+    half = runs // 2
+    # even run 2m is run m of the first phase; odd run 2m + 1 (half + m) follows even runs 2m and 2m + 2
+    after = [[] for _ in range(half)] + [[m] + ([m + 1] if m + 1 < half else []) for m in range(half)]
+    return phases, after

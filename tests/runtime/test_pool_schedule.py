@@ -401,3 +401,19 @@ def test_a_block_launch_on_two_threads_runs_every_block_once(blocks):
     out = np.zeros(64 * blocks, np.int64)
     count_items_in_blocks.launch(out.size, out, threads=2, block=64)
     assert (out == 1).all()
+
+
+@pytest.mark.parametrize("total, runs", [(1000, 2), (1000, 8), (12345, 32)])
+def test_an_odd_run_of_two_phases_follows_its_two_neighbours_alone(total, runs):
+    # launch_in_two_phases: an odd run can meet only the even runs beside it, so it waits for those alone
+    # (not for the whole first phase); the lists are kept per launch shape, so the scheduler's tables are too
+    from gpuc.runtime.cpu import _alternate_runs
+    phases, after = _alternate_runs(total, runs)
+    flat = phases[0] + phases[1]
+    assert sorted(flat)[0][0] == 0 and sorted(flat)[-1][1] == total
+    assert all(a[1] == b[0] for a, b in zip(sorted(flat), sorted(flat)[1:]))
+    for k, before in enumerate(after):
+        begin, end = flat[k]
+        beside = {j for j, (b, e) in enumerate(flat) if b == end or e == begin}
+        assert set(before) == (set() if k < runs // 2 else beside), (k, before, beside)
+    assert _alternate_runs(total, runs)[1] is after

@@ -134,6 +134,12 @@ class AdjointKernel(ShadowedKernel):
         if record is not None:  # a gpuc.Tape refuses it (its backward launches adjoints), located
             record(self, n, args, device=device, threads=threads, block=block, shared=shared)
             return
+        self._launch(n, args, device, threads, block, shared)
+
+    def _launch(self, n, args, device, threads, block, shared, before=None) -> None:
+        """`launch`, and with `before` (CPU launches), `before(kept)` right before the adjoint runs, `kept` the
+        names of the parameters whose arrays it leaves as they are (`primal_writes=False`: those the compiled
+        kernel only stores into; else none): gpuc.Tape puts back what the others held before it runs."""
         flags = self._checked_layout(args)
         distinct = _distinct_blocks(args, block, shared)
         if not self.primal_writes and not (distinct or _distinct(args)):
@@ -148,20 +154,26 @@ class AdjointKernel(ShadowedKernel):
         blocks = {"block": block, "shared": shared} if block is not None or shared else {}
         dims = index_space(n)
         if device != "cpu":
+            if before is not None:
+                raise ValueError(f"the hook before an adjoint runs is for CPU launches, not {device!r} ones")
             self._kernel(flags, CONCURRENT, spans_of(dims), distinct).launch(n, *args, device=device, threads=threads,
                                                                              **blocks)
         elif launch_threads(math.prod(dims), threads) == 1:
             # Work items run one after another: adds into shadows they share need no atomics.
-            self._kernel(flags, SERIAL, None, distinct).launch(n, *args, device=device, threads=threads, **blocks)
+            kernel = self._kernel(flags, SERIAL, None, distinct)
+            _before(before, kernel, args, n, block is not None)
+            kernel.launch(n, *args, device=device, threads=threads, **blocks)
         elif blocks:
-            self._launch_blocks(flags, n, args, dims, threads, block, shared, distinct)
+            self._launch_blocks(flags, n, args, dims, threads, block, shared, distinct, before)
         else:
             # Work items whose elements may meet (a stencil's neighbours) never run at once: only the
             # arrays any item may touch anywhere (a gather's) need atomic adds.
             launcher = launcher_for(self._kernel(flags, PARITY, spans_of(dims), distinct), args, device, n=n)
+            if before is not None:
+                before(_kept(launcher))
             launcher(n, args, threads, apart=_apart(launcher, dims))
 
-    def _launch_blocks(self, flags, n, args, dims, threads, block, shared, distinct) -> None:
+    def _launch_blocks(self, flags, n, args, dims, threads, block, shared, distinct, before=None) -> None:
         """Blocks at once on several CPU threads, each on a thread of its own: in phases of blocks that differ
         along every dimension the plugin asks (cpu.block_phases), so that adds into arrays one coordinate of
         which is a work item's index along such a dimension (a tiled kernel's) need no atomics, where each
@@ -174,10 +186,13 @@ class AdjointKernel(ShadowedKernel):
                                     n=n)
             apart = tuple(_detail(launcher, "blocks apart") or ())
             if launcher.blocks and (not apart or _busy_phases(grid, apart, threads)):
+                if before is not None:
+                    before(_kept(launcher))
                 launcher(n, args, threads, block=block, shared=shared, apart_blocks=apart)
                 return
-        self._kernel(flags, CONCURRENT, spans, distinct).launch(n, *args, device="cpu", threads=threads, block=block,
-                                                                shared=shared)
+        kernel = self._kernel(flags, CONCURRENT, spans, distinct)
+        _before(before, kernel, args, n, block is not None)
+        kernel.launch(n, *args, device="cpu", threads=threads, block=block, shared=shared)
 
     @user_facing
     def inspect(self, *args, device: str | None = None, block=None, shared: int = 0, threads: int | None = None):
@@ -224,6 +239,18 @@ def _apart(launcher, dims) -> tuple:
     for d in range(slab or 0):
         apart[d] = max(apart[d], dims[d] - 1)
     return tuple(apart)
+
+
+def _kept(launcher) -> frozenset:
+    """The names of the parameters whose arrays the compiled adjoint leaves as they are."""
+    return frozenset(_detail(launcher, "outputs kept") or ())
+
+
+def _before(before, kernel, args, n, whole_blocks: bool) -> None:
+    """Call `before` (see AdjointKernel._launch) with what `kernel`'s CPU launch over `n` on `args` keeps: from
+    the launcher that launch takes (dispatch.launch's)."""
+    if before is not None:
+        before(_kept(launcher_for(kernel, args, "cpu", whole_blocks=whole_blocks, n=n)))
 
 
 def _detail(launcher, name: str):

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..abi import ArrayParam
 from . import dispatch
-from .adjoint import adjoint
+from .adjoint import _distinct, adjoint
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _ALIGN = 64  # a shadow starts at its array's address modulo this: aligned as the array is
@@ -59,9 +59,14 @@ class Launch:
         names = code.co_varnames[:code.co_argcount] if code is not None else ()
         return f"argument {k} ({names[k]})" if k < len(names) else f"argument {k}"
 
-    def restore(self) -> None:
-        """Put back what the arrays this launch may write held before it ran."""
+    def restore(self, keep=frozenset()) -> None:
+        """Put back what the arrays this launch may write held before it ran, but for those of the parameters
+        named in `keep` (which its adjoint neither reads nor writes)."""
+        code = getattr(getattr(self.kernel, "py_func", None), "__code__", None)
+        names = code.co_varnames[:code.co_argcount] if code is not None else ()
         for k, before in self._before.items():
+            if k < len(names) and names[k] in keep:
+                continue
             self.args[k][...] = 0 if before is None else before
 
     def __repr__(self) -> str:
@@ -208,15 +213,22 @@ class Tape:
         token = dispatch.recording.set(None)  # the adjoints' own launches are not recorded
         try:
             for launch in reversed(self._launches):
-                launch.restore()
                 args = []
                 for arg in launch.args:
                     args.append(arg)
                     if isinstance(arg, np.ndarray) and arg.dtype.kind == "f":
                         args.append(shadows.of(arg))
                 try:
-                    adjoint(launch.kernel).launch(launch.n, *args, device=launch.device, threads=launch.threads,
-                                                  block=launch.block, shared=launch.shared)
+                    if launch.device == "cpu" and _distinct(args):
+                        # the arrays the kernel only writes keep what the forward launches left there: neither
+                        # put back before the adjoint nor written again by it
+                        adjoint(launch.kernel, primal_writes=False)._launch(
+                            launch.n, args, launch.device, launch.threads, launch.block, launch.shared,
+                            before=launch.restore)
+                    else:
+                        launch.restore()
+                        adjoint(launch.kernel).launch(launch.n, *args, device=launch.device, threads=launch.threads,
+                                                      block=launch.block, shared=launch.shared)
                 except Exception as error:
                     error.add_note(f"in tape.backward, the adjoint of {launch.name} launched at {launch.where}")
                     raise

@@ -481,3 +481,54 @@ def test_public_name_and_hint():
     assert "Tape" in gpuc.__all__ and gpuc.Tape is gpuc.runtime.tape.Tape
     with pytest.raises(AttributeError, match="gpuc.Tape"):
         gpuc.tape
+
+
+# -- arrays the kernels only write ---------------------------------------------------------------------------------
+
+
+@gpuc.kernel
+def smoothed(x, y):
+    i = gpuc.index()
+    if i > 0 and i < x.shape[0] - 1:
+        y[i] = 0.25 * x[i - 1] + 0.5 * x[i] + 0.25 * x[i + 1]
+
+
+@gpuc.kernel
+def product(a, b, y):
+    i = gpuc.index()
+    y[i] = a[i] * b[i]
+
+
+def test_backward_leaves_what_a_kernel_only_writes_as_the_forward_left_it(gpuc_device):
+    # tape.backward launches gpuc.adjoint(k, primal_writes=False) where a CPU launch's arrays do not overlap: an
+    # array the kernel only writes is neither put back nor written again (an element no launch wrote keeps
+    # what the user put there after recording); where two inputs are one array, and on OpenCL, the default
+    # adjoint runs, which puts back what the arrays held and writes them again
+    rng = np.random.default_rng(11)
+    x, w = rng.random(64), rng.random(64)
+    y = np.zeros(64)
+    with gpuc.Tape() as tape:
+        smoothed[64](x, y)
+        loss = _sum_of([y], w)
+    done = y.copy()
+    y[0] = 7.0  # smoothed never writes y[0]: the default adjoint's put-back would zero it
+    tape.backward(loss)
+    g = 2 * w * done
+    want = np.zeros(64)
+    want[:-2] += 0.25 * g[1:-1]
+    want[1:-1] += 0.5 * g[1:-1]
+    want[2:] += 0.25 * g[1:-1]
+    np.testing.assert_allclose(tape.gradients[x], want, rtol=1e-13)
+    kept = gpuc_device == "cpu"
+    assert y[0] == (7.0 if kept else 0.0) and np.array_equal(y[1:], done[1:])
+    assert not kept or gpuc.adjoint(smoothed, primal_writes=False)._by_layout, "the kept adjoint did not run"
+
+    y2 = np.zeros(64)
+    with gpuc.Tape() as tape:
+        product[64](x, x, y2)
+        loss = _sum_of([y2], w)
+    done = y2.copy()
+    tape.backward(loss)
+    np.testing.assert_allclose(tape.gradients[x], 4 * w * x ** 3, rtol=1e-13)
+    np.testing.assert_array_equal(y2, done)
+    assert not gpuc.adjoint(product, primal_writes=False)._by_layout, "overlapping inputs took the kept adjoint"

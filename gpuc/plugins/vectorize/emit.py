@@ -13,9 +13,9 @@ lanes by 1. The remainder of a row runs in a last chunk with the lanes past its 
 
 from __future__ import annotations
 
-from gpuc.llvm import (ArrayType, BinaryOperator, Builder, BranchInst, CallInst, CastInst, CompareInst, Constant, ConstantInt,
-                       FreezeInst, FunctionType, GetElementPtrInst, IntegerType, LoadInst, PHINode,
-                       SelectInst, StoreInst, UnaryOperator, VectorType)
+from gpuc.llvm import (ArrayType, BinaryOperator, Builder, BranchInst, CallInst, CastInst, CompareInst, Constant,
+                       ConstantFP, ConstantInt, FreezeInst, FunctionType, GetElementPtrInst, IntegerType, LoadInst,
+                       PHINode, SelectInst, StoreInst, UnaryOperator, VectorType)
 
 from .calls import Calls, callee_name  # noqa: F401 - Calls for the type of `calls`
 from .loops import Loop, Unsupported, dead_end
@@ -555,6 +555,9 @@ class VectorBody:
         void = self.llctx.void
         vary_ptr = self.uni.is_varying_at(ptr, blk)
         vary_value = self.uni.is_varying_at(value, blk)
+        if not vary_ptr and vary_value and inst in self.mem.lane_sums:
+            self.lane_sum(inst, blk)
+            return
         if not vary_ptr and not vary_value:
             if blk in self.always:
                 self.clone(inst, blk)
@@ -577,6 +580,30 @@ class VectorBody:
             self.gathers += 1
             self.masked(f"llvm.masked.scatter.{mangle(vty)}.v{self.W}p0", void, [data, self.vec(ptr, blk), mask],
                         inst.alignment)
+
+    def lane_sum(self, inst, blk) -> None:
+        """`*p = *p + t` where every lane adds into one element (Memory.lane_sums): the lanes' terms added to
+        the element in lane order, item after item as the loop ran them (`llvm.vector.reduce.fadd` without
+        `reassoc`, the lanes that do not run it adding -0.0, which changes nothing), stored once where any lane
+        runs it."""
+        b = self.b
+        load, total = self.mem.lane_sums[inst], inst.operands[0]
+        term = total.operands[1] if total.operands[0] == load else total.operands[0]
+        ty = total.type
+        terms = b.select(self.mask[blk], self.vec(term, blk), self.splat(ConstantFP.get(ty, -0.0)))
+        vty = self.vty(ty)
+        reduce = self.module.get_or_insert_function(f"llvm.vector.reduce.fadd.{mangle(vty)}",
+                                                    FunctionType.get(ty, [ty, vty]))
+        start = self.uni_val(load, blk)
+        if blk in self.always:
+            b.store(b.call(reduce, [start, terms]), self.uni_val(inst.operands[1], blk), align=inst.alignment)
+            return
+        then, nxt = self.new_block("vec.sum"), self.new_block("vec.sum.next")
+        b.cond_br(self.any(self.mask[blk]), then, nxt)
+        b.position_at_end(then)
+        b.store(b.call(reduce, [start, terms]), self.uni_val(inst.operands[1], blk), align=inst.alignment)
+        b.br(nxt)
+        b.position_at_end(nxt)
 
     def stream(self, data, address, mask, align) -> None:
         """Where every lane of `mask` stores, in a launch that streams, store `data` at `address` (aligned to

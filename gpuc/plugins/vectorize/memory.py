@@ -18,7 +18,7 @@ stack slots, a copy per lane, and what a plugin marks so: private.py) are not pa
 from __future__ import annotations
 
 from gpuc.abi import BOUNDS_FAILURE, INTERRUPT_FLAG
-from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantExpr, ConstantInt, Function,
+from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantExpr, ConstantInt, FloatingType, Function,
                        GetElementPtrInst, GlobalVariable, Instruction, IntegerType, LoadInst, PHINode, SelectInst,
                        StoreInst)
 
@@ -39,6 +39,7 @@ class Access:
         self.inst, self.pointer, self.size, self.write = inst, pointer, size, write
         self.affine = None  # (A at first, S) once materialized
         self.adds = False  # one half of an add whose order between items is free (_accumulations)
+        self.pair = None  # ... and its other half
 
 
 def type_size(ty) -> int | None:
@@ -114,6 +115,12 @@ class Memory:
                 elif isinstance(inst, CallInst) and not pure_call(inst):
                     self.opaque.append(inst)
         _accumulations(self.accesses)
+        #: the stores of those adds where every item adds into one element (an address the same for all
+        #: items: the shadow of a parameter every item reads) -> their loads: in lanes one ordered sum of the
+        #: lanes' terms, added to the element once (emit.py's `lane_sum`)
+        self.lane_sums = {a.inst: a.pair.inst for a in self.accesses
+                          if a.adds and a.write and _outside(a.inst.operands[1], item.inside)
+                          and isinstance(a.inst.operands[0].type, FloatingType)}
         if len({(a.operation, str(a.type)) for a in self.atomics}) > 1:
             self.opaque += self.atomics  # an add and a max on one element do not commute
             self.atomics = []
@@ -220,11 +227,14 @@ class Memory:
             ranges[a] = (lo, hi)
         ok = b.and_(ok, b.icmp("ult", count, small))
         writes = [(k, a) for k, a in enumerate(self.accesses) if a.write]
+        sums = {a for a in self.accesses if a.inst in self.lane_sums or a.pair is not None
+                and a.pair.inst in self.lane_sums}
         for k, w in writes:
             stride = _pick(b, "abs", w.affine[1])
-            ok = b.and_(ok, b.icmp("sge", stride, ConstantInt.get(i64, w.size)))
+            if w not in sums:  # (a lane sum is one add of the lanes' ordered sum, once per chunk)
+                ok = b.and_(ok, b.icmp("sge", stride, ConstantInt.get(i64, w.size)))
             for j, a in enumerate(self.accesses):
-                if j == k or (a.write and j < k) or (w.adds and a.adds):
+                if j == k or (a.write and j < k) or a is w.pair or (w.adds and a.adds and not {w, a} & sums):
                     continue  # (adds into one element in any order: each lane's add is whole, lanes apart)
                 ok = b.and_(ok, self._apart(b, w, a, ranges, stride))
         # Atomics of one integer operation whose results nothing reads commute: in lanes they may run in
@@ -309,6 +319,19 @@ class Memory:
         return any(self._depends(op, seen) for op in v.operands if not _is_callee(v, op))
 
 
+def _outside(pointer, inside) -> bool:
+    """Whether `pointer` is computed before the loop (through GEPs of constant or outside offsets): one address
+    for every item."""
+    for _ in range(64):
+        if not isinstance(pointer, Instruction) or pointer not in inside:
+            return True
+        if not isinstance(pointer, GetElementPtrInst) or any(
+                isinstance(op, Instruction) and op in inside for op in list(pointer.operands)[1:]):
+            return False
+        pointer = pointer.operands[0]
+    return False
+
+
 def _accumulations(accesses) -> None:
     """Mark the loads and stores of the adds whose order between items is free: a load and a store marked
     ACCUMULATE of one address in one block, the store's value an fadd of the load (its only use), and
@@ -332,6 +355,7 @@ def _accumulations(accesses) -> None:
                 "atomicrmw", "cmpxchg", "fence") for i in between):
             continue
         load.adds = store.adds = True
+        load.pair, store.pair = store, load
 
 
 class Extents:

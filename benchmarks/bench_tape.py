@@ -1,6 +1,6 @@
 """What `gpuc.Tape` costs over a simulation, against Warp's `wp.Tape` on its CPU device.
 
-A heat step along a rod (examples/heat_tape.py's kernel, float32 here, as Warp's kernels usually are): each
+A heat step along a rod (examples/heat_tape.py's kernels, on float32 here, as Warp's usually are): each
 step one launch writing its own row of the history `u`, then a squared miss against a target summed into a
 one-element loss. Both tapes record the same launches and run the same backward (d loss / d kappa, a
 parameter every item of every step reads, and d loss / d u[0]). Reported per tape: the recorded forward
@@ -17,31 +17,19 @@ Warp is optional (the `anchors` extra); without it only gpuc's columns are print
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
 import _common  # noqa: F401 - puts the repository on sys.path
-from _common import banner, machine_facts, median, ms, table, timed
+from _common import ROOT, banner, machine_facts, median, ms, table, timed
 
 import gpuc
 
+sys.path.insert(0, str(ROOT / "examples"))
+from heat_tape import heat_step, squared_miss  # noqa: E402 - the example's kernels, on float32 arrays here
+
 DT = np.float32(0.1)
-
-
-@gpuc.kernel
-def heat_step(u, u_next, kappa, dt):
-    i = gpuc.index()
-    n = u.shape[0]
-    left = u[max(i - 1, 0)]
-    right = u[min(i + 1, n - 1)]
-    u_next[i] = u[i] + dt * kappa[0] * (left - 2.0 * u[i] + right)
-
-
-@gpuc.kernel
-def squared_miss(u, target, loss):
-    i = gpuc.index()
-    miss = u[i] - target[i]
-    gpuc.atomic_add(loss, 0, miss * miss)
 
 
 def gpuc_run(u0, target, kappa, steps: int, threads: int, dtype=np.float32):

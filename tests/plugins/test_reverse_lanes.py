@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.llvm_testing import filecheck
+from support.examples import load_example
 from support.reverse_kernels import dynamic_loop, elementwise, stencil
 from support.vectorize import differences, item_by_item
 
@@ -198,15 +199,6 @@ def test_random_window_programs(tmp_path):
 
 
 @gpuc.kernel
-def heat_like(u, u_next, kappa, dt):
-    i = gpuc.index()
-    n = u.shape[0]
-    left = u[max(i - 1, 0)]
-    right = u[min(i + 1, n - 1)]
-    u_next[i] = u[i] + dt * kappa[0] * (left - 2.0 * u[i] + right)
-
-
-@gpuc.kernel
 def weighted_where_positive(x, w, y):
     i = gpuc.index()
     if x[i] > 0.0:  # only some lanes add into w's shadow
@@ -214,7 +206,7 @@ def weighted_where_positive(x, w, y):
 
 
 def _parameter_arguments(name, n, dtype, rng):
-    if name == "heat_like":
+    if name == "heat_step":
         return [rng.random(n).astype(dtype), np.zeros(n, dtype), np.zeros(n, dtype), rng.random(n).astype(dtype),
                 np.array([0.3], dtype), np.zeros(1, dtype), 0.1]
     return [rng.uniform(-1, 1, n).astype(dtype), np.zeros(n, dtype), np.array([0.7, -0.2], dtype), np.zeros(2, dtype),
@@ -223,14 +215,14 @@ def _parameter_arguments(name, n, dtype, rng):
 
 @pytest.mark.parametrize("dtype", (np.float32, np.float64))
 @pytest.mark.parametrize("n", (1, 5, 31, 33, 1000, 70001))
-@pytest.mark.parametrize("name", ("heat_like", "weighted_where_positive"))
+@pytest.mark.parametrize("name", ("heat_step", "weighted_where_positive"))
 def test_adds_of_every_item_into_one_element_run_in_lanes_in_item_order(name, n, dtype):
     # A parameter every item reads (kappa[0], w[0], w[1]) gets every item's add into one element of its shadow:
     # in lanes one ordered sum of the lanes' terms per chunk (llvm.vector.reduce.fadd without reassoc, lanes
     # that do not add adding -0.0), so that on one thread the shadows are the item-by-item launch's bit for bit.
     # Rows of many items used to run item by item (the test of a row refused a store every lane makes to one
     # address).
-    kernel = globals()[name]
+    kernel = load_example("heat_tape").heat_step if name == "heat_step" else weighted_where_positive
     out = []
     for k in (kernel, item_by_item(kernel)):
         args = _parameter_arguments(name, n, dtype, np.random.default_rng(n))

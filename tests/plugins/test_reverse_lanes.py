@@ -237,3 +237,22 @@ def test_adds_of_every_item_into_one_element_run_in_lanes_in_item_order(name, n,
     text = gpuc.adjoint(kernel)._kernel(flags, SERIAL).inspect(
         *_parameter_arguments(name, 64, dtype, np.random.default_rng(0))).llvm
     assert "llvm.vector.reduce.fadd" in text and "reassoc" not in text
+
+
+@pytest.mark.parametrize("threads", (2, 3))
+def test_chunk_sums_of_a_parameters_shadow_run_in_lanes(threads):
+    # On several threads every item's add into w's shadow is the autodiff plugin's sum marker (summed per chunk
+    # of items, autodiff/sums.py), which stopped the body from vectorizing: now the lanes make one call with the
+    # ordered sum of their values.
+    n = 70001
+    line = _trace_line(gpuc.adjoint(weighted_where_positive),
+                       *_parameter_arguments("weighted", 64, np.float64, np.random.default_rng(0)), schedule=PARITY)
+    assert line.startswith("vectorized at optimized") and "rows of one item only" not in line, line
+    out = []
+    for k in (weighted_where_positive, item_by_item(weighted_where_positive)):
+        args = _parameter_arguments("weighted", n, np.float64, np.random.default_rng(3))
+        gpuc.adjoint(k).launch(n, *args, threads=threads)
+        out.append(args)
+    for got, want in zip(*out):
+        if isinstance(got, np.ndarray):
+            np.testing.assert_allclose(got, want, rtol=1e-12)  # (the chunks' sums arrive in any order)

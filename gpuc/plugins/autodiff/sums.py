@@ -17,7 +17,9 @@ slot of the entry's own, and adds the slot into the element atomically once befo
 one atomic add per chunk and element. Anywhere else (the adjoint compiled on its own, for `inspect`), a
 call becomes the atomic add it stands for. The order of the adds changes within a chunk; that of the
 atomic adds of items that run at once never was fixed (a one-thread launch runs the serial adjoint,
-whose adds are plain, in item order, and never call the marker).
+whose adds are plain, in item order, and never call the marker). In vector lanes (the vectorize plugin, at the
+`optimized` point, before `last`) a call on one address for every item becomes one call per chunk of lanes
+with the ordered sum of their values.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from gpuc.llvm import BranchInst, Builder, CallInst, Constant, Function, Module
 from .calls import Calls, callee_name
 from .emit import VectorBody
 from .loops import ControlFlow, ItemLoop, Unsupported, own_preheader
-from .memory import Memory
+from .memory import Memory, outside
 from .private import private_slots
 from .streaming import Streams
 from .uniform import Uniformity
@@ -110,6 +110,8 @@ def vectorize(state, call, module) -> str:
             if _is_marker(inst, calls):
                 if state.point == "simplified":
                     raise Later()
+                if calls.kind(inst) == "sum" and outside(inst.args[0], item.inside):
+                    continue  # one call per chunk of lanes (emit.py's `summed`)
                 raise Unsupported(f"the body calls the marker @{callee_name(inst)}")
             if state.point == "simplified" and isinstance(inst, CallInst) and _calls_marker(inst.callee, calls):
                 raise Later()  # a kernel kept out of line until a plugin rewrites it (an adjoint's)

@@ -11,6 +11,10 @@ SKIPPED = {"llvm.assume", "llvm.lifetime.start", "llvm.lifetime.end", "llvm.expe
            "llvm.dbg.value", "llvm.dbg.declare", "llvm.dbg.assign", "llvm.invariant.start", "llvm.invariant.end",
            "llvm.sideeffect"}
 MARKERS = {SPLIT_MARKER, VECTORIZE_MARKER}
+#: The autodiff plugin's `gpuc.autodiff.sum.<float type>(ptr, value)`: add `value` into the element at `ptr`, in any
+#: order with the other items' adds, which it resolves later (gpuc/plugins/autodiff/sums.py). Where `ptr` is one
+#: address for every item, lanes make one call with the ordered sum of their values (emit.py's `summed`).
+SUM_PREFIX = "gpuc.autodiff.sum."
 #: Intrinsics computed lane by lane, overloaded on their result's type only: one vector call does them.
 ELEMENTWISE = {"llvm.fabs", "llvm.sqrt", "llvm.fma", "llvm.fmuladd", "llvm.minnum", "llvm.maxnum", "llvm.minimum",
                "llvm.maximum", "llvm.copysign", "llvm.floor", "llvm.ceil", "llvm.trunc", "llvm.rint",
@@ -45,6 +49,8 @@ class Calls:
             return "other"
         if name in SKIPPED or name in MARKERS or name.startswith("llvm.dbg.") or call.intrinsic_name in SKIPPED:
             return "skip"  # (intrinsic_name: `llvm.lifetime.start` for `llvm.lifetime.start.p0`)
+        if name.startswith(SUM_PREFIX) and _all_scalar(call) and len(call.args) == 2:
+            return "sum"
         if name in self.variants and _all_scalar(call):
             return "libmvec"
         base = call.intrinsic_name

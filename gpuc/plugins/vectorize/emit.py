@@ -581,29 +581,45 @@ class VectorBody:
             self.masked(f"llvm.masked.scatter.{mangle(vty)}.v{self.W}p0", void, [data, self.vec(ptr, blk), mask],
                         inst.alignment)
 
-    def lane_sum(self, inst, blk) -> None:
-        """`*p = *p + t` where every lane adds into one element (Memory.lane_sums): the lanes' terms added to
-        the element in lane order, item after item as the loop ran them (`llvm.vector.reduce.fadd` without
-        `reassoc`, the lanes that do not run it adding -0.0, which changes nothing), stored once where any lane
-        runs it."""
-        b = self.b
-        load, total = self.mem.lane_sums[inst], inst.operands[0]
-        term = total.operands[1] if total.operands[0] == load else total.operands[0]
-        ty = total.type
-        terms = b.select(self.mask[blk], self.vec(term, blk), self.splat(ConstantFP.get(ty, -0.0)))
+    def ordered_sum(self, start, value, blk):
+        """`start` + the lanes of `value` that run `blk`, added in lane order (`llvm.vector.reduce.fadd` without
+        `reassoc`: exact, item after item; a lane that does not run it adds -0.0, which changes nothing)."""
+        ty = value.type
+        terms = self.b.select(self.mask[blk], self.vec(value, blk), self.splat(ConstantFP.get(ty, -0.0)))
         vty = self.vty(ty)
         reduce = self.module.get_or_insert_function(f"llvm.vector.reduce.fadd.{mangle(vty)}",
                                                     FunctionType.get(ty, [ty, vty]))
-        start = self.uni_val(load, blk)
+        return self.b.call(reduce, [start, terms])
+
+    def where_any(self, blk, emit) -> None:
+        """`emit()` where any lane runs `blk` (always, where every lane may)."""
         if blk in self.always:
-            b.store(b.call(reduce, [start, terms]), self.uni_val(inst.operands[1], blk), align=inst.alignment)
+            emit()
             return
-        then, nxt = self.new_block("vec.sum"), self.new_block("vec.sum.next")
+        b = self.b
+        then, nxt = self.new_block("vec.any"), self.new_block("vec.any.next")
         b.cond_br(self.any(self.mask[blk]), then, nxt)
         b.position_at_end(then)
-        b.store(b.call(reduce, [start, terms]), self.uni_val(inst.operands[1], blk), align=inst.alignment)
+        emit()
         b.br(nxt)
         b.position_at_end(nxt)
+
+    def summed(self, inst, blk) -> None:
+        """A call of the autodiff plugin's sum marker on one address for every item (calls.SUM_PREFIX): one call
+        per chunk, with the ordered sum of the lanes' values (the adds' order is free; this one is item order)."""
+        pointer, value = inst.args
+        total = self.ordered_sum(ConstantFP.get(value.type, -0.0), value, blk)
+        self.where_any(blk, lambda: self.copy_with(inst, [(0, self.uni_val(pointer, blk)), (1, total)]))
+
+    def lane_sum(self, inst, blk) -> None:
+        """`*p = *p + t` where every lane adds into one element (Memory.lane_sums): the lanes' terms added to
+        the element in lane order, item after item as the loop ran them (`ordered_sum`), stored once where any
+        lane runs it."""
+        load, total = self.mem.lane_sums[inst], inst.operands[0]
+        term = total.operands[1] if total.operands[0] == load else total.operands[0]
+        result = self.ordered_sum(self.uni_val(load, blk), term, blk)
+        address = self.uni_val(inst.operands[1], blk)
+        self.where_any(blk, lambda: self.b.store(result, address, align=inst.alignment))
 
     def stream(self, data, address, mask, align) -> None:
         """Where every lane of `mask` stores, in a launch that streams, store `data` at `address` (aligned to
@@ -636,6 +652,9 @@ class VectorBody:
             fn = self.module.declare_intrinsic(f"{inst.intrinsic_name}.{mangle(vty)}",
                                                FunctionType.get(vty, [a.type for a in args]))
             self.vals[inst] = self.b.call(fn, args)
+            return
+        if kind == "sum" and not self.uni.is_varying_at(inst.args[0], blk):
+            self.summed(inst, blk)
             return
         if kind == "conversion":
             vty, arg = self.vty(inst.type), self.vec(inst.args[0], blk)

@@ -22,6 +22,7 @@ from gpuc.llvm import (BinaryOperator, CallInst, CastInst, ConstantExpr, Constan
                        GetElementPtrInst, GlobalVariable, Instruction, IntegerType, LoadInst, PHINode, SelectInst,
                        StoreInst)
 
+from .calls import SUM_PREFIX
 from .private import marked, rooted
 
 #: Above this many accesses the test is not built (rows of one item still vectorize).
@@ -112,14 +113,14 @@ class Memory:
                     self.atomics.append(inst)
                 elif inst.opcode_name in ("atomicrmw", "cmpxchg", "fence", "va_arg"):
                     self.opaque.append(inst)
-                elif isinstance(inst, CallInst) and not pure_call(inst):
+                elif isinstance(inst, CallInst) and not pure_call(inst) and not _summed(inst):
                     self.opaque.append(inst)
         _accumulations(self.accesses)
         #: the stores of those adds where every item adds into one element (an address the same for all
         #: items: the shadow of a parameter every item reads) -> their loads: in lanes one ordered sum of the
         #: lanes' terms, added to the element once (emit.py's `lane_sum`)
         self.lane_sums = {a.inst: a.pair.inst for a in self.accesses
-                          if a.adds and a.write and _outside(a.inst.operands[1], item.inside)
+                          if a.adds and a.write and outside(a.inst.operands[1], item.inside)
                           and isinstance(a.inst.operands[0].type, FloatingType)}
         if len({(a.operation, str(a.type)) for a in self.atomics}) > 1:
             self.opaque += self.atomics  # an add and a max on one element do not commute
@@ -319,7 +320,15 @@ class Memory:
         return any(self._depends(op, seen) for op in v.operands if not _is_callee(v, op))
 
 
-def _outside(pointer, inside) -> bool:
+def _summed(call) -> bool:
+    """A call of the autodiff plugin's sum marker (calls.SUM_PREFIX): it adds into the shadow of an array the
+    kernel only reads, which nothing in the launch reads (gpuc/plugins/autodiff/sums.py), so it meets no other
+    access; the emitter makes it one call per chunk (a marker on an address that varies is refused before)."""
+    callee = call.callee
+    return isinstance(callee, Function) and callee.name.startswith(SUM_PREFIX)
+
+
+def outside(pointer, inside) -> bool:
     """Whether `pointer` is computed before the loop (through GEPs of constant or outside offsets): one address
     for every item."""
     for _ in range(64):

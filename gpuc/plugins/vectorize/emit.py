@@ -555,7 +555,7 @@ class VectorBody:
         void = self.llctx.void
         vary_ptr = self.uni.is_varying_at(ptr, blk)
         vary_value = self.uni.is_varying_at(value, blk)
-        if not vary_ptr and vary_value and inst in self.mem.lane_sums:
+        if not vary_ptr and inst in self.mem.lane_sums:  # (a term the same for every lane is added W times too)
             self.lane_sum(inst, blk)
             return
         if not vary_ptr and not vary_value:

@@ -53,17 +53,20 @@ class Launch:
     def name(self) -> str:
         return getattr(self.kernel, "__qualname__", repr(self.kernel))
 
+    def _names(self) -> tuple:
+        """The kernel's parameter names (none where it has no Python function)."""
+        code = getattr(getattr(self.kernel, "py_func", None), "__code__", None)
+        return code.co_varnames[:code.co_argcount] if code is not None else ()
+
     def argument(self, k: int) -> str:
         """`argument k (its parameter name)`, for messages."""
-        code = getattr(getattr(self.kernel, "py_func", None), "__code__", None)
-        names = code.co_varnames[:code.co_argcount] if code is not None else ()
+        names = self._names()
         return f"argument {k} ({names[k]})" if k < len(names) else f"argument {k}"
 
     def restore(self, keep=frozenset()) -> None:
         """Put back what the arrays this launch may write held before it ran, but for those of the parameters
         named in `keep` (which its adjoint neither reads nor writes)."""
-        code = getattr(getattr(self.kernel, "py_func", None), "__code__", None)
-        names = code.co_varnames[:code.co_argcount] if code is not None else ()
+        names = self._names()
         for k, before in self._before.items():
             if k < len(names) and names[k] in keep:
                 continue
